@@ -1,0 +1,104 @@
+// The accelerator contract: everything Kiln needs to know about a kind of hardware.
+//
+// An `Accelerator` answers every hardware question the connector and the trainer have: what the user's `devices`
+// value means, how many devices "auto" finds, whether the hardware can be used here, which `c10::Device`s the
+// processes run on, how to set a device up and tear it down, what its statistics are, which collective backend
+// distributed training should use, and which precisions it supports. Nothing above the HAL knows any of this, so a
+// third-party accelerator plugs in by implementing this class, exactly like the built-in ones (backends/*).
+//
+// Contract for implementers:
+//  - Methods marked "must not throw" are called while probing many backends (for "auto" and listings); a failure
+//    there is reported through the return value, never by an exception, a crash or a log at ERROR level.
+//  - Methods returning absl::Status report errors as values. They must not throw either: a LibTorch call that may
+//    throw (c10::Error) is wrapped by the implementation.
+//  - Instances are shared (`std::shared_ptr<Accelerator>`) between the connector, the trainer and tools. The const
+//    methods must be safe to call from several threads at once; SetupDevice/TeardownDevice are called by the
+//    trainer from one thread, once per process and device.
+//  - Implementations are `final` and register with one line beside them (see registry.h).
+#ifndef KILN_HAL_ACCELERATOR_H_
+#define KILN_HAL_ACCELERATOR_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "c10/core/Device.h"
+#include "hal/devices.h"
+#include "hal/precision.h"
+
+namespace kiln {
+
+// Device statistics: metric name -> value. Each backend documents the keys it reports (and their units) in its
+// header. Keys are lower_snake_case with the unit as a suffix where there is one (`rss_bytes`, `utilization_percent`).
+using DeviceStats = std::map<std::string, double>;
+
+// An accelerator's answer when asked to run at a precision it cannot run as requested, but can run in a close
+// substitute (Lightning: "16-mixed" on CPU runs as "bf16-mixed").
+struct PrecisionSubstitute {
+  Precision precision;
+  std::string warning;  // Shown to the user, in Lightning's words where Lightning has them.
+};
+
+class Accelerator {
+ public:
+  virtual ~Accelerator() = default;
+
+  // The registered name, lower case ("cpu", "cuda"). Never empty. Must not throw.
+  virtual std::string name() const = 0;
+
+  // Turns the user's `devices` value into the device indices it means for this accelerator, in order. For
+  // "auto", the result has AutoDeviceCount() entries (the connector rejects a zero count before calling this).
+  // Returns InvalidArgument, naming the bad value and the accepted ones, for anything this accelerator does not
+  // accept; indices beyond the devices present are an error that says which exist. Does not check availability.
+  // May probe the hardware (to count devices); must not throw or block for long.
+  virtual absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const = 0;
+
+  // How many devices "auto" should use. Returns 0 when there are none or the probe fails; must not throw. It may
+  // probe the hardware; it must not initialise it in a way that changes later behaviour (no context creation
+  // that would break a later fork).
+  virtual int AutoDeviceCount() const = 0;
+
+  // OK when this accelerator can be used in this process now. Otherwise FailedPrecondition (or Unavailable) whose
+  // message says why, in words a user can act on ("no CUDA device: this LibTorch was built without CUDA").
+  // Must not throw.
+  virtual absl::Status CheckAvailable() const = 0;
+  bool IsAvailable() const { return CheckAvailable().ok(); }
+
+  // The device each local process runs on, one entry per parsed index (so its size is the number of local
+  // processes). `indices` must come from ParseDevices; the result is unspecified otherwise. Must not throw.
+  virtual std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const = 0;
+
+  // Prepares `device` for use by this process (select it, create contexts). Called once per process before any
+  // tensor is moved there; an error stops the run before training. May block while the device initialises.
+  virtual absl::Status SetupDevice(const c10::Device& device) = 0;
+
+  // Releases what SetupDevice and training left on `device` (cached memory, contexts). Called once when training
+  // ends, also after a failed run. Setup followed by teardown may repeat in one process.
+  virtual absl::Status TeardownDevice(const c10::Device& device) = 0;
+
+  // Current statistics of `device` (see DeviceStats). Returns an error only when `device` is not one of this
+  // accelerator's; a statistic that cannot be read is left out (or reported as an `*_available` = 0 key), it does
+  // not fail the call. Cheap enough to call every few steps; must not throw.
+  virtual absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const = 0;
+
+  // The torch.distributed collective backend this accelerator prefers for data-parallel training ("gloo",
+  // "nccl", "hccl", ...). Must not throw.
+  virtual std::string ProcessGroupBackend() const = 0;
+
+  // The precisions this accelerator can train in, in its order of preference. Never empty. Must not throw.
+  virtual std::vector<Precision> SupportedPrecisions() const = 0;
+
+  // When `requested` is not supported but a close substitute is, returns it with the warning to show. The
+  // default offers no substitute. Must not throw.
+  virtual std::optional<PrecisionSubstitute> SubstitutePrecision(Precision requested) const {
+    (void)requested;
+    return std::nullopt;
+  }
+};
+
+}  // namespace kiln
+
+#endif  // KILN_HAL_ACCELERATOR_H_

@@ -1,0 +1,153 @@
+#include "hal/registry.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln {
+namespace {
+
+absl::Status ValidateName(absl::string_view what, absl::string_view name) {
+  const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '_' || c == '-';
+  });
+  if (!valid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid accelerator ", what, " '", name, "': use lower-case letters, digits, '_' and '-'"));
+  }
+  if (name == "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accelerator ", what, " 'auto' is reserved: it asks Kiln to choose; pick another name"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+AcceleratorRegistry& AcceleratorRegistry::Default() {
+  static auto* const registry = new AcceleratorRegistry();
+  return *registry;
+}
+
+absl::Status AcceleratorRegistry::Register(AcceleratorSpec spec, RegisterOptions options) {
+  spec.name = absl::AsciiStrToLower(spec.name);
+  for (std::string& alias : spec.aliases) alias = absl::AsciiStrToLower(alias);
+  if (absl::Status status = ValidateName("name", spec.name); !status.ok()) return status;
+  for (const std::string& alias : spec.aliases) {
+    if (absl::Status status = ValidateName("alias", alias); !status.ok()) return status;
+  }
+  if (!spec.factory) {
+    return absl::InvalidArgumentError(absl::StrCat("accelerator '", spec.name, "' was registered without a factory"));
+  }
+
+  absl::MutexLock lock(&mutex_);
+  auto existing = entries_.find(spec.name);
+  if (existing != entries_.end() && !options.override_existing) {
+    return absl::AlreadyExistsError(absl::StrCat("accelerator '", spec.name,
+                                                 "' is already registered; pass override_existing to replace it"));
+  }
+  if (aliases_.count(spec.name) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("accelerator name '", spec.name, "' is already an alias of '",
+                                                 aliases_.at(spec.name), "'"));
+  }
+  for (const std::string& alias : spec.aliases) {
+    auto owner = aliases_.find(alias);
+    const bool taken_by_other_alias = owner != aliases_.end() && owner->second != spec.name;
+    const bool taken_by_name = alias != spec.name && entries_.count(alias) > 0;
+    if (taken_by_other_alias || taken_by_name) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "alias '", alias, "' of accelerator '", spec.name, "' is already taken by '",
+          taken_by_name ? alias : owner->second, "'"));
+    }
+  }
+  if (existing != entries_.end()) {
+    for (const std::string& alias : existing->second.spec.aliases) aliases_.erase(alias);
+    entries_.erase(existing);
+  }
+  for (const std::string& alias : spec.aliases) aliases_[alias] = spec.name;
+  std::string name = spec.name;
+  entries_.emplace(std::move(name), Entry{std::move(spec), nullptr});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const AcceleratorRegistry::Entry*> AcceleratorRegistry::FindLocked(
+    absl::string_view name_or_alias) const {
+  std::string key = absl::AsciiStrToLower(name_or_alias);
+  if (auto alias = aliases_.find(key); alias != aliases_.end()) key = alias->second;
+  auto entry = entries_.find(key);
+  if (entry == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown accelerator '", name_or_alias, "'; registered: ",
+                                            NameListLocked(), ". Pick one of these, or \"auto\"."));
+  }
+  return &entry->second;
+}
+
+absl::StatusOr<AcceleratorSpec> AcceleratorRegistry::Find(absl::string_view name_or_alias) const {
+  absl::MutexLock lock(&mutex_);
+  absl::StatusOr<const Entry*> entry = FindLocked(name_or_alias);
+  if (!entry.ok()) return entry.status();
+  return (*entry)->spec;
+}
+
+absl::StatusOr<std::shared_ptr<Accelerator>> AcceleratorRegistry::Get(absl::string_view name_or_alias) const {
+  absl::MutexLock lock(&mutex_);
+  absl::StatusOr<const Entry*> found = FindLocked(name_or_alias);
+  if (!found.ok()) return found.status();
+  const Entry& entry = **found;
+  if (entry.instance == nullptr) {
+    try {
+      entry.instance = entry.spec.factory();
+    } catch (const std::exception& e) {
+      return absl::InternalError(
+          absl::StrCat("the factory of accelerator '", entry.spec.name, "' threw: ", e.what()));
+    }
+    if (entry.instance == nullptr) {
+      return absl::InternalError(absl::StrCat("the factory of accelerator '", entry.spec.name, "' returned null"));
+    }
+  }
+  return entry.instance;
+}
+
+std::vector<AcceleratorSpec> AcceleratorRegistry::List() const {
+  std::vector<AcceleratorSpec> specs;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [name, entry] : entries_) specs.push_back(entry.spec);
+  }
+  std::stable_sort(specs.begin(), specs.end(), [](const AcceleratorSpec& a, const AcceleratorSpec& b) {
+    return a.priority > b.priority;
+  });
+  return specs;
+}
+
+std::string AcceleratorRegistry::NameListLocked() const {
+  if (entries_.empty()) return "(none)";
+  std::vector<absl::string_view> names;
+  for (const auto& [name, entry] : entries_) names.push_back(name);
+  return absl::StrJoin(names, ", ");
+}
+
+std::string AcceleratorRegistry::NameList() const {
+  absl::MutexLock lock(&mutex_);
+  return NameListLocked();
+}
+
+namespace internal {
+
+bool RegisterAcceleratorOrDie(AcceleratorSpec spec) {
+  const std::string name = spec.name;
+  if (absl::Status status = AcceleratorRegistry::Default().Register(std::move(spec)); !status.ok()) {
+    // Logging libraries may not be initialised yet during static initialisation; write directly.
+    std::cerr << "kiln: cannot register accelerator '" << name << "': " << status.message() << std::endl;
+    std::abort();
+  }
+  return true;
+}
+
+}  // namespace internal
+}  // namespace kiln
