@@ -1,0 +1,54 @@
+#include "connector/plan.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln {
+namespace {
+
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string Plan::ToJson() const {
+  std::vector<std::string> device_names;
+  for (const c10::Device& device : devices) device_names.push_back(JsonString(device.str()));
+  return absl::StrCat(
+      "{\"accelerator\": ", JsonString(accelerator ? accelerator->name() : ""),
+      ", \"devices\": [", absl::StrJoin(device_names, ", "), "]",
+      ", \"num_devices\": ", num_devices(),
+      ", \"strategy\": ", JsonString(strategy),
+      ", \"process_group_backend\": ", process_group_backend ? JsonString(*process_group_backend) : "null",
+      ", \"precision\": ", JsonString(PrecisionName(precision)),
+      ", \"num_nodes\": ", num_nodes,
+      ", \"world_size\": ", world_size,
+      ", \"global_rank\": ", global_rank,
+      ", \"local_rank\": ", local_rank,
+      ", \"node_rank\": ", node_rank,
+      ", \"cluster_environment\": ", JsonString(cluster_environment), "}");
+}
+
+}  // namespace kiln
