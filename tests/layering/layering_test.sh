@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Kiln's layering, checked on the real dependency graph and sources:
+#   hal       depends on no Kiln package above it (backends, connector, trainer, tools);
+#   connector depends on no backend and names none in its code;
+#   backends  depend on neither the connector nor the trainer.
+# The checker is first shown failing on known-bad inputs, so a broken checker cannot pass silently.
+set -uo pipefail
+
+dir=tests/layering
+check=$dir/check_layering.sh
+failures=0
+
+expect() {  # expect <0|1> <description> <command>...
+  local want=$1 what=$2
+  shift 2
+  local output got
+  output=$("$@" 2>&1)
+  got=$?
+  if [[ $got -ne $want ]]; then
+    echo "FAIL: $what (exit $got, wanted $want)"
+    echo "$output" | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok: $what"
+  fi
+}
+
+# The checker itself.
+expect 1 "checker catches a connector that depends on a backend" \
+  $check deps connector $dir/testdata/bad_deps.txt //backends
+expect 1 "checker catches a backend name in code" \
+  $check names $dir/testdata/backend_words.txt $dir/testdata/names_backend.cc.txt
+expect 0 "checker ignores backend names in comments" \
+  $check names $dir/testdata/backend_words.txt $dir/testdata/comment_only.cc.txt
+
+# The real graph.
+expect 0 "hal depends on nothing above it" \
+  $check deps hal $dir/hal_deps //backends //connector //trainer //tools
+expect 0 "connector depends on no backend and not on the trainer" \
+  $check deps connector $dir/connector_deps //backends //trainer //tools
+expect 0 "built-in backends depend on neither the connector nor the trainer" \
+  $check deps backends $dir/backends_deps //connector //trainer //tools
+
+# The connector's sources name no backend: the backends are the packages under //backends that the built-in set
+# links, so a new backend is covered as soon as it is added to //backends:builtin.
+words=$(mktemp)
+sed -n -E 's|^//backends/([^:/]+)[:/].*|\1|p' $dir/backends_deps | sort -u > "$words"
+if ! grep -qx cpu "$words"; then
+  echo "FAIL: could not list the built-in backends from $dir/backends_deps (got: $(tr '\n' ' ' < "$words"))"
+  failures=$((failures + 1))
+fi
+sources=(connector/*.h connector/*.cc)
+connector_sources=()
+for file in "${sources[@]}"; do
+  [[ "$file" == *_test.cc ]] || connector_sources+=("$file")
+done
+expect 0 "connector code names no backend ($(tr '\n' ' ' < "$words"))" \
+  $check names "$words" "${connector_sources[@]}"
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures layering check(s) failed"
+  exit 1
+fi
+echo "all layering checks passed"

@@ -1,0 +1,63 @@
+// `bazel run //tools:accelerators`: lists every registered accelerator, whether it is available here, how many
+// devices it counts and (with --stats) each device's statistics.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_join.h"
+#include "hal/registry.h"
+
+ABSL_FLAG(bool, stats, false, "Also print the device statistics of every available accelerator's devices.");
+
+namespace kiln {
+namespace {
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Lists the accelerators this build of Kiln knows. Usage: accelerators [--stats]");
+  absl::ParseCommandLine(argc, argv);
+  const AcceleratorRegistry& registry = AcceleratorRegistry::Default();
+  std::printf("%-12s %-12s %8s  %-9s %7s  %s\n", "NAME", "ALIASES", "PRIORITY", "AVAILABLE", "DEVICES",
+              "DESCRIPTION");
+  for (const AcceleratorSpec& spec : registry.List()) {
+    absl::StatusOr<std::shared_ptr<Accelerator>> accelerator = registry.Get(spec.name);
+    const std::string aliases = spec.aliases.empty() ? "-" : absl::StrJoin(spec.aliases, ",");
+    if (!accelerator.ok()) {
+      std::printf("%-12s %-12s %8d  %-9s %7s  %s (cannot be created: %s)\n", spec.name.c_str(), aliases.c_str(),
+                  spec.priority, "no", "-", spec.description.c_str(),
+                  std::string(accelerator.status().message()).c_str());
+      continue;
+    }
+    const absl::Status available = (*accelerator)->CheckAvailable();
+    std::printf("%-12s %-12s %8d  %-9s %7d  %s\n", spec.name.c_str(), aliases.c_str(), spec.priority,
+                available.ok() ? "yes" : "no", (*accelerator)->AutoDeviceCount(), spec.description.c_str());
+    if (!available.ok()) {
+      std::printf("%-12s why not: %s\n", "", std::string(available.message()).c_str());
+      continue;
+    }
+    if (!absl::GetFlag(FLAGS_stats)) continue;
+    absl::StatusOr<std::vector<int>> indices = (*accelerator)->ParseDevices("auto");
+    if (!indices.ok()) {
+      std::printf("%-12s devices: %s\n", "", std::string(indices.status().message()).c_str());
+      continue;
+    }
+    std::vector<c10::Device> devices = (*accelerator)->ParallelDevices(*indices);
+    for (size_t i = 0; i < devices.size(); ++i) {
+      absl::StatusOr<DeviceStats> stats = (*accelerator)->GetDeviceStats(devices[i]);
+      std::printf("%-12s device %d (%s):\n", "", (*indices)[i], devices[i].str().c_str());
+      if (!stats.ok()) {
+        std::printf("%-14s error: %s\n", "", std::string(stats.status().message()).c_str());
+        continue;
+      }
+      for (const auto& [key, value] : *stats) std::printf("%-14s %-34s %.6g\n", "", key.c_str(), value);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) { return kiln::Main(argc, argv); }

@@ -1,0 +1,42 @@
+#include "trainer/data_loader.h"
+
+#include <algorithm>
+
+#include "ATen/CPUGeneratorImpl.h"
+#include "ATen/ATen.h"
+#include "c10/util/Exception.h"
+
+namespace kiln {
+
+TensorDataLoader::TensorDataLoader(at::Tensor inputs, at::Tensor targets, TensorDataLoaderOptions options)
+    : inputs_(std::move(inputs)), targets_(std::move(targets)), options_(options) {
+  TORCH_CHECK(inputs_.defined() && inputs_.dim() >= 1, "TensorDataLoader needs inputs with a batch dimension");
+  TORCH_CHECK(!targets_.defined() || targets_.size(0) == inputs_.size(0), "TensorDataLoader: ", inputs_.size(0),
+              " inputs but ", targets_.size(0), " targets");
+  TORCH_CHECK(options_.batch_size >= 1, "TensorDataLoader: batch_size must be >= 1, got ", options_.batch_size);
+  set_epoch(0);
+}
+
+int64_t TensorDataLoader::num_batches() const {
+  const int64_t n = inputs_.size(0);
+  return options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+void TensorDataLoader::set_epoch(int64_t epoch) {
+  if (!options_.shuffle) return;
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options_.seed + static_cast<uint64_t>(epoch));
+  order_ = at::randperm(inputs_.size(0), generator, at::TensorOptions().dtype(at::kLong));
+}
+
+Batch TensorDataLoader::get_batch(int64_t index) {
+  TORCH_CHECK(index >= 0 && index < num_batches(), "batch index ", index, " out of range [0, ", num_batches(), ")");
+  const int64_t start = index * options_.batch_size;
+  const int64_t end = std::min(start + options_.batch_size, inputs_.size(0));
+  if (!order_.defined()) {
+    return {inputs_.slice(0, start, end), targets_.defined() ? targets_.slice(0, start, end) : at::Tensor()};
+  }
+  at::Tensor rows = order_.slice(0, start, end);
+  return {inputs_.index_select(0, rows), targets_.defined() ? targets_.index_select(0, rows) : at::Tensor()};
+}
+
+}  // namespace kiln

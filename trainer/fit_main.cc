@@ -1,0 +1,175 @@
+// `bazel run //trainer:fit`: trains a model with Kiln from the command line.
+//
+// Exit status: 0 after training, 2 for a bad flag or a plan the connector rejects (nothing is written), 1 when
+// training itself fails.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "glog/logging.h"
+#include "trainer/classifier.h"
+#include "trainer/synthetic_data.h"
+#include "torch/utils.h"
+#include "trainer/trainer.h"
+
+ABSL_FLAG(std::string, accelerator, "auto",
+          "Accelerator name or alias (see `bazel run //tools:accelerators`), or \"auto\" for the available one with "
+          "the highest priority.");
+ABSL_FLAG(std::string, devices, "auto",
+          "Devices to use: \"auto\", a count N, -1 for all, or indices such as \"0,1\" or \"[0, 1]\". For cpu, N "
+          "processes.");
+ABSL_FLAG(std::string, strategy, "auto", "\"auto\", \"single_device\" or \"ddp\".");
+ABSL_FLAG(std::string, precision, "32-true",
+          "32-true, 64-true, bf16-mixed, 16-mixed, bf16-true, 16-true (or the legacy 32, 64, 16, bf16).");
+ABSL_FLAG(int, num_nodes, 1, "Number of machines.");
+ABSL_FLAG(int64_t, max_epochs, 10, "Stop after this many epochs (-1: no epoch limit).");
+ABSL_FLAG(int64_t, max_steps, -1, "Stop after this many optimizer steps (-1: no step limit).");
+ABSL_FLAG(std::string, limit_train_batches, "1.0",
+          "Training batches per epoch: an int count, or a fraction in [0.0, 1.0] (with a '.').");
+ABSL_FLAG(std::string, limit_val_batches, "1.0",
+          "Validation batches per epoch: an int count, or a fraction in [0.0, 1.0] (with a '.').");
+ABSL_FLAG(int64_t, check_val_every_n_epoch, 1, "Validate every N epochs.");
+ABSL_FLAG(int64_t, log_every_n_steps, 50, "Record step metrics (and log progress when not on a terminal) every N steps.");
+ABSL_FLAG(bool, enable_progress_bar, true, "Show a progress bar on a terminal, progress lines otherwise.");
+ABSL_FLAG(int64_t, seed, 42, "Seeds LibTorch's generators, the synthetic data and shuffling.");
+ABSL_FLAG(int64_t, batch_size, 64, "Examples per batch.");
+ABSL_FLAG(double, learning_rate, 1e-3, "Adam's learning rate.");
+ABSL_FLAG(std::string, hidden_sizes, "64,64", "Hidden layer widths of the MLP, comma-separated.");
+ABSL_FLAG(int64_t, num_features, 16, "Synthetic data: input features.");
+ABSL_FLAG(int64_t, num_classes, 4, "Synthetic data: classes.");
+ABSL_FLAG(int64_t, num_train, 4096, "Synthetic data: training examples.");
+ABSL_FLAG(int64_t, num_val, 1024, "Synthetic data: validation examples.");
+
+namespace kiln {
+namespace {
+
+constexpr int kExitUsage = 2;
+
+// A flag error: exits 2 with one line that names the flag, the bad value and what is accepted.
+[[noreturn]] void UsageError(const std::string& message) {
+  std::cerr << "error: " << message << std::endl;
+  std::exit(kExitUsage);
+}
+
+BatchLimit ParseBatchLimit(const std::string& flag, const std::string& value) {
+  if (value.find_first_of(".eE") != std::string::npos) {
+    double fraction = 0;
+    if (absl::SimpleAtod(value, &fraction) && fraction >= 0.0 && fraction <= 1.0) return fraction;
+  } else {
+    int64_t count = 0;
+    if (absl::SimpleAtoi(value, &count) && count >= 0) return count;
+  }
+  UsageError(absl::StrCat("--", flag, "='", value, "' is not valid; pass an int number of batches >= 0 (e.g. 10) or ",
+                          "a fraction in [0.0, 1.0] written with a '.' (e.g. 0.25)"));
+}
+
+std::vector<int64_t> ParseSizes(const std::string& flag, const std::string& value) {
+  std::vector<int64_t> sizes;
+  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    int64_t size = 0;
+    if (!absl::SimpleAtoi(part, &size) || size <= 0) {
+      UsageError(absl::StrCat("--", flag, "='", value, "' is not valid; pass positive layer widths separated by ",
+                              "commas, e.g. 64,64"));
+    }
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
+void RequirePositive(const std::string& flag, int64_t value) {
+  if (value <= 0) UsageError(absl::StrCat("--", flag, "=", value, " is not valid; pass an int > 0"));
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Trains a model with Kiln.\n\n"
+      "  bazel run //trainer:fit                       # the default MLP on the built-in synthetic task\n"
+      "  bazel run //trainer:fit -- --max_epochs=3 --devices=1 --accelerator=cpu\n\n"
+      "Flags are named after Lightning's Trainer arguments. Exit status: 0 trained, 2 bad flags (nothing written), "
+      "1 training failed.");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    UsageError(absl::StrCat("unexpected argument '", positional[1], "'; flags are written --name=value (see --help)"));
+  }
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
+           {"batch_size", absl::GetFlag(FLAGS_batch_size)},
+           {"num_features", absl::GetFlag(FLAGS_num_features)},
+           {"num_classes", absl::GetFlag(FLAGS_num_classes)},
+           {"num_train", absl::GetFlag(FLAGS_num_train)},
+           {"num_val", absl::GetFlag(FLAGS_num_val)}}) {
+    RequirePositive(name, value);
+  }
+  if (!(absl::GetFlag(FLAGS_learning_rate) > 0)) {
+    UsageError(absl::StrCat("--learning_rate=", absl::GetFlag(FLAGS_learning_rate), " is not valid; pass a value > 0"));
+  }
+
+  TrainerOptions options;
+  options.accelerator = absl::GetFlag(FLAGS_accelerator);
+  options.devices = absl::GetFlag(FLAGS_devices);
+  options.strategy = absl::GetFlag(FLAGS_strategy);
+  options.precision = absl::GetFlag(FLAGS_precision);
+  options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
+  options.max_epochs = absl::GetFlag(FLAGS_max_epochs);
+  options.max_steps = absl::GetFlag(FLAGS_max_steps);
+  options.limit_train_batches = ParseBatchLimit("limit_train_batches", absl::GetFlag(FLAGS_limit_train_batches));
+  options.limit_val_batches = ParseBatchLimit("limit_val_batches", absl::GetFlag(FLAGS_limit_val_batches));
+  options.check_val_every_n_epoch = absl::GetFlag(FLAGS_check_val_every_n_epoch);
+  options.log_every_n_steps = absl::GetFlag(FLAGS_log_every_n_steps);
+  options.enable_progress_bar = absl::GetFlag(FLAGS_enable_progress_bar);
+  options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+
+  SyntheticOptions data_options;
+  data_options.num_train = absl::GetFlag(FLAGS_num_train);
+  data_options.num_val = absl::GetFlag(FLAGS_num_val);
+  data_options.num_features = absl::GetFlag(FLAGS_num_features);
+  data_options.num_classes = absl::GetFlag(FLAGS_num_classes);
+  data_options.batch_size = absl::GetFlag(FLAGS_batch_size);
+  data_options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+
+  MlpOptions model_options;
+  model_options.input_size = data_options.num_features;
+  model_options.num_classes = data_options.num_classes;
+  model_options.hidden_sizes = ParseSizes("hidden_sizes", absl::GetFlag(FLAGS_hidden_sizes));
+  model_options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+
+  Trainer trainer(options);
+  // Seed before building the model, so that its initial parameters depend on --seed alone.
+  torch::manual_seed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+  auto model = std::make_shared<MlpClassifier>(model_options);
+  SyntheticClusters data(data_options);
+  absl::Status status = trainer.fit(*model, data);
+  if (!status.ok()) {
+    std::cerr << "error: " << status.message() << std::endl;
+    const bool bad_input = status.code() == absl::StatusCode::kInvalidArgument ||
+                           status.code() == absl::StatusCode::kFailedPrecondition ||
+                           status.code() == absl::StatusCode::kNotFound ||
+                           status.code() == absl::StatusCode::kUnimplemented;
+    return bad_input ? kExitUsage : 1;
+  }
+  const Plan& plan = *trainer.plan();
+  std::printf("Trained on %s (%s, %s) for %lld epochs, %lld steps.\n", plan.accelerator->name().c_str(),
+              plan.strategy.c_str(), std::string(PrecisionName(plan.precision)).c_str(),
+              static_cast<long long>(trainer.current_epoch()), static_cast<long long>(trainer.global_step()));
+  std::printf("Final metrics:\n");
+  for (const char* name : {"train_loss_epoch", "train_acc", "val_loss", "val_acc"}) {
+    auto found = trainer.callback_metrics().find(name);
+    if (found != trainer.callback_metrics().end()) std::printf("  %-16s %.4f\n", name, found->second);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) { return kiln::Main(argc, argv); }

@@ -1,0 +1,69 @@
+#include "trainer/metrics.h"
+
+#include "ATen/ATen.h"
+#include "c10/util/Exception.h"
+
+namespace kiln {
+
+void MetricCollector::Log(const std::string& name, const at::Tensor& value, const LogOptions& options,
+                          int64_t batch_size) {
+  TORCH_CHECK(value.numel() == 1, "log('", name, "'): expected a scalar, got a tensor of shape ", value.sizes());
+  const bool on_step = options.on_step.value_or(training_);
+  const bool on_epoch = options.on_epoch.value_or(!training_);
+  const at::Tensor scalar = value.detach().reshape({}).to(at::kDouble);
+  sync_dist_[name] = options.sync_dist;
+  if (on_step) {
+    const std::string step_name = on_epoch ? name + "_step" : name;
+    step_values_[step_name] = scalar;
+    if (options.prog_bar) latest_progress_[name] = scalar;
+  }
+  if (on_epoch) {
+    Accumulator& accumulator = epoch_[on_step ? name + "_epoch" : name];
+    const at::Tensor weighted = scalar * static_cast<double>(batch_size);
+    accumulator.weighted_sum =
+        accumulator.weighted_sum.defined() ? accumulator.weighted_sum + weighted : weighted;
+    accumulator.count += batch_size;
+    accumulator.prog_bar = options.prog_bar;
+    accumulator.sync_dist = options.sync_dist;
+  }
+}
+
+MetricMap MetricCollector::TakeStepMetrics() {
+  MetricMap metrics;
+  for (const auto& [name, value] : step_values_) metrics[name] = value.item<double>();
+  step_values_.clear();
+  return metrics;
+}
+
+MetricMap MetricCollector::ProgressBarMetrics() const {
+  MetricMap metrics;
+  for (const auto& [name, value] : latest_progress_) metrics[name] = value.item<double>();
+  for (const auto& [name, accumulator] : epoch_) {
+    if (accumulator.prog_bar && accumulator.count > 0) {
+      metrics[name] = accumulator.weighted_sum.item<double>() / static_cast<double>(accumulator.count);
+    }
+  }
+  return metrics;
+}
+
+MetricMap MetricCollector::EpochMetrics() const {
+  MetricMap metrics;
+  for (const auto& [name, accumulator] : epoch_) {
+    if (accumulator.count > 0) {
+      metrics[name] = accumulator.weighted_sum.item<double>() / static_cast<double>(accumulator.count);
+    }
+  }
+  return metrics;
+}
+
+void MetricCollector::ResetEpoch() {
+  epoch_.clear();
+  latest_progress_.clear();
+}
+
+bool MetricCollector::sync_dist(const std::string& name) const {
+  auto found = sync_dist_.find(name);
+  return found != sync_dist_.end() && found->second;
+}
+
+}  // namespace kiln

@@ -1,0 +1,65 @@
+// What `LightningModule::log` records, and how the loops turn it into step and epoch metrics (Lightning's
+// ResultCollection, reduced to what Kiln needs).
+//
+// Defaults follow Lightning: in training, a value is logged per step (on_step) and not per epoch; in validation and
+// test, per epoch and not per step. With both, the step value is named `<name>_step` and the epoch value
+// `<name>_epoch`. Epoch values are means weighted by batch size. Values stay tensors until read, so logging a loss
+// does not force a device synchronisation on every step.
+//
+// Thread-safety: owned by the loop thread.
+#ifndef KILN_TRAINER_METRICS_H_
+#define KILN_TRAINER_METRICS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "ATen/core/Tensor.h"
+
+namespace kiln {
+
+struct LogOptions {
+  bool prog_bar = false;           // Show in the progress bar.
+  std::optional<bool> on_step;     // Unset: true in training, false elsewhere.
+  std::optional<bool> on_epoch;    // Unset: false in training, true elsewhere.
+  bool sync_dist = false;          // Average across processes before recording (the strategy reduces).
+};
+
+using MetricMap = std::map<std::string, double>;
+
+class MetricCollector {
+ public:
+  explicit MetricCollector(bool training) : training_(training) {}
+
+  // Records `value` (a scalar tensor or a number) for the current batch of `batch_size` examples.
+  void Log(const std::string& name, const at::Tensor& value, const LogOptions& options, int64_t batch_size);
+
+  // Values logged on_step since the last call, then forgets them.
+  MetricMap TakeStepMetrics();
+  // Names logged with prog_bar (their latest step or epoch value).
+  MetricMap ProgressBarMetrics() const;
+  // Batch-size-weighted means of the values logged on_epoch since the last ResetEpoch.
+  MetricMap EpochMetrics() const;
+  void ResetEpoch();
+
+  // The `sync_dist` flag for each name logged so far (the loop reduces those across processes).
+  bool sync_dist(const std::string& name) const;
+
+ private:
+  struct Accumulator {
+    at::Tensor weighted_sum;
+    int64_t count = 0;
+    bool prog_bar = false;
+    bool sync_dist = false;
+  };
+  const bool training_;
+  std::map<std::string, at::Tensor> step_values_;
+  std::map<std::string, at::Tensor> latest_progress_;
+  std::map<std::string, Accumulator> epoch_;
+  std::map<std::string, bool> sync_dist_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_METRICS_H_

@@ -1,0 +1,35 @@
+// Progress for people: a one-line bar redrawn in place when standard error is a terminal, and a glog line per
+// epoch (and every `log_every_n_steps` steps) when it is not.
+#ifndef KILN_TRAINER_PROGRESS_H_
+#define KILN_TRAINER_PROGRESS_H_
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "trainer/metrics.h"
+
+namespace kiln {
+
+class ProgressReporter {
+ public:
+  ProgressReporter(bool enabled, int64_t log_every_n_steps);
+
+  void StartEpoch(int64_t epoch, int64_t max_epochs, int64_t num_batches);
+  // Called after each training step with the metrics logged with prog_bar.
+  void Step(int64_t batch_idx, int64_t global_step, const MetricMap& metrics);
+  void EndEpoch(int64_t epoch, const MetricMap& metrics);
+
+ private:
+  const bool enabled_;
+  const bool terminal_;
+  const int64_t log_every_n_steps_;
+  int64_t epoch_ = 0;
+  int64_t max_epochs_ = 0;
+  int64_t num_batches_ = 0;
+  absl::Time epoch_start_;
+  absl::Time last_draw_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_PROGRESS_H_
