@@ -29,6 +29,9 @@ class MlpClassifier final : public LightningModule {
   void test_step(const Batch& batch, int64_t batch_idx) override;
   OptimizerConfig configure_optimizers() override;
 
+ protected:
+  at::Tensor predict_forward(const at::Tensor& input) override { return forward(input); }
+
  private:
   MlpOptions options_;
   torch::nn::Sequential net_;

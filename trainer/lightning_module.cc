@@ -15,4 +15,8 @@ void LightningModule::log(const std::string& name, double value, LogOptions opti
   log(name, at::scalar_tensor(value, at::kDouble), options);
 }
 
+at::Tensor LightningModule::predict_forward(const at::Tensor& input) {
+  TORCH_CHECK(false, "predict_step is not implemented: override predict_step (or predict_forward) in your module");
+}
+
 }  // namespace kiln

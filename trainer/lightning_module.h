@@ -10,6 +10,7 @@
 #define KILN_TRAINER_LIGHTNING_MODULE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -17,18 +18,29 @@
 
 #include "torch/nn/module.h"
 #include "torch/optim/optimizer.h"
+#include "torch/optim/schedulers/lr_scheduler.h"
 #include "trainer/batch.h"
 #include "trainer/metrics.h"
 
 namespace kiln {
 
-// What configure_optimizers returns: one or more LibTorch optimizers over the module's parameters.
+// A learning-rate scheduler and when the trainer steps it (Lightning's lr_scheduler_config).
+struct SchedulerConfig {
+  enum class Interval { kEpoch, kStep };
+  std::shared_ptr<torch::optim::LRScheduler> scheduler;
+  Interval interval = Interval::kEpoch;  // Step after every epoch, or after every optimizer step.
+  int64_t frequency = 1;                 // Every `frequency` epochs or steps.
+};
+
+// What configure_optimizers returns: one or more LibTorch optimizers over the module's parameters, and optional
+// schedulers. Every optimizer steps on every optimization step (automatic optimization).
 struct OptimizerConfig {
   OptimizerConfig() = default;
   template <typename T, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, T>>>
   OptimizerConfig(std::shared_ptr<T> optimizer)  // NOLINT(google-explicit-constructor)
       : optimizers{std::move(optimizer)} {}
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
+  std::vector<SchedulerConfig> schedulers;
 };
 
 class LightningModule : public torch::nn::Module {
@@ -46,6 +58,11 @@ class LightningModule : public torch::nn::Module {
     (void)batch;
     (void)batch_idx;
   }
+  // The prediction for one batch; the default runs forward() through `predict_forward`.
+  virtual at::Tensor predict_step(const Batch& batch, int64_t batch_idx) {
+    (void)batch_idx;
+    return predict_forward(batch.input);
+  }
   virtual OptimizerConfig configure_optimizers() = 0;
 
   // Hooks, in the order the fit loop calls them (see trainer.h for the full order).
@@ -53,7 +70,12 @@ class LightningModule : public torch::nn::Module {
   virtual void on_train_epoch_start() {}
   virtual void on_train_epoch_end() {}
   virtual void on_validation_epoch_end() {}
+  virtual void on_test_epoch_end() {}
   virtual void on_fit_end() {}
+
+  // Hyper-parameters, saved in checkpoints and sent to loggers (Lightning's save_hyperparameters / hparams).
+  void save_hyperparameters(std::map<std::string, std::string> hparams) { hparams_ = std::move(hparams); }
+  const std::map<std::string, std::string>& hparams() const { return hparams_; }
 
   // Records a metric for the current step (see metrics.h for on_step/on_epoch defaults). Only valid inside a step
   // or epoch-end hook; elsewhere it throws c10::Error, as Lightning raises.
@@ -66,7 +88,12 @@ class LightningModule : public torch::nn::Module {
     batch_size_ = batch_size;
   }
 
+ protected:
+  // What the default predict_step calls. Override predict_step, or this, to make predictions.
+  virtual at::Tensor predict_forward(const at::Tensor& input);
+
  private:
+  std::map<std::string, std::string> hparams_;
   MetricCollector* sink_ = nullptr;
   int64_t batch_size_ = 1;
 };

@@ -32,6 +32,7 @@ class SyntheticClusters final : public DataModule {
   std::shared_ptr<DataLoader> train_dataloader() override { return train_; }
   std::shared_ptr<DataLoader> val_dataloader() override { return val_; }
   std::shared_ptr<DataLoader> test_dataloader() override { return val_; }
+  std::shared_ptr<DataLoader> predict_dataloader() override { return val_; }
 
  private:
   std::shared_ptr<TensorDataLoader> train_;

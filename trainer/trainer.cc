@@ -1,14 +1,22 @@
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <utility>
 
 #include "ATen/ATen.h"
+#include "ATen/CPUGeneratorImpl.h"
+#include "ATen/Context.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "connector/connector.h"
 #include "glog/logging.h"
+#include "torch/nn/utils/clip_grad.h"
 #include "torch/utils.h"
+#include "trainer/callbacks/model_checkpoint.h"
+#include "trainer/callbacks/timer.h"
+#include "trainer/checkpoint_io.h"
 #include "trainer/progress.h"
 #include "trainer/strategy.h"
 
@@ -17,16 +25,16 @@ namespace {
 
 constexpr int64_t kDefaultMaxEpochs = 1000;  // Lightning's, when neither max_epochs nor max_steps is set.
 
-// Runs user code, turning an exception into a Status that names the hook.
+// Runs user code (hooks, steps, callbacks), turning an exception into a Status that names where it happened.
 template <typename Fn>
-absl::Status CallUser(absl::string_view hook, Fn&& fn) {
+absl::Status CallUser(absl::string_view where, Fn&& fn) {
   try {
     fn();
     return absl::OkStatus();
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(hook, " raised: ", e.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat(where, " raised: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(hook, " raised: ", e.what()));
+    return absl::InternalError(absl::StrCat(where, " raised: ", e.what()));
   }
 }
 
@@ -34,7 +42,7 @@ void Merge(MetricMap& into, const MetricMap& from) {
   for (const auto& [name, value] : from) into[name] = value;
 }
 
-// Makes sure Teardown runs however the loop ends.
+// Makes sure teardown runs however a loop ends.
 class TeardownGuard {
  public:
   explicit TeardownGuard(Strategy& strategy) : strategy_(strategy) {}
@@ -48,7 +56,25 @@ class TeardownGuard {
   Strategy& strategy_;
 };
 
+// Clears the module's metric sink when a loop leaves, also by an exception.
+class SinkGuard {
+ public:
+  explicit SinkGuard(LightningModule& model) : model_(model) {}
+  ~SinkGuard() { model_.set_metric_sink(nullptr, 0); }
+
+ private:
+  LightningModule& model_;
+};
+
+absl::Status Positive(absl::string_view flag, int64_t value, int64_t minimum) {
+  if (value >= minimum) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(flag, "=", value, " is not valid; pass an int >= ", minimum));
+}
+
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// BatchLimit
 
 absl::StatusOr<int64_t> BatchLimit::Resolve(int64_t available, absl::string_view flag) const {
   if (const auto* count = std::get_if<int64_t>(&value_)) {
@@ -66,11 +92,82 @@ absl::StatusOr<int64_t> BatchLimit::Resolve(int64_t available, absl::string_view
   return static_cast<int64_t>(std::floor(fraction * static_cast<double>(available)));
 }
 
-Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {}
+bool BatchLimit::is_zero() const {
+  if (const auto* count = std::get_if<int64_t>(&value_)) return *count == 0;
+  return std::get<double>(value_) == 0.0;
+}
+
+std::string BatchLimit::ToString() const {
+  if (const auto* count = std::get_if<int64_t>(&value_)) return absl::StrCat(*count);
+  return absl::StrCat(std::get<double>(value_));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Set-up
+
+struct Trainer::LoopLimits {
+  int64_t train_batches = 0;
+  int64_t val_batches = 0;
+  int64_t val_check_batch = 0;  // Validate after every this many training batches (0: only at the epoch's end).
+  bool val_at_epoch_end = true;
+};
+
+Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
+  if (options_.fast_dev_run > 0) {
+    // Lightning's fast_dev_run: N batches of everything, one epoch, no sanity check, no checkpoints or logs.
+    const int64_t n = options_.fast_dev_run;
+    options_.limit_train_batches = n;
+    options_.limit_val_batches = n;
+    options_.limit_test_batches = n;
+    options_.limit_predict_batches = n;
+    options_.max_steps = n;
+    options_.max_epochs = 1;
+    options_.num_sanity_val_steps = 0;
+    options_.val_check_interval = 1.0;
+    options_.check_val_every_n_epoch = 1;
+  }
+  if (!options_.overfit_batches.is_zero()) {
+    options_.limit_train_batches = options_.overfit_batches;
+    options_.limit_val_batches = options_.overfit_batches;
+  }
+}
 
 Trainer::~Trainer() = default;
 
-absl::Status Trainer::Prepare() {
+bool Trainer::is_global_zero() const { return strategy_ == nullptr || strategy_->is_global_zero(); }
+
+std::string Trainer::checkpoint_dir() const {
+  for (const auto& logger : options_.loggers) {
+    if (!logger->log_dir().empty()) return logger->log_dir() + "/checkpoints";
+  }
+  return options_.default_root_dir + "/checkpoints";
+}
+
+ModelCheckpoint* Trainer::checkpoint_callback() const {
+  for (const auto& callback : callbacks_) {
+    if (auto* checkpoint = dynamic_cast<ModelCheckpoint*>(callback.get())) return checkpoint;
+  }
+  return nullptr;
+}
+
+void Trainer::log_metrics(const MetricMap& metrics, int64_t step) {
+  if (!is_global_zero() || metrics.empty() || options_.fast_dev_run > 0 || sanity_checking_) return;
+  for (const auto& logger : options_.loggers) {
+    if (absl::Status status = logger->log_metrics(metrics, step); !status.ok()) {
+      LOG(WARNING) << "logger '" << logger->name() << "' failed: " << status;
+    }
+  }
+}
+
+template <typename Hook>
+void Trainer::CallCallbacks(Hook&& hook, std::optional<bool> monitoring) {
+  for (const auto& callback : callbacks_) {
+    if (monitoring.has_value() && callback->is_monitoring() != *monitoring) continue;
+    hook(*callback);
+  }
+}
+
+absl::Status Trainer::Prepare(Stage stage) {
   if (options_.max_steps < -1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_steps=", options_.max_steps, " must be -1 (no limit) or a number of steps >= 0"));
@@ -79,10 +176,27 @@ absl::Status Trainer::Prepare() {
     return absl::InvalidArgumentError(
         absl::StrCat("max_epochs=", *options_.max_epochs, " must be -1 (no limit) or a number of epochs >= 0"));
   }
-  if (options_.check_val_every_n_epoch < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("check_val_every_n_epoch=", options_.check_val_every_n_epoch,
-                                                   " must be an int >= 1"));
+  if (options_.min_epochs.has_value()) {
+    if (absl::Status s = Positive("min_epochs", *options_.min_epochs, 0); !s.ok()) return s;
   }
+  if (absl::Status s = Positive("check_val_every_n_epoch", options_.check_val_every_n_epoch, 1); !s.ok()) return s;
+  if (absl::Status s = Positive("accumulate_grad_batches", options_.accumulate_grad_batches, 1); !s.ok()) return s;
+  if (absl::Status s = Positive("log_every_n_steps", options_.log_every_n_steps, 0); !s.ok()) return s;
+  if (absl::Status s = Positive("num_sanity_val_steps", options_.num_sanity_val_steps, -1); !s.ok()) return s;
+  if (absl::Status s = Positive("fast_dev_run", options_.fast_dev_run, 0); !s.ok()) return s;
+  if (options_.gradient_clip_algorithm != "norm" && options_.gradient_clip_algorithm != "value") {
+    return absl::InvalidArgumentError(absl::StrCat("gradient_clip_algorithm='", options_.gradient_clip_algorithm,
+                                                   "' is not valid; pass 'norm' or 'value'"));
+  }
+  if (options_.gradient_clip_val.has_value() && !(*options_.gradient_clip_val >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient_clip_val=", *options_.gradient_clip_val, " is not valid; pass a value >= 0"));
+  }
+  if (options_.max_time.has_value() && *options_.max_time <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_time=", absl::FormatDuration(*options_.max_time), " is not valid; pass a positive time"));
+  }
+
   ConnectorOptions connector;
   connector.accelerator = options_.accelerator;
   connector.devices = options_.devices;
@@ -92,7 +206,6 @@ absl::Status Trainer::Prepare() {
   absl::StatusOr<Plan> plan =
       ResolvePlan(connector, options_.registry != nullptr ? *options_.registry : AcceleratorRegistry::Default());
   if (!plan.ok()) return plan.status();
-  for (const std::string& warning : plan->warnings) LOG(WARNING) << warning;
   if (plan->strategy != "single_device") {
     return absl::UnimplementedError(absl::StrCat(
         "strategy '", plan->strategy, "' (", plan->world_size, " processes) is not available in this build of Kiln "
@@ -102,148 +215,425 @@ absl::Status Trainer::Prepare() {
     return absl::UnimplementedError(absl::StrCat("precision '", PrecisionName(plan->precision),
                                                  "' is not available in this build of Kiln yet; use 32-true"));
   }
+
+  callbacks_ = options_.callbacks;
+  if (stage == Stage::kFit) {
+    const bool has_checkpoint = std::any_of(callbacks_.begin(), callbacks_.end(), [](const auto& callback) {
+      return dynamic_cast<ModelCheckpoint*>(callback.get()) != nullptr;
+    });
+    if (options_.enable_checkpointing && !has_checkpoint) callbacks_.push_back(std::make_shared<ModelCheckpoint>());
+    if (!options_.enable_checkpointing && has_checkpoint) {
+      return absl::InvalidArgumentError(
+          "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list; "
+          "remove the callback or enable checkpointing");
+    }
+    if (options_.max_time.has_value()) {
+      callbacks_.push_back(std::make_shared<Timer>(TimerOptions{.duration = *options_.max_time}));
+    }
+  }
+  for (const auto& callback : callbacks_) {
+    if (absl::Status status = callback->validate_config(*this); !status.ok()) return status;
+  }
+
+  for (const std::string& warning : plan->warnings) LOG(WARNING) << warning;
   plan_ = std::move(plan).value();
   strategy_ = std::make_unique<SingleDeviceStrategy>(*plan_);
-  progress_ = std::make_unique<ProgressReporter>(options_.enable_progress_bar, options_.log_every_n_steps);
+  progress_ = std::make_unique<ProgressReporter>(options_.enable_progress_bar && stage == Stage::kFit,
+                                                 options_.log_every_n_steps);
   if (options_.seed.has_value()) torch::manual_seed(*options_.seed);
+  at::globalContext().setDeterministicAlgorithms(options_.deterministic, /*warn_only=*/false);
   return absl::OkStatus();
 }
 
-absl::Status Trainer::fit(LightningModule& model, DataModule& data) {
-  if (absl::Status status = Prepare(); !status.ok()) return status;
+// ---------------------------------------------------------------------------------------------------------------
+// fit
+
+absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
+  if (absl::Status status = Prepare(Stage::kFit); !status.ok()) return status;
   if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
   TeardownGuard teardown(*strategy_);
-  return RunFit(model, data);
+  model_ = &model;
+  absl::Status status = RunFit(model, data, ckpt_path);
+  model_ = nullptr;
+  for (const auto& logger : options_.loggers) {
+    if (absl::Status finalized = logger->finalize(); !finalized.ok() && status.ok()) status = finalized;
+  }
+  return status;
 }
 
-absl::Status Trainer::RunFit(LightningModule& model, DataModule& data) {
+absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
   std::shared_ptr<DataLoader> train_loader;
   std::shared_ptr<DataLoader> val_loader;
-  OptimizerConfig optimizers;
   absl::Status status = CallUser("setup/configure_optimizers", [&] {
     data.setup(Stage::kFit);
     train_loader = data.train_dataloader();
     val_loader = data.val_dataloader();
-    optimizers = model.configure_optimizers();
+    optimizers_ = model.configure_optimizers();
   });
   if (!status.ok()) return status;
   if (train_loader == nullptr) {
     return absl::InvalidArgumentError("the data module returned no train_dataloader; fit needs training data");
   }
-  if (optimizers.optimizers.empty()) {
+  if (optimizers_.optimizers.empty()) {
     return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
   }
+  for (const SchedulerConfig& scheduler : optimizers_.schedulers) {
+    if (scheduler.scheduler == nullptr || scheduler.frequency < 1) {
+      return absl::InvalidArgumentError(
+          "configure_optimizers returned a scheduler config without a scheduler or with frequency < 1");
+    }
+  }
+  scheduler_steps_.assign(optimizers_.schedulers.size(), 0);
+
+  LoopLimits limits;
   absl::StatusOr<int64_t> train_batches =
       options_.limit_train_batches.Resolve(train_loader->num_batches(), "limit_train_batches");
   if (!train_batches.ok()) return train_batches.status();
-  int64_t val_batches = 0;
+  limits.train_batches = *train_batches;
+  num_training_batches_ = limits.train_batches;
   if (val_loader != nullptr) {
-    absl::StatusOr<int64_t> limit = options_.limit_val_batches.Resolve(val_loader->num_batches(), "limit_val_batches");
-    if (!limit.ok()) return limit.status();
-    val_batches = *limit;
+    absl::StatusOr<int64_t> val = options_.limit_val_batches.Resolve(val_loader->num_batches(), "limit_val_batches");
+    if (!val.ok()) return val.status();
+    limits.val_batches = *val;
+  }
+  if (options_.val_check_interval.is_fraction()) {
+    absl::StatusOr<int64_t> every = options_.val_check_interval.Resolve(limits.train_batches, "val_check_interval");
+    if (!every.ok()) return every.status();
+    limits.val_check_batch = std::max<int64_t>(1, *every);
+    limits.val_at_epoch_end = true;
+  } else {
+    absl::StatusOr<int64_t> every = options_.val_check_interval.Resolve(INT64_MAX, "val_check_interval");
+    if (!every.ok()) return every.status();
+    if (limits.val_batches > 0 && *every > limits.train_batches) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`val_check_interval` (", *every, ") must be less than or equal to the number of the training batches (",
+          limits.train_batches, "). If you want to disable validation set `limit_val_batches` to 0.0 instead."));
+    }
+    if (*every == 0) return absl::InvalidArgumentError("val_check_interval=0 is not valid; pass an int >= 1");
+    limits.val_check_batch = *every;
+    limits.val_at_epoch_end = false;
   }
 
-  int64_t max_epochs = options_.max_epochs.value_or(-1);
+  max_epochs_ = options_.max_epochs.value_or(-1);
   if (!options_.max_epochs.has_value() && options_.max_steps == -1) {
     LOG(WARNING) << "`max_epochs` was not set. Setting it to " << kDefaultMaxEpochs
                  << " epochs. To train without an epoch limit, set `max_epochs=-1`.";
-    max_epochs = kDefaultMaxEpochs;
+    max_epochs_ = kDefaultMaxEpochs;
   }
 
-  MetricCollector train_metrics(/*training=*/true);
   current_epoch_ = 0;
   global_step_ = 0;
+  next_epoch_ = 0;
+  next_batch_in_epoch_ = 0;
+  should_stop_ = false;
   callback_metrics_.clear();
-  status = CallUser("on_fit_start", [&] { model.on_fit_start(); });
-  if (!status.ok()) return status;
+  resumed_from_.clear();
+  if (!ckpt_path.empty()) {
+    if (absl::Status restored = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/true); !restored.ok()) {
+      return restored;
+    }
+  }
+  for (const auto& optimizer : optimizers_.optimizers) optimizer->zero_grad();
 
+  status = CallUser("setup/on_fit_start", [&] {
+    CallCallbacks([&](Callback& c) { c.setup(*this, model, Stage::kFit); });
+    CallCallbacks([&](Callback& c) { c.on_fit_start(*this, model); });
+    model.on_fit_start();
+  });
+  if (!status.ok()) return status;
+  if (is_global_zero() && options_.fast_dev_run == 0) {
+    for (const auto& logger : options_.loggers) {
+      if (absl::Status logged = logger->log_hyperparams(model.hparams()); !logged.ok()) {
+        LOG(WARNING) << "logger '" << logger->name() << "' failed: " << logged;
+      }
+    }
+  }
+
+  // The sanity check must not change what training draws from the generator, so that resuming stays exact.
+  const int64_t sanity_steps =
+      options_.num_sanity_val_steps < 0 ? limits.val_batches : std::min(options_.num_sanity_val_steps, limits.val_batches);
+  if (val_loader != nullptr && sanity_steps > 0) {
+    const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+    sanity_checking_ = true;
+    absl::StatusOr<MetricMap> sanity = RunEvaluation(model, *val_loader, sanity_steps, Stage::kValidate);
+    sanity_checking_ = false;
+    {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      generator.set_state(rng);
+    }
+    if (!sanity.ok()) return sanity.status();
+  }
+
+  current_epoch_ = next_epoch_;
   const auto done = [&] {
+    const bool min_epochs_met = !options_.min_epochs.has_value() || current_epoch_ >= *options_.min_epochs;
+    if (should_stop_ && !min_epochs_met) {
+      LOG(INFO) << "Trainer was signaled to stop but the required `min_epochs=" << *options_.min_epochs
+                << "` has not been met. Training will continue...";
+      should_stop_ = false;
+    }
     return (options_.max_steps >= 0 && global_step_ >= options_.max_steps) ||
-           (max_epochs >= 0 && current_epoch_ >= max_epochs);
+           (max_epochs_ >= 0 && current_epoch_ >= max_epochs_) || (should_stop_ && min_epochs_met);
   };
   while (!done()) {
-    model.train();
-    train_metrics.ResetEpoch();
-    progress_->StartEpoch(current_epoch_, max_epochs, *train_batches);
-    status = CallUser("training epoch", [&] {
-      model.on_train_epoch_start();
-      train_loader->set_epoch(current_epoch_);
-      for (int64_t batch_idx = 0; batch_idx < *train_batches; ++batch_idx) {
-        Batch batch = strategy_->BatchToDevice(train_loader->get_batch(batch_idx));
-        model.set_metric_sink(&train_metrics, batch.size());
-        for (const auto& optimizer : optimizers.optimizers) optimizer->zero_grad();
-        at::Tensor loss = model.training_step(batch, batch_idx);
-        TORCH_CHECK(loss.defined() && loss.numel() == 1, "training_step must return a scalar loss tensor");
-        strategy_->Backward(loss);
-        for (const auto& optimizer : optimizers.optimizers) strategy_->OptimizerStep(*optimizer);
-        ++global_step_;
-        const bool log_now = options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0;
-        if (log_now || batch_idx + 1 == *train_batches) Merge(callback_metrics_, train_metrics.TakeStepMetrics());
-        progress_->Step(batch_idx, global_step_, train_metrics.ProgressBarMetrics());
-        if (options_.max_steps >= 0 && global_step_ >= options_.max_steps) break;
-      }
-      model.set_metric_sink(nullptr, 0);
-    });
+    status = RunTrainEpoch(model, *train_loader, val_loader.get(), limits);
     if (!status.ok()) return status;
-    Merge(callback_metrics_, train_metrics.EpochMetrics());
-
-    const bool validate_now = val_loader != nullptr && val_batches > 0 &&
-                              (current_epoch_ + 1) % options_.check_val_every_n_epoch == 0;
-    if (validate_now) {
-      absl::StatusOr<MetricMap> val_metrics = RunValidation(model, *val_loader, val_batches);
-      if (!val_metrics.ok()) return val_metrics.status();
-      Merge(callback_metrics_, *val_metrics);
-    }
-    status = CallUser("on_train_epoch_end", [&] {
-      model.set_metric_sink(&train_metrics, 1);
-      model.on_train_epoch_end();
-      model.set_metric_sink(nullptr, 0);
-    });
-    if (!status.ok()) return status;
-    progress_->EndEpoch(current_epoch_, callback_metrics_);
     ++current_epoch_;
   }
-  return CallUser("on_fit_end", [&] { model.on_fit_end(); });
+  return CallUser("on_fit_end", [&] {
+    CallCallbacks([&](Callback& c) { c.on_fit_end(*this, model); });
+    model.on_fit_end();
+    CallCallbacks([&](Callback& c) { c.teardown(*this, model, Stage::kFit); });
+  });
 }
 
-absl::StatusOr<MetricMap> Trainer::RunValidation(LightningModule& model, DataLoader& loader, int64_t limit) {
+absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, DataLoader* val,
+                                    const LoopLimits& limits) {
+  MetricCollector metrics(/*training=*/true);
+  SinkGuard sink_guard(model);
+  const int64_t first_batch = next_epoch_ == current_epoch_ ? next_batch_in_epoch_ : 0;
+  next_epoch_ = current_epoch_;
+  next_batch_in_epoch_ = first_batch;
+  const bool validate_this_epoch =
+      val != nullptr && limits.val_batches > 0 && (current_epoch_ + 1) % options_.check_val_every_n_epoch == 0;
+  model.train();
+  progress_->StartEpoch(current_epoch_, max_epochs_, limits.train_batches);
+
+  absl::Status status = CallUser("on_train_epoch_start", [&] {
+    CallCallbacks([&](Callback& c) { c.on_train_epoch_start(*this, model); });
+    model.on_train_epoch_start();
+    // overfit_batches trains on the same batches, in the same order, every epoch.
+    train.set_epoch(options_.overfit_batches.is_zero() ? current_epoch_ : 0);
+  });
+  if (!status.ok()) return status;
+
+  for (int64_t batch_idx = first_batch; batch_idx < limits.train_batches; ++batch_idx) {
+    Batch batch;
+    status = CallUser("training_step", [&] {
+      batch = strategy_->BatchToDevice(train.get_batch(batch_idx));
+      CallCallbacks([&](Callback& c) { c.on_train_batch_start(*this, model, batch, batch_idx); });
+      model.set_metric_sink(&metrics, batch.size());
+      at::Tensor loss = model.training_step(batch, batch_idx);
+      model.set_metric_sink(nullptr, 0);
+      TORCH_CHECK(loss.defined() && loss.numel() == 1, "training_step must return a scalar loss tensor");
+      strategy_->Backward(options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss);
+    });
+    if (!status.ok()) return status;
+
+    const bool last_batch = batch_idx + 1 == limits.train_batches;
+    const bool step_now = (batch_idx + 1) % options_.accumulate_grad_batches == 0 || last_batch;
+    if (step_now) {
+      if (absl::Status stepped = OptimizerStep(model); !stepped.ok()) return stepped;
+      MetricMap step_metrics = metrics.TakeStepMetrics();
+      Merge(callback_metrics_, step_metrics);
+      if (options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0) {
+        step_metrics["epoch"] = static_cast<double>(current_epoch_);
+        log_metrics(step_metrics, global_step_);
+      }
+    }
+    next_batch_in_epoch_ = batch_idx + 1;
+    progress_->Step(batch_idx, global_step_, metrics.ProgressBarMetrics());
+    status = CallUser("on_train_batch_end", [&] {
+      CallCallbacks([&](Callback& c) { c.on_train_batch_end(*this, model, batch, batch_idx); });
+    });
+    if (!status.ok()) return status;
+
+    const bool val_now = validate_this_epoch && ((batch_idx + 1) % limits.val_check_batch == 0 ||
+                                                 (last_batch && limits.val_at_epoch_end));
+    const bool max_steps_reached = options_.max_steps >= 0 && global_step_ >= options_.max_steps;
+    if (val_now || (max_steps_reached && validate_this_epoch && limits.val_at_epoch_end)) {
+      absl::StatusOr<MetricMap> val_metrics = RunEvaluation(model, *val, limits.val_batches, Stage::kValidate);
+      if (!val_metrics.ok()) return val_metrics.status();
+      model.train();
+    }
+    const bool min_epochs_met = !options_.min_epochs.has_value() || current_epoch_ + 1 >= *options_.min_epochs;
+    if (max_steps_reached || (should_stop_ && min_epochs_met)) break;
+  }
+
+  MetricMap epoch_metrics = metrics.EpochMetrics();
+  Merge(callback_metrics_, epoch_metrics);
+  for (size_t i = 0; i < optimizers_.schedulers.size(); ++i) {
+    const SchedulerConfig& scheduler = optimizers_.schedulers[i];
+    if (scheduler.interval == SchedulerConfig::Interval::kEpoch && (current_epoch_ + 1) % scheduler.frequency == 0) {
+      scheduler.scheduler->step();
+      ++scheduler_steps_[i];
+    }
+  }
+  // A checkpoint written from here on resumes at the start of the next epoch.
+  next_epoch_ = current_epoch_ + 1;
+  next_batch_in_epoch_ = 0;
+  status = CallUser("on_train_epoch_end", [&] {
+    model.set_metric_sink(&metrics, 1);
+    CallCallbacks([&](Callback& c) { c.on_train_epoch_end(*this, model); }, /*monitoring=*/false);
+    model.on_train_epoch_end();
+    model.set_metric_sink(nullptr, 0);
+    Merge(callback_metrics_, metrics.EpochMetrics());
+    CallCallbacks([&](Callback& c) { c.on_train_epoch_end(*this, model); }, /*monitoring=*/true);
+  });
+  if (!status.ok()) return status;
+  epoch_metrics = metrics.EpochMetrics();
+  if (!epoch_metrics.empty()) {
+    epoch_metrics["epoch"] = static_cast<double>(current_epoch_);
+    log_metrics(epoch_metrics, global_step_);
+  }
+  for (const auto& logger : options_.loggers) {
+    if (absl::Status saved = logger->save(); !saved.ok()) LOG(WARNING) << "logger '" << logger->name() << "': " << saved;
+  }
+  progress_->EndEpoch(current_epoch_, callback_metrics_);
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::OptimizerStep(LightningModule& model) {
+  return CallUser("optimizer step", [&] {
+    if (options_.gradient_clip_val.has_value() && *options_.gradient_clip_val > 0) {
+      const std::vector<at::Tensor> parameters = model.parameters();
+      if (options_.gradient_clip_algorithm == "norm") {
+        torch::nn::utils::clip_grad_norm_(parameters, *options_.gradient_clip_val);
+      } else {
+        torch::nn::utils::clip_grad_value_(parameters, *options_.gradient_clip_val);
+      }
+    }
+    for (const auto& optimizer : optimizers_.optimizers) {
+      CallCallbacks([&](Callback& c) { c.on_before_optimizer_step(*this, model, *optimizer); });
+      strategy_->OptimizerStep(*optimizer);
+      optimizer->zero_grad();
+    }
+    ++global_step_;
+    for (size_t i = 0; i < optimizers_.schedulers.size(); ++i) {
+      const SchedulerConfig& scheduler = optimizers_.schedulers[i];
+      if (scheduler.interval == SchedulerConfig::Interval::kStep && global_step_ % scheduler.frequency == 0) {
+        scheduler.scheduler->step();
+        ++scheduler_steps_[i];
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Evaluation loops
+
+absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoader& loader, int64_t limit,
+                                                 Stage stage) {
+  const bool validating = stage == Stage::kValidate;
   MetricCollector metrics(/*training=*/false);
+  SinkGuard sink_guard(model);
   model.eval();
-  absl::Status status = CallUser("validation loop", [&] {
+  absl::Status status = CallUser(validating ? "validation loop" : "test loop", [&] {
+    CallCallbacks([&](Callback& c) {
+      validating ? c.on_validation_start(*this, model) : c.on_test_start(*this, model);
+    });
     torch::NoGradGuard no_grad;
     loader.set_epoch(0);
     for (int64_t batch_idx = 0; batch_idx < limit; ++batch_idx) {
       Batch batch = strategy_->BatchToDevice(loader.get_batch(batch_idx));
       model.set_metric_sink(&metrics, batch.size());
-      model.validation_step(batch, batch_idx);
+      validating ? model.validation_step(batch, batch_idx) : model.test_step(batch, batch_idx);
     }
     model.set_metric_sink(&metrics, 1);
-    model.on_validation_epoch_end();
+    validating ? model.on_validation_epoch_end() : model.on_test_epoch_end();
     model.set_metric_sink(nullptr, 0);
   });
-  model.train();
   if (!status.ok()) return status;
   MetricMap result = metrics.EpochMetrics();
   Merge(result, metrics.TakeStepMetrics());
+  for (auto& [name, value] : result) {
+    if (metrics.sync_dist(name)) {
+      value = strategy_->ReduceMean(at::scalar_tensor(value, at::kDouble)).item<double>();
+    }
+  }
+  if (!sanity_checking_) {
+    Merge(callback_metrics_, result);
+    log_metrics(result, global_step_);
+  }
+  status = CallUser(validating ? "on_validation_end" : "on_test_end", [&] {
+    if (validating) {
+      CallCallbacks([&](Callback& c) { c.on_validation_epoch_end(*this, model); });
+      CallCallbacks([&](Callback& c) { c.on_validation_end(*this, model); });
+    } else {
+      CallCallbacks([&](Callback& c) { c.on_test_end(*this, model); });
+    }
+  });
+  if (!status.ok()) return status;
   return result;
 }
 
-absl::StatusOr<MetricMap> Trainer::validate(LightningModule& model, DataModule& data) {
-  if (absl::Status status = Prepare(); !status.ok()) return status;
+absl::StatusOr<MetricMap> Trainer::RunStage(LightningModule& model, DataModule& data, const std::string& ckpt_path,
+                                            Stage stage) {
+  if (absl::Status status = Prepare(stage); !status.ok()) return status;
   if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
   TeardownGuard teardown(*strategy_);
+  if (!ckpt_path.empty()) {
+    if (absl::Status status = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false); !status.ok()) {
+      return status;
+    }
+  }
+  const bool validating = stage == Stage::kValidate;
   std::shared_ptr<DataLoader> loader;
   absl::Status status = CallUser("setup", [&] {
-    data.setup(Stage::kValidate);
-    loader = data.val_dataloader();
+    data.setup(stage);
+    loader = validating ? data.val_dataloader() : data.test_dataloader();
+    CallCallbacks([&](Callback& c) { c.setup(*this, model, stage); });
   });
   if (!status.ok()) return status;
-  if (loader == nullptr) return absl::InvalidArgumentError("validate needs a val_dataloader; the data module has none");
-  absl::StatusOr<int64_t> limit = options_.limit_val_batches.Resolve(loader->num_batches(), "limit_val_batches");
+  if (loader == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(validating ? "validate needs a val_dataloader"
+                                                              : "test needs a test_dataloader",
+                                                   "; the data module returned none"));
+  }
+  absl::StatusOr<int64_t> limit =
+      (validating ? options_.limit_val_batches : options_.limit_test_batches)
+          .Resolve(loader->num_batches(), validating ? "limit_val_batches" : "limit_test_batches");
   if (!limit.ok()) return limit.status();
-  absl::StatusOr<MetricMap> metrics = RunValidation(model, *loader, *limit);
-  if (metrics.ok()) Merge(callback_metrics_, *metrics);
+  absl::StatusOr<MetricMap> metrics = RunEvaluation(model, *loader, *limit, stage);
+  status = CallUser("teardown", [&] { CallCallbacks([&](Callback& c) { c.teardown(*this, model, stage); }); });
+  if (metrics.ok() && !status.ok()) return status;
+  for (const auto& logger : options_.loggers) {
+    if (absl::Status finalized = logger->finalize(); !finalized.ok()) LOG(WARNING) << finalized;
+  }
   return metrics;
+}
+
+absl::StatusOr<MetricMap> Trainer::validate(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
+  return RunStage(model, data, ckpt_path, Stage::kValidate);
+}
+
+absl::StatusOr<MetricMap> Trainer::test(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
+  return RunStage(model, data, ckpt_path, Stage::kTest);
+}
+
+absl::StatusOr<std::vector<at::Tensor>> Trainer::predict(LightningModule& model, DataModule& data,
+                                                         const std::string& ckpt_path) {
+  if (absl::Status status = Prepare(Stage::kPredict); !status.ok()) return status;
+  if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
+  TeardownGuard teardown(*strategy_);
+  if (!ckpt_path.empty()) {
+    if (absl::Status status = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false); !status.ok()) {
+      return status;
+    }
+  }
+  std::shared_ptr<DataLoader> loader;
+  absl::Status status = CallUser("setup", [&] {
+    data.setup(Stage::kPredict);
+    loader = data.predict_dataloader();
+  });
+  if (!status.ok()) return status;
+  if (loader == nullptr) {
+    return absl::InvalidArgumentError("predict needs a predict_dataloader; the data module returned none");
+  }
+  absl::StatusOr<int64_t> limit = options_.limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
+  if (!limit.ok()) return limit.status();
+  std::vector<at::Tensor> predictions;
+  model.eval();
+  status = CallUser("predict_step", [&] {
+    torch::NoGradGuard no_grad;
+    loader->set_epoch(0);
+    for (int64_t batch_idx = 0; batch_idx < *limit; ++batch_idx) {
+      Batch batch = strategy_->BatchToDevice(loader->get_batch(batch_idx));
+      predictions.push_back(model.predict_step(batch, batch_idx).to(at::kCPU));
+    }
+  });
+  if (!status.ok()) return status;
+  return predictions;
 }
 
 }  // namespace kiln

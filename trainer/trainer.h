@@ -7,14 +7,21 @@
 //   kiln::Trainer trainer({.accelerator = std::make_shared<NewSotaAccelerator>(), .devices = "4"});
 //
 // Hardware questions go through the connector (ResolvePlan) to the accelerator; the trainer itself knows no
-// hardware. Bad options are reported by fit/validate as an InvalidArgument or FailedPrecondition Status before any
-// device is touched.
+// hardware. Bad options are reported by fit/validate/test/predict as an InvalidArgument or FailedPrecondition
+// Status before any device is touched. The hook order is documented in callback.h.
 //
-// Hook order in fit:
-//   on_fit_start
-//   for each epoch: on_train_epoch_start, training_step x N, [validation loop], on_train_epoch_end
-//     validation loop: validation_step x M, on_validation_epoch_end
-//   on_fit_end
+// Checkpoints (save_checkpoint, ModelCheckpoint) hold everything needed to continue exactly:
+//   kiln_format, kiln_format_version       identify the file (checkpoint_io.h)
+//   loop/epoch, loop/batch_in_epoch         where to resume: the next batch to run
+//   loop/global_step                        optimizer steps so far
+//   model/<parameter or buffer name>        every parameter and buffer of the module, by its full name
+//   optimizer_<i>                           each optimizer's state (LibTorch's own serialisation)
+//   scheduler_<i>/steps                     how often each scheduler has stepped (replayed on load)
+//   callbacks/<state_key>                   each callback's state (text keys and values)
+//   rng/cpu                                 LibTorch's default CPU generator state
+//   hparams                                 the module's hyper-parameters
+// Loading checks the whole file (and that every parameter exists with the right shape) before it changes
+// anything, so a damaged, truncated or foreign file is refused with the model untouched.
 //
 // Thread-safety: one Trainer runs one loop at a time, on the calling thread.
 #ifndef KILN_TRAINER_TRAINER_H_
@@ -25,31 +32,39 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "connector/options.h"
 #include "connector/plan.h"
 #include "hal/registry.h"
+#include "trainer/callback.h"
 #include "trainer/data_loader.h"
 #include "trainer/lightning_module.h"
+#include "trainer/logger.h"
 #include "trainer/metrics.h"
 
 namespace kiln {
 
+class ModelCheckpoint;
 class ProgressReporter;
 class Strategy;
 
-// Lightning's `limit_*_batches`: an int is a number of batches, a double in [0, 1] a fraction of the loader.
+// Lightning's `limit_*_batches`, `val_check_interval` and `overfit_batches`: an int is a number of batches, a
+// double a fraction of the loader.
 class BatchLimit {
  public:
   BatchLimit(int count) : value_(static_cast<int64_t>(count)) {}  // NOLINT(google-explicit-constructor)
   BatchLimit(int64_t count) : value_(count) {}                   // NOLINT(google-explicit-constructor)
   BatchLimit(double fraction) : value_(fraction) {}              // NOLINT(google-explicit-constructor)
 
-  // The number of batches to run out of `available`, or an error naming `flag` for negative values and fractions
-  // above 1.
+  // The number of batches out of `available`, or an error naming `flag` for negative values and fractions above 1.
   absl::StatusOr<int64_t> Resolve(int64_t available, absl::string_view flag) const;
+  bool is_fraction() const { return std::holds_alternative<double>(value_); }
+  bool is_zero() const;
+  std::string ToString() const;
 
  private:
   std::variant<int64_t, double> value_;
@@ -65,14 +80,31 @@ struct TrainerOptions {
 
   // Loops, with Lightning's defaults.
   std::optional<int64_t> max_epochs;  // Unset and max_steps == -1: 1000 epochs, with Lightning's warning.
+  std::optional<int64_t> min_epochs;  // Early stopping cannot stop before this many epochs.
   int64_t max_steps = -1;             // -1: no limit.
+  std::optional<absl::Duration> max_time;  // Stops (through a Timer callback) after this much training time.
   BatchLimit limit_train_batches = 1.0;
   BatchLimit limit_val_batches = 1.0;
+  BatchLimit limit_test_batches = 1.0;
+  BatchLimit limit_predict_batches = 1.0;
+  BatchLimit val_check_interval = 1.0;  // Fraction of an epoch, or every N training batches.
   int64_t check_val_every_n_epoch = 1;
+  int64_t num_sanity_val_steps = 2;     // Validation batches run before training; -1 all.
+  int64_t accumulate_grad_batches = 1;
+  std::optional<double> gradient_clip_val;
+  std::string gradient_clip_algorithm = "norm";  // "norm" or "value".
   int64_t log_every_n_steps = 50;
-  bool enable_progress_bar = true;
-  std::optional<uint64_t> seed;  // Seeds LibTorch's generators when set.
+  int64_t fast_dev_run = 0;             // N > 0 (true = 1): N batches of everything, one epoch, no checkpoints.
+  BatchLimit overfit_batches = 0.0;     // > 0: the same first batches every epoch, unshuffled.
+  bool deterministic = false;           // LibTorch's deterministic algorithms.
+  std::optional<uint64_t> seed;         // Seeds LibTorch's generators when set.
   std::string default_root_dir = ".";
+
+  // Extras.
+  std::vector<std::shared_ptr<Callback>> callbacks;
+  std::vector<std::shared_ptr<Logger>> loggers;
+  bool enable_checkpointing = true;     // Adds a ModelCheckpoint (last epoch) unless one is given.
+  bool enable_progress_bar = true;
 
   // Where names are looked up; the default registry when null. Tests pass their own.
   const AcceleratorRegistry* registry = nullptr;
@@ -85,30 +117,78 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // Trains `model` on `data`'s train loader, validating on its val loader (when it has one).
-  absl::Status fit(LightningModule& model, DataModule& data);
-  // One pass over the val loader; returns the epoch metrics.
-  absl::StatusOr<MetricMap> validate(LightningModule& model, DataModule& data);
+  // Trains `model` on `data`'s train loader, validating on its val loader (when it has one). `ckpt_path`: "" to
+  // start fresh, "last" for the newest complete checkpoint under default_root_dir, "best" for the best one this
+  // trainer's ModelCheckpoint saved, or a path.
+  absl::Status fit(LightningModule& model, DataModule& data, const std::string& ckpt_path = "");
+  // One pass over the val (test) loader; returns the epoch metrics.
+  absl::StatusOr<MetricMap> validate(LightningModule& model, DataModule& data, const std::string& ckpt_path = "");
+  absl::StatusOr<MetricMap> test(LightningModule& model, DataModule& data, const std::string& ckpt_path = "");
+  // predict_step over the predict loader, one tensor per batch (on the CPU).
+  absl::StatusOr<std::vector<at::Tensor>> predict(LightningModule& model, DataModule& data,
+                                                  const std::string& ckpt_path = "");
 
-  // The plan of the last fit/validate (empty before).
+  // Writes a checkpoint of the running fit (see the contents above), atomically. Only rank zero writes; other
+  // ranks wait at a barrier. Valid from callbacks and hooks during fit.
+  absl::Status save_checkpoint(const std::string& path);
+
+  // State for callbacks and users.
+  const TrainerOptions& options() const { return options_; }
   const std::optional<Plan>& plan() const { return plan_; }
-  // Latest step and epoch metrics, by name (Lightning's trainer.callback_metrics).
   const MetricMap& callback_metrics() const { return callback_metrics_; }
+  MetricMap& mutable_callback_metrics() { return callback_metrics_; }
   int64_t current_epoch() const { return current_epoch_; }
   int64_t global_step() const { return global_step_; }
+  int64_t num_training_batches() const { return num_training_batches_; }
+  bool sanity_checking() const { return sanity_checking_; }
+  bool should_stop() const { return should_stop_; }
+  void set_should_stop() { should_stop_ = true; }
+  bool is_global_zero() const;
+  int64_t max_epochs() const { return max_epochs_; }
+  const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const { return optimizers_.optimizers; }
+  const std::vector<std::shared_ptr<Logger>>& loggers() const { return options_.loggers; }
+  // Sends `metrics` to every logger at `step` (rank zero only).
+  void log_metrics(const MetricMap& metrics, int64_t step);
+  // Where ModelCheckpoint writes by default: <first logger's log_dir>/checkpoints, else <default_root_dir>/checkpoints.
+  std::string checkpoint_dir() const;
+  // The first ModelCheckpoint among the callbacks (null if none).
+  ModelCheckpoint* checkpoint_callback() const;
+  // The path fit resumed from ("" when it started fresh).
+  const std::string& resumed_from() const { return resumed_from_; }
+  Strategy* strategy() const { return strategy_.get(); }
 
  private:
-  absl::Status Prepare();
-  absl::Status RunFit(LightningModule& model, DataModule& data);
-  absl::StatusOr<MetricMap> RunValidation(LightningModule& model, DataLoader& loader, int64_t limit);
+  struct LoopLimits;
+  absl::Status Prepare(Stage stage);
+  absl::Status RunFit(LightningModule& model, DataModule& data, const std::string& ckpt_path);
+  absl::Status RunTrainEpoch(LightningModule& model, DataLoader& train, DataLoader* val, const LoopLimits& limits);
+  absl::StatusOr<MetricMap> RunEvaluation(LightningModule& model, DataLoader& loader, int64_t limit, Stage stage);
+  absl::StatusOr<MetricMap> RunStage(LightningModule& model, DataModule& data, const std::string& ckpt_path,
+                                     Stage stage);
+  absl::Status OptimizerStep(LightningModule& model);
+  absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training);
+  absl::StatusOr<std::string> ResolveCheckpointPath(const std::string& ckpt_path) const;
+  template <typename Hook>
+  void CallCallbacks(Hook&& hook, std::optional<bool> monitoring = std::nullopt);
 
   TrainerOptions options_;
   std::optional<Plan> plan_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<ProgressReporter> progress_;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+  LightningModule* model_ = nullptr;  // The module of the running fit, for save_checkpoint.
+  OptimizerConfig optimizers_;
+  std::vector<int64_t> scheduler_steps_;
   MetricMap callback_metrics_;
   int64_t current_epoch_ = 0;
   int64_t global_step_ = 0;
+  int64_t max_epochs_ = 0;
+  int64_t num_training_batches_ = 0;
+  int64_t next_batch_in_epoch_ = 0;  // Where a checkpoint written now resumes, within next_epoch_.
+  int64_t next_epoch_ = 0;
+  bool sanity_checking_ = false;
+  bool should_stop_ = false;
+  std::string resumed_from_;
 };
 
 }  // namespace kiln

@@ -1,0 +1,260 @@
+#include "trainer/callbacks/model_checkpoint.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <stdexcept>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "glog/logging.h"
+#include "trainer/checkpoint_io.h"
+#include "trainer/trainer.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kLastName[] = "last";
+
+// Formats `value` with a Python-style spec such as ".3f", "02d" or "" (the default).
+std::string FormatValue(double value, bool integral, const std::string& spec) {
+  if (spec.empty()) return integral ? absl::StrCat(static_cast<int64_t>(value)) : absl::StrFormat("%g", value);
+  const char kind = spec.back();
+  const bool valid = spec.find_first_not_of("0123456789.+- ") == spec.size() - 1;
+  if (!valid) return absl::StrFormat("%g", value);
+  char buffer[64];
+  if (kind == 'd') {
+    std::snprintf(buffer, sizeof(buffer), ("%" + spec.substr(0, spec.size() - 1) + "lld").c_str(),
+                  static_cast<long long>(value));
+  } else if (kind == 'f' || kind == 'e' || kind == 'g' || kind == 'E' || kind == 'G') {
+    std::snprintf(buffer, sizeof(buffer), ("%" + spec).c_str(), value);
+  } else {
+    return absl::StrFormat("%g", value);
+  }
+  return buffer;
+}
+
+std::string EncodeScores(const std::map<std::string, double>& scores) {
+  std::string out;
+  for (const auto& [path, score] : scores) absl::StrAppend(&out, path, "\t", absl::StrFormat("%.17g", score), "\n");
+  return out;
+}
+
+}  // namespace
+
+ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
+  if (options_.filename.empty()) options_.filename = "{epoch}-{step}";
+  if (!options_.every_n_epochs.has_value()) options_.every_n_epochs = options_.every_n_train_steps > 0 ? 0 : 1;
+  ParseMonitorMode(options_.mode, "ModelCheckpoint", &mode_).IgnoreError();  // Reported by validate_config.
+}
+
+std::string ModelCheckpoint::state_key() const {
+  return absl::StrCat("ModelCheckpoint{'monitor': ", options_.monitor ? "'" + *options_.monitor + "'" : "None",
+                      ", 'mode': '", options_.mode, "', 'every_n_train_steps': ", options_.every_n_train_steps,
+                      ", 'every_n_epochs': ", *options_.every_n_epochs, "}");
+}
+
+absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
+  (void)trainer;
+  MonitorMode mode;
+  if (absl::Status status = ParseMonitorMode(options_.mode, "ModelCheckpoint", &mode); !status.ok()) return status;
+  if (options_.save_top_k < -1) {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid value for save_top_k=", options_.save_top_k,
+                                                   ". Must be >= -1"));
+  }
+  if (!options_.monitor.has_value() && options_.save_top_k > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("ModelCheckpoint(save_top_k=", options_.save_top_k,
+                                                   ", monitor=None) is not a valid configuration. No quantity for "
+                                                   "top_k to track."));
+  }
+  if (options_.every_n_train_steps < 0 || *options_.every_n_epochs < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid values for every_n_train_steps=",
+                                                   options_.every_n_train_steps, " and every_n_epochs=",
+                                                   *options_.every_n_epochs, ". Both cannot be negative."));
+  }
+  return absl::OkStatus();
+}
+
+void ModelCheckpoint::setup(Trainer& trainer, LightningModule& module, Stage stage) {
+  if (dirpath_.empty()) dirpath_ = options_.dirpath.empty() ? trainer.checkpoint_dir() : options_.dirpath;
+}
+
+std::string ModelCheckpoint::FormatFilename(int64_t epoch, int64_t step, const MetricMap& metrics) const {
+  const std::string& pattern = options_.filename;
+  std::string out;
+  size_t i = 0;
+  while (i < pattern.size()) {
+    const size_t open = pattern.find('{', i);
+    const size_t close = open == std::string::npos ? std::string::npos : pattern.find('}', open);
+    if (close == std::string::npos) {
+      out += pattern.substr(i);
+      break;
+    }
+    out += pattern.substr(i, open - i);
+    std::vector<std::string> parts = absl::StrSplit(pattern.substr(open + 1, close - open - 1), absl::MaxSplits(':', 1));
+    const std::string& name = parts[0];
+    const std::string spec = parts.size() > 1 ? parts[1] : "";
+    const bool integral = name == "epoch" || name == "step";
+    double value = 0;  // Lightning formats a metric it has not seen as 0.
+    if (name == "epoch") {
+      value = static_cast<double>(epoch);
+    } else if (name == "step") {
+      value = static_cast<double>(step);
+    } else if (auto found = metrics.find(name); found != metrics.end()) {
+      value = found->second;
+    }
+    const std::string prefix = name + "=";
+    const bool has_prefix = out.size() >= prefix.size() && out.compare(out.size() - prefix.size(), prefix.size(),
+                                                                      prefix) == 0;
+    if (options_.auto_insert_metric_name && !has_prefix) out += prefix;
+    out += FormatValue(value, integral, spec);
+    i = close + 1;
+  }
+  return out;
+}
+
+std::string ModelCheckpoint::UniquePath(const std::string& stem) const {
+  const auto ours = [&](const std::string& path) {
+    return best_k_models_.count(path) > 0 || path == latest_path_ || path == last_model_path_;
+  };
+  std::string path = absl::StrCat(dirpath_, "/", stem, kCheckpointExtension);
+  std::error_code error;
+  for (int version = 1; fs::exists(path, error) && !ours(path); ++version) {
+    path = absl::StrCat(dirpath_, "/", stem, "-v", version, kCheckpointExtension);
+  }
+  return path;
+}
+
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch,
+                                         int64_t batch_idx) {
+  if (options_.every_n_train_steps > 0 && trainer.global_step() % options_.every_n_train_steps == 0) Save(trainer);
+}
+
+void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule& module) {
+  if (*options_.every_n_epochs > 0 && (trainer.current_epoch() + 1) % *options_.every_n_epochs == 0) Save(trainer);
+}
+
+void ModelCheckpoint::Save(Trainer& trainer) {
+  if (trainer.sanity_checking() || trainer.options().fast_dev_run > 0) return;
+  if (trainer.global_step() == last_saved_step_ || trainer.global_step() == 0) return;
+  if (dirpath_.empty()) dirpath_ = options_.dirpath.empty() ? trainer.checkpoint_dir() : options_.dirpath;
+  const MetricMap& metrics = trainer.callback_metrics();
+  std::optional<double> score;
+  if (options_.monitor.has_value()) {
+    auto found = metrics.find(*options_.monitor);
+    if (found == metrics.end()) {
+      throw std::runtime_error(absl::StrCat("`ModelCheckpoint(monitor='", *options_.monitor,
+                                            "')` could not find the monitored key in the returned metrics: ",
+                                            MetricNames(metrics), ". HINT: Did you call `log('", *options_.monitor,
+                                            "', value)` in the `LightningModule`?"));
+    }
+    // A non-finite score never ranks among the best.
+    score = std::isfinite(found->second) ? found->second
+                                         : (mode_ == MonitorMode::kMin ? std::numeric_limits<double>::infinity()
+                                                                       : -std::numeric_limits<double>::infinity());
+  }
+  const auto write = [&](const std::string& path) {
+    if (absl::Status status = trainer.save_checkpoint(path); !status.ok()) {
+      throw std::runtime_error(absl::StrCat("ModelCheckpoint could not save: ", status.message()));
+    }
+  };
+  last_saved_step_ = trainer.global_step();
+  const std::string stem = FormatFilename(trainer.current_epoch(), trainer.global_step(), metrics);
+
+  if (options_.save_top_k != 0) {
+    if (!score.has_value()) {
+      const std::string path = UniquePath(stem);
+      write(path);
+      if (options_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != path) {
+        std::error_code error;
+        fs::remove(latest_path_, error);
+      }
+      latest_path_ = path;
+      best_model_path_ = path;
+    } else {
+      std::optional<std::string> worst;
+      for (const auto& [path, value] : best_k_models_) {
+        if (!worst.has_value() || Improves(best_k_models_.at(*worst), value, mode_)) worst = path;
+      }
+      const bool room = options_.save_top_k == -1 || static_cast<int64_t>(best_k_models_.size()) < options_.save_top_k;
+      if (room || Improves(*score, best_k_models_.at(*worst), mode_)) {
+        const std::string path = UniquePath(stem);
+        write(path);
+        best_k_models_[path] = *score;
+        if (!room && worst.has_value() && *worst != path) {
+          best_k_models_.erase(*worst);
+          std::error_code error;
+          fs::remove(*worst, error);
+        }
+        latest_path_ = path;
+      }
+      best_model_path_.clear();
+      for (const auto& [path, value] : best_k_models_) {
+        if (best_model_path_.empty() || Improves(value, best_k_models_.at(best_model_path_), mode_)) {
+          best_model_path_ = path;
+        }
+      }
+      best_model_score_ = best_model_path_.empty() ? std::nullopt
+                                                   : std::optional<double>(best_k_models_.at(best_model_path_));
+    }
+  }
+  if (options_.save_last) {
+    last_model_path_ = absl::StrCat(dirpath_, "/", kLastName, kCheckpointExtension);
+    write(last_model_path_);
+  }
+}
+
+CallbackState ModelCheckpoint::state_dict() const {
+  CallbackState state = {
+      {"dirpath", dirpath_},
+      {"best_model_path", best_model_path_},
+      {"last_model_path", last_model_path_},
+      {"latest_path", latest_path_},
+      {"last_saved_step", absl::StrCat(last_saved_step_)},
+      {"best_k_models", EncodeScores(best_k_models_)},
+  };
+  if (best_model_score_.has_value()) state["best_model_score"] = absl::StrFormat("%.17g", *best_model_score_);
+  return state;
+}
+
+absl::Status ModelCheckpoint::load_state_dict(const CallbackState& state) {
+  const auto get = [&](const std::string& key) {
+    auto found = state.find(key);
+    return found == state.end() ? std::string() : found->second;
+  };
+  std::map<std::string, double> scores;
+  for (absl::string_view line : absl::StrSplit(get("best_k_models"), '\n', absl::SkipEmpty())) {
+    std::vector<std::string> fields = absl::StrSplit(line, absl::MaxSplits('\t', 1));
+    double score = 0;
+    if (fields.size() != 2 || !absl::SimpleAtod(fields[1], &score)) {
+      return absl::InvalidArgumentError(absl::StrCat("malformed best_k_models entry '", line, "'"));
+    }
+    scores[fields[0]] = score;
+  }
+  int64_t last_saved_step = -1;
+  if (!get("last_saved_step").empty() && !absl::SimpleAtoi(get("last_saved_step"), &last_saved_step)) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed last_saved_step '", get("last_saved_step"), "'"));
+  }
+  double best_score = 0;
+  const bool has_best_score = !get("best_model_score").empty();
+  if (has_best_score && !absl::SimpleAtod(get("best_model_score"), &best_score)) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed best_model_score '", get("best_model_score"), "'"));
+  }
+  if (options_.dirpath.empty() && !get("dirpath").empty()) dirpath_ = get("dirpath");
+  best_k_models_ = std::move(scores);
+  best_model_path_ = get("best_model_path");
+  last_model_path_ = get("last_model_path");
+  latest_path_ = get("latest_path");
+  last_saved_step_ = last_saved_step;
+  best_model_score_ = has_best_score ? std::optional<double>(best_score) : std::nullopt;
+  return absl::OkStatus();
+}
+
+}  // namespace kiln

@@ -1,0 +1,77 @@
+// ModelCheckpoint: saves checkpoints during fit, keeping the best `save_top_k` by a monitored metric (Lightning's
+// ModelCheckpoint, with its option names and defaults).
+//
+// When it saves: every `every_n_train_steps` optimizer steps (after the step), and every `every_n_epochs` epochs at
+// the end of the epoch (after validation and the module's on_train_epoch_end, so epoch and validation metrics are
+// there). With neither set, every epoch. Never during the sanity check or fast_dev_run.
+// Which files it keeps: without `monitor`, the newest (save_top_k 1), none (0) or all (-1). With `monitor`, the
+// `save_top_k` best by `mode`. `save_last` also writes `last.ckpt` on every save.
+// Filenames: `filename` is a template over `epoch`, `step` and logged metrics, with Python-style format specs:
+// "{epoch}-{val_loss:.3f}" gives "epoch=3-val_loss=0.123" (the "name=" is inserted unless the template already has
+// it, or auto_insert_metric_name is false). Default "{epoch}-{step}". A name that already exists from another run
+// gets "-v1", "-v2", ... rather than overwriting it.
+// A monitored metric that was never logged stops the run with Lightning's error the first time it is needed.
+#ifndef KILN_TRAINER_CALLBACKS_MODEL_CHECKPOINT_H_
+#define KILN_TRAINER_CALLBACKS_MODEL_CHECKPOINT_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "trainer/callback.h"
+#include "trainer/callbacks/monitor.h"
+
+namespace kiln {
+
+struct ModelCheckpointOptions {
+  std::string dirpath;                 // Empty: trainer.checkpoint_dir().
+  std::string filename;                // Empty: "{epoch}-{step}".
+  std::optional<std::string> monitor;  // Unset: keep the newest.
+  std::string mode = "min";
+  int64_t save_top_k = 1;
+  bool save_last = false;
+  int64_t every_n_train_steps = 0;     // 0: off.
+  std::optional<int64_t> every_n_epochs;  // Unset: 1 unless every_n_train_steps is set.
+  bool auto_insert_metric_name = true;
+};
+
+class ModelCheckpoint final : public Callback {
+ public:
+  explicit ModelCheckpoint(ModelCheckpointOptions options = {});
+
+  std::string state_key() const override;
+  bool is_monitoring() const override { return true; }
+  absl::Status validate_config(const Trainer& trainer) const override;
+  void setup(Trainer& trainer, LightningModule& module, Stage stage) override;
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
+  void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
+  CallbackState state_dict() const override;
+  absl::Status load_state_dict(const CallbackState& state) override;
+
+  const std::string& best_model_path() const { return best_model_path_; }
+  std::optional<double> best_model_score() const { return best_model_score_; }
+  const std::string& last_model_path() const { return last_model_path_; }
+  const std::map<std::string, double>& best_k_models() const { return best_k_models_; }
+  const std::string& dirpath() const { return dirpath_; }
+
+  // The filename (without folder and extension) for the given values; public for tests.
+  std::string FormatFilename(int64_t epoch, int64_t step, const MetricMap& metrics) const;
+
+ private:
+  void Save(Trainer& trainer);
+  std::string UniquePath(const std::string& stem) const;
+
+  ModelCheckpointOptions options_;
+  MonitorMode mode_ = MonitorMode::kMin;
+  std::string dirpath_;
+  int64_t last_saved_step_ = -1;
+  std::string best_model_path_;
+  std::optional<double> best_model_score_;
+  std::string last_model_path_;
+  std::string latest_path_;                      // Newest non-"last" file (for save_top_k without monitor).
+  std::map<std::string, double> best_k_models_;  // Path -> monitored score.
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CALLBACKS_MODEL_CHECKPOINT_H_

@@ -1,0 +1,229 @@
+// Trainer::save_checkpoint and the restore path of fit/validate/test/predict. The contents are listed in trainer.h.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "ATen/CPUGeneratorImpl.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "torch/utils.h"
+#include "trainer/callbacks/model_checkpoint.h"
+#include "trainer/checkpoint_io.h"
+#include "trainer/strategy.h"
+#include "trainer/trainer.h"
+
+namespace kiln {
+namespace {
+
+using torch::serialize::InputArchive;
+using torch::serialize::OutputArchive;
+
+// Every parameter and buffer of `model`, by full name, in registration order.
+std::vector<std::pair<std::string, at::Tensor>> NamedState(LightningModule& model) {
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) state.emplace_back(item.key(), item.value());
+  for (const auto& item : model.named_buffers(/*recurse=*/true)) state.emplace_back(item.key(), item.value());
+  return state;
+}
+
+c10::Dict<std::string, std::string> ToDict(const std::map<std::string, std::string>& map) {
+  c10::Dict<std::string, std::string> dict;
+  for (const auto& [key, value] : map) dict.insert(key, value);
+  return dict;
+}
+
+std::map<std::string, std::string> FromDict(const c10::IValue& value) {
+  std::map<std::string, std::string> map;
+  for (const auto& entry : value.toGenericDict()) map[entry.key().toStringRef()] = entry.value().toStringRef();
+  return map;
+}
+
+// Everything a checkpoint holds, read and checked before anything is applied.
+struct LoadedCheckpoint {
+  std::vector<at::Tensor> model;  // In NamedState order.
+  std::vector<InputArchive> optimizers;
+  std::vector<int64_t> scheduler_steps;
+  std::map<std::string, CallbackState> callbacks;
+  at::Tensor rng;
+  int64_t epoch = 0;
+  int64_t batch_in_epoch = 0;
+  int64_t global_step = 0;
+};
+
+int64_t ReadInt(InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  archive.read(key, value);
+  TORCH_CHECK(value.isInt(), "record '", key, "' is not an integer");
+  return value.toInt();
+}
+
+}  // namespace
+
+absl::Status Trainer::save_checkpoint(const std::string& path) {
+  if (model_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("save_checkpoint('", path, "') was called outside fit; call it from a hook or callback"));
+  }
+  absl::Status status = absl::OkStatus();
+  if (is_global_zero()) {
+    LightningModule& model = *model_;
+    status = WriteCheckpoint(path, [&](OutputArchive& archive) {
+      archive.write("loop_epoch", c10::IValue(next_epoch_));
+      archive.write("loop_batch_in_epoch", c10::IValue(next_batch_in_epoch_));
+      archive.write("loop_global_step", c10::IValue(global_step_));
+      OutputArchive state;
+      c10::List<std::string> names;
+      int64_t index = 0;
+      for (const auto& [name, tensor] : NamedState(model)) {
+        names.push_back(name);
+        state.write(absl::StrCat("t", index++), tensor.detach().to(at::kCPU), /*is_buffer=*/true);
+      }
+      state.write("names", c10::IValue(names));
+      archive.write("model", state);
+      archive.write("num_optimizers", c10::IValue(static_cast<int64_t>(optimizers_.optimizers.size())));
+      for (size_t i = 0; i < optimizers_.optimizers.size(); ++i) {
+        OutputArchive optimizer;
+        optimizers_.optimizers[i]->save(optimizer);
+        archive.write(absl::StrCat("optimizer_", i), optimizer);
+      }
+      archive.write("scheduler_steps", c10::IValue(scheduler_steps_));
+      c10::List<std::string> callback_keys;
+      for (const auto& callback : callbacks_) {
+        archive.write(absl::StrCat("callback_", callback_keys.size()), c10::IValue(ToDict(callback->state_dict())));
+        callback_keys.push_back(callback->state_key());
+      }
+      archive.write("callback_keys", c10::IValue(callback_keys));
+      archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
+      archive.write("hparams", c10::IValue(ToDict(model.hparams())));
+    });
+  }
+  strategy_->Barrier();
+  return status;
+}
+
+absl::StatusOr<std::string> Trainer::ResolveCheckpointPath(const std::string& ckpt_path) const {
+  if (ckpt_path == "last") return FindLastCheckpoint(options_.default_root_dir);
+  if (ckpt_path == "best") {
+    ModelCheckpoint* checkpoint = checkpoint_callback();
+    if (checkpoint == nullptr || checkpoint->best_model_path().empty()) {
+      return absl::InvalidArgumentError(
+          "ckpt_path=\"best\" but no ModelCheckpoint of this trainer has saved a best checkpoint yet; fit first, "
+          "or pass a checkpoint path");
+    }
+    return checkpoint->best_model_path();
+  }
+  return ckpt_path;
+}
+
+absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training) {
+  absl::StatusOr<std::string> path = ResolveCheckpointPath(ckpt_path);
+  if (!path.ok()) return path.status();
+  absl::StatusOr<std::unique_ptr<InputArchive>> opened = ReadCheckpoint(*path);
+  if (!opened.ok()) return opened.status();
+  InputArchive& archive = **opened;
+
+  // Read and check everything first: a bad file must leave the model, optimizers and callbacks untouched.
+  const std::vector<std::pair<std::string, at::Tensor>> state = NamedState(model);
+  LoadedCheckpoint loaded;
+  try {
+    InputArchive saved_model;
+    archive.read("model", saved_model);
+    c10::IValue names_value;
+    saved_model.read("names", names_value);
+    std::vector<std::string> names;
+    for (const c10::IValue& name : names_value.toListRef()) names.push_back(name.toStringRef());
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < names.size(); ++i) index[names[i]] = i;
+    for (const auto& [name, tensor] : state) {
+      auto found = index.find(name);
+      TORCH_CHECK(found != index.end(), "it has no '", name, "' (the model's parameters do not match)");
+      at::Tensor saved;
+      saved_model.read(absl::StrCat("t", found->second), saved, /*is_buffer=*/true);
+      TORCH_CHECK(saved.sizes() == tensor.sizes() && saved.dtype() == tensor.dtype(), "'", name, "' has shape ",
+                  saved.sizes(), " and type ", saved.dtype(), ", the model has ", tensor.sizes(), " and ",
+                  tensor.dtype());
+      loaded.model.push_back(saved);
+      index.erase(found);
+    }
+    if (!index.empty()) {
+      std::vector<std::string> unexpected;
+      for (const auto& [name, i] : index) unexpected.push_back(name);
+      TORCH_CHECK(false, "it has parameters the model does not: ", absl::StrJoin(unexpected, ", "));
+    }
+    if (restore_training) {
+      loaded.epoch = ReadInt(archive, "loop_epoch");
+      loaded.batch_in_epoch = ReadInt(archive, "loop_batch_in_epoch");
+      loaded.global_step = ReadInt(archive, "loop_global_step");
+      const int64_t num_optimizers = ReadInt(archive, "num_optimizers");
+      TORCH_CHECK(num_optimizers == static_cast<int64_t>(optimizers_.optimizers.size()), "it holds ", num_optimizers,
+                  " optimizer(s) but configure_optimizers returned ", optimizers_.optimizers.size());
+      for (int64_t i = 0; i < num_optimizers; ++i) {
+        loaded.optimizers.emplace_back();
+        archive.read(absl::StrCat("optimizer_", i), loaded.optimizers.back());
+      }
+      c10::IValue steps;
+      archive.read("scheduler_steps", steps);
+      loaded.scheduler_steps = steps.toIntVector();
+      TORCH_CHECK(loaded.scheduler_steps.size() == optimizers_.schedulers.size(), "it holds ",
+                  loaded.scheduler_steps.size(), " scheduler(s) but configure_optimizers returned ",
+                  optimizers_.schedulers.size());
+      c10::IValue keys;
+      archive.read("callback_keys", keys);
+      const auto& key_list = keys.toListRef();
+      for (size_t i = 0; i < key_list.size(); ++i) {
+        c10::IValue callback_state;
+        archive.read(absl::StrCat("callback_", i), callback_state);
+        loaded.callbacks[key_list[i].toStringRef()] = FromDict(callback_state);
+      }
+      archive.read("rng_cpu", loaded.rng, /*is_buffer=*/true);
+    }
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", *path, ": ",
+                                                   e.what_without_backtrace()));
+  }
+
+  // Apply. Optimizers first: their archives are the likeliest to disagree with this run's configuration.
+  try {
+    for (size_t i = 0; i < loaded.optimizers.size(); ++i) optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", *path, " does not fit this run's optimizers: ",
+                                                   e.what_without_backtrace()));
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < state.size(); ++i) state[i].second.copy_(loaded.model[i]);
+  }
+  if (restore_training) {
+    for (const auto& callback : callbacks_) {
+      auto found = loaded.callbacks.find(callback->state_key());
+      if (found == loaded.callbacks.end()) continue;
+      if (absl::Status status = callback->load_state_dict(found->second); !status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("checkpoint ", *path, ": state of callback ",
+                                                       callback->state_key(), ": ", status.message()));
+      }
+    }
+    // A scheduler's only state is how often it stepped: replay that, then the optimizers' saved learning rates
+    // (already loaded) are what the schedule produced, so reload them over the replay.
+    for (size_t i = 0; i < loaded.scheduler_steps.size(); ++i) {
+      for (int64_t step = 0; step < loaded.scheduler_steps[i]; ++step) optimizers_.schedulers[i].scheduler->step();
+      scheduler_steps_[i] = loaded.scheduler_steps[i];
+    }
+    for (size_t i = 0; i < loaded.optimizers.size(); ++i) optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+    {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      generator.set_state(loaded.rng);
+    }
+    next_epoch_ = loaded.epoch;
+    next_batch_in_epoch_ = loaded.batch_in_epoch;
+    current_epoch_ = loaded.epoch;
+    global_step_ = loaded.global_step;
+  }
+  resumed_from_ = *path;
+  LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << loaded.epoch << ", batch "
+            << loaded.batch_in_epoch << ", global step " << loaded.global_step << ")";
+  return absl::OkStatus();
+}
+
+}  // namespace kiln
