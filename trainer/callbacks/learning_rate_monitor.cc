@@ -64,7 +64,7 @@ void LearningRateMonitor::on_train_batch_start(Trainer& trainer, LightningModule
 }
 
 void LearningRateMonitor::on_train_epoch_start(Trainer& trainer, LightningModule& module) {
-  if (logging_interval_ != "step") trainer.log_metrics(LearningRates(trainer), trainer.global_step());
+  if (logging_interval_ == "epoch") trainer.log_metrics(LearningRates(trainer), trainer.global_step());
 }
 
 }  // namespace kiln

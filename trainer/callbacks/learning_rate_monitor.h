@@ -13,7 +13,8 @@ namespace kiln {
 
 class LearningRateMonitor final : public Callback {
  public:
-  // `logging_interval`: "step", "epoch", or unset (Lightning's None: every step, respecting log_every_n_steps).
+  // `logging_interval`: "epoch" logs at the start of every epoch; "step" or unset (Lightning's None) log before
+  // the batches of every log_every_n_steps-th step, which also shows every per-epoch change.
   explicit LearningRateMonitor(std::optional<std::string> logging_interval = std::nullopt);
 
   std::string state_key() const override { return "LearningRateMonitor"; }

@@ -120,13 +120,10 @@ std::string ModelCheckpoint::FormatFilename(int64_t epoch, int64_t step, const M
   return out;
 }
 
-std::string ModelCheckpoint::UniquePath(const std::string& stem) const {
-  const auto ours = [&](const std::string& path) {
-    return best_k_models_.count(path) > 0 || path == latest_path_ || path == last_model_path_;
-  };
+std::string ModelCheckpoint::UniquePath(const std::string& stem, const std::string& replaceable) const {
   std::string path = absl::StrCat(dirpath_, "/", stem, kCheckpointExtension);
   std::error_code error;
-  for (int version = 1; fs::exists(path, error) && !ours(path); ++version) {
+  for (int version = 1; fs::exists(path, error) && path != replaceable; ++version) {
     path = absl::StrCat(dirpath_, "/", stem, "-v", version, kCheckpointExtension);
   }
   return path;
@@ -170,7 +167,7 @@ void ModelCheckpoint::Save(Trainer& trainer) {
 
   if (options_.save_top_k != 0) {
     if (!score.has_value()) {
-      const std::string path = UniquePath(stem);
+      const std::string path = UniquePath(stem, options_.save_top_k == 1 ? latest_path_ : "");
       write(path);
       if (options_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != path) {
         std::error_code error;
@@ -185,7 +182,7 @@ void ModelCheckpoint::Save(Trainer& trainer) {
       }
       const bool room = options_.save_top_k == -1 || static_cast<int64_t>(best_k_models_.size()) < options_.save_top_k;
       if (room || Improves(*score, best_k_models_.at(*worst), mode_)) {
-        const std::string path = UniquePath(stem);
+        const std::string path = UniquePath(stem, room ? "" : worst.value_or(""));
         write(path);
         best_k_models_[path] = *score;
         if (!room && worst.has_value() && *worst != path) {

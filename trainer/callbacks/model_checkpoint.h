@@ -9,7 +9,8 @@
 // Filenames: `filename` is a template over `epoch`, `step` and logged metrics, with Python-style format specs:
 // "{epoch}-{val_loss:.3f}" gives "epoch=3-val_loss=0.123" (the "name=" is inserted unless the template already has
 // it, or auto_insert_metric_name is false). Default "{epoch}-{step}". A name that already exists from another run
-// gets "-v1", "-v2", ... rather than overwriting it.
+// gets "-v1", "-v2", ... rather than overwriting it,
+// as Lightning's version counter does.
 // A monitored metric that was never logged stops the run with Lightning's error the first time it is needed.
 #ifndef KILN_TRAINER_CALLBACKS_MODEL_CHECKPOINT_H_
 #define KILN_TRAINER_CALLBACKS_MODEL_CHECKPOINT_H_
@@ -59,7 +60,9 @@ class ModelCheckpoint final : public Callback {
 
  private:
   void Save(Trainer& trainer);
-  std::string UniquePath(const std::string& stem) const;
+  // `dirpath_/stem.ckpt`, or with -v1, -v2, ... when that file exists, unless it is `replaceable` (the file this
+  // save is about to delete anyway).
+  std::string UniquePath(const std::string& stem, const std::string& replaceable) const;
 
   ModelCheckpointOptions options_;
   MonitorMode mode_ = MonitorMode::kMin;

@@ -1,0 +1,158 @@
+#include "trainer/checkpoint_io.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "ATen/ATen.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "torch/serialize.h"
+#include "trainer/testing/test_support.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using ::kiln::testing::TempDir;
+using ::testing::HasSubstr;
+
+absl::Status WriteTensor(const std::string& path, const at::Tensor& tensor) {
+  return WriteCheckpoint(path, [&](torch::serialize::OutputArchive& archive) {
+    archive.write("payload", tensor, /*is_buffer=*/true);
+  });
+}
+
+at::Tensor ReadTensor(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> archive = ReadCheckpoint(path);
+  EXPECT_TRUE(archive.ok()) << archive.status();
+  at::Tensor tensor;
+  (*archive)->read("payload", tensor, /*is_buffer=*/true);
+  return tensor;
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+void Overwrite(const std::string& path, const std::string& bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << bytes;
+}
+
+TEST(CheckpointIoTest, RoundTripsAndLeavesNoTemporaryFiles) {
+  const std::string dir = TempDir() + "/nested/folder";
+  const at::Tensor tensor = at::arange(100, at::kFloat);
+  ASSERT_TRUE(WriteTensor(dir + "/a.ckpt", tensor).ok());
+  EXPECT_TRUE(ReadTensor(dir + "/a.ckpt").equal(tensor));
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    ++files;
+    EXPECT_EQ(entry.path().filename(), "a.ckpt");
+  }
+  EXPECT_EQ(files, 1);
+}
+
+TEST(CheckpointIoTest, RefusesMissingForeignTruncatedAndDamagedFiles) {
+  const std::string dir = TempDir();
+  const std::string good = dir + "/good.ckpt";
+  ASSERT_TRUE(WriteTensor(good, at::randn({256, 256})).ok());
+  const std::string bytes = Bytes(good);
+
+  EXPECT_EQ(ReadCheckpoint(dir + "/missing.ckpt").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ReadCheckpoint(dir + "/missing.ckpt").status().message(), HasSubstr("missing.ckpt does not exist"));
+
+  const std::string foreign = dir + "/foreign.ckpt";
+  torch::save(at::ones({3}), foreign);  // A real LibTorch archive, but not a Kiln checkpoint.
+  EXPECT_THAT(ReadCheckpoint(foreign).status().message(), HasSubstr("foreign.ckpt is not a Kiln checkpoint"));
+
+  const std::string text = dir + "/text.ckpt";
+  Overwrite(text, "hello, I am not a checkpoint\n");
+  EXPECT_THAT(ReadCheckpoint(text).status().message(), HasSubstr("text.ckpt is damaged, truncated"));
+
+  const std::string truncated = dir + "/truncated.ckpt";
+  Overwrite(truncated, bytes.substr(0, bytes.size() / 2));
+  EXPECT_THAT(ReadCheckpoint(truncated).status().message(), HasSubstr("truncated.ckpt is damaged, truncated"));
+
+  // Flip bytes inside the tensor data: the zip records' CRC-32 catches it when the tensor is read.
+  const std::string damaged = dir + "/damaged.ckpt";
+  std::string flipped = bytes;
+  for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 64; ++i) flipped[i] = static_cast<char>(~flipped[i]);
+  Overwrite(damaged, flipped);
+  absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> opened = ReadCheckpoint(damaged);
+  bool refused = !opened.ok();
+  if (!refused) {
+    try {
+      at::Tensor tensor;
+      (*opened)->read("payload", tensor, true);
+      refused = !tensor.equal(ReadTensor(good));
+    } catch (const c10::Error&) {
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused) << "a damaged checkpoint was read back as if it were intact";
+
+  const std::string folder = dir + "/folder.ckpt";
+  fs::create_directory(folder);
+  EXPECT_THAT(ReadCheckpoint(folder).status().message(), HasSubstr("is not a regular file"));
+}
+
+TEST(CheckpointIoTest, NewerFormatVersionIsRefused) {
+  const std::string path = TempDir() + "/future.ckpt";
+  torch::serialize::OutputArchive archive;
+  archive.write("kiln_format", c10::IValue(std::string("kiln.checkpoint")));
+  archive.write("kiln_format_version", c10::IValue(kCheckpointFormatVersion + 1));
+  archive.save_to(path);
+  EXPECT_THAT(ReadCheckpoint(path).status().message(), HasSubstr("newer than this Kiln reads"));
+}
+
+TEST(CheckpointIoTest, AFailedWriteKeepsThePreviousCheckpoint) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/model.ckpt";
+  const at::Tensor old_tensor = at::arange(10, at::kFloat);
+  ASSERT_TRUE(WriteTensor(path, old_tensor).ok());
+
+  // A full disk, simulated with a file-size limit: writes past it fail with EFBIG (SIGXFSZ is ignored).
+  struct rlimit original;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &original), 0);
+  auto previous_handler = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = original;
+  small.rlim_cur = 64 * 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status status = WriteTensor(path, at::randn({512, 512}));  // 1 MiB of data.
+  setrlimit(RLIMIT_FSIZE, &original);
+  signal(SIGXFSZ, previous_handler);
+
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(status.message(), HasSubstr("model.ckpt.tmp-"));
+  EXPECT_THAT(status.message(), HasSubstr("the previous checkpoint (if any) is intact"));
+  EXPECT_TRUE(ReadTensor(path).equal(old_tensor));
+  for (const auto& entry : fs::directory_iterator(dir)) EXPECT_EQ(entry.path().filename(), "model.ckpt");
+
+  // A folder that cannot be created (a file is in the way).
+  Overwrite(dir + "/blocker", "x");
+  EXPECT_THAT(WriteTensor(dir + "/blocker/x.ckpt", old_tensor).message(), HasSubstr("cannot create the folder"));
+}
+
+TEST(CheckpointIoTest, FindLastPicksTheNewestCompleteCheckpoint) {
+  const std::string root = TempDir();
+  EXPECT_THAT(FindLastCheckpoint(root).status().message(), HasSubstr("found no complete checkpoint under"));
+  ASSERT_TRUE(WriteTensor(root + "/run1/checkpoints/a.ckpt", at::ones({1})).ok());
+  ASSERT_TRUE(WriteTensor(root + "/run2/checkpoints/b.ckpt", at::ones({2})).ok());
+  // Make b clearly newer than a, then add a newer but damaged file, and an unrelated file.
+  fs::last_write_time(root + "/run1/checkpoints/a.ckpt", fs::file_time_type::clock::now() - std::chrono::hours(2));
+  fs::last_write_time(root + "/run2/checkpoints/b.ckpt", fs::file_time_type::clock::now() - std::chrono::hours(1));
+  Overwrite(root + "/run2/checkpoints/c.ckpt", "half a checkpoint");
+  Overwrite(root + "/notes.txt", "not a checkpoint");
+  absl::StatusOr<std::string> last = FindLastCheckpoint(root);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(*last, root + "/run2/checkpoints/b.ckpt");
+}
+
+}  // namespace
+}  // namespace kiln
