@@ -2,7 +2,12 @@
 //
 // Exit status: 0 after training, 2 for a bad flag or a plan the connector rejects (nothing is written), 1 when
 // training itself fails.
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,7 +20,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/classifier.h"
+#include "trainer/sha256.h"
 #include "trainer/synthetic_data.h"
 #include "torch/utils.h"
 #include "trainer/trainer.h"
@@ -39,6 +49,23 @@ ABSL_FLAG(std::string, limit_val_batches, "1.0",
 ABSL_FLAG(int64_t, check_val_every_n_epoch, 1, "Validate every N epochs.");
 ABSL_FLAG(int64_t, log_every_n_steps, 50, "Record step metrics (and log progress when not on a terminal) every N steps.");
 ABSL_FLAG(bool, enable_progress_bar, true, "Show a progress bar on a terminal, progress lines otherwise.");
+ABSL_FLAG(std::string, default_root_dir, ".",
+          "Where checkpoints (<dir>/checkpoints) go; relative paths are taken from the directory bazel run was "
+          "started in.");
+ABSL_FLAG(std::string, ckpt_path, "",
+          "Resume from a checkpoint: a .ckpt path, or \"last\" for the newest complete checkpoint under "
+          "--default_root_dir.");
+ABSL_FLAG(bool, enable_checkpointing, true, "Save checkpoints (by default, the last epoch's) under --default_root_dir.");
+ABSL_FLAG(int64_t, every_n_train_steps, 0, "Also save a checkpoint every N optimizer steps (0: only at epoch ends).");
+ABSL_FLAG(bool, save_last, true, "Keep <checkpoint dir>/last.ckpt up to date with every save.");
+ABSL_FLAG(int64_t, accumulate_grad_batches, 1, "Accumulate gradients over N batches per optimizer step.");
+ABSL_FLAG(double, gradient_clip_val, 0.0, "Clip gradients at this value (0: no clipping).");
+ABSL_FLAG(std::string, gradient_clip_algorithm, "norm", "\"norm\" or \"value\".");
+ABSL_FLAG(int64_t, num_sanity_val_steps, 2, "Validation batches to run before training (-1: all).");
+ABSL_FLAG(int64_t, fast_dev_run, 0, "Run N batches of training and validation only, to check that everything runs.");
+ABSL_FLAG(std::string, summary_json, "",
+          "Write a JSON summary here at the end: final metrics, epochs and steps, wall time, the resolved plan and "
+          "params_sha256 (SHA-256 over every parameter's bytes, in registration order).");
 ABSL_FLAG(int64_t, seed, 42, "Seeds LibTorch's generators, the synthetic data and shuffling.");
 ABSL_FLAG(int64_t, batch_size, 64, "Examples per batch.");
 ABSL_FLAG(double, learning_rate, 1e-3, "Adam's learning rate.");
@@ -88,6 +115,47 @@ void RequirePositive(const std::string& flag, int64_t value) {
   if (value <= 0) UsageError(absl::StrCat("--", flag, "=", value, " is not valid; pass an int > 0"));
 }
 
+// A path as the user meant it: relative to the directory `bazel run` was started in, when there is one.
+std::string UserPath(const std::string& path) {
+  const char* base = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || base == nullptr || *base == '\0') return path;
+  return absl::StrCat(base, "/", path);
+}
+
+std::string JsonMetrics(const MetricMap& metrics) {
+  std::vector<std::string> fields;
+  for (const auto& [name, value] : metrics) {
+    fields.push_back(std::isfinite(value) ? absl::StrFormat("\"%s\": %.17g", name, value)
+                                          : absl::StrFormat("\"%s\": null", name));
+  }
+  return absl::StrCat("{", absl::StrJoin(fields, ", "), "}");
+}
+
+std::string ParamsSha256(torch::nn::Module& model) {
+  Sha256 sha;
+  for (const at::Tensor& parameter : model.parameters()) {
+    const at::Tensor bytes = parameter.detach().to(at::kCPU).contiguous();
+    sha.Update(bytes.data_ptr(), bytes.numel() * bytes.element_size());
+  }
+  return sha.HexDigest();
+}
+
+// Writes `text` to `path` through a temporary file and a rename, so readers never see half a file.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string temporary = absl::StrCat(path, ".tmp-", getpid());
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    file << text;
+    file.flush();
+    if (!file) return absl::InternalError(absl::StrCat("cannot write ", temporary));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return absl::InternalError(absl::StrCat("cannot move ", temporary, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Trains a model with Kiln.\n\n"
@@ -128,6 +196,26 @@ int Main(int argc, char** argv) {
   options.log_every_n_steps = absl::GetFlag(FLAGS_log_every_n_steps);
   options.enable_progress_bar = absl::GetFlag(FLAGS_enable_progress_bar);
   options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+  options.default_root_dir = UserPath(absl::GetFlag(FLAGS_default_root_dir));
+  options.enable_checkpointing = absl::GetFlag(FLAGS_enable_checkpointing);
+  options.accumulate_grad_batches = absl::GetFlag(FLAGS_accumulate_grad_batches);
+  if (absl::GetFlag(FLAGS_gradient_clip_val) != 0.0) options.gradient_clip_val = absl::GetFlag(FLAGS_gradient_clip_val);
+  options.gradient_clip_algorithm = absl::GetFlag(FLAGS_gradient_clip_algorithm);
+  options.num_sanity_val_steps = absl::GetFlag(FLAGS_num_sanity_val_steps);
+  options.fast_dev_run = absl::GetFlag(FLAGS_fast_dev_run);
+  if (options.enable_checkpointing) {
+    if (absl::GetFlag(FLAGS_every_n_train_steps) < 0) {
+      UsageError(absl::StrCat("--every_n_train_steps=", absl::GetFlag(FLAGS_every_n_train_steps),
+                              " is not valid; pass 0 (off) or a number of steps"));
+    }
+    options.callbacks.push_back(std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+        .save_last = absl::GetFlag(FLAGS_save_last),
+        .every_n_train_steps = absl::GetFlag(FLAGS_every_n_train_steps),
+        .every_n_epochs = int64_t{1}}));
+  }
+  std::string ckpt_path = absl::GetFlag(FLAGS_ckpt_path);
+  if (ckpt_path != "last" && ckpt_path != "best") ckpt_path = UserPath(ckpt_path);
+  const std::string summary_path = UserPath(absl::GetFlag(FLAGS_summary_json));
 
   SyntheticOptions data_options;
   data_options.num_train = absl::GetFlag(FLAGS_num_train);
@@ -148,7 +236,8 @@ int Main(int argc, char** argv) {
   torch::manual_seed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
   auto model = std::make_shared<MlpClassifier>(model_options);
   SyntheticClusters data(data_options);
-  absl::Status status = trainer.fit(*model, data);
+  const absl::Time start = absl::Now();
+  absl::Status status = trainer.fit(*model, data, ckpt_path);
   if (!status.ok()) {
     std::cerr << "error: " << status.message() << std::endl;
     const bool bad_input = status.code() == absl::StatusCode::kInvalidArgument ||
@@ -161,6 +250,18 @@ int Main(int argc, char** argv) {
   std::printf("Trained on %s (%s, %s) for %lld epochs, %lld steps.\n", plan.accelerator->name().c_str(),
               plan.strategy.c_str(), std::string(PrecisionName(plan.precision)).c_str(),
               static_cast<long long>(trainer.current_epoch()), static_cast<long long>(trainer.global_step()));
+  if (!summary_path.empty()) {
+    const std::string summary = absl::StrCat(
+        "{\"final_metrics\": ", JsonMetrics(trainer.callback_metrics()), ", \"epochs\": ", trainer.current_epoch(),
+        ", \"global_step\": ", trainer.global_step(), ", \"wall_time_seconds\": ",
+        absl::ToDoubleSeconds(absl::Now() - start), ", \"plan\": ", plan.ToJson(), ", \"precision\": \"",
+        PrecisionName(plan.precision), "\", \"resumed_from\": \"", trainer.resumed_from(),
+        "\", \"params_sha256\": \"", ParamsSha256(*model), "\"}\n");
+    if (absl::Status written = WriteFileAtomically(summary_path, summary); !written.ok()) {
+      std::cerr << "error: --summary_json: " << written.message() << std::endl;
+      return 1;
+    }
+  }
   std::printf("Final metrics:\n");
   for (const char* name : {"train_loss_epoch", "train_acc", "val_loss", "val_acc"}) {
     auto found = trainer.callback_metrics().find(name);
