@@ -8,4 +8,20 @@ grep -qE '^cpu +- +0  yes +1  ' <<<"$out" || fail "cpu is not listed as availabl
 grep -qE 'process_rss_bytes +[0-9]' <<<"$out" || fail "--stats printed no process_rss_bytes for cpu"
 grep -qE 'machine_memory_total_bytes +[0-9]' <<<"$out" || fail "--stats printed no machine_memory_total_bytes"
 if tools/accelerators | grep -q process_rss_bytes; then fail "statistics printed without --stats"; fi
+# The built-in hardware backends are always listed. Where one is unavailable (cuda and hpu on a machine without
+# them), the row says "no" and the next line says why.
+for name in cuda hpu; do
+  row=$(awk -v n="$name" '$1 == n' <<<"$out")
+  [[ -n "$row" ]] || fail "$name is not listed"
+  case $(awk '{print $4}' <<<"$row") in
+    yes) [[ $(awk '{print $5}' <<<"$row") -ge 1 ]] || fail "$name is available with no devices" ;;
+    no)
+      reason=$(awk -v n="$name" 'found {print; exit} $1 == n {found = 1}' <<<"$out")
+      grep -qE '^ +why not: .{20,}' <<<"$reason" || fail "$name is unavailable without a 'why not:' line: $reason"
+      ;;
+    *) fail "$name row has no yes/no: $row" ;;
+  esac
+done
+grep -qE '^cuda +gpu +20  ' <<<"$out" || fail "cuda is not listed with its alias gpu and priority 20"
+grep -qE '^hpu +- +10  ' <<<"$out" || fail "hpu is not listed with priority 10"
 echo "accelerators listing ok"

@@ -45,10 +45,12 @@ expect 0 "built-in backends depend on neither the connector nor the trainer" \
 # links, so a new backend is covered as soon as it is added to //backends:builtin.
 words=$(mktemp)
 sed -n -E 's|^//backends/([^:/]+)[:/].*|\1|p' $dir/backends_deps | sort -u > "$words"
-if ! grep -qx cpu "$words"; then
-  echo "FAIL: could not list the built-in backends from $dir/backends_deps (got: $(tr '\n' ' ' < "$words"))"
-  failures=$((failures + 1))
-fi
+for backend in cpu cuda hpu; do
+  if ! grep -qx "$backend" "$words"; then
+    echo "FAIL: $backend is not among the built-in backends listed from $dir/backends_deps (got: $(tr '\n' ' ' < "$words"))"
+    failures=$((failures + 1))
+  fi
+done
 sources=(connector/*.h connector/*.cc)
 connector_sources=()
 for file in "${sources[@]}"; do

@@ -1,0 +1,205 @@
+#include "backends/cuda/cuda_accelerator.h"
+
+#include <utility>
+
+#include "ATen/detail/CUDAHooksInterface.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/caching_allocator.h"
+#include "backends/cuda/visible_devices.h"
+#include "c10/core/impl/DeviceGuardImplInterface.h"
+#include "c10/util/Exception.h"
+#include "hal/registry.h"
+
+namespace kiln {
+namespace {
+
+// True when the linked LibTorch was built with the CUDA runtime (its CUDA hooks are registered). The default hooks
+// of a CPU-only LibTorch answer false.
+bool LibTorchHasCudaRuntime() {
+  try {
+    return at::detail::getCUDAHooks().hasCUDART();
+  } catch (...) {
+    return false;
+  }
+}
+
+// Visible CUDA devices as LibTorch counts them: 0 in a CPU-only LibTorch or without a usable driver.
+int LibTorchDeviceCount() {
+  if (!LibTorchHasCudaRuntime()) return 0;
+  try {
+    return at::detail::getCUDAHooks().getNumGPUs();
+  } catch (...) {
+    return 0;
+  }
+}
+
+absl::Status CheckCudaType(const c10::Device& device) {
+  if (device.is_cuda()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the cuda accelerator got device '", device.str(), "'; it runs only on CUDA devices ('cuda:N')"));
+}
+
+std::string Hint() {
+  const std::optional<std::string> visible = cuda::CudaVisibleDevicesFromEnvironment();
+  return cuda::VisibilityHint(visible ? std::optional<absl::string_view>(*visible) : std::nullopt);
+}
+
+std::string NotVisible(int index, int visible_count) {
+  if (visible_count <= 0) {
+    return absl::StrCat("CUDA device ", index, " requested, but no CUDA device is visible (", Hint(), ")");
+  }
+  return absl::StrCat("CUDA device ", index, " requested, but only ", visible_count,
+                      visible_count == 1 ? " is" : " are", " visible (", Hint(), ")");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> ParseCudaDevices(const Devices& devices, int visible_count,
+                                                  std::optional<absl::string_view> cuda_visible_devices) {
+  return ParseDeviceIndices(devices, visible_count, "CUDA", cuda::VisibilityHint(cuda_visible_devices));
+}
+
+CudaAccelerator::CudaAccelerator(CudaOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::vector<int>> CudaAccelerator::ParseDevices(const Devices& devices) const {
+  const std::optional<std::string> visible = cuda::CudaVisibleDevicesFromEnvironment();
+  return ParseCudaDevices(devices, AutoDeviceCount(),
+                          visible ? std::optional<absl::string_view>(*visible) : std::nullopt);
+}
+
+int CudaAccelerator::AutoDeviceCount() const { return LibTorchDeviceCount(); }
+
+absl::Status CudaAccelerator::CheckAvailable() const {
+  if (!LibTorchHasCudaRuntime()) {
+    return absl::FailedPreconditionError(
+        "no CUDA device can be used: this LibTorch was built without CUDA (Debian's libtorch is CPU-only); build "
+        "Kiln with --config=cuda against a CUDA-enabled LibTorch (see README, 'CUDA backend')");
+  }
+  if (LibTorchDeviceCount() <= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no CUDA device visible (", Hint(),
+                     "); check that `nvidia-smi` lists a GPU and that CUDA_VISIBLE_DEVICES "
+                     "does not hide it"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<c10::Device> CudaAccelerator::ParallelDevices(const std::vector<int>& indices) const {
+  std::vector<c10::Device> devices;
+  devices.reserve(indices.size());
+  for (int index : indices) devices.emplace_back(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
+  return devices;
+}
+
+absl::Status CudaAccelerator::SetupDevice(const c10::Device& device) {
+  if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
+  if (absl::Status status = CheckAvailable(); !status.ok()) return status;
+  const int index = device.has_index() ? device.index() : 0;
+  if (const int count = LibTorchDeviceCount(); index >= count) {
+    return absl::InvalidArgumentError(NotVisible(index, count));
+  }
+  try {
+    // The device guard is LibTorch's device-neutral way to select a device; it exists in every build and is
+    // implemented by libtorch_cuda in a CUDA one.
+    c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
+        ->setDevice(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
+  } catch (const c10::Error& error) {
+    return absl::InternalError(
+        absl::StrCat("selecting CUDA device ", index, " failed: ", error.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaAccelerator::TeardownDevice(const c10::Device& device) {
+  if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
+  const int index = device.has_index() ? device.index() : 0;
+  // Nothing can have been set up on a device LibTorch cannot see (SetupDevice refused it): nothing to release.
+  if (index >= LibTorchDeviceCount()) return absl::OkStatus();
+  try {
+    at::detail::getCUDAHooks().deviceSynchronize(index);
+  } catch (const c10::Error& error) {
+    return absl::InternalError(
+        absl::StrCat("waiting for CUDA device ", index, " failed: ", error.what_without_backtrace()));
+  }
+  return cuda::EmptyCache();
+}
+
+absl::Status CudaAccelerator::NvmlStatus() const {
+  LoadedNvml();
+  absl::MutexLock lock(&mutex_);
+  return nvml_status_;
+}
+
+const cuda::Nvml* CudaAccelerator::LoadedNvml() const {
+  absl::MutexLock lock(&mutex_);
+  if (!nvml_tried_) {
+    nvml_tried_ = true;
+    absl::StatusOr<std::unique_ptr<cuda::Nvml>> nvml = cuda::Nvml::Load(options_.nvml_library);
+    if (nvml.ok()) {
+      nvml_ = std::move(*nvml);
+    } else {
+      nvml_status_ = nvml.status();
+    }
+  }
+  return nvml_.get();
+}
+
+absl::StatusOr<DeviceStats> CudaAccelerator::GetDeviceStats(const c10::Device& device) const {
+  if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
+  int index = device.has_index() ? device.index() : -1;
+  if (index < 0) {
+    int64_t current = -1;
+    try {
+      current = at::detail::getCUDAHooks().current_device();
+    } catch (...) {
+    }
+    index = current >= 0 ? static_cast<int>(current) : 0;
+  }
+
+  // The NVML index of every visible CUDA device, when NVML can say.
+  const cuda::Nvml* nvml = LoadedNvml();
+  std::optional<std::vector<int>> nvml_indices;
+  if (nvml != nullptr) {
+    const std::optional<std::string> visible = cuda::CudaVisibleDevicesFromEnvironment();
+    const cuda::VisibleDevices parsed =
+        cuda::ParseCudaVisibleDevices(visible ? std::optional<absl::string_view>(*visible) : std::nullopt);
+    absl::StatusOr<std::vector<std::string>> uuids = nvml->DeviceUuids();
+    if (uuids.ok()) {
+      absl::StatusOr<std::vector<int>> mapped = cuda::NvmlIndicesOfCudaDevices(parsed, *uuids);
+      if (mapped.ok()) nvml_indices = std::move(*mapped);
+    }
+  }
+
+  int visible_count = LibTorchDeviceCount();
+  if (visible_count == 0 && nvml_indices.has_value()) visible_count = static_cast<int>(nvml_indices->size());
+  if (index >= visible_count) return absl::InvalidArgumentError(NotVisible(index, visible_count));
+
+  DeviceStats stats;
+  stats["nvml_available"] = 0;
+  if (nvml_indices.has_value() && index < static_cast<int>(nvml_indices->size())) {
+    absl::StatusOr<DeviceStats> readings = nvml->ReadDevice((*nvml_indices)[index]);
+    if (readings.ok()) {
+      stats.insert(readings->begin(), readings->end());
+      stats["nvml_available"] = 1;
+    }
+  }
+  // The caching allocator only knows the devices LibTorch sees.
+  const bool allocator_read = index < LibTorchDeviceCount() && cuda::AddCachingAllocatorStats(index, &stats).ok();
+  stats["allocator_available"] = allocator_read ? 1 : 0;
+  return stats;
+}
+
+std::vector<Precision> CudaAccelerator::SupportedPrecisions() const {
+  return {Precision::k32True, Precision::k16Mixed, Precision::kBf16Mixed,
+          Precision::k64True, Precision::k16True,  Precision::kBf16True};
+}
+
+KILN_REGISTER_ACCELERATOR({
+    .name = "cuda",
+    .description = "NVIDIA GPUs through LibTorch's CUDA runtime; statistics from NVML (libnvidia-ml.so.1).",
+    .aliases = {"gpu"},
+    .priority = 20,
+    .factory = [] { return std::make_shared<CudaAccelerator>(); },
+});
+
+}  // namespace kiln

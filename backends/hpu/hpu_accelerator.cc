@@ -1,0 +1,151 @@
+#include "backends/hpu/hpu_accelerator.h"
+
+#include <dlfcn.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "c10/core/impl/DeviceGuardImplInterface.h"
+#include "c10/util/Exception.h"
+#include "hal/registry.h"
+
+namespace kiln {
+namespace {
+
+absl::Status CheckHpuType(const c10::Device& device) {
+  if (device.type() == c10::DeviceType::HPU) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the hpu accelerator got device '", device.str(), "'; it runs only on 'hpu' devices"));
+}
+
+absl::Status NoDevice(const hpu::Discovery& discovery) { return absl::FailedPreconditionError(discovery.Summary()); }
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> ParseHpuDevices(const Devices& devices, int present) {
+  absl::StatusOr<DeviceSelection> selection = ParseDevicesSyntax(devices);
+  if (!selection.ok()) return selection.status();
+  int count = 0;
+  switch (selection->kind) {
+    case DeviceSelection::Kind::kAuto:
+      if (present <= 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("devices=", devices.ToString(), " asks for every HPU, but none is present"));
+      }
+      count = present;
+      break;
+    case DeviceSelection::Kind::kCount:
+      count = selection->count;
+      break;
+    case DeviceSelection::Kind::kAll:
+    case DeviceSelection::Kind::kIndices:
+      return absl::InvalidArgumentError(
+          absl::StrCat("`devices` selected with the hpu accelerator should be an int > 0 (how many HPUs to use), got ",
+                       devices.ToString(),
+                       "; the Habana runtime assigns a device to each process, so pass a count such as "
+                       "devices=2, or \"auto\""));
+  }
+  if (count <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("`devices` selected with the hpu accelerator should be an int > 0, "
+                     "got ",
+                     devices.ToString()));
+  }
+  if (count > present) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(count, " HPU devices requested, but only ", present, present == 1 ? " is" : " are", " present"));
+  }
+  std::vector<int> indices(count);
+  for (int i = 0; i < count; ++i) indices[i] = i;
+  return indices;
+}
+
+HpuAccelerator::HpuAccelerator(HpuOptions options) : options_(std::move(options)) {}
+
+hpu::Discovery HpuAccelerator::Discover() const { return hpu::DiscoverDevices(options_.root); }
+
+absl::StatusOr<std::vector<int>> HpuAccelerator::ParseDevices(const Devices& devices) const {
+  return ParseHpuDevices(devices, AutoDeviceCount());
+}
+
+int HpuAccelerator::AutoDeviceCount() const { return Discover().count(); }
+
+absl::Status HpuAccelerator::LoadBridge() const {
+  absl::MutexLock lock(&mutex_);
+  if (bridge_tried_) return bridge_status_;
+  bridge_tried_ = true;
+  dlerror();
+  // RTLD_GLOBAL: the bridge's kernels register themselves with the LibTorch already in the process, and other
+  // Habana libraries resolve symbols against it. It is never unloaded.
+  if (dlopen(options_.bridge_library.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    const char* reason = dlerror();
+    bridge_status_ = absl::FailedPreconditionError(absl::StrCat(
+        "Habana's PyTorch bridge ", options_.bridge_library, " cannot be loaded (",
+        reason == nullptr ? "unknown reason" : reason,
+        "); it gives LibTorch's 'hpu' device its kernels: install Intel Gaudi's PyTorch bridge built for LibTorch "
+        "1.13 and add its folder to LD_LIBRARY_PATH"));
+  }
+  return bridge_status_;
+}
+
+absl::Status HpuAccelerator::CheckAvailable() const {
+  const hpu::Discovery discovery = Discover();
+  if (discovery.count() == 0) return NoDevice(discovery);
+  return LoadBridge();
+}
+
+std::vector<c10::Device> HpuAccelerator::ParallelDevices(const std::vector<int>& indices) const {
+  return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::HPU));
+}
+
+absl::Status HpuAccelerator::SetupDevice(const c10::Device& device) {
+  if (absl::Status status = CheckHpuType(device); !status.ok()) return status;
+  const hpu::Discovery discovery = Discover();
+  if (discovery.count() == 0) return NoDevice(discovery);
+  if (absl::Status bridge = LoadBridge(); !bridge.ok()) return bridge;
+  if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::HPU)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(options_.bridge_library,
+                     " was loaded, but LibTorch has no 'hpu' device implementation registered; the "
+                     "bridge must be built for the LibTorch this program links (1.13)"));
+  }
+  try {
+    c10::impl::getDeviceGuardImpl(c10::DeviceType::HPU)
+        ->setDevice(c10::Device(c10::DeviceType::HPU, device.has_index() ? device.index() : 0));
+  } catch (const c10::Error& error) {
+    return absl::InternalError(
+        absl::StrCat("selecting device '", device.str(), "' failed: ", error.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HpuAccelerator::TeardownDevice(const c10::Device& device) {
+  // The Habana runtime releases the device's memory when the process lets it go; LibTorch 1.13's device-neutral
+  // interface has nothing to call before that.
+  return CheckHpuType(device);
+}
+
+absl::StatusOr<DeviceStats> HpuAccelerator::GetDeviceStats(const c10::Device& device) const {
+  if (absl::Status status = CheckHpuType(device); !status.ok()) return status;
+  const int index = device.has_index() ? device.index() : 0;
+  const std::vector<hpu::HabanaDevice> counted = Discover().counted();
+  if (index >= static_cast<int>(counted.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HPU device ", index, " requested, but ", counted.size(), " HPU device(s) are present"));
+  }
+  return hpu::ReadDeviceStats(counted[index]);
+}
+
+std::vector<Precision> HpuAccelerator::SupportedPrecisions() const {
+  return {Precision::k32True, Precision::kBf16Mixed};
+}
+
+KILN_REGISTER_ACCELERATOR({
+    .name = "hpu",
+    .description = "Habana (Intel Gaudi) HPUs, found through the habanalabs driver; needs Habana's PyTorch bridge.",
+    .aliases = {},
+    .priority = 10,
+    .factory = [] { return std::make_shared<HpuAccelerator>(); },
+});
+
+}  // namespace kiln
