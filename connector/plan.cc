@@ -36,6 +36,8 @@ std::string JsonString(absl::string_view text) {
 std::string Plan::ToJson() const {
   std::vector<std::string> device_names;
   for (const c10::Device& device : devices) device_names.push_back(JsonString(device.str()));
+  // One key per line, as the keys are documented.
+  // clang-format off
   return absl::StrCat(
       "{\"accelerator\": ", JsonString(accelerator ? accelerator->name() : ""),
       ", \"devices\": [", absl::StrJoin(device_names, ", "), "]",
@@ -48,7 +50,11 @@ std::string Plan::ToJson() const {
       ", \"global_rank\": ", global_rank,
       ", \"local_rank\": ", local_rank,
       ", \"node_rank\": ", node_rank,
-      ", \"cluster_environment\": ", JsonString(cluster_environment), "}");
+      ", \"cluster_environment\": ", JsonString(cluster_environment),
+      ", \"creates_processes_externally\": ", creates_processes_externally ? "true" : "false",
+      ", \"main_address\": ", JsonString(main_address),
+      ", \"main_port\": ", main_port ? absl::StrCat(*main_port) : "null", "}");
+  // clang-format on
 }
 
 }  // namespace kiln

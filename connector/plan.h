@@ -1,4 +1,6 @@
 // The connector's answer: a resolved plan that the trainer (and `//tools:resolve`) act on.
+//
+// Thread-safety: a value type. The instances it points to are shared with whoever passed them in.
 #ifndef KILN_CONNECTOR_PLAN_H_
 #define KILN_CONNECTOR_PLAN_H_
 
@@ -7,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "connector/cluster_environment.h"
+#include "connector/strategy_descriptor.h"
 #include "hal/accelerator.h"
 #include "hal/precision.h"
 
@@ -14,18 +18,26 @@ namespace kiln {
 
 struct Plan {
   std::shared_ptr<Accelerator> accelerator;
-  std::vector<int> device_indices;     // What the accelerator parsed from `devices`.
-  std::vector<c10::Device> devices;    // One per local process (Accelerator::ParallelDevices).
-  std::string strategy;                // "single_device" or "ddp".
-  std::optional<std::string> process_group_backend;  // Unset for the single-device strategy.
+  std::vector<int> device_indices;   // What the accelerator parsed from `devices`.
+  std::vector<c10::Device> devices;  // One per local process (Accelerator::ParallelDevices).
+  std::string strategy;              // The strategy's name: "single_device", "ddp", or a registered/instance name.
+  // The user's strategy instance, untouched; null when the strategy was named or chosen by "auto".
+  std::shared_ptr<StrategyDescriptor> strategy_instance;
+  std::optional<std::string> process_group_backend;  // Set exactly when the strategy is distributed.
   Precision precision = Precision::k32True;
   int num_nodes = 1;
   int world_size = 1;
   int global_rank = 0;
   int local_rank = 0;
   int node_rank = 0;
-  std::string cluster_environment;     // "lightning", ...
-  std::vector<std::string> warnings;   // Shown to the user once, in order.
+  std::string cluster_environment;  // The environment's name: "lightning", "torchelastic", "slurm", ...
+  // The environment the ranks came from: the user's instance, or the detected one.
+  std::shared_ptr<ClusterEnvironment> cluster_environment_instance;
+  bool creates_processes_externally = false;  // A launcher started the processes; Kiln must start none.
+  std::string main_address;                   // Where every process meets the main one.
+  std::optional<int> main_port;               // Unset: whoever starts the processes picks a free port.
+  std::vector<std::string> warnings;          // Shown to the user once, in order.
+  std::vector<std::string> notes;             // Informational lines (why "auto" skipped an accelerator), in order.
 
   int num_devices() const { return static_cast<int>(devices.size()); }
   // This process's device.

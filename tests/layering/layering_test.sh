@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kiln's layering, checked on the real dependency graph and sources:
 #   hal       depends on no Kiln package above it (backends, connector, trainer, tools);
-#   connector depends on no backend and names none in its code;
+#   connector depends on no backend and names none in its code, nor any hardware or collective backend;
 #   backends  depend on neither the connector nor the trainer.
 # The checker is first shown failing on known-bad inputs, so a broken checker cannot pass silently.
 set -uo pipefail
@@ -30,6 +30,8 @@ expect 1 "checker catches a connector that depends on a backend" \
   $check deps connector $dir/testdata/bad_deps.txt //backends
 expect 1 "checker catches a backend name in code" \
   $check names $dir/testdata/backend_words.txt $dir/testdata/names_backend.cc.txt
+expect 1 "checker catches a collective backend's name in code" \
+  $check names $dir/testdata/hardware_words.txt $dir/testdata/names_collective.cc.txt
 expect 0 "checker ignores backend names in comments" \
   $check names $dir/testdata/backend_words.txt $dir/testdata/comment_only.cc.txt
 
@@ -56,8 +58,16 @@ connector_sources=()
 for file in "${sources[@]}"; do
   [[ "$file" == *_test.cc ]] || connector_sources+=("$file")
 done
+if [[ ${#connector_sources[@]} -lt 10 ]]; then
+  echo "FAIL: only ${#connector_sources[@]} connector sources reached the test; is //connector:sources complete?"
+  failures=$((failures + 1))
+fi
 expect 0 "connector code names no backend ($(tr '\n' ' ' < "$words"))" \
   $check names "$words" "${connector_sources[@]}"
+# Nor any hardware, device type or collective backend that Kiln does not link (yet): a third-party backend must
+# win "auto" and choose its collective backend without the connector knowing its name.
+expect 0 "connector code names no hardware or collective backend ($(tr '\n' ' ' < $dir/testdata/hardware_words.txt))" \
+  $check names $dir/testdata/hardware_words.txt "${connector_sources[@]}"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures layering check(s) failed"

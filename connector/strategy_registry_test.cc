@@ -1,0 +1,54 @@
+#include "connector/strategy_registry.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(StrategyRegistryTest, EveryRegistryKnowsTheBuiltInStrategies) {
+  StrategyRegistry registry;
+  EXPECT_EQ(registry.NameList(), "ddp, single_device");
+  EXPECT_TRUE(registry.Find("DDP")->distributed);
+  EXPECT_FALSE(registry.Find("Single_Device")->distributed);
+  EXPECT_EQ(registry.Find("fsdp").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(StrategyRegistryTest, RegistersNewNames) {
+  StrategyRegistry registry;
+  ASSERT_TRUE(registry.Register({"DDP_Spawn", "spawned ddp", true}).ok());
+  EXPECT_EQ(registry.Find("ddp_spawn")->name, "ddp_spawn");
+  EXPECT_EQ(registry.NameList(), "ddp, ddp_spawn, single_device");
+  // The default registry is another one.
+  EXPECT_FALSE(StrategyRegistry::Default().Find("ddp_spawn").ok());
+}
+
+struct BadCase {
+  std::string name;
+  absl::StatusCode code;
+  std::string message_part;
+};
+
+TEST(StrategyRegistryTest, RejectsBadNames) {
+  const std::vector<BadCase> cases = {
+      {"", absl::StatusCode::kInvalidArgument, "invalid strategy name ''"},
+      {"my strategy", absl::StatusCode::kInvalidArgument, "invalid strategy name 'my strategy'"},
+      {"auto", absl::StatusCode::kInvalidArgument, "'auto' is reserved"},
+      {"ddp", absl::StatusCode::kAlreadyExists, "strategy 'ddp' is already registered"},
+  };
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    StrategyRegistry registry;
+    absl::Status status = registry.Register({c.name, "", false});
+    EXPECT_EQ(status.code(), c.code);
+    EXPECT_THAT(status.message(), HasSubstr(c.message_part));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
