@@ -37,8 +37,9 @@ at::Tensor MlpClassifier::training_step(const Batch& batch, int64_t batch_idx) {
 
 void MlpClassifier::validation_step(const Batch& batch, int64_t batch_idx) {
   at::Tensor logits = forward(batch.input);
-  log("val_loss", torch::nn::functional::cross_entropy(logits, batch.target), {.prog_bar = true});
-  log("val_acc", Accuracy(logits, batch.target), {.prog_bar = true});
+  // sync_dist: with several processes, each validates its shard; the logged value is their mean.
+  log("val_loss", torch::nn::functional::cross_entropy(logits, batch.target), {.prog_bar = true, .sync_dist = true});
+  log("val_acc", Accuracy(logits, batch.target), {.prog_bar = true, .sync_dist = true});
 }
 
 void MlpClassifier::test_step(const Batch& batch, int64_t batch_idx) {

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "ATen/core/Tensor.h"
+#include "absl/status/status.h"
 #include "trainer/batch.h"
 
 namespace kiln {
@@ -26,6 +27,15 @@ class DataLoader {
   virtual void set_epoch(int64_t epoch) { (void)epoch; }
   // Batch `index` (0 <= index < num_batches()) of the current epoch. May throw c10::Error on bad tensors.
   virtual Batch get_batch(int64_t index) = 0;
+  // Makes this loader yield only process `rank`'s share of each epoch, out of `world_size` processes, as
+  // PyTorch's DistributedSampler does: every rank gets the same number of batches (the epoch's examples are padded
+  // by repeating the first ones, or trimmed with drop_last). Called by distributed strategies before the first
+  // epoch. The default refuses: a loader that cannot be sharded would silently train every rank on all the data.
+  virtual absl::Status set_shard(int rank, int world_size) {
+    if (world_size == 1) return absl::OkStatus();
+    return absl::UnimplementedError("this DataLoader cannot be sharded between processes; implement "
+                                    "DataLoader::set_shard to train with a distributed strategy");
+  }
 };
 
 struct TensorDataLoaderOptions {
@@ -36,6 +46,10 @@ struct TensorDataLoaderOptions {
 };
 
 // Batches of in-memory tensors (first dimension: examples).
+//
+// The epoch's order is a permutation drawn from (seed, epoch) alone, whatever the number of processes, and a shard
+// takes every world_size-th example of it. So N processes with batch size B see, between them, exactly the batches
+// that one process with batch size N x B sees: scaling out changes no result beyond floating-point rounding.
 class TensorDataLoader final : public DataLoader {
  public:
   TensorDataLoader(at::Tensor inputs, at::Tensor targets, TensorDataLoaderOptions options);
@@ -43,14 +57,20 @@ class TensorDataLoader final : public DataLoader {
   int64_t num_batches() const override;
   void set_epoch(int64_t epoch) override;
   Batch get_batch(int64_t index) override;
+  absl::Status set_shard(int rank, int world_size) override;
 
   int64_t num_examples() const { return inputs_.size(0); }
 
  private:
+  int64_t num_local_examples() const;
+
   at::Tensor inputs_;
   at::Tensor targets_;
   TensorDataLoaderOptions options_;
-  at::Tensor order_;  // Example order for the current epoch (int64), undefined when not shuffling.
+  int rank_ = 0;
+  int world_size_ = 1;
+  int64_t epoch_ = 0;
+  at::Tensor order_;  // This process's examples for the current epoch (int64); undefined: all, in order.
 };
 
 enum class Stage { kFit, kValidate, kTest, kPredict };

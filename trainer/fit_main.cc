@@ -40,6 +40,8 @@ ABSL_FLAG(std::string, strategy, "auto", "\"auto\", \"single_device\" or \"ddp\"
 ABSL_FLAG(std::string, precision, "32-true",
           "32-true, 64-true, bf16-mixed, 16-mixed, bf16-true, 16-true (or the legacy 32, 64, 16, bf16).");
 ABSL_FLAG(int, num_nodes, 1, "Number of machines.");
+ABSL_FLAG(double, process_group_timeout, 1800,
+          "ddp: seconds that joining the other processes, and each collective, may take before the run fails.");
 ABSL_FLAG(int64_t, max_epochs, 10, "Stop after this many epochs (-1: no epoch limit).");
 ABSL_FLAG(int64_t, max_steps, -1, "Stop after this many optimizer steps (-1: no step limit).");
 ABSL_FLAG(std::string, limit_train_batches, "1.0",
@@ -188,6 +190,11 @@ int Main(int argc, char** argv) {
   options.strategy = absl::GetFlag(FLAGS_strategy);
   options.precision = absl::GetFlag(FLAGS_precision);
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
+  if (!(absl::GetFlag(FLAGS_process_group_timeout) > 0)) {
+    UsageError(absl::StrCat("--process_group_timeout=", absl::GetFlag(FLAGS_process_group_timeout),
+                            " is not valid; pass a number of seconds > 0"));
+  }
+  options.process_group_timeout = absl::Seconds(absl::GetFlag(FLAGS_process_group_timeout));
   options.max_epochs = absl::GetFlag(FLAGS_max_epochs);
   options.max_steps = absl::GetFlag(FLAGS_max_steps);
   options.limit_train_batches = ParseBatchLimit("limit_train_batches", absl::GetFlag(FLAGS_limit_train_batches));
@@ -247,6 +254,7 @@ int Main(int argc, char** argv) {
     return bad_input ? kExitUsage : 1;
   }
   const Plan& plan = *trainer.plan();
+  if (!trainer.is_global_zero()) return 0;  // Rank zero reports for everyone.
   std::printf("Trained on %s (%s, %s) for %lld epochs, %lld steps.\n", plan.accelerator->name().c_str(),
               plan.strategy.c_str(), std::string(PrecisionName(plan.precision)).c_str(),
               static_cast<long long>(trainer.current_epoch()), static_cast<long long>(trainer.global_step()));

@@ -5,21 +5,30 @@
 
 namespace kiln {
 
-SingleDeviceStrategy::SingleDeviceStrategy(const Plan& plan)
-    : accelerator_(plan.accelerator), device_(plan.root_device()) {}
+Batch MoveBatch(const Batch& batch, const c10::Device& device) {
+  if (batch.input.device() == device && (!batch.target.defined() || batch.target.device() == device)) return batch;
+  return {batch.input.to(device), batch.target.defined() ? batch.target.to(device) : at::Tensor()};
+}
 
-absl::Status SingleDeviceStrategy::Setup(torch::nn::Module& model) {
-  if (absl::Status status = accelerator_->SetupDevice(device_); !status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("setting up ", accelerator_->name(), " device ", device_.str(),
+absl::Status SetupDeviceAndModel(Accelerator& accelerator, const c10::Device& device, torch::nn::Module& model,
+                                 bool* device_set_up) {
+  if (absl::Status status = accelerator.SetupDevice(device); !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("setting up ", accelerator.name(), " device ", device.str(),
                                                     " failed: ", status.message()));
   }
-  set_up_ = true;
+  *device_set_up = true;
   try {
-    model.to(device_);
+    model.to(device);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("moving the model to ", device_.str(), " failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("moving the model to ", device.str(), " failed: ", e.what()));
   }
   return absl::OkStatus();
+}
+
+absl::Status SingleDeviceStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
+  accelerator_ = plan.accelerator;
+  device_ = plan.root_device();
+  return SetupDeviceAndModel(*accelerator_, device_, model, &set_up_);
 }
 
 absl::Status SingleDeviceStrategy::Teardown() {
@@ -28,12 +37,9 @@ absl::Status SingleDeviceStrategy::Teardown() {
   return accelerator_->TeardownDevice(device_);
 }
 
-Batch SingleDeviceStrategy::BatchToDevice(const Batch& batch) const {
-  if (batch.input.device() == device_ && (!batch.target.defined() || batch.target.device() == device_)) return batch;
-  return {batch.input.to(device_), batch.target.defined() ? batch.target.to(device_) : at::Tensor()};
-}
+Batch SingleDeviceStrategy::BatchToDevice(const Batch& batch) const { return MoveBatch(batch, device_); }
 
-void SingleDeviceStrategy::Backward(const at::Tensor& loss) { loss.backward(); }
+void SingleDeviceStrategy::Backward(const at::Tensor& loss, bool sync_gradients) { loss.backward(); }
 
 void SingleDeviceStrategy::OptimizerStep(torch::optim::Optimizer& optimizer) { optimizer.step(); }
 

@@ -17,6 +17,8 @@
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint_io.h"
+#include "trainer/ddp_strategy.h"
+#include "trainer/launcher.h"
 #include "trainer/progress.h"
 #include "trainer/strategy.h"
 
@@ -206,10 +208,19 @@ absl::Status Trainer::Prepare(Stage stage) {
   absl::StatusOr<Plan> plan =
       ResolvePlan(connector, options_.registry != nullptr ? *options_.registry : AcceleratorRegistry::Default());
   if (!plan.ok()) return plan.status();
-  if (plan->strategy != "single_device") {
-    return absl::UnimplementedError(absl::StrCat(
-        "strategy '", plan->strategy, "' (", plan->world_size, " processes) is not available in this build of Kiln "
-        "yet; run with devices=1 and num_nodes=1"));
+  std::shared_ptr<Strategy> strategy = std::dynamic_pointer_cast<Strategy>(plan->strategy_instance);
+  if (plan->strategy_instance != nullptr && strategy == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy instance '", plan->strategy, "' describes itself to the connector but is not a kiln::Strategy; "
+        "derive it from kiln::Strategy (trainer/strategy.h) so that the trainer can run it"));
+  }
+  if (strategy == nullptr && plan->strategy == "single_device") strategy = std::make_shared<SingleDeviceStrategy>();
+  if (strategy == nullptr && plan->strategy == "ddp") {
+    strategy = std::make_shared<DDPStrategy>(DDPOptions{.timeout = options_.process_group_timeout});
+  }
+  if (strategy == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("strategy '", plan->strategy, "' has no implementation in the "
+                                                   "trainer; pass a kiln::Strategy instance as `strategy`"));
   }
   if (plan->precision != Precision::k32True) {
     return absl::UnimplementedError(absl::StrCat("precision '", PrecisionName(plan->precision),
@@ -237,9 +248,9 @@ absl::Status Trainer::Prepare(Stage stage) {
 
   for (const std::string& warning : plan->warnings) LOG(WARNING) << warning;
   plan_ = std::move(plan).value();
-  strategy_ = std::make_unique<SingleDeviceStrategy>(*plan_);
-  progress_ = std::make_unique<ProgressReporter>(options_.enable_progress_bar && stage == Stage::kFit,
-                                                 options_.log_every_n_steps);
+  strategy_ = std::move(strategy);
+  progress_ = std::make_unique<ProgressReporter>(
+      options_.enable_progress_bar && stage == Stage::kFit && plan_->global_rank == 0, options_.log_every_n_steps);
   if (options_.seed.has_value()) torch::manual_seed(*options_.seed);
   at::globalContext().setDeterministicAlgorithms(options_.deterministic, /*warn_only=*/false);
   return absl::OkStatus();
@@ -248,13 +259,64 @@ absl::Status Trainer::Prepare(Stage stage) {
 // ---------------------------------------------------------------------------------------------------------------
 // fit
 
+absl::Status Trainer::SetupStrategy(LightningModule& model) {
+  if (strategy_->IsDistributed() && !plan_->creates_processes_externally) {
+    if (!plan_->main_port.has_value()) {
+      if (plan_->num_nodes > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "num_nodes=", plan_->num_nodes, " needs MASTER_ADDR and MASTER_PORT set (the same on every node) so that "
+            "the nodes can meet; set them, and NODE_RANK on each node"));
+      }
+      absl::StatusOr<int> port = FindFreePort();
+      if (!port.ok()) return port.status();
+      plan_->main_port = *port;
+    }
+    if (plan_->num_devices() > 1) {
+      absl::StatusOr<std::unique_ptr<SubprocessLauncher>> launcher =
+          SubprocessLauncher::Launch(*plan_, *plan_->main_port);
+      if (!launcher.ok()) return launcher.status();
+      launcher_ = std::move(launcher).value();
+    }
+  }
+  return strategy_->Setup(*plan_, model);
+}
+
+absl::Status Trainer::FinishStrategy(absl::Status status) {
+  if (launcher_ == nullptr) return status;
+  if (status.ok()) {
+    status = launcher_->Join(options_.process_group_timeout);
+  } else if (const std::string failed = launcher_->KillAll(); !failed.empty()) {
+    // The likely cause of this process's error: say which rank ended first, and how.
+    status = absl::Status(status.code(), absl::StrCat(failed, "; ", status.message()));
+  }
+  launcher_.reset();
+  return status;
+}
+
+absl::Status Trainer::ShardLoaders(std::initializer_list<DataLoader*> loaders) {
+  for (DataLoader* loader : loaders) {
+    if (loader == nullptr) continue;
+    if (absl::Status status = loader->set_shard(strategy_->global_rank(), strategy_->world_size()); !status.ok()) {
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
   if (absl::Status status = Prepare(Stage::kFit); !status.ok()) return status;
-  if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
-  TeardownGuard teardown(*strategy_);
-  model_ = &model;
-  absl::Status status = RunFit(model, data, ckpt_path);
-  model_ = nullptr;
+  absl::Status status = SetupStrategy(model);
+  if (!status.ok()) {
+    if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) LOG(WARNING) << teardown;
+    return FinishStrategy(status);
+  }
+  {
+    TeardownGuard teardown(*strategy_);
+    model_ = &model;
+    status = RunFit(model, data, ckpt_path);
+    model_ = nullptr;
+  }
+  status = FinishStrategy(status);
   for (const auto& logger : options_.loggers) {
     if (absl::Status finalized = logger->finalize(); !finalized.ok() && status.ok()) status = finalized;
   }
@@ -277,6 +339,7 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   if (optimizers_.optimizers.empty()) {
     return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
   }
+  if (absl::Status sharded = ShardLoaders({train_loader.get(), val_loader.get()}); !sharded.ok()) return sharded;
   for (const SchedulerConfig& scheduler : optimizers_.schedulers) {
     if (scheduler.scheduler == nullptr || scheduler.frequency < 1) {
       return absl::InvalidArgumentError(
@@ -408,6 +471,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
   if (!status.ok()) return status;
 
   for (int64_t batch_idx = first_batch; batch_idx < limits.train_batches; ++batch_idx) {
+    const bool last_batch = batch_idx + 1 == limits.train_batches;
+    const bool step_now = (batch_idx + 1) % options_.accumulate_grad_batches == 0 || last_batch;
     Batch batch;
     status = CallUser("training_step", [&] {
       batch = strategy_->BatchToDevice(train.get_batch(batch_idx));
@@ -416,12 +481,11 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       at::Tensor loss = model.training_step(batch, batch_idx);
       model.set_metric_sink(nullptr, 0);
       TORCH_CHECK(loss.defined() && loss.numel() == 1, "training_step must return a scalar loss tensor");
-      strategy_->Backward(options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss);
+      strategy_->Backward(options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss,
+                          /*sync_gradients=*/step_now);
     });
     if (!status.ok()) return status;
 
-    const bool last_batch = batch_idx + 1 == limits.train_batches;
-    const bool step_now = (batch_idx + 1) % options_.accumulate_grad_batches == 0 || last_batch;
     if (step_now) {
       if (absl::Status stepped = OptimizerStep(model); !stepped.ok()) return stepped;
       MetricMap step_metrics = metrics.TakeStepMetrics();
@@ -445,6 +509,11 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       absl::StatusOr<MetricMap> val_metrics = RunEvaluation(model, *val, limits.val_batches, Stage::kValidate);
       if (!val_metrics.ok()) return val_metrics.status();
       model.train();
+    }
+    // Every rank must stop at the same batch: a stop that one rank decided (its timer, say) is shared.
+    if (strategy_->world_size() > 1) {
+      status = CallUser("agreeing on should_stop", [&] { should_stop_ = strategy_->ReduceAny(should_stop_); });
+      if (!status.ok()) return status;
     }
     const bool min_epochs_met = !options_.min_epochs.has_value() || current_epoch_ + 1 >= *options_.min_epochs;
     if (max_steps_reached || (should_stop_ && min_epochs_met)) break;
@@ -560,8 +629,21 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
 absl::StatusOr<MetricMap> Trainer::RunStage(LightningModule& model, DataModule& data, const std::string& ckpt_path,
                                             Stage stage) {
   if (absl::Status status = Prepare(stage); !status.ok()) return status;
-  if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
-  TeardownGuard teardown(*strategy_);
+  absl::StatusOr<MetricMap> metrics = absl::UnknownError("not run");
+  absl::Status status = SetupStrategy(model);
+  if (status.ok()) {
+    TeardownGuard teardown(*strategy_);
+    metrics = Evaluate(model, data, ckpt_path, stage);
+  } else if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) {
+    LOG(WARNING) << teardown;
+  }
+  status = FinishStrategy(status.ok() ? metrics.status() : status);
+  if (!status.ok()) return status;
+  return metrics;
+}
+
+absl::StatusOr<MetricMap> Trainer::Evaluate(LightningModule& model, DataModule& data, const std::string& ckpt_path,
+                                            Stage stage) {
   if (!ckpt_path.empty()) {
     if (absl::Status status = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false); !status.ok()) {
       return status;
@@ -580,6 +662,7 @@ absl::StatusOr<MetricMap> Trainer::RunStage(LightningModule& model, DataModule& 
                                                               : "test needs a test_dataloader",
                                                    "; the data module returned none"));
   }
+  if (absl::Status sharded = ShardLoaders({loader.get()}); !sharded.ok()) return sharded;
   absl::StatusOr<int64_t> limit =
       (validating ? options_.limit_val_batches : options_.limit_test_batches)
           .Resolve(loader->num_batches(), validating ? "limit_val_batches" : "limit_test_batches");
@@ -604,8 +687,21 @@ absl::StatusOr<MetricMap> Trainer::test(LightningModule& model, DataModule& data
 absl::StatusOr<std::vector<at::Tensor>> Trainer::predict(LightningModule& model, DataModule& data,
                                                          const std::string& ckpt_path) {
   if (absl::Status status = Prepare(Stage::kPredict); !status.ok()) return status;
-  if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
-  TeardownGuard teardown(*strategy_);
+  absl::StatusOr<std::vector<at::Tensor>> predictions = absl::UnknownError("not run");
+  absl::Status status = SetupStrategy(model);
+  if (status.ok()) {
+    TeardownGuard teardown(*strategy_);
+    predictions = Predict(model, data, ckpt_path);
+  } else if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) {
+    LOG(WARNING) << teardown;
+  }
+  status = FinishStrategy(status.ok() ? predictions.status() : status);
+  if (!status.ok()) return status;
+  return predictions;
+}
+
+absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model, DataModule& data,
+                                                         const std::string& ckpt_path) {
   if (!ckpt_path.empty()) {
     if (absl::Status status = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false); !status.ok()) {
       return status;
@@ -620,6 +716,7 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::predict(LightningModule& model,
   if (loader == nullptr) {
     return absl::InvalidArgumentError("predict needs a predict_dataloader; the data module returned none");
   }
+  if (absl::Status sharded = ShardLoaders({loader.get()}); !sharded.ok()) return sharded;
   absl::StatusOr<int64_t> limit = options_.limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
   if (!limit.ok()) return limit.status();
   std::vector<at::Tensor> predictions;

@@ -51,6 +51,7 @@ namespace kiln {
 class ModelCheckpoint;
 class ProgressReporter;
 class Strategy;
+class SubprocessLauncher;
 
 // Lightning's `limit_*_batches`, `val_check_interval` and `overfit_batches`: an int is a number of batches, a
 // double a fraction of the loader.
@@ -74,7 +75,9 @@ struct TrainerOptions {
   // Hardware and scale, resolved by the connector.
   AcceleratorFlag accelerator;  // "auto"
   Devices devices;              // "auto"
-  std::string strategy = "auto";
+  StrategyFlag strategy;        // "auto", "single_device", "ddp", or a Strategy instance (e.g. a DDPStrategy).
+  // ddp by name: how long joining and each collective may take before the run fails (PyTorch's default).
+  absl::Duration process_group_timeout = absl::Minutes(30);
   std::string precision = "32-true";
   int num_nodes = 1;
 
@@ -160,11 +163,20 @@ class Trainer {
  private:
   struct LoopLimits;
   absl::Status Prepare(Stage stage);
+  // Starts the other local processes when this one launches a distributed run, then sets the strategy up.
+  absl::Status SetupStrategy(LightningModule& model);
+  // Ends what SetupStrategy started: waits for (or, after a failure, stops) the other local processes.
+  absl::Status FinishStrategy(absl::Status status);
+  absl::Status ShardLoaders(std::initializer_list<DataLoader*> loaders);
   absl::Status RunFit(LightningModule& model, DataModule& data, const std::string& ckpt_path);
   absl::Status RunTrainEpoch(LightningModule& model, DataLoader& train, DataLoader* val, const LoopLimits& limits);
   absl::StatusOr<MetricMap> RunEvaluation(LightningModule& model, DataLoader& loader, int64_t limit, Stage stage);
   absl::StatusOr<MetricMap> RunStage(LightningModule& model, DataModule& data, const std::string& ckpt_path,
                                      Stage stage);
+  absl::StatusOr<MetricMap> Evaluate(LightningModule& model, DataModule& data, const std::string& ckpt_path,
+                                     Stage stage);
+  absl::StatusOr<std::vector<at::Tensor>> Predict(LightningModule& model, DataModule& data,
+                                                  const std::string& ckpt_path);
   absl::Status OptimizerStep(LightningModule& model);
   absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training);
   absl::StatusOr<std::string> ResolveCheckpointPath(const std::string& ckpt_path) const;
@@ -173,7 +185,8 @@ class Trainer {
 
   TrainerOptions options_;
   std::optional<Plan> plan_;
-  std::unique_ptr<Strategy> strategy_;
+  std::shared_ptr<Strategy> strategy_;
+  std::unique_ptr<SubprocessLauncher> launcher_;
   std::unique_ptr<ProgressReporter> progress_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   LightningModule* model_ = nullptr;  // The module of the running fit, for save_checkpoint.
