@@ -237,7 +237,7 @@ TEST(TrainerTest, BadOptionsFailBeforeTraining) {
   const std::vector<ErrorCase> cases = {
       {{.accelerator = "tpu"}, "unknown accelerator 'tpu'"},
       {{.accelerator = "cpu", .devices = 1, .num_nodes = 2}, "num_nodes=2 needs MASTER_ADDR and MASTER_PORT set"},
-      {{.accelerator = "cpu", .devices = 2, .strategy = "fsdp"}, "strategy 'fsdp' is not registered"},
+      {{.accelerator = "cpu", .devices = 2, .strategy = "fsdp"}, "You selected an invalid strategy name: `strategy='fsdp'`"},
       {{.accelerator = "cpu", .devices = 1, .precision = "bf16-mixed"}, "precision 'bf16-mixed' is not available"},
       {{.max_steps = -5}, "max_steps=-5 must be -1"},
       {{.max_epochs = -3}, "max_epochs=-3 must be -1"},
