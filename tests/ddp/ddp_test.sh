@@ -43,6 +43,19 @@ grep -q '"num_nodes": 2' "$work/nodes0.json" || fail "node 0's plan does not say
 $compare "$work/nodes/checkpoints/last.ckpt" "$work/one64/checkpoints/last.ckpt" $tolerance ||
   fail "2 nodes x 1 process with batch 32 differ from 1 process with batch 64"
 
+echo "== torchrun-style: an external launcher starts both processes with its variables"
+port=$(free_port)
+for rank in 0 1; do
+  TORCHELASTIC_RUN_ID=kiln-test RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$port $fit "${common[@]}" --devices=2 --strategy=ddp --batch_size=32 --process_group_timeout=60 \
+    --default_root_dir="$work/torchrun" --summary_json="$work/torchrun$rank.json" >"$work/torchrun$rank.log" 2>&1 &
+  pids[$rank]=$!
+done
+for rank in 0 1; do wait ${pids[$rank]} || fail "torchrun-style rank $rank failed: $(tail -5 "$work/torchrun$rank.log")"; done
+grep -q '"cluster_environment": "torchelastic"' "$work/torchrun0.json" || fail "torchelastic was not detected"
+$compare "$work/torchrun/checkpoints/last.ckpt" "$work/one64/checkpoints/last.ckpt" $tolerance ||
+  fail "torchrun-style ranks differ from 1 process with batch 64"
+
 echo "== a killed rank makes the others exit non-zero, naming it, with nothing left behind"
 long=(--max_epochs=50 --num_train=32768 --enable_progress_bar=false --log_every_n_steps=0 --enable_checkpointing=false)
 start=$(date +%s)
