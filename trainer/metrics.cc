@@ -10,7 +10,7 @@ void MetricCollector::Log(const std::string& name, const at::Tensor& value, cons
   TORCH_CHECK(value.numel() == 1, "log('", name, "'): expected a scalar, got a tensor of shape ", value.sizes());
   const bool on_step = options.on_step.value_or(training_);
   const bool on_epoch = options.on_epoch.value_or(!training_);
-  const at::Tensor scalar = value.detach().reshape({}).to(at::kDouble);
+  const at::Tensor scalar = value.detach();
   sync_dist_[name] = options.sync_dist;
   if (on_step) {
     const std::string step_name = on_epoch ? name + "_step" : name;
@@ -19,18 +19,28 @@ void MetricCollector::Log(const std::string& name, const at::Tensor& value, cons
   }
   if (on_epoch) {
     Accumulator& accumulator = epoch_[on_step ? name + "_epoch" : name];
-    const at::Tensor weighted = scalar * static_cast<double>(batch_size);
-    accumulator.weighted_sum =
-        accumulator.weighted_sum.defined() ? accumulator.weighted_sum + weighted : weighted;
+    accumulator.values.push_back(scalar);
+    accumulator.weights.push_back(static_cast<double>(batch_size));
     accumulator.count += batch_size;
     accumulator.prog_bar = options.prog_bar;
     accumulator.sync_dist = options.sync_dist;
   }
 }
 
-MetricMap MetricCollector::TakeStepMetrics() {
+double MetricCollector::Accumulator::Mean() const {
+  const at::Tensor stacked = at::stack(values).reshape({-1}).to(at::kDouble);
+  const at::Tensor weight = at::tensor(weights, at::TensorOptions().dtype(at::kDouble)).to(stacked.device());
+  return (stacked * weight).sum().item<double>() / static_cast<double>(count);
+}
+
+MetricMap MetricCollector::StepMetrics() const {
   MetricMap metrics;
   for (const auto& [name, value] : step_values_) metrics[name] = value.item<double>();
+  return metrics;
+}
+
+MetricMap MetricCollector::TakeStepMetrics() {
+  MetricMap metrics = StepMetrics();
   step_values_.clear();
   return metrics;
 }
@@ -39,9 +49,7 @@ MetricMap MetricCollector::ProgressBarMetrics() const {
   MetricMap metrics;
   for (const auto& [name, value] : latest_progress_) metrics[name] = value.item<double>();
   for (const auto& [name, accumulator] : epoch_) {
-    if (accumulator.prog_bar && accumulator.count > 0) {
-      metrics[name] = accumulator.weighted_sum.item<double>() / static_cast<double>(accumulator.count);
-    }
+    if (accumulator.prog_bar && accumulator.count > 0) metrics[name] = accumulator.Mean();
   }
   return metrics;
 }
@@ -49,9 +57,7 @@ MetricMap MetricCollector::ProgressBarMetrics() const {
 MetricMap MetricCollector::EpochMetrics() const {
   MetricMap metrics;
   for (const auto& [name, accumulator] : epoch_) {
-    if (accumulator.count > 0) {
-      metrics[name] = accumulator.weighted_sum.item<double>() / static_cast<double>(accumulator.count);
-    }
+    if (accumulator.count > 0) metrics[name] = accumulator.Mean();
   }
   return metrics;
 }

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ATen/core/Tensor.h"
 
@@ -35,7 +36,9 @@ class MetricCollector {
   // Records `value` (a scalar tensor or a number) for the current batch of `batch_size` examples.
   void Log(const std::string& name, const at::Tensor& value, const LogOptions& options, int64_t batch_size);
 
-  // Values logged on_step since the last call, then forgets them.
+  // The latest value of each metric logged on_step. Reading converts tensors to numbers (a device sync).
+  MetricMap StepMetrics() const;
+  // StepMetrics, then forgets them.
   MetricMap TakeStepMetrics();
   // Names logged with prog_bar (their latest step or epoch value).
   MetricMap ProgressBarMetrics() const;
@@ -47,11 +50,14 @@ class MetricCollector {
   bool sync_dist(const std::string& name) const;
 
  private:
+  // Logged values are kept as tensors and reduced when read: logging costs no arithmetic on the hot path.
   struct Accumulator {
-    at::Tensor weighted_sum;
+    std::vector<at::Tensor> values;
+    std::vector<double> weights;  // Batch sizes.
     int64_t count = 0;
     bool prog_bar = false;
     bool sync_dist = false;
+    double Mean() const;
   };
   const bool training_;
   std::map<std::string, at::Tensor> step_values_;

@@ -32,11 +32,11 @@ void ProgressReporter::StartEpoch(int64_t epoch, int64_t max_epochs, int64_t num
   last_draw_ = absl::InfinitePast();
 }
 
-void ProgressReporter::Step(int64_t batch_idx, int64_t global_step, const MetricMap& metrics) {
+void ProgressReporter::Step(int64_t batch_idx, int64_t global_step, absl::FunctionRef<MetricMap()> metrics) {
   if (!enabled_) return;
   if (!terminal_) {
     if (log_every_n_steps_ > 0 && global_step % log_every_n_steps_ == 0) {
-      LOG(INFO) << "epoch " << epoch_ << " step " << global_step << FormatMetrics(metrics);
+      LOG(INFO) << "epoch " << epoch_ << " step " << global_step << FormatMetrics(metrics());
     }
     return;
   }
@@ -53,7 +53,7 @@ void ProgressReporter::Step(int64_t batch_idx, int64_t global_step, const Metric
                static_cast<long long>(epoch_), static_cast<long long>(max_epochs_ - 1),
                std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
                static_cast<long long>(batch_idx + 1), static_cast<long long>(num_batches_), rate, left,
-               FormatMetrics(metrics).c_str());
+               FormatMetrics(metrics()).c_str());
   std::fflush(stderr);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "trainer/metrics.h"
 
@@ -15,8 +16,9 @@ class ProgressReporter {
   ProgressReporter(bool enabled, int64_t log_every_n_steps);
 
   void StartEpoch(int64_t epoch, int64_t max_epochs, int64_t num_batches);
-  // Called after each training step with the metrics logged with prog_bar.
-  void Step(int64_t batch_idx, int64_t global_step, const MetricMap& metrics);
+  // Called after each training batch; `metrics` gives the metrics logged with prog_bar, and is only called when a
+  // line is drawn (reading metrics costs a device sync).
+  void Step(int64_t batch_idx, int64_t global_step, absl::FunctionRef<MetricMap()> metrics);
   void EndEpoch(int64_t epoch, const MetricMap& metrics);
 
  private:

@@ -136,6 +136,11 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
 
 Trainer::~Trainer() = default;
 
+const MetricMap& Trainer::callback_metrics() const {
+  if (live_step_metrics_ != nullptr) Merge(callback_metrics_, live_step_metrics_->StepMetrics());
+  return callback_metrics_;
+}
+
 bool Trainer::is_global_zero() const { return strategy_ == nullptr || strategy_->is_global_zero(); }
 
 std::string Trainer::checkpoint_dir() const {
@@ -454,6 +459,15 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
                                     const LoopLimits& limits) {
   MetricCollector metrics(/*training=*/true);
   SinkGuard sink_guard(model);
+  live_step_metrics_ = &metrics;
+  struct LiveGuard {
+    Trainer* trainer;
+    MetricCollector* metrics;
+    ~LiveGuard() {
+      Merge(trainer->callback_metrics_, metrics->StepMetrics());
+      trainer->live_step_metrics_ = nullptr;
+    }
+  } live_guard{this, &metrics};
   const int64_t first_batch = next_epoch_ == current_epoch_ ? next_batch_in_epoch_ : 0;
   next_epoch_ = current_epoch_;
   next_batch_in_epoch_ = first_batch;
@@ -488,15 +502,16 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
 
     if (step_now) {
       if (absl::Status stepped = OptimizerStep(model); !stepped.ok()) return stepped;
-      MetricMap step_metrics = metrics.TakeStepMetrics();
-      Merge(callback_metrics_, step_metrics);
-      if (options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0) {
+      // Step metrics stay tensors until something reads them: the loggers, now, or callback_metrics().
+      if (options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0 && is_global_zero() &&
+          !options_.loggers.empty()) {
+        MetricMap step_metrics = metrics.StepMetrics();
         step_metrics["epoch"] = static_cast<double>(current_epoch_);
         log_metrics(step_metrics, global_step_);
       }
     }
     next_batch_in_epoch_ = batch_idx + 1;
-    progress_->Step(batch_idx, global_step_, metrics.ProgressBarMetrics());
+    progress_->Step(batch_idx, global_step_, [&] { return metrics.ProgressBarMetrics(); });
     status = CallUser("on_train_batch_end", [&] {
       CallCallbacks([&](Callback& c) { c.on_train_batch_end(*this, model, batch, batch_idx); });
     });
@@ -519,6 +534,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     if (max_steps_reached || (should_stop_ && min_epochs_met)) break;
   }
 
+  Merge(callback_metrics_, metrics.StepMetrics());
   MetricMap epoch_metrics = metrics.EpochMetrics();
   Merge(callback_metrics_, epoch_metrics);
   for (size_t i = 0; i < optimizers_.schedulers.size(); ++i) {
@@ -605,11 +621,12 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
   if (!status.ok()) return status;
   MetricMap result = metrics.EpochMetrics();
   Merge(result, metrics.TakeStepMetrics());
-  for (auto& [name, value] : result) {
-    if (metrics.sync_dist(name)) {
-      value = strategy_->ReduceMean(at::scalar_tensor(value, at::kDouble)).item<double>();
+  status = CallUser("reducing sync_dist metrics", [&] {
+    for (auto& [name, value] : result) {
+      if (metrics.sync_dist(name)) value = strategy_->ReduceMean(at::scalar_tensor(value, at::kDouble)).item<double>();
     }
-  }
+  });
+  if (!status.ok()) return status;
   if (!sanity_checking_) {
     Merge(callback_metrics_, result);
     log_metrics(result, global_step_);

@@ -138,8 +138,8 @@ class Trainer {
   // State for callbacks and users.
   const TrainerOptions& options() const { return options_; }
   const std::optional<Plan>& plan() const { return plan_; }
-  const MetricMap& callback_metrics() const { return callback_metrics_; }
-  MetricMap& mutable_callback_metrics() { return callback_metrics_; }
+  // Reading brings in the latest step metrics of a running epoch (which stay tensors until read).
+  const MetricMap& callback_metrics() const;
   int64_t current_epoch() const { return current_epoch_; }
   int64_t global_step() const { return global_step_; }
   int64_t num_training_batches() const { return num_training_batches_; }
@@ -192,7 +192,8 @@ class Trainer {
   LightningModule* model_ = nullptr;  // The module of the running fit, for save_checkpoint.
   OptimizerConfig optimizers_;
   std::vector<int64_t> scheduler_steps_;
-  MetricMap callback_metrics_;
+  mutable MetricMap callback_metrics_;
+  MetricCollector* live_step_metrics_ = nullptr;  // The running training epoch's metrics.
   int64_t current_epoch_ = 0;
   int64_t global_step_ = 0;
   int64_t max_epochs_ = 0;
