@@ -51,8 +51,8 @@ void SyncFolder(const fs::path& folder) {
 
 }  // namespace
 
-absl::Status WriteCheckpoint(const std::string& path,
-                             const std::function<void(torch::serialize::OutputArchive&)>& fill) {
+absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path,
+                                                const std::function<void(torch::serialize::OutputArchive&)>& fill) {
   std::string bytes;
   try {
     torch::serialize::OutputArchive archive;
@@ -66,7 +66,17 @@ absl::Status WriteCheckpoint(const std::string& path,
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
+  return bytes;
+}
 
+absl::Status WriteCheckpoint(const std::string& path,
+                             const std::function<void(torch::serialize::OutputArchive&)>& fill) {
+  absl::StatusOr<std::string> bytes = SerializeCheckpoint(path, fill);
+  if (!bytes.ok()) return bytes.status();
+  return WriteFileAtomically(path, *bytes);
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const fs::path target(path);
   std::error_code error;
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), error);
@@ -148,6 +158,70 @@ absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root) {
   }
   return absl::NotFoundError(absl::StrCat("ckpt_path=\"last\" found no complete checkpoint under ", root,
                                           "; train once with checkpointing on, or pass a checkpoint path"));
+}
+
+struct CheckpointWriter::Task {
+  std::string path;
+  std::string bytes;
+  bool remove = false;
+};
+
+CheckpointWriter::CheckpointWriter() : thread_([this] { Run(); }) {}
+
+CheckpointWriter::~CheckpointWriter() {
+  Flush().IgnoreError();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+absl::Status CheckpointWriter::Submit(std::string path, std::string bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_.ok()) return error_;
+  queue_.push_back(std::make_unique<Task>(Task{std::move(path), std::move(bytes), false}));
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointWriter::SubmitRemove(std::string path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_.ok()) return error_;
+  queue_.push_back(std::make_unique<Task>(Task{std::move(path), "", true}));
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointWriter::Flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  return error_;
+}
+
+void CheckpointWriter::Run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // Stopping, with nothing left to write.
+    std::unique_ptr<Task> task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    const bool skip = !error_.ok();
+    lock.unlock();
+    absl::Status status;
+    if (!skip && task->remove) {
+      std::error_code ignored;
+      fs::remove(task->path, ignored);
+    } else if (!skip) {
+      status = WriteFileAtomically(task->path, task->bytes);
+    }
+    lock.lock();
+    if (!status.ok() && error_.ok()) error_ = status;
+    busy_ = false;
+    changed_.notify_all();
+  }
 }
 
 }  // namespace kiln

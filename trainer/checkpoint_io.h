@@ -10,12 +10,17 @@
 // removes its temporary file and returns an error naming the path; the previous checkpoint is untouched.
 //
 // Thread-safety: functions are independent; two writers to one path race only on which rename lands last.
+// CheckpointWriter below serialises writes.
 #ifndef KILN_TRAINER_CHECKPOINT_IO_H_
 #define KILN_TRAINER_CHECKPOINT_IO_H_
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,10 +32,50 @@ namespace kiln {
 inline constexpr int64_t kCheckpointFormatVersion = 1;
 inline constexpr char kCheckpointExtension[] = ".ckpt";
 
-// Serialises what `fill` writes (plus the format records) and writes it atomically to `path`, creating missing
-// folders. `fill` may throw c10::Error; that is returned as an error and nothing is written.
+// Serialises what `fill` writes (plus the format records) into the bytes of a checkpoint file. `fill` may throw
+// c10::Error; that is returned as an error naming `path` (used in messages only).
+absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path,
+                                                const std::function<void(torch::serialize::OutputArchive&)>& fill);
+
+// Writes `bytes` atomically to `path` (see above), creating missing folders.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
+// SerializeCheckpoint, then WriteFileAtomically.
 absl::Status WriteCheckpoint(const std::string& path,
                              const std::function<void(torch::serialize::OutputArchive&)>& fill);
+
+// Writes checkpoint files on a background thread, in the order they were submitted, so that training does not wait
+// for the disk (each write still goes through WriteFileAtomically, so every file on disk is complete). Removals are
+// queued behind the writes, so a newer checkpoint is on disk before an older one is deleted. The first error is
+// kept and returned by the next Submit/Flush; after an error, later removals are skipped (nothing older is deleted
+// when something newer failed).
+//
+// Thread-safety: Submit/SubmitRemove/Flush may be called from any thread.
+class CheckpointWriter {
+ public:
+  CheckpointWriter();
+  ~CheckpointWriter();  // Flushes.
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Queues a write; returns the error of an earlier write, if one failed (then this write is not queued).
+  absl::Status Submit(std::string path, std::string bytes);
+  absl::Status SubmitRemove(std::string path);
+  // Waits until everything queued is on disk; returns the first error.
+  absl::Status Flush();
+
+ private:
+  struct Task;
+  void Run();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::unique_ptr<Task>> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  absl::Status error_;
+  std::thread thread_;
+};
 
 // Opens `path` and checks that it is a complete Kiln checkpoint of a version this build reads. Errors name the
 // file and what is wrong: missing (NotFound), unreadable, truncated or damaged, not a Kiln checkpoint, or written

@@ -154,5 +154,43 @@ TEST(CheckpointIoTest, FindLastPicksTheNewestCompleteCheckpoint) {
   EXPECT_EQ(*last, root + "/run2/checkpoints/b.ckpt");
 }
 
+TEST(CheckpointWriterTest, WritesInOrderAndRemovesOnlyAfterNewerFilesAreOnDisk) {
+  const std::string dir = TempDir();
+  absl::StatusOr<std::string> first = SerializeCheckpoint("a", [](torch::serialize::OutputArchive& archive) {
+    archive.write("payload", at::ones({3}), true);
+  });
+  absl::StatusOr<std::string> second = SerializeCheckpoint("b", [](torch::serialize::OutputArchive& archive) {
+    archive.write("payload", at::zeros({3}), true);
+  });
+  ASSERT_TRUE(first.ok() && second.ok());
+  CheckpointWriter writer;
+  ASSERT_TRUE(writer.Submit(dir + "/a.ckpt", *first).ok());
+  ASSERT_TRUE(writer.Submit(dir + "/last.ckpt", *first).ok());
+  ASSERT_TRUE(writer.Submit(dir + "/b.ckpt", *second).ok());
+  ASSERT_TRUE(writer.Submit(dir + "/last.ckpt", *second).ok());
+  ASSERT_TRUE(writer.SubmitRemove(dir + "/a.ckpt").ok());
+  ASSERT_TRUE(writer.Flush().ok());
+  EXPECT_FALSE(fs::exists(dir + "/a.ckpt"));
+  EXPECT_TRUE(ReadTensor(dir + "/b.ckpt").equal(at::zeros({3})));
+  EXPECT_TRUE(ReadTensor(dir + "/last.ckpt").equal(at::zeros({3}))) << "the later write to last.ckpt must win";
+}
+
+TEST(CheckpointWriterTest, AFailedWriteIsReportedAndStopsLaterRemovals) {
+  const std::string dir = TempDir();
+  Overwrite(dir + "/blocker", "x");
+  ASSERT_TRUE(WriteTensor(dir + "/old.ckpt", at::ones({1})).ok());
+  absl::StatusOr<std::string> bytes = SerializeCheckpoint("x", [](torch::serialize::OutputArchive& archive) {
+    archive.write("payload", at::ones({1}), true);
+  });
+  ASSERT_TRUE(bytes.ok());
+  CheckpointWriter writer;
+  ASSERT_TRUE(writer.Submit(dir + "/blocker/new.ckpt", *bytes).ok());
+  writer.SubmitRemove(dir + "/old.ckpt").IgnoreError();
+  absl::Status flushed = writer.Flush();
+  EXPECT_THAT(flushed.message(), HasSubstr("blocker/new.ckpt"));
+  EXPECT_TRUE(fs::exists(dir + "/old.ckpt")) << "the older checkpoint must survive a failed newer write";
+  EXPECT_FALSE(writer.Submit(dir + "/later.ckpt", *bytes).ok()) << "the error must stick";
+}
+
 }  // namespace
 }  // namespace kiln

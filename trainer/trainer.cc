@@ -320,6 +320,11 @@ absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::s
     model_ = &model;
     status = RunFit(model, data, ckpt_path);
     model_ = nullptr;
+    // Every checkpoint this fit saved is on disk before fit returns.
+    if (checkpoint_writer_ != nullptr) {
+      if (absl::Status written = checkpoint_writer_->Flush(); !written.ok() && status.ok()) status = written;
+      checkpoint_writer_.reset();
+    }
   }
   status = FinishStrategy(status);
   for (const auto& logger : options_.loggers) {

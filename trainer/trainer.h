@@ -131,9 +131,13 @@ class Trainer {
   absl::StatusOr<std::vector<at::Tensor>> predict(LightningModule& model, DataModule& data,
                                                   const std::string& ckpt_path = "");
 
-  // Writes a checkpoint of the running fit (see the contents above), atomically. Only rank zero writes; other
-  // ranks wait at a barrier. Valid from callbacks and hooks during fit.
+  // Writes a checkpoint of the running fit (see the contents above), atomically. The state is captured now; the
+  // file is written by a background writer, in order, so training does not wait for the disk; fit waits for it
+  // before it returns, and a failed write is returned by the next save_checkpoint or by fit. Only rank zero writes;
+  // other ranks wait at a barrier. Valid from callbacks and hooks during fit.
   absl::Status save_checkpoint(const std::string& path);
+  // Deletes a checkpoint file once every save queued before it is on disk (rank zero only).
+  absl::Status remove_checkpoint(const std::string& path);
 
   // State for callbacks and users.
   const TrainerOptions& options() const { return options_; }
@@ -187,6 +191,7 @@ class Trainer {
   std::optional<Plan> plan_;
   std::shared_ptr<Strategy> strategy_;
   std::unique_ptr<SubprocessLauncher> launcher_;
+  std::unique_ptr<class CheckpointWriter> checkpoint_writer_;
   std::unique_ptr<ProgressReporter> progress_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   LightningModule* model_ = nullptr;  // The module of the running fit, for save_checkpoint.

@@ -69,7 +69,7 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   absl::Status status = absl::OkStatus();
   if (is_global_zero()) {
     LightningModule& model = *model_;
-    status = WriteCheckpoint(path, [&](OutputArchive& archive) {
+    absl::StatusOr<std::string> bytes = SerializeCheckpoint(path, [&](OutputArchive& archive) {
       archive.write("loop_epoch", c10::IValue(next_epoch_));
       archive.write("loop_batch_in_epoch", c10::IValue(next_batch_in_epoch_));
       archive.write("loop_global_step", c10::IValue(global_step_));
@@ -98,9 +98,21 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
       archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
       archive.write("hparams", c10::IValue(ToDict(model.hparams())));
     });
+    if (!bytes.ok()) {
+      status = bytes.status();
+    } else {
+      if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
+      status = checkpoint_writer_->Submit(path, std::move(bytes).value());
+    }
   }
   strategy_->Barrier();
   return status;
+}
+
+absl::Status Trainer::remove_checkpoint(const std::string& path) {
+  if (!is_global_zero()) return absl::OkStatus();
+  if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
+  return checkpoint_writer_->SubmitRemove(path);
 }
 
 absl::StatusOr<std::string> Trainer::ResolveCheckpointPath(const std::string& ckpt_path) const {

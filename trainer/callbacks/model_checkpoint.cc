@@ -123,7 +123,10 @@ std::string ModelCheckpoint::FormatFilename(int64_t epoch, int64_t step, const M
 std::string ModelCheckpoint::UniquePath(const std::string& stem, const std::string& replaceable) const {
   std::string path = absl::StrCat(dirpath_, "/", stem, kCheckpointExtension);
   std::error_code error;
-  for (int version = 1; fs::exists(path, error) && path != replaceable; ++version) {
+  const auto taken = [&](const std::string& candidate) {
+    return saved_paths_.count(candidate) > 0 || fs::exists(candidate, error);
+  };
+  for (int version = 1; taken(path) && path != replaceable; ++version) {
     path = absl::StrCat(dirpath_, "/", stem, "-v", version, kCheckpointExtension);
   }
   return path;
@@ -161,6 +164,11 @@ void ModelCheckpoint::Save(Trainer& trainer) {
     if (absl::Status status = trainer.save_checkpoint(path); !status.ok()) {
       throw std::runtime_error(absl::StrCat("ModelCheckpoint could not save: ", status.message()));
     }
+    saved_paths_.insert(path);
+  };
+  const auto remove = [&](const std::string& path) {
+    trainer.remove_checkpoint(path).IgnoreError();  // A failed write was already reported by write().
+    saved_paths_.erase(path);
   };
   last_saved_step_ = trainer.global_step();
   const std::string stem = FormatFilename(trainer.current_epoch(), trainer.global_step(), metrics);
@@ -170,8 +178,7 @@ void ModelCheckpoint::Save(Trainer& trainer) {
       const std::string path = UniquePath(stem, options_.save_top_k == 1 ? latest_path_ : "");
       write(path);
       if (options_.save_top_k == 1 && !latest_path_.empty() && latest_path_ != path) {
-        std::error_code error;
-        fs::remove(latest_path_, error);
+        remove(latest_path_);
       }
       latest_path_ = path;
       best_model_path_ = path;
@@ -187,8 +194,7 @@ void ModelCheckpoint::Save(Trainer& trainer) {
         best_k_models_[path] = *score;
         if (!room && worst.has_value() && *worst != path) {
           best_k_models_.erase(*worst);
-          std::error_code error;
-          fs::remove(*worst, error);
+          remove(*worst);
         }
         latest_path_ = path;
       }

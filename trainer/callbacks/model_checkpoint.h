@@ -17,6 +17,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "trainer/callback.h"
@@ -73,6 +74,7 @@ class ModelCheckpoint final : public Callback {
   std::string last_model_path_;
   std::string latest_path_;                      // Newest non-"last" file (for save_top_k without monitor).
   std::map<std::string, double> best_k_models_;  // Path -> monitored score.
+  std::set<std::string> saved_paths_;            // Files this run saved (perhaps still being written) and kept.
 };
 
 }  // namespace kiln
