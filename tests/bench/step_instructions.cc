@@ -1,0 +1,89 @@
+// Instructions per training step, the repeatable second figure for the tiny MLP (32 -> 64 -> 1, batch 64, MSE,
+// SGD): run under callgrind by tools/bench_instructions.sh, which subtracts a short run from a long one so that
+// start-up cancels out.
+//   step_instructions raw N    the hand-written LibTorch loop, N steps
+//   step_instructions kiln N   Trainer::fit over the same N batches (callbacks off)
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "ATen/Parallel.h"
+#include "torch/nn/functional/loss.h"
+#include "torch/nn/modules/activation.h"
+#include "torch/nn/modules/container/sequential.h"
+#include "torch/nn/modules/linear.h"
+#include "torch/optim/sgd.h"
+#include "torch/utils.h"
+#include "trainer/trainer.h"
+
+namespace kiln {
+namespace {
+
+torch::nn::Sequential Net() {
+  torch::manual_seed(0);
+  return torch::nn::Sequential(torch::nn::Linear(32, 64), torch::nn::ReLU(), torch::nn::Linear(64, 1));
+}
+
+class Loader final : public DataLoader {
+ public:
+  explicit Loader(const std::vector<Batch>* batches) : batches_(batches) {}
+  int64_t num_batches() const override { return static_cast<int64_t>(batches_->size()); }
+  Batch get_batch(int64_t index) override { return (*batches_)[index]; }
+
+ private:
+  const std::vector<Batch>* batches_;
+};
+
+class Data final : public DataModule {
+ public:
+  explicit Data(const std::vector<Batch>* batches) : loader_(std::make_shared<Loader>(batches)) {}
+  std::shared_ptr<DataLoader> train_dataloader() override { return loader_; }
+
+ private:
+  std::shared_ptr<Loader> loader_;
+};
+
+class Module final : public LightningModule {
+ public:
+  Module() : net_(Net()) { register_module("net", net_); }
+  at::Tensor training_step(const Batch& batch, int64_t) override {
+    return torch::nn::functional::mse_loss(net_->forward(batch.input), batch.target);
+  }
+  OptimizerConfig configure_optimizers() override {
+    return std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(1e-2));
+  }
+
+ private:
+  torch::nn::Sequential net_;
+};
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::strcmp(argv[1], "raw") != 0 && std::strcmp(argv[1], "kiln") != 0)) {
+    std::fprintf(stderr, "usage: %s raw|kiln STEPS\n", argv[0]);
+    return 2;
+  }
+  at::set_num_threads(1);
+  const int64_t steps = std::atoll(argv[2]);
+  std::vector<kiln::Batch> batches;
+  for (int64_t i = 0; i < steps; ++i) batches.push_back({at::randn({64, 32}), at::randn({64, 1})});
+  if (std::strcmp(argv[1], "raw") == 0) {
+    torch::nn::Sequential net = kiln::Net();
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(1e-2));
+    for (const kiln::Batch& batch : batches) {
+      sgd.zero_grad();
+      torch::nn::functional::mse_loss(net->forward(batch.input), batch.target).backward();
+      sgd.step();
+    }
+    return 0;
+  }
+  kiln::Module module;
+  kiln::Data data(&batches);
+  kiln::Trainer trainer({.accelerator = "cpu", .devices = 1, .max_epochs = 1, .num_sanity_val_steps = 0,
+                         .default_root_dir = "/tmp", .enable_checkpointing = false, .enable_progress_bar = false});
+  return trainer.fit(module, data).ok() ? 0 : 1;
+}
