@@ -17,6 +17,7 @@
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint_io.h"
+#include "trainer/precision_plugin.h"
 #include "trainer/progress.h"
 #include "trainer/strategy.h"
 
@@ -201,7 +202,9 @@ absl::Status Trainer::Prepare(Stage stage) {
   connector.accelerator = options_.accelerator;
   connector.devices = options_.devices;
   connector.strategy = options_.strategy;
-  connector.precision = options_.precision;
+  absl::StatusOr<std::string> precision_flag = PrecisionFlag(options_.precision, options_.precision_plugin.get());
+  if (!precision_flag.ok()) return precision_flag.status();
+  connector.precision = *precision_flag;
   connector.num_nodes = options_.num_nodes;
   absl::StatusOr<Plan> plan =
       ResolvePlan(connector, options_.registry != nullptr ? *options_.registry : AcceleratorRegistry::Default());
@@ -211,10 +214,9 @@ absl::Status Trainer::Prepare(Stage stage) {
         "strategy '", plan->strategy, "' (", plan->world_size, " processes) is not available in this build of Kiln "
         "yet; run with devices=1 and num_nodes=1"));
   }
-  if (plan->precision != Precision::k32True) {
-    return absl::UnimplementedError(absl::StrCat("precision '", PrecisionName(plan->precision),
-                                                 "' is not available in this build of Kiln yet; use 32-true"));
-  }
+  absl::StatusOr<std::shared_ptr<PrecisionPlugin>> precision =
+      SelectPrecisionPlugin(plan->precision, plan->root_device(), options_.precision_plugin);
+  if (!precision.ok()) return precision.status();
 
   callbacks_ = options_.callbacks;
   if (stage == Stage::kFit) {
@@ -237,6 +239,7 @@ absl::Status Trainer::Prepare(Stage stage) {
 
   for (const std::string& warning : plan->warnings) LOG(WARNING) << warning;
   plan_ = std::move(plan).value();
+  precision_ = std::move(precision).value();
   strategy_ = std::make_unique<SingleDeviceStrategy>(*plan_);
   progress_ = std::make_unique<ProgressReporter>(options_.enable_progress_bar && stage == Stage::kFit,
                                                  options_.log_every_n_steps);
@@ -250,6 +253,7 @@ absl::Status Trainer::Prepare(Stage stage) {
 
 absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
   if (absl::Status status = Prepare(Stage::kFit); !status.ok()) return status;
+  if (absl::Status status = precision_->ConvertModule(model); !status.ok()) return status;
   if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
   TeardownGuard teardown(*strategy_);
   model_ = &model;
@@ -410,13 +414,18 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
   for (int64_t batch_idx = first_batch; batch_idx < limits.train_batches; ++batch_idx) {
     Batch batch;
     status = CallUser("training_step", [&] {
-      batch = strategy_->BatchToDevice(train.get_batch(batch_idx));
+      batch = precision_->ConvertInput(strategy_->BatchToDevice(train.get_batch(batch_idx)));
       CallCallbacks([&](Callback& c) { c.on_train_batch_start(*this, model, batch, batch_idx); });
       model.set_metric_sink(&metrics, batch.size());
-      at::Tensor loss = model.training_step(batch, batch_idx);
+      at::Tensor loss;
+      {
+        PrecisionPlugin::ForwardContext forward_context(*precision_);
+        loss = model.training_step(batch, batch_idx);
+      }
       model.set_metric_sink(nullptr, 0);
       TORCH_CHECK(loss.defined() && loss.numel() == 1, "training_step must return a scalar loss tensor");
-      strategy_->Backward(options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss);
+      strategy_->Backward(precision_->PreBackward(
+          options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss));
     });
     if (!status.ok()) return status;
 
@@ -485,6 +494,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
 
 absl::Status Trainer::OptimizerStep(LightningModule& model) {
   return CallUser("optimizer step", [&] {
+    // Clipping and on_before_optimizer_step see true gradients: 16-mixed unscales them first (precision_plugin.h).
+    for (const auto& optimizer : optimizers_.optimizers) precision_->UnscaleGradients(*optimizer);
     if (options_.gradient_clip_val.has_value() && *options_.gradient_clip_val > 0) {
       const std::vector<at::Tensor> parameters = model.parameters();
       if (options_.gradient_clip_algorithm == "norm") {
@@ -495,9 +506,10 @@ absl::Status Trainer::OptimizerStep(LightningModule& model) {
     }
     for (const auto& optimizer : optimizers_.optimizers) {
       CallCallbacks([&](Callback& c) { c.on_before_optimizer_step(*this, model, *optimizer); });
-      strategy_->OptimizerStep(*optimizer);
+      precision_->OptimizerStep(*optimizer, [&] { strategy_->OptimizerStep(*optimizer); });
       optimizer->zero_grad();
     }
+    precision_->Update();
     ++global_step_;
     for (size_t i = 0; i < optimizers_.schedulers.size(); ++i) {
       const SchedulerConfig& scheduler = optimizers_.schedulers[i];
@@ -525,8 +537,9 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
     torch::NoGradGuard no_grad;
     loader.set_epoch(0);
     for (int64_t batch_idx = 0; batch_idx < limit; ++batch_idx) {
-      Batch batch = strategy_->BatchToDevice(loader.get_batch(batch_idx));
+      Batch batch = precision_->ConvertInput(strategy_->BatchToDevice(loader.get_batch(batch_idx)));
       model.set_metric_sink(&metrics, batch.size());
+      PrecisionPlugin::ForwardContext forward_context(*precision_);
       validating ? model.validation_step(batch, batch_idx) : model.test_step(batch, batch_idx);
     }
     model.set_metric_sink(&metrics, 1);
@@ -560,6 +573,7 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
 absl::StatusOr<MetricMap> Trainer::RunStage(LightningModule& model, DataModule& data, const std::string& ckpt_path,
                                             Stage stage) {
   if (absl::Status status = Prepare(stage); !status.ok()) return status;
+  if (absl::Status status = precision_->ConvertModule(model); !status.ok()) return status;
   if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
   TeardownGuard teardown(*strategy_);
   if (!ckpt_path.empty()) {
@@ -604,6 +618,7 @@ absl::StatusOr<MetricMap> Trainer::test(LightningModule& model, DataModule& data
 absl::StatusOr<std::vector<at::Tensor>> Trainer::predict(LightningModule& model, DataModule& data,
                                                          const std::string& ckpt_path) {
   if (absl::Status status = Prepare(Stage::kPredict); !status.ok()) return status;
+  if (absl::Status status = precision_->ConvertModule(model); !status.ok()) return status;
   if (absl::Status status = strategy_->Setup(model); !status.ok()) return status;
   TeardownGuard teardown(*strategy_);
   if (!ckpt_path.empty()) {
@@ -628,7 +643,8 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::predict(LightningModule& model,
     torch::NoGradGuard no_grad;
     loader->set_epoch(0);
     for (int64_t batch_idx = 0; batch_idx < *limit; ++batch_idx) {
-      Batch batch = strategy_->BatchToDevice(loader->get_batch(batch_idx));
+      Batch batch = precision_->ConvertInput(strategy_->BatchToDevice(loader->get_batch(batch_idx)));
+      PrecisionPlugin::ForwardContext forward_context(*precision_);
       predictions.push_back(model.predict_step(batch, batch_idx).to(at::kCPU));
     }
   });

@@ -237,7 +237,8 @@ TEST(TrainerTest, BadOptionsFailBeforeTraining) {
   const std::vector<ErrorCase> cases = {
       {{.accelerator = "tpu"}, "unknown accelerator 'tpu'"},
       {{.accelerator = "cpu", .devices = 2}, "strategy 'ddp' (2 processes) is not available in this build"},
-      {{.accelerator = "cpu", .devices = 1, .precision = "bf16-mixed"}, "precision 'bf16-mixed' is not available"},
+      {{.accelerator = "cpu", .devices = 1, .precision = "16-true"},
+       "precision '16-true' is not supported by the cpu accelerator"},
       {{.max_steps = -5}, "max_steps=-5 must be -1"},
       {{.max_epochs = -3}, "max_epochs=-3 must be -1"},
       {{.min_epochs = -1}, "min_epochs=-1 is not valid"},
