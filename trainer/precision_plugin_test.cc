@@ -52,6 +52,10 @@ TEST(MakePrecisionPluginTest, ChoosesThePluginForEachPrecisionAndDevice) {
        "autocast runs bfloat16 only); use bf16-mixed"},
       {Precision::kBf16Mixed, private_use, "", at::kFloat, false,
        "LibTorch 1.13 has for cpu, cuda and xpu devices but not for privateuseone devices"},
+      // The hpu accelerator declares bf16-mixed, but LibTorch 1.13 has no autocast for it.
+      {Precision::kBf16Mixed, c10::Device(c10::DeviceType::HPU, 0), "", at::kFloat, false,
+       "precision 'bf16-mixed' needs LibTorch's autocast, which LibTorch 1.13 has for cpu, cuda and xpu devices but "
+       "not for hpu devices"},
   };
   for (const PluginCase& c : cases) {
     SCOPED_TRACE(absl::StrCat(PrecisionName(c.precision), " on ", c.device.str()));
