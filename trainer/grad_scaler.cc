@@ -76,8 +76,9 @@ absl::Status CheckOptions(const GradScalerOptions& options) {
                                                    " is not valid; the growth factor must be > 1.0 (default 2)"));
   }
   if (!(options.backoff_factor > 0.0 && options.backoff_factor < 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat("GradScaler backoff_factor=", options.backoff_factor,
-                                                   " is not valid; the backoff factor must be in (0, 1) (default 0.5)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GradScaler backoff_factor=", options.backoff_factor,
+                     " is not valid; the backoff factor must be in (0, 1) (default 0.5)"));
   }
   if (options.growth_interval < 1 || options.growth_interval > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("GradScaler growth_interval=", options.growth_interval,
@@ -86,8 +87,7 @@ absl::Status CheckOptions(const GradScalerOptions& options) {
   return absl::OkStatus();
 }
 
-constexpr const char* kStateKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval",
-                                      "_growth_tracker"};
+constexpr const char* kStateKeys[] = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"};
 
 bool IsWhole(double value) { return std::isfinite(value) && value == std::floor(value); }
 
@@ -108,8 +108,9 @@ at::Tensor GradScaler::scale(const at::Tensor& outputs) {
 }
 
 void GradScaler::UnscaleGrads(torch::optim::Optimizer& optimizer, OptimizerState& state) {
-  TORCH_CHECK(scale_.defined(), "Attempted unscale_ but _scale is None.  This may indicate your script did not use "
-                                "scaler.scale(loss or outputs) earlier in the iteration.");
+  TORCH_CHECK(scale_.defined(),
+              "Attempted unscale_ but _scale is None.  This may indicate your script did not use "
+              "scaler.scale(loss or outputs) earlier in the iteration.");
   c10::NoGradGuard no_grad;
   // 1 / scale in double, rounded once to float32, as PyTorch computes it.
   const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
@@ -141,8 +142,8 @@ void GradScaler::UnscaleGrads(torch::optim::Optimizer& optimizer, OptimizerState
     auto found_inf = std::find_if(state.found_inf_per_device.begin(), state.found_inf_per_device.end(),
                                   [&](const auto& entry) { return entry.first == group.device; });
     if (found_inf == state.found_inf_per_device.end()) {
-      state.found_inf_per_device.emplace_back(group.device,
-                                              at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(group.device)));
+      state.found_inf_per_device.emplace_back(
+          group.device, at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(group.device)));
       found_inf = state.found_inf_per_device.end() - 1;
     }
     NonFiniteCheckAndUnscale(group.tensors, found_inf->second, inv_scale.to(group.device));
@@ -187,7 +188,8 @@ void GradScaler::update() {
   TORCH_CHECK(scale_.defined(), "Attempted update but _scale is None.");
   c10::NoGradGuard no_grad;
   at::Tensor found_inf_combined = found_infs.front().to(scale_.device());
-  for (size_t i = 1; i < found_infs.size(); ++i) found_inf_combined = found_inf_combined + found_infs[i].to(scale_.device());
+  for (size_t i = 1; i < found_infs.size(); ++i)
+    found_inf_combined = found_inf_combined + found_infs[i].to(scale_.device());
   UpdateScale(scale_, growth_tracker_, found_inf_combined, options_.growth_factor, options_.backoff_factor,
               options_.growth_interval);
   per_optimizer_.clear();
@@ -225,7 +227,8 @@ absl::Status GradScaler::CheckStateDict(const GradScalerState& state) {
                             .backoff_factor = state.at("backoff_factor"),
                             .growth_interval = static_cast<int64_t>(interval)};
   if (absl::Status status = CheckOptions(options); !status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("the gradient scaler's saved state is not valid: ", status.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the gradient scaler's saved state is not valid: ", status.message()));
   }
   const double tracker = state.at("_growth_tracker");
   if (!IsWhole(tracker) || tracker < 0 || tracker >= interval) {

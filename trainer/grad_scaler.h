@@ -44,9 +44,9 @@ namespace kiln {
 
 // PyTorch's defaults.
 struct GradScalerOptions {
-  double init_scale = 65536.0;  // 2^16.
-  double growth_factor = 2.0;   // > 1.
-  double backoff_factor = 0.5;  // In (0, 1).
+  double init_scale = 65536.0;     // 2^16.
+  double growth_factor = 2.0;      // > 1.
+  double backoff_factor = 0.5;     // In (0, 1).
   int64_t growth_interval = 2000;  // Clean steps in a row before the scale grows; >= 1.
 };
 
@@ -107,8 +107,8 @@ class GradScaler final {
 
   GradScalerOptions options_;
   double init_growth_tracker_ = 0;  // The tracker's value when it is created lazily (a loaded state may set it).
-  at::Tensor scale_;           // float32 [1], undefined until the first scale().
-  at::Tensor growth_tracker_;  // int32 [1], on scale_'s device.
+  at::Tensor scale_;                // float32 [1], undefined until the first scale().
+  at::Tensor growth_tracker_;       // int32 [1], on scale_'s device.
   std::unordered_map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
 };
 

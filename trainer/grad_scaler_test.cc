@@ -163,8 +163,8 @@ void Iterate(GradScaler& scaler, Problem& problem, torch::optim::Optimizer& opti
 TEST(GradScalerTest, ScaleGrowsAfterGrowthIntervalCleanStepsAndBacksOffOnInf) {
   Problem problem;
   torch::optim::SGD optimizer(problem.layer->parameters(), torch::optim::SGDOptions(0.01));
-  GradScaler scaler = MakeScaler({.init_scale = 1024, .growth_factor = 2, .backoff_factor = 0.25,
-                                  .growth_interval = 3});
+  GradScaler scaler =
+      MakeScaler({.init_scale = 1024, .growth_factor = 2, .backoff_factor = 0.25, .growth_interval = 3});
   // Expected (scale, tracker) after each iteration, from PyTorch's rule: a clean step counts; the third clean step
   // in a row multiplies the scale by 2 and restarts the count; an inf multiplies it by 0.25 and restarts the count.
   struct Expected {
@@ -259,8 +259,9 @@ TEST(GradScalerTest, MisuseThrowsPyTorchsErrors) {
   EXPECT_THAT([&] { scaler.unscale_(optimizer); },
               ::testing::ThrowsMessage<c10::Error>(HasSubstr("unscale_() has already been called on this optimizer")));
   scaler.step(optimizer);
-  EXPECT_THAT([&] { scaler.step(optimizer); },
-              ::testing::ThrowsMessage<c10::Error>(HasSubstr("step() has already been called since the last update()")));
+  EXPECT_THAT(
+      [&] { scaler.step(optimizer); },
+      ::testing::ThrowsMessage<c10::Error>(HasSubstr("step() has already been called since the last update()")));
   EXPECT_THAT([&] { scaler.unscale_(optimizer); },
               ::testing::ThrowsMessage<c10::Error>(HasSubstr("unscale_() is being called after step()")));
   scaler.update();
@@ -287,8 +288,8 @@ TEST(GradScalerTest, LibTorchHasNoCpuKernelsForTheAmpOpsSoTheScalerComputesThemI
 TEST(GradScalerTest, StateRoundTripsExactly) {
   Problem problem;
   torch::optim::SGD optimizer(problem.layer->parameters(), torch::optim::SGDOptions(0.01));
-  GradScaler scaler = MakeScaler({.init_scale = 3.0, .growth_factor = 1.5, .backoff_factor = 0.3,
-                                  .growth_interval = 4});
+  GradScaler scaler =
+      MakeScaler({.init_scale = 3.0, .growth_factor = 1.5, .backoff_factor = 0.3, .growth_interval = 4});
   for (bool inf : {false, false, false, false, true, false, false}) Iterate(scaler, problem, optimizer, inf);
   // 3 -> 4.5 (four clean steps) -> float32(4.5 x 0.3) (inf), then two clean steps.
   EXPECT_EQ(scaler.get_scale(), static_cast<double>(static_cast<float>(4.5 * 0.3)));

@@ -49,14 +49,16 @@ absl::StatusOr<std::unique_ptr<MixedPrecision>> MixedPrecision::Create(const Mix
   }
   const std::string device = c10::DeviceTypeName(options.device_type, /*lower_case=*/true);
   if (!AutocastFor(options.device_type).has_value()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "precision '", PrecisionName(precision), "' needs LibTorch's autocast, which LibTorch 1.13 has for cpu, cuda "
-        "and xpu devices but not for ", device, " devices; use 32-true or a *-true precision the accelerator declares"));
+    return absl::UnimplementedError(
+        absl::StrCat("precision '", PrecisionName(precision),
+                     "' needs LibTorch's autocast, which LibTorch 1.13 has for cpu, cuda "
+                     "and xpu devices but not for ",
+                     device, " devices; use 32-true or a *-true precision the accelerator declares"));
   }
   if (options.device_type == c10::DeviceType::CPU && dtype != at::kBFloat16) {
-    return absl::UnimplementedError(absl::StrCat(
-        "precision '", PrecisionName(precision), "' needs float16 autocast on cpu devices, which LibTorch 1.13 does "
-        "not have (its CPU autocast runs bfloat16 only); use bf16-mixed"));
+    return absl::UnimplementedError(absl::StrCat("precision '", PrecisionName(precision),
+                                                 "' needs float16 autocast on cpu devices, which LibTorch 1.13 does "
+                                                 "not have (its CPU autocast runs bfloat16 only); use bf16-mixed"));
   }
   std::optional<GradScaler> scaler;
   if (precision == Precision::k16Mixed) {
@@ -64,8 +66,7 @@ absl::StatusOr<std::unique_ptr<MixedPrecision>> MixedPrecision::Create(const Mix
     if (!created.ok()) return created.status();
     scaler.emplace(std::move(created).value());
   }
-  return std::unique_ptr<MixedPrecision>(
-      new MixedPrecision(precision, options.device_type, dtype, std::move(scaler)));
+  return std::unique_ptr<MixedPrecision>(new MixedPrecision(precision, options.device_type, dtype, std::move(scaler)));
 }
 
 absl::Status MixedPrecision::CheckDevice(const c10::Device& device) const {

@@ -44,7 +44,7 @@ absl::StatusOr<std::string> PrecisionFlag(absl::string_view flag, const Precisio
 }
 
 absl::StatusOr<std::shared_ptr<PrecisionPlugin>> SelectPrecisionPlugin(Precision planned, const c10::Device& device,
-                                                                      std::shared_ptr<PrecisionPlugin> given) {
+                                                                       std::shared_ptr<PrecisionPlugin> given) {
   if (given == nullptr) return MakePrecisionPlugin(planned, device);
   if (given->precision() != planned) {
     return absl::InvalidArgumentError(absl::StrCat(

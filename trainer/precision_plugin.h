@@ -3,8 +3,9 @@
 //
 // The trainer chooses the plugin from the plan's precision (MakePrecisionPlugin below), or takes the instance in
 // TrainerOptions::precision_plugin, and calls it in this order:
-//   ConvertModule(model)            once per fit/validate/test/predict, after the strategy has set the model up and
-//                                   before configure_optimizers (so the optimizers see the converted parameters)
+//   ConvertModule(model)            once per fit/validate/test/predict, before the strategy sets the model up
+//                                   (Lightning's order: a strategy that wraps the model sees converted parameters)
+//                                   and before configure_optimizers (the optimizers hold the converted tensors)
 //   ConvertInput(batch)             every batch, after the strategy has moved it to the device
 //   ForwardContext guard(plugin)    around training_step, validation_step, test_step and predict_step (not around
 //                                   backward: autocast must not see it)
@@ -124,7 +125,7 @@ absl::StatusOr<std::string> PrecisionFlag(absl::string_view flag, const Precisio
 // The plugin for the plan: `given` when set (it must run the planned precision, i.e. the accelerator did not
 // substitute another, and accept `device`), else MakePrecisionPlugin(planned, device).
 absl::StatusOr<std::shared_ptr<PrecisionPlugin>> SelectPrecisionPlugin(Precision planned, const c10::Device& device,
-                                                                      std::shared_ptr<PrecisionPlugin> given);
+                                                                       std::shared_ptr<PrecisionPlugin> given);
 
 }  // namespace kiln
 

@@ -30,10 +30,10 @@ const c10::Device kCpu(c10::DeviceType::CPU);
 struct PluginCase {
   Precision precision;
   c10::Device device;
-  std::string kind;                  // "base", "true" or "mixed"; "" when creation must fail.
-  at::ScalarType dtype;              // TruePrecision's type, or MixedPrecision's autocast type.
-  bool scaler;                       // MixedPrecision only.
-  std::string error;                 // Part of the message when creation fails.
+  std::string kind;      // "base", "true" or "mixed"; "" when creation must fail.
+  at::ScalarType dtype;  // TruePrecision's type, or MixedPrecision's autocast type.
+  bool scaler;           // MixedPrecision only.
+  std::string error;     // Part of the message when creation fails.
 };
 
 TEST(MakePrecisionPluginTest, ChoosesThePluginForEachPrecisionAndDevice) {
@@ -162,8 +162,8 @@ TEST(MixedPrecisionTest, LinearLayersComputeInBfloat16WhileParametersStayFloat32
   const at::Tensor input = at::randn({5, 16});
   const at::Tensor full = linear->forward(input);
   // What autocast must compute: the same linear layer on the inputs and parameters rounded to bfloat16.
-  const at::Tensor bf16 = at::linear(input.to(at::kBFloat16), linear->weight.to(at::kBFloat16),
-                                     linear->bias.to(at::kBFloat16));
+  const at::Tensor bf16 =
+      at::linear(input.to(at::kBFloat16), linear->weight.to(at::kBFloat16), linear->bias.to(at::kBFloat16));
   at::Tensor autocast;
   {
     PrecisionPlugin::ForwardContext context(*plugin);
@@ -210,9 +210,7 @@ TEST(MixedPrecisionTest, NestsAndRestoresTheCallersAutocastState) {
   ASSERT_FALSE(at::autocast::is_cpu_enabled());
   {
     PrecisionPlugin::ForwardContext outer(*plugin);
-    {
-      PrecisionPlugin::ForwardContext inner(*plugin);
-    }
+    { PrecisionPlugin::ForwardContext inner(*plugin); }
     EXPECT_TRUE(at::autocast::is_cpu_enabled());  // The inner context restored the outer one's state.
   }
   EXPECT_FALSE(at::autocast::is_cpu_enabled());
@@ -232,16 +230,15 @@ TEST(MixedPrecisionTest, NestsAndRestoresTheCallersAutocastState) {
 TEST(MixedPrecisionTest, CreateRejectsWhatIsNotMixedPrecision) {
   EXPECT_THAT(MixedPrecision::Create({.precision = Precision::k64True}).status().message(),
               HasSubstr("MixedPrecision runs bf16-mixed or 16-mixed, not '64-true'"));
-  EXPECT_THAT(MixedPrecision::Create({.precision = Precision::kBf16Mixed, .autocast_dtype = at::kDouble})
-                  .status()
-                  .message(),
-              HasSubstr("autocast type Double for bf16-mixed is not valid"));
-  EXPECT_THAT(MixedPrecision::Create({.precision = Precision::k16Mixed,
-                                      .device_type = c10::DeviceType::CUDA,
-                                      .scaler = {.growth_interval = 0}})
-                  .status()
-                  .message(),
-              HasSubstr("growth_interval=0 is not valid"));
+  EXPECT_THAT(
+      MixedPrecision::Create({.precision = Precision::kBf16Mixed, .autocast_dtype = at::kDouble}).status().message(),
+      HasSubstr("autocast type Double for bf16-mixed is not valid"));
+  EXPECT_THAT(
+      MixedPrecision::Create(
+          {.precision = Precision::k16Mixed, .device_type = c10::DeviceType::CUDA, .scaler = {.growth_interval = 0}})
+          .status()
+          .message(),
+      HasSubstr("growth_interval=0 is not valid"));
   std::unique_ptr<MixedPrecision> cuda =
       Mixed({.precision = Precision::k16Mixed, .device_type = c10::DeviceType::CUDA});
   EXPECT_THAT(cuda->CheckDevice(kCpu).message(), HasSubstr("autocasts for cuda devices but the model runs on cpu"));
@@ -363,10 +360,8 @@ TEST(PrecisionFlagTest, APluginInstanceGivesThePrecisionUnlessTheFlagDisagrees) 
 }
 
 TEST(SelectPrecisionPluginTest, AGivenPluginMustRunThePlannedPrecisionOnThePlannedDevice) {
-  std::shared_ptr<PrecisionPlugin> on_cpu =
-      Mixed({.precision = Precision::k16Mixed, .autocast_dtype = at::kBFloat16});
-  absl::StatusOr<std::shared_ptr<PrecisionPlugin>> selected =
-      SelectPrecisionPlugin(Precision::k16Mixed, kCpu, on_cpu);
+  std::shared_ptr<PrecisionPlugin> on_cpu = Mixed({.precision = Precision::k16Mixed, .autocast_dtype = at::kBFloat16});
+  absl::StatusOr<std::shared_ptr<PrecisionPlugin>> selected = SelectPrecisionPlugin(Precision::k16Mixed, kCpu, on_cpu);
   ASSERT_TRUE(selected.ok()) << selected.status();
   EXPECT_EQ(selected->get(), on_cpu.get());
   // The accelerator substituted bf16-mixed for 16-mixed (as the cpu accelerator does).

@@ -83,7 +83,8 @@ class DtypeProbe : public LightningModule {
 class GradientDtypes : public Callback {
  public:
   std::string state_key() const override { return "GradientDtypes"; }
-  void on_before_optimizer_step(Trainer& trainer, LightningModule& module, torch::optim::Optimizer& optimizer) override {
+  void on_before_optimizer_step(Trainer& trainer, LightningModule& module,
+                                torch::optim::Optimizer& optimizer) override {
     for (const at::Tensor& parameter : module.parameters()) {
       parameters.insert(parameter.scalar_type());
       gradients.insert(parameter.grad().scalar_type());
@@ -179,8 +180,8 @@ TEST(TrainerPrecisionTest, Bf16TrueStillLearnsTheTask) {
 }
 
 TEST(TrainerPrecisionTest, PrecisionErrorsStopBeforeTraining) {
-  std::shared_ptr<PrecisionPlugin> sixteen_on_cpu = std::move(MixedPrecision::Create({
-      .precision = Precision::k16Mixed, .autocast_dtype = at::kBFloat16})).value();
+  std::shared_ptr<PrecisionPlugin> sixteen_on_cpu =
+      std::move(MixedPrecision::Create({.precision = Precision::k16Mixed, .autocast_dtype = at::kBFloat16})).value();
   kiln::testing::FakeAcceleratorOptions fake_options;
   fake_options.name = "fp16_chip";
   fake_options.precisions = {Precision::k32True, Precision::k16Mixed};
@@ -196,8 +197,9 @@ TEST(TrainerPrecisionTest, PrecisionErrorsStopBeforeTraining) {
       {{.precision = "bf16-mixed", .precision_plugin = sixteen_on_cpu},
        "Received both `precision='bf16-mixed'` and a precision plugin for '16-mixed'"},
       // The cpu accelerator runs 16-mixed as bf16-mixed; a 16-mixed plugin cannot run that.
-      {{.precision_plugin = sixteen_on_cpu}, "the precision plugin runs '16-mixed' but the accelerator runs that as "
-                                             "'bf16-mixed'"},
+      {{.precision_plugin = sixteen_on_cpu},
+       "the precision plugin runs '16-mixed' but the accelerator runs that as "
+       "'bf16-mixed'"},
       // An accelerator that declares 16-mixed but computes on CPU devices: LibTorch has no float16 CPU autocast.
       {{.accelerator = fp16_chip, .devices = 1, .precision = "16-mixed"},
        "precision '16-mixed' needs float16 autocast on cpu devices"},
@@ -221,8 +223,8 @@ TEST(TrainerPrecisionTest, PrecisionErrorsStopBeforeTraining) {
 class SixteenMixedTest : public ::testing::Test {
  protected:
   std::shared_ptr<MixedPrecision> Plugin(GradScalerOptions scaler = {}) {
-    absl::StatusOr<std::unique_ptr<MixedPrecision>> plugin = MixedPrecision::Create(
-        {.precision = Precision::k16Mixed, .autocast_dtype = at::kBFloat16, .scaler = scaler});
+    absl::StatusOr<std::unique_ptr<MixedPrecision>> plugin =
+        MixedPrecision::Create({.precision = Precision::k16Mixed, .autocast_dtype = at::kBFloat16, .scaler = scaler});
     EXPECT_TRUE(plugin.ok()) << plugin.status();
     return std::move(plugin).value();
   }
@@ -270,8 +272,7 @@ class OverflowAtStep : public RecordingClassifier {
 class ParameterTrace : public Callback {
  public:
   std::string state_key() const override { return "ParameterTrace"; }
-  void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
-                            int64_t batch_idx) override {
+  void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override {
     before.push_back(FlatParameters(module).clone());
   }
   void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override {
@@ -306,7 +307,8 @@ TEST_F(SixteenMixedTest, AStepWithInfGradientsIsSkippedAndTheScaleBacksOff) {
 class ClippingProbe : public Callback {
  public:
   std::string state_key() const override { return "ClippingProbe"; }
-  void on_before_optimizer_step(Trainer& trainer, LightningModule& module, torch::optim::Optimizer& optimizer) override {
+  void on_before_optimizer_step(Trainer& trainer, LightningModule& module,
+                                torch::optim::Optimizer& optimizer) override {
     double squares = 0;
     for (const at::Tensor& parameter : module.parameters()) squares += parameter.grad().pow(2).sum().item<double>();
     norms.push_back(std::sqrt(squares));
