@@ -38,7 +38,9 @@ ABSL_FLAG(std::string, devices, "auto",
           "processes.");
 ABSL_FLAG(std::string, strategy, "auto", "\"auto\", \"single_device\" or \"ddp\".");
 ABSL_FLAG(std::string, precision, "32-true",
-          "32-true, 64-true, bf16-mixed, 16-mixed, bf16-true, 16-true (or the legacy 32, 64, 16, bf16).");
+          "32-true, 64-true, bf16-mixed, 16-mixed, bf16-true, 16-true (or the legacy 32, 64, 16, bf16), as the "
+          "accelerator declares them: cpu runs 32-true, 64-true, bf16-mixed and bf16-true, and 16-mixed as "
+          "bf16-mixed (with Lightning's warning).");
 ABSL_FLAG(int, num_nodes, 1, "Number of machines.");
 ABSL_FLAG(double, process_group_timeout, 1800,
           "ddp: seconds that joining the other processes, and each collective, may take before the run fails.");
@@ -66,8 +68,9 @@ ABSL_FLAG(std::string, gradient_clip_algorithm, "norm", "\"norm\" or \"value\"."
 ABSL_FLAG(int64_t, num_sanity_val_steps, 2, "Validation batches to run before training (-1: all).");
 ABSL_FLAG(int64_t, fast_dev_run, 0, "Run N batches of training and validation only, to check that everything runs.");
 ABSL_FLAG(std::string, summary_json, "",
-          "Write a JSON summary here at the end: final metrics, epochs and steps, wall time, the resolved plan and "
-          "params_sha256 (SHA-256 over every parameter's bytes, in registration order).");
+          "Write a JSON summary here at the end: final metrics, epochs and steps, wall time, the resolved plan, "
+          "the precision used (after any substitution by the accelerator) and params_sha256 (SHA-256 over every "
+          "parameter's bytes, in registration order).");
 ABSL_FLAG(int64_t, seed, 42, "Seeds LibTorch's generators, the synthetic data and shuffling.");
 ABSL_FLAG(int64_t, batch_size, 64, "Examples per batch.");
 ABSL_FLAG(double, learning_rate, 1e-3, "Adam's learning rate.");

@@ -14,6 +14,36 @@ grep -q "Trained on cpu (single_device, 32-true) for 5 epochs" <<<"$out" || fail
 val_acc=$(awk '$1 == "val_acc" {print $2}' <<<"$out")
 awk -v a="${val_acc:-0}" 'BEGIN {exit !(a > 0.75)}' || fail "val_acc '${val_acc}' is not above 0.75"
 
+# Precisions the cpu accelerator declares: each trains, says so, and --summary_json records it. A short run (3
+# epochs) is far above chance (0.25) in every one of them.
+summary=${TEST_TMPDIR:-/tmp}/fit_summary.$$.json
+run_precision() {  # run_precision <flag value> <precision used> <stderr fragment or ''>
+  local flag=$1 used=$2 fragment=$3 out err acc
+  out=$($fit --precision="$flag" --max_epochs=3 --enable_progress_bar=false --enable_checkpointing=false \
+    --summary_json="$summary" 2>/tmp/fit_err.$$)
+  local code=$?
+  err=$(cat /tmp/fit_err.$$)
+  if [[ $code -ne 0 ]]; then fail "--precision=$flag exited $code: $err"; return; fi
+  grep -qF "Trained on cpu (single_device, $used) for 3 epochs" <<<"$out" || fail "--precision=$flag: no '$used' in: $out"
+  grep -qF "\"precision\": \"$used\", \"resumed_from\"" "$summary" || fail "--precision=$flag: summary: $(cat "$summary")"
+  acc=$(awk '$1 == "val_acc" {print $2}' <<<"$out")
+  awk -v a="${acc:-0}" 'BEGIN {exit !(a > 0.75)}' || fail "--precision=$flag: val_acc '${acc}' is not above 0.75"
+  if [[ -n $fragment ]]; then
+    grep -qF -- "$fragment" <<<"$err" || fail "--precision=$flag: '$fragment' not on stderr: $err"
+  else
+    grep -q "historical reasons\|not supported on CPU" <<<"$err" && fail "--precision=$flag: unexpected warning: $err"
+  fi
+  rm -f "$summary"
+}
+run_precision 32-true 32-true ""
+run_precision 64-true 64-true ""
+run_precision 64 64-true ""  # Lightning maps "64" silently.
+run_precision bf16-mixed bf16-mixed "Using bfloat16 Automatic Mixed Precision (AMP)"
+run_precision bf16-true bf16-true ""
+# Lightning's substitution on CPU, with its warning.
+run_precision 16-mixed bf16-mixed "You passed \`Trainer(accelerator='cpu', precision='16-mixed')\` but AMP with fp16 is not supported on CPU. Using \`precision='bf16-mixed'\` instead."
+run_precision bf16 bf16-mixed "'bf16' is supported for historical reasons but its usage is discouraged. Please set your precision to 'bf16-mixed' instead!"
+
 expect_usage_error() {  # expect_usage_error <stderr fragment> <flags>...
   local fragment=$1
   shift
@@ -30,6 +60,7 @@ expect_usage_error "--limit_train_batches='lots' is not valid" --limit_train_bat
 expect_usage_error "--hidden_sizes='64,-1' is not valid" --hidden_sizes=64,-1
 expect_usage_error "--batch_size=0 is not valid" --batch_size=0
 expect_usage_error "precision 'fp8' is not supported" --precision=fp8
+expect_usage_error "precision '16-true' is not supported by the cpu accelerator; it supports 32-true, 64-true, bf16-mixed, bf16-true" --precision=16-true
 expect_usage_error "unexpected argument 'extra'" extra
 
 rm -f /tmp/fit_err.$$

@@ -19,6 +19,7 @@
 #include "trainer/checkpoint_io.h"
 #include "trainer/ddp_strategy.h"
 #include "trainer/launcher.h"
+#include "trainer/precision_plugin.h"
 #include "trainer/progress.h"
 #include "trainer/strategy.h"
 
@@ -208,7 +209,9 @@ absl::Status Trainer::Prepare(Stage stage) {
   connector.accelerator = options_.accelerator;
   connector.devices = options_.devices;
   connector.strategy = options_.strategy;
-  connector.precision = options_.precision;
+  absl::StatusOr<std::string> precision_flag = PrecisionFlag(options_.precision, options_.precision_plugin.get());
+  if (!precision_flag.ok()) return precision_flag.status();
+  connector.precision = *precision_flag;
   connector.num_nodes = options_.num_nodes;
   absl::StatusOr<Plan> plan =
       ResolvePlan(connector, options_.registry != nullptr ? *options_.registry : AcceleratorRegistry::Default());
@@ -227,10 +230,9 @@ absl::Status Trainer::Prepare(Stage stage) {
     return absl::InvalidArgumentError(absl::StrCat("strategy '", plan->strategy, "' has no implementation in the "
                                                    "trainer; pass a kiln::Strategy instance as `strategy`"));
   }
-  if (plan->precision != Precision::k32True) {
-    return absl::UnimplementedError(absl::StrCat("precision '", PrecisionName(plan->precision),
-                                                 "' is not available in this build of Kiln yet; use 32-true"));
-  }
+  absl::StatusOr<std::shared_ptr<PrecisionPlugin>> precision =
+      SelectPrecisionPlugin(plan->precision, plan->root_device(), options_.precision_plugin);
+  if (!precision.ok()) return precision.status();
 
   callbacks_ = options_.callbacks;
   if (stage == Stage::kFit) {
@@ -254,6 +256,7 @@ absl::Status Trainer::Prepare(Stage stage) {
   for (const std::string& warning : plan->warnings) LOG(WARNING) << warning;
   plan_ = std::move(plan).value();
   strategy_ = std::move(strategy);
+  precision_ = std::move(precision).value();
   progress_ = std::make_unique<ProgressReporter>(
       options_.enable_progress_bar && stage == Stage::kFit && plan_->global_rank == 0, options_.log_every_n_steps);
   if (options_.seed.has_value()) torch::manual_seed(*options_.seed);
@@ -283,6 +286,7 @@ absl::Status Trainer::SetupStrategy(LightningModule& model) {
       launcher_ = std::move(launcher).value();
     }
   }
+  if (absl::Status status = precision_->ConvertModule(model); !status.ok()) return status;
   return strategy_->Setup(*plan_, model);
 }
 
@@ -494,13 +498,19 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     const bool step_now = (batch_idx + 1) % options_.accumulate_grad_batches == 0 || last_batch;
     Batch batch;
     status = CallUser("training_step", [&] {
-      batch = strategy_->BatchToDevice(train.get_batch(batch_idx));
+      batch = precision_->ConvertInput(strategy_->BatchToDevice(train.get_batch(batch_idx)));
       CallCallbacks([&](Callback& c) { c.on_train_batch_start(*this, model, batch, batch_idx); });
       model.set_metric_sink(&metrics, batch.size());
-      at::Tensor loss = model.training_step(batch, batch_idx);
+      at::Tensor loss;
+      {
+        PrecisionPlugin::ForwardContext forward_context(*precision_);
+        loss = model.training_step(batch, batch_idx);
+      }
       model.set_metric_sink(nullptr, 0);
       TORCH_CHECK(loss.defined() && loss.numel() == 1, "training_step must return a scalar loss tensor");
-      strategy_->Backward(options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss,
+      strategy_->Backward(precision_->PreBackward(options_.accumulate_grad_batches > 1
+                                                      ? loss / options_.accumulate_grad_batches
+                                                      : loss),
                           /*sync_gradients=*/step_now);
     });
     if (!status.ok()) return status;
@@ -575,6 +585,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
 
 absl::Status Trainer::OptimizerStep(LightningModule& model) {
   return CallUser("optimizer step", [&] {
+    // Clipping and on_before_optimizer_step see true gradients: 16-mixed unscales them first (precision_plugin.h).
+    for (const auto& optimizer : optimizers_.optimizers) precision_->UnscaleGradients(*optimizer);
     if (options_.gradient_clip_val.has_value() && *options_.gradient_clip_val > 0) {
       const std::vector<at::Tensor> parameters = model.parameters();
       if (options_.gradient_clip_algorithm == "norm") {
@@ -585,9 +597,10 @@ absl::Status Trainer::OptimizerStep(LightningModule& model) {
     }
     for (const auto& optimizer : optimizers_.optimizers) {
       CallCallbacks([&](Callback& c) { c.on_before_optimizer_step(*this, model, *optimizer); });
-      strategy_->OptimizerStep(*optimizer);
+      precision_->OptimizerStep(*optimizer, [&] { strategy_->OptimizerStep(*optimizer); });
       optimizer->zero_grad();
     }
+    precision_->Update();
     ++global_step_;
     for (size_t i = 0; i < optimizers_.schedulers.size(); ++i) {
       const SchedulerConfig& scheduler = optimizers_.schedulers[i];
@@ -615,8 +628,9 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
     torch::NoGradGuard no_grad;
     loader.set_epoch(0);
     for (int64_t batch_idx = 0; batch_idx < limit; ++batch_idx) {
-      Batch batch = strategy_->BatchToDevice(loader.get_batch(batch_idx));
+      Batch batch = precision_->ConvertInput(strategy_->BatchToDevice(loader.get_batch(batch_idx)));
       model.set_metric_sink(&metrics, batch.size());
+      PrecisionPlugin::ForwardContext forward_context(*precision_);
       validating ? model.validation_step(batch, batch_idx) : model.test_step(batch, batch_idx);
     }
     model.set_metric_sink(&metrics, 1);
@@ -747,7 +761,8 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
     torch::NoGradGuard no_grad;
     loader->set_epoch(0);
     for (int64_t batch_idx = 0; batch_idx < *limit; ++batch_idx) {
-      Batch batch = strategy_->BatchToDevice(loader->get_batch(batch_idx));
+      Batch batch = precision_->ConvertInput(strategy_->BatchToDevice(loader->get_batch(batch_idx)));
+      PrecisionPlugin::ForwardContext forward_context(*precision_);
       predictions.push_back(model.predict_step(batch, batch_idx).to(at::kCPU));
     }
   });

@@ -19,6 +19,8 @@
 //   scheduler_<i>/steps                     how often each scheduler has stepped (replayed on load)
 //   callbacks/<state_key>                   each callback's state (text keys and values)
 //   rng/cpu                                 LibTorch's default CPU generator state
+//   precision_plugin                        the precision plugin's state: for 16-mixed the gradient scaler's scale,
+//                                           growth tracker and settings (restored exactly); empty otherwise
 //   hparams                                 the module's hyper-parameters
 // Loading checks the whole file (and that every parameter exists with the right shape) before it changes
 // anything, so a damaged, truncated or foreign file is refused with the model untouched.
@@ -49,6 +51,7 @@
 namespace kiln {
 
 class ModelCheckpoint;
+class PrecisionPlugin;
 class ProgressReporter;
 class Strategy;
 class SubprocessLauncher;
@@ -108,6 +111,10 @@ struct TrainerOptions {
   std::vector<std::shared_ptr<Logger>> loggers;
   bool enable_checkpointing = true;     // Adds a ModelCheckpoint (last epoch) unless one is given.
   bool enable_progress_bar = true;
+  // Replaces the plugin chosen from `precision` (precision_plugin.h), as a precision plugin in Lightning's
+  // `plugins` does. Its precision must be one the accelerator declares; `precision` must then be left at its
+  // default or name the same precision.
+  std::shared_ptr<PrecisionPlugin> precision_plugin;
 
   // Where names are looked up; the default registry when null. Tests pass their own.
   const AcceleratorRegistry* registry = nullptr;
@@ -163,6 +170,8 @@ class Trainer {
   // The path fit resumed from ("" when it started fresh).
   const std::string& resumed_from() const { return resumed_from_; }
   Strategy* strategy() const { return strategy_.get(); }
+  // The precision plugin of the last set-up (null before the first fit/validate/test/predict).
+  PrecisionPlugin* precision_plugin() const { return precision_.get(); }
 
  private:
   struct LoopLimits;
@@ -192,6 +201,7 @@ class Trainer {
   std::shared_ptr<Strategy> strategy_;
   std::unique_ptr<SubprocessLauncher> launcher_;
   std::unique_ptr<class CheckpointWriter> checkpoint_writer_;
+  std::shared_ptr<PrecisionPlugin> precision_;
   std::unique_ptr<ProgressReporter> progress_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   LightningModule* model_ = nullptr;  // The module of the running fit, for save_checkpoint.

@@ -11,6 +11,7 @@
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/checkpoint_io.h"
+#include "trainer/precision_plugin.h"
 #include "trainer/strategy.h"
 #include "trainer/trainer.h"
 
@@ -40,6 +41,23 @@ std::map<std::string, std::string> FromDict(const c10::IValue& value) {
   return map;
 }
 
+c10::Dict<std::string, double> ToDict(const PrecisionState& state) {
+  c10::Dict<std::string, double> dict;
+  for (const auto& [key, value] : state) dict.insert(key, value);
+  return dict;
+}
+
+PrecisionState PrecisionStateFromDict(const c10::IValue& value) {
+  TORCH_CHECK(value.isGenericDict(), "record 'precision_plugin' is not a dictionary");
+  PrecisionState state;
+  for (const auto& entry : value.toGenericDict()) {
+    TORCH_CHECK(entry.key().isString() && entry.value().isDouble(), "record 'precision_plugin' holds a ",
+                entry.value().tagKind(), " where a number was expected");
+    state[entry.key().toStringRef()] = entry.value().toDouble();
+  }
+  return state;
+}
+
 // Everything a checkpoint holds, read and checked before anything is applied.
 struct LoadedCheckpoint {
   std::vector<at::Tensor> model;  // In NamedState order.
@@ -47,6 +65,7 @@ struct LoadedCheckpoint {
   std::vector<int64_t> scheduler_steps;
   std::map<std::string, CallbackState> callbacks;
   at::Tensor rng;
+  PrecisionState precision;  // Empty when the checkpoint has none (an older file, or a plugin without state).
   int64_t epoch = 0;
   int64_t batch_in_epoch = 0;
   int64_t global_step = 0;
@@ -97,6 +116,7 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
       archive.write("callback_keys", c10::IValue(callback_keys));
       archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
       archive.write("hparams", c10::IValue(ToDict(model.hparams())));
+      archive.write("precision_plugin", c10::IValue(ToDict(precision_->state_dict())));
     });
     if (!bytes.ok()) {
       status = bytes.status();
@@ -190,10 +210,22 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
         loaded.callbacks[key_list[i].toStringRef()] = FromDict(callback_state);
       }
       archive.read("rng_cpu", loaded.rng, /*is_buffer=*/true);
+      // Checkpoints written before precision plugins existed have no such record: the plugin keeps its state.
+      c10::IValue precision_state;
+      if (archive.try_read("precision_plugin", precision_state)) {
+        loaded.precision = PrecisionStateFromDict(precision_state);
+      }
     }
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", *path, ": ",
                                                    e.what_without_backtrace()));
+  }
+
+  if (!loaded.precision.empty()) {
+    if (absl::Status status = precision_->CheckStateDict(loaded.precision); !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", *path,
+                                                     ": precision plugin state: ", status.message()));
+    }
   }
 
   // Apply. Optimizers first: their archives are the likeliest to disagree with this run's configuration.
@@ -223,6 +255,10 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
       scheduler_steps_[i] = loaded.scheduler_steps[i];
     }
     for (size_t i = 0; i < loaded.optimizers.size(); ++i) optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+    if (!loaded.precision.empty()) {
+      // Checked above, so this cannot fail.
+      if (absl::Status status = precision_->load_state_dict(loaded.precision); !status.ok()) return status;
+    }
     {
       at::Generator generator = at::detail::getDefaultCPUGenerator();
       generator.set_state(loaded.rng);
