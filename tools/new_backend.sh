@@ -12,7 +12,8 @@
 #
 # Flags:
 #   --name=NAME             the accelerator's name: lower-case letters, digits and '_', starting with a letter;
-#                           not one of Kiln's own names (auto, cpu, cuda, gpu, hpu) nor a C++ keyword.
+#                           not one of Kiln's own names (auto, cpu, cuda, gpu, hpu). The C++ code goes in the
+#                           namespace NAME_backend (a bare NAME could clash with the C library: gamma, time, ...).
 #   --out=DIR               where to write; it must not exist or be empty. A relative path is taken from the
 #                           directory `bazel run` was started in.
 #   --kiln_repository=NAME  the name the workspace gives Kiln's repository (default: kiln).
@@ -34,7 +35,7 @@ for arg in "$@"; do
     --name=*) name=${arg#--name=} ;;
     --out=*) out=${arg#--out=} ;;
     --kiln_repository=*) kiln=${arg#--kiln_repository=} ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$arg'" ;;
   esac
 done
@@ -47,12 +48,6 @@ fi
 case "$name" in
   auto | cpu | cuda | gpu | hpu)
     usage_error "--name='$name' is taken by Kiln ('auto' chooses, and cpu, cuda (gpu) and hpu are built in); pick your accelerator's own name" ;;
-  alignas | alignof | and | asm | auto | bool | break | case | catch | char | class | const | constexpr | continue | \
-    default | delete | do | double | else | enum | explicit | export | extern | false | float | for | friend | goto | \
-    if | inline | int | long | mutable | namespace | new | noexcept | not | nullptr | operator | or | private | \
-    protected | public | register | return | short | signed | sizeof | static | struct | switch | template | this | \
-    throw | true | try | typedef | typeid | typename | union | unsigned | using | virtual | void | volatile | while | xor)
-    usage_error "--name='$name' is a C++ keyword, and the name is also the backend's C++ namespace; pick another" ;;
 esac
 if ! [[ "$kiln" =~ ^[A-Za-z][A-Za-z0-9_.-]*$ ]]; then
   usage_error "--kiln_repository='$kiln' is not a repository name; pass the name your WORKSPACE gives Kiln (e.g. kiln)"
@@ -133,7 +128,7 @@ emit "${name}_accelerator.h" <<'EOF'
 
 #include "hal/accelerator.h"
 
-namespace @NAME@ {
+namespace @NAME@_backend {
 
 class @CLASS@ final : public kiln::Accelerator {
  public:
@@ -149,7 +144,7 @@ class @CLASS@ final : public kiln::Accelerator {
   std::vector<kiln::Precision> SupportedPrecisions() const override;
 };
 
-}  // namespace @NAME@
+}  // namespace @NAME@_backend
 
 #endif  // @GUARD@
 EOF
@@ -160,7 +155,7 @@ emit "${name}_accelerator.cc" <<'EOF'
 #include "absl/strings/str_cat.h"
 #include "hal/registry.h"
 
-namespace @NAME@ {
+namespace @NAME@_backend {
 namespace {
 
 // TODO: the device type your LibTorch device registers under (c10::DeviceType::PrivateUse1 for an out-of-tree
@@ -231,7 +226,7 @@ KILN_REGISTER_ACCELERATOR({
     .factory = [] { return std::make_shared<@CLASS@>(); },
 });
 
-}  // namespace @NAME@
+}  // namespace @NAME@_backend
 EOF
 
 emit WORKSPACE.snippet <<'EOF'
