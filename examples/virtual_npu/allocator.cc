@@ -52,8 +52,8 @@ class VirtualNpuAllocator final : public c10::Allocator {
     if (size == 0) return c10::DataPtr(nullptr, device);
     const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
     void* data = std::aligned_alloc(kAlignment, rounded);
-    TORCH_CHECK(data != nullptr, "virtual_npu device ", static_cast<int>(index_), ": out of memory allocating ",
-                size, " bytes (", counters_.allocated_bytes.load(), " bytes in use)");
+    TORCH_CHECK(data != nullptr, "virtual_npu device ", static_cast<int>(index_), ": out of memory allocating ", size,
+                " bytes (", counters_.allocated_bytes.load(), " bytes in use)");
     const int64_t in_use = counters_.allocated_bytes.fetch_add(static_cast<int64_t>(size)) + static_cast<int64_t>(size);
     RaisePeak(counters_, in_use);
     counters_.active_blocks.fetch_add(1);

@@ -47,9 +47,7 @@ class VirtualNpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return c10::Stream(c10::Stream::DEFAULT, stream.device());
   }
 
-  c10::DeviceIndex deviceCount() const noexcept override {
-    return static_cast<c10::DeviceIndex>(DeviceCountOrZero());
-  }
+  c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(DeviceCountOrZero()); }
 
   // Synchronous device: every stream is always idle.
   bool queryStream(const c10::Stream& stream) const override { return true; }
@@ -72,7 +70,8 @@ absl::StatusOr<int> ParseDeviceCount(const char* value) {
 }
 
 const absl::StatusOr<int>& DeviceCount() {
-  static const absl::StatusOr<int>* const count = new absl::StatusOr<int>(ParseDeviceCount(std::getenv(kDevicesVariable)));
+  static const absl::StatusOr<int>* const count =
+      new absl::StatusOr<int>(ParseDeviceCount(std::getenv(kDevicesVariable)));
   return *count;
 }
 
@@ -82,9 +81,9 @@ absl::Status CheckDevice(const c10::Device& device) {
   if (!DeviceCount().ok()) return DeviceCount().status();
   const int count = *DeviceCount();
   if (device.type() != kDeviceType || !device.has_index() || device.index() < 0 || device.index() >= count) {
-    return absl::InvalidArgumentError(absl::StrCat("'", device.str(), "' is not a virtual_npu device; this process has ",
-                                                   count, " (privateuseone:0 to privateuseone:", count - 1, ", set by ",
-                                                   kDevicesVariable, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", device.str(), "' is not a virtual_npu device; this process has ", count,
+                     " (privateuseone:0 to privateuseone:", count - 1, ", set by ", kDevicesVariable, ")"));
   }
   return absl::OkStatus();
 }

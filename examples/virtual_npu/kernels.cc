@@ -34,8 +34,7 @@ c10::Device TargetDevice(c10::optional<c10::Device> device) {
 }
 
 void CheckFactoryOptions(c10::optional<c10::Layout> layout, c10::optional<bool> pin_memory) {
-  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "virtual_npu tensors must be strided, not ",
-              *layout);
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "virtual_npu tensors must be strided, not ", *layout);
   TORCH_CHECK(!pin_memory.value_or(false), "virtual_npu memory is host memory already; pin_memory is not supported");
 }
 
@@ -45,8 +44,8 @@ at::Tensor Empty(c10::SymIntArrayRef size, c10::optional<at::ScalarType> dtype, 
   CheckFactoryOptions(layout, pin_memory);
   const c10::Device target = TargetDevice(device);
   return at::detail::empty_generic(c10::asIntArrayRefSlow(size), DeviceAllocator(target.index()),
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   c10::dtype_or_default(dtype), memory_format);
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype),
+                                   memory_format);
 }
 
 at::Tensor EmptyStrided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride, c10::optional<at::ScalarType> dtype,
@@ -54,18 +53,16 @@ at::Tensor EmptyStrided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride, c1
                         c10::optional<bool> pin_memory) {
   CheckFactoryOptions(layout, pin_memory);
   const c10::Device target = TargetDevice(device);
-  return at::detail::empty_strided_generic(c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride),
-                                           DeviceAllocator(target.index()),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
+  return at::detail::empty_strided_generic(
+      c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), DeviceAllocator(target.index()),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
 }
 
 // A CPU tensor over the same host memory as `tensor` (which is on the CPU or the virtual NPU), with the same sizes
 // and strides. The alias does not own the memory: `tensor` must outlive it.
 at::Tensor HostAlias(const at::Tensor& tensor) {
   if (tensor.is_cpu()) return tensor;
-  TORCH_CHECK(IsVirtualNpu(tensor), "virtual_npu copies to and from the CPU and itself only, not ",
-              tensor.device());
+  TORCH_CHECK(IsVirtualNpu(tensor), "virtual_npu copies to and from the CPU and itself only, not ", tensor.device());
   return at::from_blob(tensor.data_ptr(), tensor.sizes(), tensor.strides(),
                        at::TensorOptions().dtype(tensor.scalar_type()).device(at::kCPU));
 }
@@ -85,8 +82,8 @@ const at::Tensor& Resize(const at::Tensor& self, c10::SymIntArrayRef size,
   at::native::resize_impl_cpu_(impl, c10::asIntArrayRefSlow(size), /*stride=*/c10::nullopt,
                                /*resize_storage=*/false);
   if (impl->numel() > 0) {
-    const size_t needed = at::detail::computeStorageNbytesContiguous(impl->sizes(), impl->dtype().itemsize(),
-                                                                     impl->storage_offset());
+    const size_t needed =
+        at::detail::computeStorageNbytesContiguous(impl->sizes(), impl->dtype().itemsize(), impl->storage_offset());
     const c10::Storage& storage = impl->unsafe_storage();
     TORCH_CHECK(storage, "virtual_npu: cannot resize a tensor without storage");
     // Grows through the storage's own allocator (this device's), copying the old bytes over.
@@ -108,8 +105,7 @@ at::Tensor AsStrided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymI
                      c10::optional<c10::SymInt> storage_offset) {
   c10::optional<int64_t> offset;
   if (storage_offset.has_value()) offset = storage_offset->expect_int();
-  return at::native::as_strided_tensorimpl(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride),
-                                           offset);
+  return at::native::as_strided_tensorimpl(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), offset);
 }
 
 at::Tensor View(const at::Tensor& self, c10::SymIntArrayRef size) {

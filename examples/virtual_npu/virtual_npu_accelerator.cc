@@ -14,7 +14,8 @@ namespace {
 
 // VIRTUAL_NPU_PRIORITY as read when the program started (the registration needs it before main()).
 const absl::StatusOr<int>& Priority() {
-  static const absl::StatusOr<int>* const priority = new absl::StatusOr<int>(ParsePriority(std::getenv(kPriorityVariable)));
+  static const absl::StatusOr<int>* const priority =
+      new absl::StatusOr<int>(ParsePriority(std::getenv(kPriorityVariable)));
   return *priority;
 }
 

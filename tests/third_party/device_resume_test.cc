@@ -18,8 +18,8 @@ namespace {
 constexpr char kDevice[] = "virtual_npu";
 
 struct FitResult {
-  std::vector<at::Tensor> parameters;       // On the CPU.
-  std::vector<c10::Device> state_devices;   // Where the optimizer's state tensors are after fit.
+  std::vector<at::Tensor> parameters;      // On the CPU.
+  std::vector<c10::Device> state_devices;  // Where the optimizer's state tensors are after fit.
   std::string resumed_from;
 };
 

@@ -34,8 +34,8 @@ class NewSotaAccelerator final : public kiln::Accelerator {
     if (selection->kind == kiln::DeviceSelection::Kind::kAuto) count = kDevices;
     if (selection->kind == kiln::DeviceSelection::Kind::kCount) count = selection->count;
     if (count < 1 || count > kDevices) {
-      return absl::InvalidArgumentError(absl::StrCat("new_sota takes a device count from 1 to ", kDevices,
-                                                     " or \"auto\", got ", devices.ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("new_sota takes a device count from 1 to ", kDevices, " or \"auto\", got ", devices.ToString()));
     }
     std::vector<int> indices(count);
     for (int i = 0; i < count; ++i) indices[i] = i;
@@ -103,8 +103,7 @@ TEST(AcceleratorInstanceTest, IsRegisteredNowhere) {
 
 TEST(AcceleratorInstanceTest, TheInstanceParsesDevicesAndDeclaresStrategyBackendAndPrecision) {
   auto sota = std::make_shared<NewSotaAccelerator>();
-  absl::StatusOr<kiln::Plan> plan =
-      kiln::ResolvePlan({.accelerator = sota, .devices = "4", .precision = "16-mixed"});
+  absl::StatusOr<kiln::Plan> plan = kiln::ResolvePlan({.accelerator = sota, .devices = "4", .precision = "16-mixed"});
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->accelerator.get(), sota.get());
   EXPECT_EQ(plan->device_indices, (std::vector<int>{0, 1, 2, 3}));
