@@ -45,7 +45,8 @@ libtorch_repository = repository_rule(
     environ = ["KILN_LIBTORCH_FLAVOR", "KILN_CUDA_LIBTORCH", "KILN_CUDA_HOME"],
     local = True,
     attrs = {
-        "system_build_file": attr.label(default = "//third_party:libtorch.BUILD", allow_single_file = True),
-        "cuda_build_file": attr.label(default = "//third_party:libtorch_cuda.BUILD.tpl", allow_single_file = True),
+        # Label(): Kiln's own files, also when Kiln is an external repository (tools/workspace.bzl).
+        "system_build_file": attr.label(default = Label("//third_party:libtorch.BUILD"), allow_single_file = True),
+        "cuda_build_file": attr.label(default = Label("//third_party:libtorch_cuda.BUILD.tpl"), allow_single_file = True),
     },
 )

@@ -8,5 +8,6 @@ def system_library(name, path = "/usr"):
     native.new_local_repository(
         name = name,
         path = path,
-        build_file = "//third_party:%s.BUILD" % name,
+        # A label of Kiln's repository, also when Kiln is an external repository (tools/workspace.bzl).
+        build_file = str(Label("//third_party:%s.BUILD" % name)),
     )

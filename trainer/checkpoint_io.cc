@@ -109,7 +109,10 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
   }
   auto archive = std::make_unique<torch::serialize::InputArchive>();
   try {
-    archive->load_from(path);
+    // Onto the CPU, whatever device wrote it: LibTorch 1.13 restores tensors directly only to the CPU, CUDA, XPU
+    // and HPU (an out-of-tree device's tensors fail), and a checkpoint should load on any machine. The trainer moves
+    // what it restores to its own device.
+    archive->load_from(path, c10::Device(c10::DeviceType::CPU));
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
                                                    "archive: ", e.what_without_backtrace()));

@@ -79,7 +79,8 @@ class CheckpointWriter {
 
 // Opens `path` and checks that it is a complete Kiln checkpoint of a version this build reads. Errors name the
 // file and what is wrong: missing (NotFound), unreadable, truncated or damaged, not a Kiln checkpoint, or written
-// by a newer Kiln (all InvalidArgument except NotFound).
+// by a newer Kiln (all InvalidArgument except NotFound). Every tensor is read onto the CPU, whichever device wrote
+// it.
 absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(const std::string& path);
 
 // The newest complete checkpoint under `root` (searched recursively, by modification time, newest first; damaged

@@ -8,6 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
+#include "torch/optim/adagrad.h"
+#include "torch/optim/adam.h"
+#include "torch/optim/adamw.h"
+#include "torch/optim/lbfgs.h"
+#include "torch/optim/rmsprop.h"
+#include "torch/optim/sgd.h"
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/checkpoint_io.h"
@@ -70,6 +76,52 @@ struct LoadedCheckpoint {
   int64_t batch_in_epoch = 0;
   int64_t global_step = 0;
 };
+
+void MoveTo(at::Tensor& tensor, const c10::Device& device) {
+  if (tensor.defined() && tensor.device() != device) tensor = tensor.to(device);
+}
+
+// Checkpoints are read onto the CPU (ReadCheckpoint), so an optimizer's loaded state is there too; it goes back to
+// `device`, where the parameters are (Lightning's optimizer_to_device). LibTorch's state classes have no common way
+// to reach their tensors, so each of its optimizers is listed; another optimizer's state can only stay on the CPU.
+absl::Status MoveOptimizerState(torch::optim::Optimizer& optimizer, const c10::Device& device) {
+  if (device.is_cpu()) return absl::OkStatus();
+  for (auto& [key, state] : optimizer.state()) {
+    if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(state.get())) {
+      MoveTo(adam->exp_avg(), device);
+      MoveTo(adam->exp_avg_sq(), device);
+      MoveTo(adam->max_exp_avg_sq(), device);
+    } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(state.get())) {
+      MoveTo(adamw->exp_avg(), device);
+      MoveTo(adamw->exp_avg_sq(), device);
+      MoveTo(adamw->max_exp_avg_sq(), device);
+    } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {
+      MoveTo(sgd->momentum_buffer(), device);
+    } else if (auto* rmsprop = dynamic_cast<torch::optim::RMSpropParamState*>(state.get())) {
+      MoveTo(rmsprop->square_avg(), device);
+      MoveTo(rmsprop->momentum_buffer(), device);
+      MoveTo(rmsprop->grad_avg(), device);
+    } else if (auto* adagrad = dynamic_cast<torch::optim::AdagradParamState*>(state.get())) {
+      MoveTo(adagrad->sum(), device);
+    } else if (auto* lbfgs = dynamic_cast<torch::optim::LBFGSParamState*>(state.get())) {
+      MoveTo(lbfgs->d(), device);
+      MoveTo(lbfgs->H_diag(), device);
+      MoveTo(lbfgs->prev_flat_grad(), device);
+      for (auto* tensors : {&lbfgs->old_dirs(), &lbfgs->old_stps(), &lbfgs->ro()}) {
+        for (at::Tensor& tensor : *tensors) MoveTo(tensor, device);
+      }
+      if (lbfgs->al().has_value()) {
+        for (at::Tensor& tensor : *lbfgs->al()) MoveTo(tensor, device);
+      }
+    } else {
+      return absl::UnimplementedError(absl::StrCat(
+          "the optimizer state restored from the checkpoint cannot be moved to ", device.str(), ": its type (",
+          typeid(*state).name(), ") is not one of LibTorch's optimizers (Adam, AdamW, SGD, RMSprop, Adagrad, "
+          "LBFGS); resume on the CPU, or start this optimizer fresh"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 int64_t ReadInt(InputArchive& archive, const std::string& key) {
   c10::IValue value;
@@ -230,7 +282,13 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
 
   // Apply. Optimizers first: their archives are the likeliest to disagree with this run's configuration.
   try {
-    for (size_t i = 0; i < loaded.optimizers.size(); ++i) optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+    for (size_t i = 0; i < loaded.optimizers.size(); ++i) {
+      optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+      if (absl::Status moved = MoveOptimizerState(*optimizers_.optimizers[i], strategy_->root_device());
+          !moved.ok()) {
+        return moved;
+      }
+    }
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", *path, " does not fit this run's optimizers: ",
                                                    e.what_without_backtrace()));
@@ -254,7 +312,13 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
       for (int64_t step = 0; step < loaded.scheduler_steps[i]; ++step) optimizers_.schedulers[i].scheduler->step();
       scheduler_steps_[i] = loaded.scheduler_steps[i];
     }
-    for (size_t i = 0; i < loaded.optimizers.size(); ++i) optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+    for (size_t i = 0; i < loaded.optimizers.size(); ++i) {
+      optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+      if (absl::Status moved = MoveOptimizerState(*optimizers_.optimizers[i], strategy_->root_device());
+          !moved.ok()) {
+        return moved;
+      }
+    }
     if (!loaded.precision.empty()) {
       // Checked above, so this cannot fail.
       if (absl::Status status = precision_->load_state_dict(loaded.precision); !status.ok()) return status;

@@ -2,7 +2,8 @@
 # Kiln's layering, checked on the real dependency graph and sources:
 #   hal       depends on no Kiln package above it (backends, connector, trainer, tools);
 #   connector depends on no backend and names none in its code, nor any hardware or collective backend;
-#   backends  depend on neither the connector nor the trainer.
+#   backends  depend on neither the connector nor the trainer, built-in and third-party ones alike, and no Kiln
+#             package names a third-party backend (they come in through the WORKSPACE's kiln_backends).
 # The checker is first shown failing on known-bad inputs, so a broken checker cannot pass silently.
 set -uo pipefail
 
@@ -42,11 +43,32 @@ expect 0 "connector depends on no backend and not on the trainer" \
   $check deps connector $dir/connector_deps //backends //trainer //tools
 expect 0 "built-in backends depend on neither the connector nor the trainer" \
   $check deps backends $dir/backends_deps //connector //trainer //tools
+# Third-party backends (linked through the WORKSPACE's kiln_backends) sit at the same layer.
+expect 0 "third-party backends depend on neither the connector nor the trainer" \
+  $check deps linked-backends $dir/linked_backends_deps //connector //trainer //tools
+if ! grep -q '^@kiln_backends//:backends$' $dir/linked_backends_deps; then
+  echo "FAIL: //backends:linked does not link @kiln_backends//:backends"
+  failures=$((failures + 1))
+fi
+# No Kiln package names the sample third-party device: only the repository kiln_backends generates refers to it.
+others=$(grep -v -E '^@(virtual_npu|kiln_backends)//' $dir/virtual_npu_users || true)
+if [[ -n "$others" ]]; then
+  echo "FAIL: Kiln's own targets depend on @virtual_npu directly (it must come only through kiln_backends):"
+  echo "$others" | sed 's/^/  /'
+  failures=$((failures + 1))
+else
+  echo "ok: only @kiln_backends refers to @virtual_npu ($(wc -l < $dir/virtual_npu_users) targets checked)"
+fi
 
 # The connector's sources name no backend: the backends are the packages under //backends that the built-in set
-# links, so a new backend is covered as soon as it is added to //backends:builtin.
+# links, so a new backend is covered as soon as it is added to //backends:builtin, and the repositories of the
+# third-party backends that the WORKSPACE's kiln_backends lists.
 words=$(mktemp)
-sed -n -E 's|^//backends/([^:/]+)[:/].*|\1|p' $dir/backends_deps | sort -u > "$words"
+{
+  sed -n -E 's|^//backends/([^:/]+)[:/].*|\1|p' $dir/backends_deps
+  # Third-party backends are named after their repositories (the sample's is virtual_npu).
+  sed -n -E 's|^@([^/]+)//.*|\1|p' $dir/third_party_backends
+} | sort -u > "$words"
 for backend in cpu cuda hpu; do
   if ! grep -qx "$backend" "$words"; then
     echo "FAIL: $backend is not among the built-in backends listed from $dir/backends_deps (got: $(tr '\n' ' ' < "$words"))"

@@ -1,0 +1,52 @@
+// The virtual NPU's device runtime: how many devices this process has, and which one the calling thread uses.
+//
+// The virtual NPU is an out-of-tree LibTorch device: tensors live under c10::DeviceType::PrivateUse1 (printed by
+// LibTorch 1.13 as "privateuseone:<index>"), in host memory obtained from its own allocator (allocator.h), and
+// every operator computes through LibTorch's CPU kernels (kernels.cc). Its numbers are therefore the CPU's, bit for
+// bit, which is what makes it a useful sample: a run on it can be checked exactly against a run on the CPU.
+//
+// Configuration, read once per process from the environment:
+//   VIRTUAL_NPU_DEVICES   number of virtual devices, 1..64 (default 2).
+//   VIRTUAL_NPU_PRIORITY  the accelerator's priority for Kiln's "auto" (default -10: below cpu's 0, so "auto" keeps
+//                         choosing the CPU unless the user raises it; see virtual_npu_accelerator.h).
+// An invalid value does not crash the process: the device reports it as the reason it is unavailable.
+//
+// Thread-safety: every function may be called from any thread. The current device is per thread, as in CUDA.
+#ifndef VIRTUAL_NPU_DEVICE_H_
+#define VIRTUAL_NPU_DEVICE_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "c10/core/Device.h"
+
+namespace virtual_npu {
+
+inline constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+inline constexpr int kDefaultDeviceCount = 2;
+inline constexpr int kMaxDevices = 64;
+inline constexpr char kDevicesVariable[] = "VIRTUAL_NPU_DEVICES";
+
+// Parses a VIRTUAL_NPU_DEVICES value; null or empty means the default. InvalidArgument names the value and the
+// accepted range. Pure.
+absl::StatusOr<int> ParseDeviceCount(const char* value);
+
+// This process's device count (VIRTUAL_NPU_DEVICES, read on first use), or the error that the variable gives.
+// Never throws.
+const absl::StatusOr<int>& DeviceCount();
+
+// DeviceCount(), or 0 when the variable is invalid. Never throws.
+int DeviceCountOrZero() noexcept;
+
+// OK when `device` is a virtual NPU device that exists in this process; otherwise InvalidArgument saying which
+// devices exist. Never throws.
+absl::Status CheckDevice(const c10::Device& device);
+
+// The calling thread's current device index (0 until set).
+c10::DeviceIndex CurrentDevice() noexcept;
+// Makes `index` the calling thread's current device. The index is not checked: callers check it first.
+void SetCurrentDevice(c10::DeviceIndex index) noexcept;
+
+}  // namespace virtual_npu
+
+#endif  // VIRTUAL_NPU_DEVICE_H_

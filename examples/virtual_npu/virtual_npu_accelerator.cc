@@ -1,0 +1,98 @@
+#include "virtual_npu_accelerator.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "allocator.h"
+#include "device.h"
+#include "hal/registry.h"
+#include "kernels.h"
+
+namespace virtual_npu {
+namespace {
+
+// VIRTUAL_NPU_PRIORITY as read when the program started (the registration needs it before main()).
+const absl::StatusOr<int>& Priority() {
+  static const absl::StatusOr<int>* const priority =
+      new absl::StatusOr<int>(ParsePriority(std::getenv(kPriorityVariable)));
+  return *priority;
+}
+
+std::string VisibilityHint() {
+  const char* value = std::getenv(kDevicesVariable);
+  return absl::StrCat(kDevicesVariable, "=", value != nullptr && *value != '\0' ? value : "unset (2 devices)");
+}
+
+}  // namespace
+
+absl::StatusOr<int> ParsePriority(const char* value) {
+  if (value == nullptr || *value == '\0') return kDefaultPriority;
+  int priority = 0;
+  if (!absl::SimpleAtoi(value, &priority)) {
+    return absl::InvalidArgumentError(absl::StrCat(kPriorityVariable, "='", value,
+                                                   "' is not an integer; set it to a priority such as 100 (above "
+                                                   "every built-in accelerator), or unset it for ",
+                                                   kDefaultPriority));
+  }
+  return priority;
+}
+
+absl::StatusOr<std::vector<int>> VirtualNpuAccelerator::ParseDevices(const kiln::Devices& devices) const {
+  if (!DeviceCount().ok()) return DeviceCount().status();
+  absl::StatusOr<kiln::DeviceSelection> selection = kiln::ParseDevicesSyntax(devices);
+  if (!selection.ok()) return selection.status();
+  if (selection->kind == kiln::DeviceSelection::Kind::kAuto) return std::vector<int>{0};
+  return kiln::ParseDeviceIndices(devices, *DeviceCount(), kName, VisibilityHint());
+}
+
+// One device, as Lightning's MPS accelerator: see the header.
+int VirtualNpuAccelerator::AutoDeviceCount() const { return DeviceCountOrZero() > 0 ? 1 : 0; }
+
+absl::Status VirtualNpuAccelerator::CheckAvailable() const {
+  if (!DeviceCount().ok()) return absl::FailedPreconditionError(DeviceCount().status().message());
+  if (!Priority().ok()) return absl::FailedPreconditionError(Priority().status().message());
+  return absl::OkStatus();
+}
+
+std::vector<c10::Device> VirtualNpuAccelerator::ParallelDevices(const std::vector<int>& indices) const {
+  std::vector<c10::Device> devices;
+  devices.reserve(indices.size());
+  for (int index : indices) devices.emplace_back(kDeviceType, static_cast<c10::DeviceIndex>(index));
+  return devices;
+}
+
+absl::Status VirtualNpuAccelerator::SetupDevice(const c10::Device& device) {
+  if (absl::Status status = CheckDevice(device); !status.ok()) return status;
+  SetCurrentDevice(device.index());
+  ResetPeakMemoryStats(device.index());
+  return absl::OkStatus();
+}
+
+absl::Status VirtualNpuAccelerator::TeardownDevice(const c10::Device& device) { return CheckDevice(device); }
+
+absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const c10::Device& device) const {
+  if (absl::Status status = CheckDevice(device); !status.ok()) return status;
+  const MemoryStats memory = GetMemoryStats(device.index());
+  return kiln::DeviceStats{
+      {"memory_allocated_bytes", static_cast<double>(memory.allocated_bytes)},
+      {"memory_allocated_peak_bytes", static_cast<double>(memory.peak_allocated_bytes)},
+      {"memory_active_blocks", static_cast<double>(memory.active_blocks)},
+      {"memory_total_blocks", static_cast<double>(memory.total_blocks)},
+      {"cpu_fallback_calls", static_cast<double>(CpuFallbackCalls())},
+  };
+}
+
+std::vector<kiln::Precision> VirtualNpuAccelerator::SupportedPrecisions() const {
+  return {kiln::Precision::k32True, kiln::Precision::k64True};
+}
+
+KILN_REGISTER_ACCELERATOR({
+    .name = kName,
+    .description = "A sample out-of-tree device (PrivateUse1) in host memory, computing through the CPU kernels.",
+    .aliases = {"vnpu"},
+    .priority = Priority().ok() ? *Priority() : kDefaultPriority,
+    .factory = [] { return std::make_shared<VirtualNpuAccelerator>(); },
+});
+
+}  // namespace virtual_npu

@@ -1,0 +1,66 @@
+// The virtual NPU as a Kiln accelerator, registered as "virtual_npu" (alias "vnpu").
+//
+// It is written exactly as a vendor would write a backend: against Kiln's HAL (@kiln//hal) alone, registered with
+// one KILN_REGISTER_ACCELERATOR line, and linked into Kiln's programs by listing it in `kiln_backends` in a
+// WORKSPACE (@kiln//tools:backends.bzl). Kiln's own code never names it.
+//
+//   devices       VIRTUAL_NPU_DEVICES devices (default 2), chosen by Lightning's GPU rules (-1 all of them, N the
+//                 first N, "0,1" or [1] exactly those), except that "auto" means one device, device 0, as for
+//                 Lightning's MPS accelerator. Several devices mean one process each, and data-parallel training
+//                 needs a collective that can reduce the device's tensors; the sample has none (see collective),
+//                 so "auto" stays on one device and `fit --accelerator=virtual_npu` trains with no other flag.
+//   devices used  privateuseone:<index> (LibTorch 1.13 has no way to rename PrivateUse1).
+//   priority      VIRTUAL_NPU_PRIORITY (default -10). The CPU's is 0, so by default "auto" keeps training on the
+//                 CPU and the virtual NPU is used when asked for by name; VIRTUAL_NPU_PRIORITY=100 makes "auto"
+//                 choose it over every built-in accelerator. Read once, when the program starts.
+//   availability  available whenever the two variables are valid; otherwise unavailable, saying which is wrong.
+//   set-up        makes the device current for the calling thread and resets its peak memory counter;
+//                 tear-down has nothing to release (memory goes back when tensors are freed).
+//   collective    "gloo", the host's collective, since the memory is host memory. LibTorch 1.13's Gloo process
+//                 group accepts CPU and CUDA tensors only, so a data-parallel strategy would have to stage the
+//                 virtual NPU's gradients through CPU tensors; Kiln's own strategies do not do this.
+//   precisions    32-true, 64-true.
+//
+// Device statistics (GetDeviceStats), from the device's own allocator (allocator.h):
+//   memory_allocated_bytes       bytes in use on the device now
+//   memory_allocated_peak_bytes  most bytes in use at once since SetupDevice
+//   memory_active_blocks         allocations not yet freed
+//   memory_total_blocks          allocations ever made on the device
+//   cpu_fallback_calls           operators computed through the CPU fallback so far, all devices together
+#ifndef VIRTUAL_NPU_VIRTUAL_NPU_ACCELERATOR_H_
+#define VIRTUAL_NPU_VIRTUAL_NPU_ACCELERATOR_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "hal/accelerator.h"
+
+namespace virtual_npu {
+
+inline constexpr char kName[] = "virtual_npu";
+inline constexpr int kDefaultPriority = -10;
+inline constexpr char kPriorityVariable[] = "VIRTUAL_NPU_PRIORITY";
+
+// Parses a VIRTUAL_NPU_PRIORITY value; null or empty means kDefaultPriority. InvalidArgument names the value. Pure.
+absl::StatusOr<int> ParsePriority(const char* value);
+
+class VirtualNpuAccelerator final : public kiln::Accelerator {
+ public:
+  std::string name() const override { return kName; }
+  absl::StatusOr<std::vector<int>> ParseDevices(const kiln::Devices& devices) const override;
+  int AutoDeviceCount() const override;
+  absl::Status CheckAvailable() const override;
+  std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
+  absl::Status SetupDevice(const c10::Device& device) override;
+  absl::Status TeardownDevice(const c10::Device& device) override;
+  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const c10::Device& device) const override;
+  std::string ProcessGroupBackend() const override { return "gloo"; }
+  std::vector<kiln::Precision> SupportedPrecisions() const override;
+};
+
+}  // namespace virtual_npu
+
+#endif  // VIRTUAL_NPU_VIRTUAL_NPU_ACCELERATOR_H_

@@ -1,0 +1,342 @@
+// The accelerator conformance suite: the contract of hal/accelerator.h, checked against one registered accelerator.
+//
+// Backend authors run it with the `kiln_accelerator_conformance_test` macro (tools/conformance.bzl), which links
+// this file (it has its own main()) with their backend and passes the accelerator's registered name:
+//
+//   conformance_test --accelerator=<name> [--bitwise]
+//
+// Checks that need the hardware (devices, set-up, statistics, training) skip, printing the accelerator's own reason,
+// when it is not available here; the others (registration, never throwing, parsing) always run. Tests share the
+// accelerator instance the registry holds, as Kiln's programs do.
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "hal/registry.h"
+#include "torch/optim/sgd.h"
+
+namespace kiln::conformance {
+namespace {
+
+struct Config {
+  std::string accelerator;
+  bool bitwise = false;
+};
+
+Config& GetConfig() {
+  static Config config;
+  return config;
+}
+
+bool IsLowerSnakeCase(absl::string_view key) {
+  if (key.empty() || !absl::ascii_islower(key[0])) return false;
+  for (char c : key) {
+    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '_') return false;
+  }
+  return true;
+}
+
+class ConformanceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::shared_ptr<Accelerator>> found = AcceleratorRegistry::Default().Get(GetConfig().accelerator);
+    ASSERT_TRUE(found.ok()) << found.status().message()
+                            << "\nIs the backend's cc_library in this test's deps, with alwayslink = True, and does "
+                               "it register under this name?";
+    accelerator_ = *found;
+  }
+
+  // Empty when the accelerator can be used here with at least one device; otherwise why not.
+  std::string UnavailableReason() const {
+    const absl::Status available = accelerator_->CheckAvailable();
+    if (!available.ok()) {
+      return absl::StrCat("accelerator '", accelerator_->name(),
+                          "' is not available on this machine: ", available.message());
+    }
+    if (accelerator_->AutoDeviceCount() < 1) {
+      return absl::StrCat("accelerator '", accelerator_->name(), "' is available but counts no device");
+    }
+    return "";
+  }
+
+  // The devices of `devices`, through ParseDevices and ParallelDevices; fails the test when parsing fails.
+  std::vector<c10::Device> DevicesFor(const Devices& devices) const {
+    absl::StatusOr<std::vector<int>> indices = accelerator_->ParseDevices(devices);
+    EXPECT_TRUE(indices.ok()) << "devices=" << devices.ToString() << ": " << indices.status();
+    if (!indices.ok()) return {};
+    return accelerator_->ParallelDevices(*indices);
+  }
+
+  // Every device the accelerator has here: devices=-1 where it accepts that (numbered devices), else "auto".
+  std::vector<c10::Device> AllDevices() const {
+    absl::StatusOr<std::vector<int>> all = accelerator_->ParseDevices(-1);
+    return all.ok() ? accelerator_->ParallelDevices(*all) : DevicesFor("auto");
+  }
+
+  std::shared_ptr<Accelerator> accelerator_;
+};
+
+#define KILN_SKIP_UNLESS_AVAILABLE()                                     \
+  if (const std::string reason = UnavailableReason(); !reason.empty()) { \
+    GTEST_SKIP() << reason;                                              \
+  }
+
+TEST_F(ConformanceTest, IsRegisteredUnderItsNameAndAliases) {
+  absl::StatusOr<AcceleratorSpec> spec = AcceleratorRegistry::Default().Find(GetConfig().accelerator);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(accelerator_->name(), spec->name) << "name() must return the registered name";
+  EXPECT_FALSE(accelerator_->name().empty());
+  EXPECT_EQ(absl::AsciiStrToLower(accelerator_->name()), accelerator_->name()) << "name() must be lower case";
+  EXPECT_FALSE(spec->description.empty()) << "the registration has no description for listings";
+  for (const std::string& alias : spec->aliases) {
+    absl::StatusOr<std::shared_ptr<Accelerator>> by_alias = AcceleratorRegistry::Default().Get(alias);
+    ASSERT_TRUE(by_alias.ok()) << alias << ": " << by_alias.status();
+    EXPECT_EQ(by_alias->get(), accelerator_.get()) << "alias '" << alias << "' gives another instance";
+  }
+}
+
+TEST_F(ConformanceTest, CountingAndDeclarationsNeverThrow) {
+  int count = -1;
+  EXPECT_NO_THROW(count = accelerator_->AutoDeviceCount());
+  EXPECT_GE(count, 0);
+  int again = -1;
+  EXPECT_NO_THROW(again = accelerator_->AutoDeviceCount());
+  EXPECT_EQ(count, again) << "AutoDeviceCount changed between two calls";
+
+  absl::Status available;
+  EXPECT_NO_THROW(available = accelerator_->CheckAvailable());
+  if (!available.ok()) {
+    EXPECT_TRUE(available.code() == absl::StatusCode::kFailedPrecondition ||
+                available.code() == absl::StatusCode::kUnavailable)
+        << "unavailable must be FailedPrecondition or Unavailable, got " << available;
+    EXPECT_GE(available.message().size(), 10u) << "the reason must say why, in words a user can act on";
+    std::cout << "note: '" << accelerator_->name() << "' is not available here: " << available.message() << "\n";
+  }
+
+  std::string backend;
+  EXPECT_NO_THROW(backend = accelerator_->ProcessGroupBackend());
+  EXPECT_FALSE(backend.empty()) << "ProcessGroupBackend() must name a collective backend";
+
+  std::vector<Precision> supported;
+  EXPECT_NO_THROW(supported = accelerator_->SupportedPrecisions());
+  ASSERT_FALSE(supported.empty()) << "SupportedPrecisions() must not be empty";
+  EXPECT_EQ(std::set<Precision>(supported.begin(), supported.end()).size(), supported.size())
+      << "SupportedPrecisions() lists a precision twice: " << PrecisionNames(supported);
+  for (Precision requested : AllPrecisions()) {
+    if (std::find(supported.begin(), supported.end(), requested) != supported.end()) continue;
+    std::optional<PrecisionSubstitute> substitute;
+    EXPECT_NO_THROW(substitute = accelerator_->SubstitutePrecision(requested));
+    if (!substitute.has_value()) continue;
+    EXPECT_NE(std::find(supported.begin(), supported.end(), substitute->precision), supported.end())
+        << "the substitute for " << PrecisionName(requested) << " is " << PrecisionName(substitute->precision)
+        << ", which SupportedPrecisions() does not list";
+    EXPECT_FALSE(substitute->warning.empty()) << "a substitute for " << PrecisionName(requested) << " needs a warning";
+  }
+}
+
+TEST_F(ConformanceTest, ParsingRejectsBadInputWithClearErrors) {
+  struct Bad {
+    Devices devices;
+    std::string quoted;  // What the error must quote.
+  };
+  const std::vector<Bad> bad = {{"many", "many"}, {"-2", "-2"}, {-2, "-2"},
+                                {"1,x", "1,x"},   {"[0", "[0"}, {std::vector<int>{-1}, "-1"},
+                                {"0.5", "0.5"},   {" ", "' '"}};
+  for (const Bad& value : bad) {
+    SCOPED_TRACE(absl::StrCat("devices=", value.devices.ToString()));
+    absl::StatusOr<std::vector<int>> parsed;
+    EXPECT_NO_THROW(parsed = accelerator_->ParseDevices(value.devices));
+    ASSERT_FALSE(parsed.ok()) << "accepted as " << absl::StrJoin(*parsed, ",");
+    EXPECT_TRUE(parsed.status().code() == absl::StatusCode::kInvalidArgument ||
+                parsed.status().code() == absl::StatusCode::kFailedPrecondition)
+        << parsed.status();
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), value.quoted))
+        << "the error does not quote the bad value (" << value.quoted << "): " << parsed.status().message();
+  }
+  // Whatever the answer, these must not throw (counts far beyond any machine, every device, a list).
+  for (const Devices& devices : {Devices(1 << 20), Devices(-1), Devices("0,1"), Devices("auto"), Devices(1)}) {
+    EXPECT_NO_THROW(accelerator_->ParseDevices(devices).ok()) << devices.ToString();
+  }
+}
+
+TEST_F(ConformanceTest, AutoAndOneParseToTheCountedDevices) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  absl::StatusOr<std::vector<int>> all = accelerator_->ParseDevices("auto");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(static_cast<int>(all->size()), accelerator_->AutoDeviceCount());
+  absl::StatusOr<std::vector<int>> one = accelerator_->ParseDevices(1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->size(), 1u);
+}
+
+TEST_F(ConformanceTest, ParallelDevicesMatchTheParsedSet) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  for (const Devices& devices : {Devices("auto"), Devices(1)}) {
+    SCOPED_TRACE(absl::StrCat("devices=", devices.ToString()));
+    absl::StatusOr<std::vector<int>> indices = accelerator_->ParseDevices(devices);
+    ASSERT_TRUE(indices.ok()) << indices.status();
+    std::vector<c10::Device> parallel;
+    EXPECT_NO_THROW(parallel = accelerator_->ParallelDevices(*indices));
+    ASSERT_EQ(parallel.size(), indices->size()) << "ParallelDevices must give one device per parsed index";
+    std::set<c10::DeviceIndex> distinct;
+    bool all_indexed = true;
+    for (const c10::Device& device : parallel) {
+      EXPECT_EQ(device.type(), parallel.front().type()) << "devices of one accelerator must share a type";
+      all_indexed = all_indexed && device.has_index();
+      if (device.has_index()) distinct.insert(device.index());
+      absl::StatusOr<DeviceStats> stats = accelerator_->GetDeviceStats(device);
+      EXPECT_TRUE(stats.ok()) << "the accelerator refuses its own device " << device << ": " << stats.status();
+    }
+    if (all_indexed) {
+      EXPECT_EQ(distinct.size(), parallel.size()) << "two processes were given the same device";
+    }
+  }
+}
+
+TEST_F(ConformanceTest, SetupAndTeardownRepeat) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  for (const c10::Device& device : AllDevices()) {
+    for (int round = 0; round < 3; ++round) {
+      SCOPED_TRACE(absl::StrCat(device.str(), ", round ", round));
+      absl::Status setup = accelerator_->SetupDevice(device);
+      ASSERT_TRUE(setup.ok()) << setup;
+      at::Tensor on_device = at::arange(16, at::kFloat).to(device);
+      EXPECT_EQ(on_device.device().type(), device.type());
+      EXPECT_EQ((on_device * 2).sum().to(at::kCPU).item<float>(), 240.0f);
+      on_device.reset();
+      absl::Status teardown = accelerator_->TeardownDevice(device);
+      ASSERT_TRUE(teardown.ok()) << teardown;
+    }
+  }
+}
+
+TEST_F(ConformanceTest, StatisticsAreWellFormed) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  const std::vector<c10::Device> devices = AllDevices();
+  ASSERT_FALSE(devices.empty());
+  for (const c10::Device& device : devices) {
+    SCOPED_TRACE(device.str());
+    absl::StatusOr<DeviceStats> stats;
+    EXPECT_NO_THROW(stats = accelerator_->GetDeviceStats(device));
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    for (const auto& [key, value] : *stats) {
+      EXPECT_TRUE(IsLowerSnakeCase(key)) << "statistic key '" << key << "' is not lower_snake_case";
+      EXPECT_TRUE(std::isfinite(value)) << "statistic '" << key << "' is " << value;
+    }
+  }
+  const c10::Device foreign(devices.front().type() == c10::DeviceType::Meta ? c10::DeviceType::IPU
+                                                                            : c10::DeviceType::Meta);
+  absl::StatusOr<DeviceStats> refused;
+  EXPECT_NO_THROW(refused = accelerator_->GetDeviceStats(foreign));
+  EXPECT_FALSE(refused.ok()) << "statistics of " << foreign << ", which is not this accelerator's device";
+}
+
+// A small two-layer model trained with SGD and momentum; returns the final parameters and the losses.
+struct TrainingResult {
+  std::vector<at::Tensor> parameters;  // On the CPU.
+  std::vector<double> losses;
+  bool ran_on_device = true;
+};
+
+TrainingResult Train(const c10::Device& device, int steps) {
+  at::Generator generator = at::detail::createCPUGenerator(20240607);
+  const at::Tensor inputs = at::randn({64, 8}, generator, at::kFloat);
+  const at::Tensor targets = at::randn({64, 3}, generator, at::kFloat);
+  std::vector<at::Tensor> parameters = {at::randn({16, 8}, generator, at::kFloat) * 0.3, at::zeros({16}, at::kFloat),
+                                        at::randn({3, 16}, generator, at::kFloat) * 0.3, at::zeros({3}, at::kFloat)};
+  for (at::Tensor& parameter : parameters) parameter = parameter.to(device).set_requires_grad(true);
+  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.05).momentum(0.9));
+  const at::Tensor x = inputs.to(device);
+  const at::Tensor y = targets.to(device);
+  TrainingResult result;
+  for (int step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    const at::Tensor hidden = at::tanh(at::linear(x, parameters[0], parameters[1]));
+    const at::Tensor loss = at::mse_loss(at::linear(hidden, parameters[2], parameters[3]), y);
+    loss.backward();
+    optimizer.step();
+    result.losses.push_back(loss.detach().to(at::kCPU).item<double>());
+  }
+  for (const at::Tensor& parameter : parameters) {
+    result.ran_on_device = result.ran_on_device && parameter.device() == device &&
+                           (!parameter.grad().defined() || parameter.grad().device() == device);
+    result.parameters.push_back(parameter.detach().to(at::kCPU));
+  }
+  return result;
+}
+
+TEST_F(ConformanceTest, TrainingStepsMatchTheCpu) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  const std::vector<Precision> supported = accelerator_->SupportedPrecisions();
+  if (std::find(supported.begin(), supported.end(), Precision::k32True) == supported.end()) {
+    GTEST_SKIP() << "'" << accelerator_->name() << "' does not declare 32-true, the precision this check trains in";
+  }
+  const std::vector<c10::Device> devices = DevicesFor(1);
+  ASSERT_EQ(devices.size(), 1u);
+  const c10::Device device = devices.front();
+  ASSERT_TRUE(accelerator_->SetupDevice(device).ok());
+  constexpr int kSteps = 8;
+  const TrainingResult on_device = Train(device, kSteps);
+  const TrainingResult on_cpu = Train(c10::Device(c10::DeviceType::CPU), kSteps);
+  EXPECT_TRUE(accelerator_->TeardownDevice(device).ok());
+
+  EXPECT_TRUE(on_device.ran_on_device) << "parameters or gradients left " << device << " during training";
+  ASSERT_EQ(on_device.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_LT(on_cpu.losses.back(), on_cpu.losses.front()) << "the reference run did not learn";
+  for (int step = 0; step < kSteps; ++step) {
+    if (GetConfig().bitwise) {
+      EXPECT_EQ(on_device.losses[step], on_cpu.losses[step]) << "loss of step " << step;
+    } else {
+      EXPECT_NEAR(on_device.losses[step], on_cpu.losses[step], 1e-5 * std::abs(on_cpu.losses[step]) + 1e-6)
+          << "loss of step " << step;
+    }
+  }
+  for (size_t i = 0; i < on_cpu.parameters.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("parameter ", i));
+    if (GetConfig().bitwise) {
+      EXPECT_TRUE(at::equal(on_device.parameters[i], on_cpu.parameters[i]))
+          << "largest difference: " << (on_device.parameters[i] - on_cpu.parameters[i]).abs().max().item<float>();
+    } else {
+      EXPECT_TRUE(at::allclose(on_device.parameters[i], on_cpu.parameters[i], /*rtol=*/1e-5, /*atol=*/1e-6))
+          << "largest difference: " << (on_device.parameters[i] - on_cpu.parameters[i]).abs().max().item<float>();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::conformance
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  kiln::conformance::Config& config = kiln::conformance::GetConfig();
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (absl::ConsumePrefix(&arg, "--accelerator=")) {
+      config.accelerator = std::string(arg);
+    } else if (arg == "--bitwise") {
+      config.bitwise = true;
+    } else {
+      std::cerr << "error: unknown argument '" << argv[i] << "'; usage: " << argv[0]
+                << " --accelerator=<registered name> [--bitwise] [gtest flags]\n";
+      return 2;
+    }
+  }
+  if (config.accelerator.empty()) {
+    std::cerr << "error: --accelerator=<registered name> is required (kiln_accelerator_conformance_test sets it)\n";
+    return 2;
+  }
+  std::cout << "Kiln accelerator conformance suite for '" << config.accelerator << "'"
+            << (config.bitwise ? ", training compared with the CPU bit for bit" : "") << "\n";
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,100 @@
+// Deliberately broken accelerators: "conformance_broken" breaks one rule of the contract for every check of the
+// conformance suite, and "conformance_meta" keeps every rule but cannot compute. conformance_kit_test runs the suite
+// against them and expects the checks to fail, so a suite that stopped checking something would not pass silently.
+// Test support only.
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "hal/accelerator.h"
+#include "hal/devices.h"
+#include "hal/registry.h"
+
+namespace kiln::testing {
+namespace {
+
+class BrokenAccelerator final : public Accelerator {
+ public:
+  // Not the registered name (and not lower case).
+  std::string name() const override { return "Conformance_Broken"; }
+
+  // Accepts anything, even "many".
+  absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const override { return std::vector<int>{0}; }
+
+  // Changes between calls.
+  int AutoDeviceCount() const override { return 1 + (calls_++ % 2); }
+
+  absl::Status CheckAvailable() const override { return absl::OkStatus(); }
+
+  // One device too many.
+  std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override {
+    return std::vector<c10::Device>(indices.size() + 1, c10::Device(c10::DeviceType::CPU));
+  }
+
+  // Works once only.
+  absl::Status SetupDevice(const c10::Device& device) override {
+    if (setups_++ > 0) return absl::InternalError("set up twice");
+    return absl::OkStatus();
+  }
+
+  absl::Status TeardownDevice(const c10::Device& device) override { return absl::OkStatus(); }
+
+  // A bad key with a value that is not a number, for any device at all.
+  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override {
+    return DeviceStats{{"Bad Key", std::numeric_limits<double>::quiet_NaN()}};
+  }
+
+  std::string ProcessGroupBackend() const override { return "gloo"; }
+
+  // Lists a precision twice.
+  std::vector<Precision> SupportedPrecisions() const override { return {Precision::k32True, Precision::k32True}; }
+
+ private:
+  mutable std::atomic<int> calls_{0};
+  std::atomic<int> setups_{0};
+};
+
+// Keeps every rule but one: its devices are meta devices, which hold no data, so nothing trains on them.
+class MetaAccelerator final : public Accelerator {
+ public:
+  std::string name() const override { return "conformance_meta"; }
+  absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const override {
+    return ParseDeviceCount(devices, 1, name());
+  }
+  int AutoDeviceCount() const override { return 1; }
+  absl::Status CheckAvailable() const override { return absl::OkStatus(); }
+  std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override {
+    return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::Meta));
+  }
+  absl::Status SetupDevice(const c10::Device& device) override { return absl::OkStatus(); }
+  absl::Status TeardownDevice(const c10::Device& device) override { return absl::OkStatus(); }
+  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override {
+    if (device.type() != c10::DeviceType::Meta) return absl::InvalidArgumentError("not a meta device");
+    return DeviceStats{{"devices", 1.0}};
+  }
+  std::string ProcessGroupBackend() const override { return "gloo"; }
+  std::vector<Precision> SupportedPrecisions() const override { return {Precision::k32True}; }
+};
+
+KILN_REGISTER_ACCELERATOR({
+    .name = "conformance_meta",
+    .description = "Runs on meta devices, which cannot compute (tests/conformance only).",
+    .aliases = {},
+    .priority = -1000,
+    .factory = [] { return std::make_shared<MetaAccelerator>(); },
+});
+
+KILN_REGISTER_ACCELERATOR({
+    .name = "conformance_broken",
+    .description = "Breaks every rule the conformance suite checks (tests/conformance only).",
+    .aliases = {},
+    .priority = -1000,
+    .factory = [] { return std::make_shared<BrokenAccelerator>(); },
+});
+
+}  // namespace
+}  // namespace kiln::testing

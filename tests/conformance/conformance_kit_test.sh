@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The conformance suite must fail what breaks the contract: run against "conformance_broken" (broken_accelerator.cc),
+# every one of its checks fails; against "conformance_meta", whose devices cannot compute, the set-up and training
+# checks fail; against a name nobody registered, every check fails saying so; bad arguments exit 2. A suite that
+# stopped checking something cannot pass silently.
+set -uo pipefail
+suite=tests/conformance/broken_conformance
+failures=0
+fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+
+out=$($suite --accelerator=conformance_broken 2>&1)
+code=$?
+echo "$out" | grep -E '^\[  (FAILED|PASSED|SKIPPED) ' | sort -u
+[[ $code -eq 1 ]] || fail "the suite exited $code against the broken accelerator, wanted 1"
+checks=(IsRegisteredUnderItsNameAndAliases CountingAndDeclarationsNeverThrow ParsingRejectsBadInputWithClearErrors
+  AutoAndOneParseToTheCountedDevices ParallelDevicesMatchTheParsedSet SetupAndTeardownRepeat
+  StatisticsAreWellFormed TrainingStepsMatchTheCpu)
+for check in "${checks[@]}"; do
+  grep -qE "^\[  FAILED  \] ConformanceTest\.$check \(" <<<"$out" || fail "$check did not fail against the broken accelerator"
+done
+ran=$(grep -cE '^\[ RUN      \] ConformanceTest\.' <<<"$out")
+[[ $ran -eq ${#checks[@]} ]] || fail "the suite ran $ran checks; this test knows ${#checks[@]} (update the list)"
+for why in "name() must return the registered name" "AutoDeviceCount changed between two calls" \
+  "lists a precision twice" "accepted as 0" "ParallelDevices must give one device per parsed index" \
+  "set up twice" "statistic key 'Bad Key' is not lower_snake_case" "is not this accelerator's device"; do
+  grep -qF -- "$why" <<<"$out" || fail "no '$why' in the suite's output"
+done
+
+# A device that keeps every rule but cannot compute fails the checks that use it, and only those.
+out=$($suite --accelerator=conformance_meta 2>&1)
+code=$?
+echo "$out" | grep -E '^\[  (FAILED|PASSED|SKIPPED) ' | sort -u
+[[ $code -eq 1 ]] || fail "the suite exited $code against the meta accelerator, wanted 1"
+for check in SetupAndTeardownRepeat TrainingStepsMatchTheCpu; do
+  grep -qE "^\[  FAILED  \] ConformanceTest\.$check \(" <<<"$out" || fail "$check did not fail on meta devices"
+done
+grep -qE '^\[  PASSED  \] 6 tests\.' <<<"$out" || fail "the other six checks did not pass on the meta accelerator"
+
+out=$($suite --accelerator=nobody_registered_this 2>&1)
+code=$?
+[[ $code -eq 1 ]] || fail "the suite exited $code for an unregistered name, wanted 1"
+grep -qF "unknown accelerator 'nobody_registered_this'" <<<"$out" || fail "no 'unknown accelerator' message: $out"
+grep -qF "with alwayslink = True" <<<"$out" || fail "the unregistered case does not point at alwayslink"
+
+err=$($suite 2>&1)
+[[ $? -eq 2 ]] || fail "the suite without --accelerator did not exit 2"
+grep -qF -- "--accelerator=<registered name> is required" <<<"$err" || fail "no usage error without --accelerator: $err"
+err=$($suite --accelerator=cpu --colour 2>&1)
+[[ $? -eq 2 ]] || fail "the suite with an unknown argument did not exit 2"
+
+if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
+echo "the conformance suite fails every broken rule"

@@ -1,0 +1,182 @@
+// A user program that brings its own accelerator, defined right here and registered nowhere, passes an instance to
+// the Trainer, and trains. The connector asks the instance every question: what `devices` means, which strategy
+// and collective backend fit, and which precision it can run.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "connector/connector.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hal/registry.h"
+#include "trainer/classifier.h"
+#include "trainer/synthetic_data.h"
+#include "trainer/testing/test_support.h"
+#include "trainer/trainer.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+// A made-up accelerator with four devices that computes on the host. It parses `devices` its own way (a count up
+// to 4, or "auto" for all of them; never a list), prefers its own collective backend, and runs 16-mixed as 32-true.
+class NewSotaAccelerator final : public kiln::Accelerator {
+ public:
+  std::string name() const override { return "new_sota"; }
+
+  absl::StatusOr<std::vector<int>> ParseDevices(const kiln::Devices& devices) const override {
+    absl::StatusOr<kiln::DeviceSelection> selection = kiln::ParseDevicesSyntax(devices);
+    if (!selection.ok()) return selection.status();
+    int count = 0;
+    if (selection->kind == kiln::DeviceSelection::Kind::kAuto) count = kDevices;
+    if (selection->kind == kiln::DeviceSelection::Kind::kCount) count = selection->count;
+    if (count < 1 || count > kDevices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("new_sota takes a device count from 1 to ", kDevices, " or \"auto\", got ", devices.ToString()));
+    }
+    std::vector<int> indices(count);
+    for (int i = 0; i < count; ++i) indices[i] = i;
+    return indices;
+  }
+
+  int AutoDeviceCount() const override { return kDevices; }
+  absl::Status CheckAvailable() const override { return absl::OkStatus(); }
+
+  std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override {
+    return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::CPU));
+  }
+
+  absl::Status SetupDevice(const c10::Device& device) override {
+    absl::MutexLock lock(&mutex_);
+    calls_.push_back(absl::StrCat("setup ", device.str()));
+    return absl::OkStatus();
+  }
+
+  absl::Status TeardownDevice(const c10::Device& device) override {
+    absl::MutexLock lock(&mutex_);
+    calls_.push_back(absl::StrCat("teardown ", device.str()));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const c10::Device& device) const override {
+    return kiln::DeviceStats{{"sota_flops_used", 0.0}};
+  }
+
+  std::string ProcessGroupBackend() const override { return "sota_ccl"; }
+  std::vector<kiln::Precision> SupportedPrecisions() const override {
+    return {kiln::Precision::k32True, kiln::Precision::k64True};
+  }
+  std::optional<kiln::PrecisionSubstitute> SubstitutePrecision(kiln::Precision requested) const override {
+    if (requested != kiln::Precision::k16Mixed) return std::nullopt;
+    return kiln::PrecisionSubstitute{kiln::Precision::k32True, "new_sota has no float16; training in 32-true"};
+  }
+
+  std::vector<std::string> calls() const {
+    absl::MutexLock lock(&mutex_);
+    return calls_;
+  }
+
+ private:
+  static constexpr int kDevices = 4;
+  mutable absl::Mutex mutex_;
+  std::vector<std::string> calls_ ABSL_GUARDED_BY(mutex_);
+};
+
+// A user's strategy, described to the connector: data-parallel, with no collective backend of its own.
+class SotaParallelStrategy final : public kiln::StrategyDescriptor {
+ public:
+  explicit SotaParallelStrategy(std::optional<std::string> backend = std::nullopt) : backend_(std::move(backend)) {}
+  std::string name() const override { return "sota_parallel"; }
+  bool IsDistributed() const override { return true; }
+  std::optional<std::string> ProcessGroupBackend() const override { return backend_; }
+
+ private:
+  std::optional<std::string> backend_;
+};
+
+TEST(AcceleratorInstanceTest, IsRegisteredNowhere) {
+  EXPECT_FALSE(kiln::AcceleratorRegistry::Default().Find("new_sota").ok());
+}
+
+TEST(AcceleratorInstanceTest, TheInstanceParsesDevicesAndDeclaresStrategyBackendAndPrecision) {
+  auto sota = std::make_shared<NewSotaAccelerator>();
+  absl::StatusOr<kiln::Plan> plan = kiln::ResolvePlan({.accelerator = sota, .devices = "4", .precision = "16-mixed"});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->accelerator.get(), sota.get());
+  EXPECT_EQ(plan->device_indices, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(plan->num_devices(), 4);
+  EXPECT_EQ(plan->strategy, "ddp");
+  EXPECT_EQ(plan->process_group_backend, "sota_ccl") << "the collective backend comes from the accelerator";
+  EXPECT_EQ(plan->precision, kiln::Precision::k32True) << "the precision comes from what the accelerator declares";
+  EXPECT_THAT(plan->warnings, ::testing::Contains("new_sota has no float16; training in 32-true"));
+
+  // Its own parser, its own words.
+  absl::StatusOr<kiln::Plan> too_many = kiln::ResolvePlan({.accelerator = sota, .devices = "5"});
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_THAT(too_many.status().message(), HasSubstr("new_sota takes a device count from 1 to 4"));
+  absl::StatusOr<kiln::Plan> unsupported = kiln::ResolvePlan({.accelerator = sota, .precision = "bf16-true"});
+  ASSERT_FALSE(unsupported.ok());
+  EXPECT_THAT(unsupported.status().message(), HasSubstr("32-true, 64-true"));
+}
+
+TEST(AcceleratorInstanceTest, AStrategyInstanceIsPassedTheSameWay) {
+  auto sota = std::make_shared<NewSotaAccelerator>();
+  auto strategy = std::make_shared<SotaParallelStrategy>();
+  absl::StatusOr<kiln::Plan> plan = kiln::ResolvePlan({.accelerator = sota, .devices = "2", .strategy = strategy});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->strategy, "sota_parallel");
+  EXPECT_EQ(plan->strategy_instance.get(), strategy.get()) << "the instance reaches the plan untouched";
+  EXPECT_EQ(plan->process_group_backend, "sota_ccl") << "a strategy without a backend takes the accelerator's";
+
+  absl::StatusOr<kiln::Plan> own_backend = kiln::ResolvePlan(
+      {.accelerator = sota, .devices = "2", .strategy = std::make_shared<SotaParallelStrategy>("gloo")});
+  ASSERT_TRUE(own_backend.ok()) << own_backend.status();
+  EXPECT_EQ(own_backend->process_group_backend, "gloo") << "a strategy's own backend wins";
+}
+
+// Trains the default MLP on the small synthetic task with `accelerator` on one device; returns the parameters.
+std::vector<at::Tensor> Train(kiln::AcceleratorFlag accelerator, kiln::Trainer** trainer_out = nullptr) {
+  static std::vector<std::unique_ptr<kiln::Trainer>> trainers;  // Kept alive for the caller's checks.
+  trainers.push_back(std::make_unique<kiln::Trainer>(kiln::TrainerOptions{
+      .accelerator = std::move(accelerator),
+      .devices = "1",
+      .strategy = "auto",
+      .max_epochs = 3,
+      .seed = 7,
+      .default_root_dir = kiln::testing::TempDir(),
+      .enable_checkpointing = false,
+      .enable_progress_bar = false,
+  }));
+  kiln::Trainer& trainer = *trainers.back();
+  if (trainer_out != nullptr) *trainer_out = &trainer;
+  torch::manual_seed(7);
+  kiln::MlpClassifier model({});
+  kiln::SyntheticClusters data(kiln::testing::SmallData());
+  const absl::Status status = trainer.fit(model, data);
+  EXPECT_TRUE(status.ok()) << status;
+  std::vector<at::Tensor> parameters;
+  for (const at::Tensor& parameter : model.parameters()) parameters.push_back(parameter.detach().clone());
+  return parameters;
+}
+
+TEST(AcceleratorInstanceTest, TheTrainerTrainsOnAnInstanceRegisteredNowhere) {
+  auto sota = std::make_shared<NewSotaAccelerator>();
+  kiln::Trainer* trainer = nullptr;
+  const std::vector<at::Tensor> on_sota = Train(sota, &trainer);
+  ASSERT_TRUE(trainer->plan().has_value());
+  EXPECT_EQ(trainer->plan()->accelerator.get(), sota.get());
+  EXPECT_EQ(trainer->plan()->strategy, "single_device");
+  EXPECT_EQ(trainer->global_step(), 30);
+  EXPECT_GT(trainer->callback_metrics().at("val_acc"), 0.5) << "chance is 0.25: the model did not learn";
+  EXPECT_EQ(sota->calls(), (std::vector<std::string>{"setup cpu", "teardown cpu"}));
+
+  // It computes on the host, so it must train exactly as the CPU accelerator does.
+  const std::vector<at::Tensor> on_cpu = Train("cpu");
+  ASSERT_EQ(on_sota.size(), on_cpu.size());
+  for (size_t i = 0; i < on_cpu.size(); ++i) EXPECT_TRUE(at::equal(on_sota[i], on_cpu[i])) << "parameter " << i;
+}
+
+}  // namespace

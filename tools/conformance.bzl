@@ -1,0 +1,42 @@
+"""The accelerator conformance kit: one shared GoogleTest suite, run against any accelerator.
+
+    load("@kiln//tools:conformance.bzl", "kiln_accelerator_conformance_test")
+
+    kiln_accelerator_conformance_test(
+        name = "acme_conformance_test",
+        accelerator = "acme",      # the name it registers with KILN_REGISTER_ACCELERATOR
+        deps = [":acme"],          # the backend's cc_library (alwayslink)
+    )
+
+The suite (@kiln//hal:conformance_suite, hal/testing/conformance_suite.cc) takes the accelerator from Kiln's default
+registry by name and checks the contract of hal/accelerator.h: that it is registered under that name and its
+aliases; that counting, availability and the declarations never throw; that parsing rejects bad `devices` values
+with InvalidArgument errors that quote them; that ParallelDevices has one device per parsed index, each one the
+accelerator accepts; that set-up and tear-down repeat; that statistics have lower_snake_case keys and finite values
+(and that a foreign device is refused); and that a few SGD steps of a small model on the device give the CPU's
+numbers, to a tight tolerance, or bit for bit with `bitwise = True`. An accelerator that is not available on the
+machine has its hardware tests skipped, with the reason printed; the other checks still run.
+"""
+
+def kiln_accelerator_conformance_test(name, accelerator, deps, bitwise = False, size = "small", **kwargs):
+    """A cc_test running the conformance suite against the registered accelerator `accelerator`.
+
+    Args:
+      name: the test's name.
+      accelerator: the name (or an alias) the accelerator registers under.
+      deps: what links it: the backend's cc_library.
+      bitwise: require training on the device to equal the CPU's bit for bit (for devices that compute through the
+        CPU's kernels); otherwise a relative tolerance of 1e-5 applies.
+      size: the test size.
+      **kwargs: passed to cc_test (tags, env, ...).
+    """
+    args = ["--accelerator=" + accelerator]
+    if bitwise:
+        args.append("--bitwise")
+    native.cc_test(
+        name = name,
+        size = size,
+        args = args,
+        deps = deps + [Label("//hal:conformance_suite")],
+        **kwargs
+    )
