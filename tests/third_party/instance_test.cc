@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "hal/registry.h"
 #include "trainer/classifier.h"
+#include "trainer/strategy.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 #include "trainer/trainer.h"
@@ -138,12 +139,13 @@ TEST(AcceleratorInstanceTest, AStrategyInstanceIsPassedTheSameWay) {
 }
 
 // Trains the default MLP on the small synthetic task with `accelerator` on one device; returns the parameters.
-std::vector<at::Tensor> Train(kiln::AcceleratorFlag accelerator, kiln::Trainer** trainer_out = nullptr) {
+std::vector<at::Tensor> Train(kiln::AcceleratorFlag accelerator, kiln::Trainer** trainer_out = nullptr,
+                              kiln::StrategyFlag strategy = "auto") {
   static std::vector<std::unique_ptr<kiln::Trainer>> trainers;  // Kept alive for the caller's checks.
   trainers.push_back(std::make_unique<kiln::Trainer>(kiln::TrainerOptions{
       .accelerator = std::move(accelerator),
       .devices = "1",
-      .strategy = "auto",
+      .strategy = std::move(strategy),
       .max_epochs = 3,
       .seed = 7,
       .default_root_dir = kiln::testing::TempDir(),
@@ -177,6 +179,51 @@ TEST(AcceleratorInstanceTest, TheTrainerTrainsOnAnInstanceRegisteredNowhere) {
   const std::vector<at::Tensor> on_cpu = Train("cpu");
   ASSERT_EQ(on_sota.size(), on_cpu.size());
   for (size_t i = 0; i < on_cpu.size(); ++i) EXPECT_TRUE(at::equal(on_sota[i], on_cpu[i])) << "parameter " << i;
+}
+
+// A user's trainer-side strategy, passed to kiln::Trainer as an instance: it runs on one device by handing every
+// call to Kiln's SingleDeviceStrategy, and records that the trainer used it.
+class RecordingStrategy final : public kiln::Strategy {
+ public:
+  std::string name() const override { return "recording"; }
+  bool IsDistributed() const override { return false; }
+  absl::Status Setup(const kiln::Plan& plan, torch::nn::Module& model) override {
+    ++setups;
+    return inner_.Setup(plan, model);
+  }
+  absl::Status Teardown() override { return inner_.Teardown(); }
+  c10::Device root_device() const override { return inner_.root_device(); }
+  kiln::Batch BatchToDevice(const kiln::Batch& batch) const override { return inner_.BatchToDevice(batch); }
+  void Backward(const at::Tensor& loss, bool sync_gradients) override {
+    ++backwards;
+    inner_.Backward(loss, sync_gradients);
+  }
+  void OptimizerStep(torch::optim::Optimizer& optimizer) override { inner_.OptimizerStep(optimizer); }
+  at::Tensor ReduceMean(const at::Tensor& value) override { return inner_.ReduceMean(value); }
+  bool ReduceAny(bool decision) override { return inner_.ReduceAny(decision); }
+  bool is_global_zero() const override { return true; }
+  int global_rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  void Barrier() override {}
+
+  int setups = 0;
+  int backwards = 0;
+
+ private:
+  kiln::SingleDeviceStrategy inner_;
+};
+
+TEST(AcceleratorInstanceTest, TheTrainerRunsAStrategyInstance) {
+  auto sota = std::make_shared<NewSotaAccelerator>();
+  auto strategy = std::make_shared<RecordingStrategy>();
+  kiln::Trainer* trainer = nullptr;
+  const std::vector<at::Tensor> with_instance = Train(sota, &trainer, strategy);
+  EXPECT_EQ(trainer->plan()->strategy, "recording");
+  EXPECT_EQ(trainer->strategy(), strategy.get()) << "the trainer must run the user's instance";
+  EXPECT_EQ(strategy->setups, 1);
+  EXPECT_EQ(strategy->backwards, trainer->global_step());
+  const std::vector<at::Tensor> on_cpu = Train("cpu");
+  for (size_t i = 0; i < on_cpu.size(); ++i) EXPECT_TRUE(at::equal(with_instance[i], on_cpu[i])) << "parameter " << i;
 }
 
 }  // namespace
