@@ -200,6 +200,10 @@ absl::Status Trainer::Prepare(Stage stage) {
     return absl::InvalidArgumentError(
         absl::StrCat("gradient_clip_val=", *options_.gradient_clip_val, " is not valid; pass a value >= 0"));
   }
+  if (options_.on_nonfinite_loss != "stop" && options_.on_nonfinite_loss != "skip") {
+    return absl::InvalidArgumentError(absl::StrCat("on_nonfinite_loss='", options_.on_nonfinite_loss,
+                                                   "' is not valid; pass 'stop' or 'skip'"));
+  }
   if (options_.max_time.has_value() && *options_.max_time <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_time=", absl::FormatDuration(*options_.max_time), " is not valid; pass a positive time"));
@@ -403,6 +407,8 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   next_epoch_ = 0;
   next_batch_in_epoch_ = 0;
   should_stop_ = false;
+  skipped_batches_ = 0;
+  skip_window_ = false;
   callback_metrics_.clear();
   resumed_from_.clear();
   if (!ckpt_path.empty()) {
@@ -497,6 +503,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     const bool last_batch = batch_idx + 1 == limits.train_batches;
     const bool step_now = (batch_idx + 1) % options_.accumulate_grad_batches == 0 || last_batch;
     Batch batch;
+    bool nonfinite = false;
+    double loss_value = 0;
     status = CallUser("training_step", [&] {
       batch = precision_->ConvertInput(strategy_->BatchToDevice(train.get_batch(batch_idx)));
       CallCallbacks([&](Callback& c) { c.on_train_batch_start(*this, model, batch, batch_idx); });
@@ -508,14 +516,41 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       }
       model.set_metric_sink(nullptr, 0);
       TORCH_CHECK(loss.defined() && loss.numel() == 1, "training_step must return a scalar loss tensor");
+      // Never train on a non-finite loss. Every rank decides together, so that all skip or stop at the same batch.
+      loss_value = loss.item<double>();
+      nonfinite = !std::isfinite(loss_value);
+      if (strategy_->world_size() > 1) nonfinite = strategy_->ReduceAny(nonfinite);
+      if (nonfinite) return;
       strategy_->Backward(precision_->PreBackward(options_.accumulate_grad_batches > 1
                                                       ? loss / options_.accumulate_grad_batches
                                                       : loss),
                           /*sync_gradients=*/step_now);
     });
     if (!status.ok()) return status;
+    if (nonfinite && options_.on_nonfinite_loss == "stop") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the training loss is ", std::isfinite(loss_value) ? "not finite on another rank" : absl::StrCat(loss_value),
+          " at epoch ", current_epoch_, ", batch ", batch_idx, " (global step ", global_step_,
+          "); training stopped before applying it. Lower the learning rate, clip gradients "
+          "(gradient_clip_val), or pass on_nonfinite_loss=\"skip\" to skip such batches"));
+    }
+    // A non-finite loss drops the whole accumulation window it belongs to: its gradients go, nothing is stepped.
+    bool skip = false;
+    if (nonfinite) {
+      LOG(WARNING) << "skipping epoch " << current_epoch_ << " batch " << batch_idx << ": the training loss is "
+                   << loss_value << " (on_nonfinite_loss=\"skip\")";
+      ++skipped_batches_;
+      skip = true;
+      skip_window_ = !step_now;
+    } else if (skip_window_) {
+      skip = true;
+      skip_window_ = !step_now;
+    }
+    if (skip && step_now) {
+      for (const auto& optimizer : optimizers_.optimizers) optimizer->zero_grad();
+    }
 
-    if (step_now) {
+    if (step_now && !skip) {
       if (absl::Status stepped = OptimizerStep(model); !stepped.ok()) return stepped;
       // Step metrics stay tensors until something reads them: the loggers, now, or callback_metrics().
       if (options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0 && is_global_zero() &&

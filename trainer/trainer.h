@@ -103,6 +103,9 @@ struct TrainerOptions {
   int64_t fast_dev_run = 0;             // N > 0 (true = 1): N batches of everything, one epoch, no checkpoints.
   BatchLimit overfit_batches = 0.0;     // > 0: the same first batches every epoch, unshuffled.
   bool deterministic = false;           // LibTorch's deterministic algorithms.
+  // A training loss that is NaN or infinite: "stop" fails fit naming the batch, before anything is applied;
+  // "skip" drops that batch's accumulation window (no optimizer step) and goes on. Kiln never trains on it.
+  std::string on_nonfinite_loss = "stop";
   std::optional<uint64_t> seed;         // Seeds LibTorch's generators when set.
   std::string default_root_dir = ".";
 
@@ -153,6 +156,8 @@ class Trainer {
   const MetricMap& callback_metrics() const;
   int64_t current_epoch() const { return current_epoch_; }
   int64_t global_step() const { return global_step_; }
+  // Batches skipped for a non-finite loss (on_nonfinite_loss="skip") in the last fit.
+  int64_t skipped_batches() const { return skipped_batches_; }
   int64_t num_training_batches() const { return num_training_batches_; }
   bool sanity_checking() const { return sanity_checking_; }
   bool should_stop() const { return should_stop_; }
@@ -216,6 +221,8 @@ class Trainer {
   int64_t next_batch_in_epoch_ = 0;  // Where a checkpoint written now resumes, within next_epoch_.
   int64_t next_epoch_ = 0;
   bool sanity_checking_ = false;
+  int64_t skipped_batches_ = 0;
+  bool skip_window_ = false;  // The rest of an accumulation window that had a non-finite loss.
   bool should_stop_ = false;
   std::string resumed_from_;
 };

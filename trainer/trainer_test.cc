@@ -1,6 +1,8 @@
 #include "trainer/trainer.h"
 
 #include <cmath>
+#include <limits>
+#include <set>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -335,6 +337,57 @@ TEST(TrainerTest, SeedMakesRunsRepeatable) {
   };
   EXPECT_TRUE(run(7).equal(run(7)));
   EXPECT_FALSE(run(7).equal(run(8)));
+}
+
+// Returns a NaN loss at the given training batches (counted from 0 over the whole fit).
+class NanAt : public RecordingClassifier {
+ public:
+  explicit NanAt(std::set<int64_t> batches) : batches_(std::move(batches)) {}
+  at::Tensor training_step(const Batch& batch, int64_t batch_idx) override {
+    at::Tensor loss = RecordingClassifier::training_step(batch, batch_idx);
+    return batches_.count(training_steps - 1) > 0 ? loss * std::numeric_limits<double>::quiet_NaN() : loss;
+  }
+
+ private:
+  std::set<int64_t> batches_;
+};
+
+TEST(TrainerTest, ANonFiniteLossStopsNamingTheBatch) {
+  NanAt model({13});
+  SyntheticClusters data(SmallData());
+  Trainer trainer(Quiet({.max_epochs = 3}));
+  const at::Tensor before = kiln::testing::FlatParameters(model);
+  absl::Status status = trainer.fit(model, data);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("the training loss is nan at epoch 1, batch 3 (global step 13)"));
+  EXPECT_EQ(trainer.global_step(), 13) << "nothing may be applied from the NaN batch";
+  EXPECT_FALSE(kiln::testing::FlatParameters(model).isnan().any().item<bool>());
+  EXPECT_FALSE(kiln::testing::FlatParameters(model).equal(before));
+}
+
+TEST(TrainerTest, ANonFiniteLossCanBeSkipped) {
+  {
+    NanAt model({3, 17});
+    SyntheticClusters data(SmallData());
+    Trainer trainer(Quiet({.max_epochs = 2, .on_nonfinite_loss = "skip"}));
+    ASSERT_TRUE(trainer.fit(model, data).ok());
+    EXPECT_EQ(trainer.skipped_batches(), 2);
+    EXPECT_EQ(trainer.global_step(), 18);
+    EXPECT_FALSE(kiln::testing::FlatParameters(model).isnan().any().item<bool>());
+  }
+  {
+    // With accumulation over 2 batches, the NaN batch's whole window (batches 2 and 3) is dropped.
+    NanAt model({3});
+    SyntheticClusters data(SmallData());
+    Trainer trainer(Quiet({.max_epochs = 1, .accumulate_grad_batches = 2, .on_nonfinite_loss = "skip"}));
+    ASSERT_TRUE(trainer.fit(model, data).ok());
+    EXPECT_EQ(trainer.global_step(), 4);
+    EXPECT_FALSE(kiln::testing::FlatParameters(model).isnan().any().item<bool>());
+  }
+  RecordingClassifier model;
+  SyntheticClusters data(SmallData());
+  EXPECT_THAT(Trainer(Quiet({.on_nonfinite_loss = "ignore"})).fit(model, data).message(),
+              HasSubstr("on_nonfinite_loss='ignore' is not valid; pass 'stop' or 'skip'"));
 }
 
 TEST(TrainerTest, LoggingOutsideAStepIsAnError) {
