@@ -1,0 +1,78 @@
+#include "trainer/loggers/hparams_yaml.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace kiln {
+namespace {
+
+// Plain scalars that YAML reads back as the same text: letters, digits and a few safe punctuation marks, not
+// starting with one that means something, and not a word YAML gives another meaning.
+bool IsPlainText(const std::string& text) {
+  if (text.empty()) return false;
+  for (const std::string& special : {"null", "Null", "NULL", "~", "yes", "no", "on", "off", "Yes", "No", "On", "Off",
+                                     "true", "false", "True", "False", "TRUE", "FALSE"}) {
+    if (text == special) return false;
+  }
+  if (text[0] == '-' || text[0] == '.') return false;
+  for (char c : text) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' && c != '/') {
+      return false;
+    }
+  }
+  double number = 0;
+  return !absl::SimpleAtod(text, &number);  // Would read back as a number.
+}
+
+std::string Scalar(const std::string& text) {
+  double number = 0;
+  if (text == "true" || text == "false") return text;
+  if (absl::SimpleAtod(text, &number) && std::isfinite(number) && text.find_first_of(" \t") == std::string::npos) {
+    return text;
+  }
+  if (IsPlainText(text)) return text;
+  std::string quoted = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': quoted += "\\\""; break;
+      case '\\': quoted += "\\\\"; break;
+      case '\n': quoted += "\\n"; break;
+      case '\t': quoted += "\\t"; break;
+      default: quoted += c;
+    }
+  }
+  return quoted + "\"";
+}
+
+}  // namespace
+
+std::string HparamsYaml(const std::map<std::string, std::string>& hparams) {
+  if (hparams.empty()) return "{}\n";
+  std::string out;
+  for (const auto& [key, value] : hparams) absl::StrAppend(&out, IsPlainText(key) ? key : Scalar(key), ": ", Scalar(value), "\n");
+  return out;
+}
+
+absl::Status WriteHparamsYaml(const std::string& path, const std::map<std::string, std::string>& hparams) {
+  const std::string temporary = absl::StrCat(path, ".tmp-", getpid());
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    file << HparamsYaml(hparams);
+    file.flush();
+    if (!file) return absl::InternalError(absl::StrCat("cannot write ", temporary));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return absl::InternalError(absl::StrCat("cannot move ", temporary, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln
