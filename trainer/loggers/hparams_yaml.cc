@@ -1,14 +1,11 @@
 #include "trainer/loggers/hparams_yaml.h"
 
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "trainer/loggers/atomic_file.h"
 
 namespace kiln {
 namespace {
@@ -61,18 +58,7 @@ std::string HparamsYaml(const std::map<std::string, std::string>& hparams) {
 }
 
 absl::Status WriteHparamsYaml(const std::string& path, const std::map<std::string, std::string>& hparams) {
-  const std::string temporary = absl::StrCat(path, ".tmp-", getpid());
-  {
-    std::ofstream file(temporary, std::ios::trunc);
-    file << HparamsYaml(hparams);
-    file.flush();
-    if (!file) return absl::InternalError(absl::StrCat("cannot write ", temporary));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return absl::InternalError(absl::StrCat("cannot move ", temporary, " to ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, HparamsYaml(hparams));
 }
 
 }  // namespace kiln
