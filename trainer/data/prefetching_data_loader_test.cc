@@ -9,6 +9,8 @@
 
 #include "ATen/ATen.h"
 #include "gtest/gtest.h"
+#include "trainer/data/prefetching_data_module.h"
+#include "trainer/synthetic_data.h"
 
 namespace kiln {
 namespace {
@@ -99,6 +101,25 @@ TEST(PrefetchingDataLoaderTest, DestroyingMidEpochStopsTheWorker) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(slow->background_calls.load(), calls);
   EXPECT_LE(calls, 3);  // The batch asked for, and at most depth more.
+}
+
+TEST(PrefetchingDataModuleTest, WrapsEveryLoaderOnceWithTheSameBatches) {
+  SyntheticOptions options;
+  options.num_train = 300;
+  options.num_val = 100;
+  auto reference = std::make_shared<SyntheticClusters>(options);
+  PrefetchingDataModule prefetching(std::make_shared<SyntheticClusters>(options), 2);
+  auto train = prefetching.train_dataloader();
+  EXPECT_EQ(train, prefetching.train_dataloader());
+  EXPECT_NE(dynamic_cast<PrefetchingDataLoader*>(train.get()), nullptr);
+  EXPECT_EQ(prefetching.test_dataloader(), prefetching.val_dataloader());  // SyntheticClusters shares one loader.
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    reference->train_dataloader()->set_epoch(epoch);
+    train->set_epoch(epoch);
+    for (int64_t i = 0; i < train->num_batches(); ++i) {
+      ASSERT_TRUE(reference->train_dataloader()->get_batch(i).input.equal(train->get_batch(i).input));
+    }
+  }
 }
 
 }  // namespace

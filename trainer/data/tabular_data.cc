@@ -5,7 +5,6 @@
 #include "ATen/ATen.h"
 #include "ATen/CPUGeneratorImpl.h"
 #include "absl/strings/str_cat.h"
-#include "trainer/data/prefetching_data_loader.h"
 
 namespace kiln {
 
@@ -53,11 +52,9 @@ absl::StatusOr<std::unique_ptr<TabularData>> TabularData::Create(CsvTable table,
 }
 
 std::shared_ptr<DataLoader> TabularData::MakeLoader(at::Tensor inputs, at::Tensor targets, bool shuffle) const {
-  auto loader = std::make_shared<TensorDataLoader>(
+  return std::make_shared<TensorDataLoader>(
       std::move(inputs), std::move(targets),
       TensorDataLoaderOptions{options_.batch_size, shuffle, /*drop_last=*/false, options_.seed});
-  if (options_.prefetch <= 0) return loader;
-  return std::make_shared<PrefetchingDataLoader>(loader, options_.prefetch);
 }
 
 absl::Status TabularData::set_predict_features(const at::Tensor& features) {

@@ -27,7 +27,6 @@ struct TabularDataOptions {
   bool shuffle = true;        // Shuffle the training rows every epoch (from seed and epoch).
   uint64_t seed = 42;
   bool normalize = true;      // Standardise each feature with the training rows' mean and standard deviation.
-  int64_t prefetch = 0;       // > 0: read this many batches ahead on a background thread (PrefetchingDataLoader).
 };
 
 class TabularData final : public DataModule {

@@ -68,18 +68,6 @@ TEST(TabularDataTest, StandardisesWithTrainingStatistics) {
   EXPECT_FALSE((*data)->set_predict_features(at::zeros({1, 3})).ok());
 }
 
-TEST(TabularDataTest, PrefetchingGivesTheSameBatches) {
-  auto plain = TabularData::Create(Table(100), {.batch_size = 7, .seed = 5});
-  auto prefetched = TabularData::Create(Table(100), {.batch_size = 7, .seed = 5, .prefetch = 2});
-  auto a = (*plain)->train_dataloader();
-  auto b = (*prefetched)->train_dataloader();
-  for (int64_t epoch = 0; epoch < 2; ++epoch) {
-    a->set_epoch(epoch);
-    b->set_epoch(epoch);
-    for (int64_t i = 0; i < a->num_batches(); ++i) ASSERT_TRUE(a->get_batch(i).input.equal(b->get_batch(i).input));
-  }
-}
-
 TEST(TabularDataTest, RejectsBadOptionsNamingThem) {
   EXPECT_NE(TabularData::Create(Table(10), {.val_fraction = 1.0}).status().message().find(
                 "val_fraction=1 is not valid; pass a fraction in [0.0, 1.0)"),
