@@ -18,7 +18,9 @@ void RunReport::on_fit_start(Trainer& trainer, LightningModule& module) {
   const Plan& plan = *trainer.plan();
   std::vector<std::string> devices;
   for (const c10::Device& device : plan.devices) devices.push_back(device.str());
-  device_ = absl::StrCat(plan.accelerator->name(), " ", plan.root_device().str());
+  device_ = plan.root_device().str() == plan.accelerator->name()
+                ? plan.accelerator->name()
+                : absl::StrCat(plan.accelerator->name(), ", ", plan.root_device().str());
   plan_.rows = {
       {"accelerator", plan.accelerator->name()},
       {"devices", absl::StrJoin(devices, ", ")},

@@ -11,12 +11,30 @@ namespace kiln {
 namespace {
 
 constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
-constexpr int kLeft = 58;
+constexpr int kLeft = 64;
 constexpr int kRight = 12;
 constexpr int kTop = 28;
 constexpr int kBottom = 40;
 
-std::string Number(double value) { return absl::StrFormat("%.4g", value); }
+// Short axis labels: SI prefixes for large magnitudes (2.2e10 -> "22G"), with enough digits to tell `other` apart.
+std::string Number(double value, double other) {
+  static const std::pair<double, const char*> kPrefixes[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e4, "K"}};
+  double scale = 1;
+  const char* prefix = "";
+  for (const auto& [size, name] : kPrefixes) {
+    if (std::abs(value) >= size || std::abs(other) >= size) {
+      scale = size == 1e4 ? 1e3 : size;
+      prefix = name;
+      break;
+    }
+  }
+  std::string text;
+  for (int digits = 4; digits <= 12; ++digits) {
+    text = absl::StrCat(absl::StrFormat("%.*g", digits, value / scale), prefix);
+    if (absl::StrCat(absl::StrFormat("%.*g", digits, other / scale), prefix) != text) break;
+  }
+  return text;
+}
 
 }  // namespace
 
@@ -80,10 +98,10 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
                           x, y, anchor, EscapeHtml(label));
   };
   if (!empty) {
-    text(kLeft - 4, kTop + 4, "end", Number(y_max));
-    text(kLeft - 4, options.height - kBottom, "end", Number(y_min));
-    text(kLeft, options.height - kBottom + 14, "start", Number(x_min));
-    text(options.width - kRight, options.height - kBottom + 14, "end", Number(x_max));
+    text(kLeft - 4, kTop + 4, "end", Number(y_max, y_min));
+    text(kLeft - 4, options.height - kBottom, "end", Number(y_min, y_max));
+    text(kLeft, options.height - kBottom + 14, "start", Number(x_min, x_max));
+    text(options.width - kRight, options.height - kBottom + 14, "end", Number(x_max, x_min));
   } else {
     text(kLeft + plot_width / 2, kTop + plot_height / 2, "middle", "no values");
   }

@@ -1,0 +1,15 @@
+// Where to run: the hardware flags, named and resolved as Lightning's Trainer arguments are (see connector/).
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "trainer/cli/flags.h"
+
+ABSL_FLAG(std::string, accelerator, "auto",
+          "Accelerator name or alias (`bazel run //tools:accelerators` lists them), or \"auto\" for the available "
+          "one with the highest priority.");
+ABSL_FLAG(std::string, devices, "auto",
+          "Devices to use: \"auto\", a count N, -1 for all, or indices such as \"0,1\" or \"[0, 1]\".");
+ABSL_FLAG(std::string, strategy, "auto", "\"auto\", \"single_device\", \"ddp\", or a registered strategy's name.");
+ABSL_FLAG(std::string, precision, "32-true",
+          "32-true, 64-true, bf16-mixed, 16-mixed, bf16-true, 16-true (or the legacy 32, 64, 16, bf16).");
+ABSL_FLAG(int, num_nodes, 1, "Number of machines.");
