@@ -150,7 +150,9 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
   const absl::Time start = absl::Now();
   const absl::Status status = trainer.fit(model, *data.module, config.ckpt_path);
   const double wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  if (!status.ok() && IsInputError(status) && !trainer.plan().has_value()) UsageError(status.message());
+  // Bad input found before the first step (flags the trainer checks, the plan, the checkpoint to resume from): like
+  // a bad flag, nothing is written.
+  if (!status.ok() && IsInputError(status) && trainer.global_step() == 0) UsageError(status.message());
 
   const std::string report_path = run_dir + "/report.html";
   if (run_report != nullptr && trainer.plan().has_value()) {

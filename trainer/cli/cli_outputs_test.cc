@@ -12,7 +12,7 @@ namespace kiln {
 namespace {
 
 TEST(PredictionsCsvTest, ClassificationRowsContinueAcrossBatches) {
-  const std::vector<at::Tensor> batches = {at::tensor({0.25, 0.75, 0.5, 0.5}).reshape({2, 2}),
+  const std::vector<at::Tensor> batches = {at::tensor({0.25, 0.75, 0.5, 0.5}).reshape({2, 2}),  // float64
                                            at::tensor({0.875, 0.125}).reshape({1, 2})};
   absl::StatusOr<std::string> csv = PredictionsCsv(batches, Task::kClassification, {"cat", "dog, big"});
   ASSERT_TRUE(csv.ok()) << csv.status();
@@ -27,6 +27,9 @@ TEST(PredictionsCsvTest, Regression) {
   ASSERT_TRUE(csv.ok());
   EXPECT_EQ(*csv, "index,prediction\n0,1.5\n1,-2\n");
   EXPECT_FALSE(PredictionsCsv({at::zeros({2, 1})}, Task::kRegression, {}).ok());
+  // float32 predictions are written as the shortest float32 text, not the double they widen to.
+  absl::StatusOr<std::string> single = PredictionsCsv({at::tensor({0.1f})}, Task::kRegression, {});
+  EXPECT_EQ(*single, "index,prediction\n0,0.1\n");
 }
 
 TEST(RunSummaryTest, ParamsSha256HashesEveryParameterInOrder) {

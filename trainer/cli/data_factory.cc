@@ -32,6 +32,9 @@ absl::StatusOr<LoadedData> LoadData(const DataSpec& spec) {
         spec.data == "digits"
             ? LoadDigits(spec.digits_path, threads)
             : ReadCsv(spec.data, {.label_column = spec.label_column, .task = spec.task, .num_threads = threads});
+    if (absl::IsNotFound(table.status()) && spec.data != "digits") {
+      return FlagError("data", spec.data, "no such file; pass synthetic, digits, or an existing CSV file");
+    }
     if (!table.ok()) return table.status();
     const std::string source = spec.data == "digits" ? "digits" : spec.data;
     absl::StatusOr<std::unique_ptr<TabularData>> data =
@@ -56,6 +59,9 @@ absl::StatusOr<LoadedData> LoadData(const DataSpec& spec) {
                                                                   .task = spec.task,
                                                                   .num_features = loaded.num_features,
                                                                   .num_threads = threads});
+      if (absl::IsNotFound(rows.status())) {
+        return FlagError("predict_data", spec.predict_data, "no such file; pass an existing CSV file");
+      }
       if (!rows.ok()) return rows.status();
       if (absl::Status set = (*data)->set_predict_features(rows->features); !set.ok()) return set;
     }

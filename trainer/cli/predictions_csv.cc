@@ -1,5 +1,7 @@
 #include "trainer/cli/predictions_csv.h"
 
+#include <charconv>
+
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,6 +20,14 @@ std::string Cell(const std::string& text) {
 
 std::string Shape(const at::Tensor& tensor) { return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]"); }
 
+// Shortest text that reads back as the same value in the tensor's own precision (float32 stays short).
+std::string Number(double value, bool single) {
+  if (!single) return ShortestDouble(value);
+  char buffer[64];
+  const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), static_cast<float>(value));
+  return std::string(buffer, result.ptr);
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> PredictionsCsv(const std::vector<at::Tensor>& batches, Task task,
@@ -30,6 +40,7 @@ absl::StatusOr<std::string> PredictionsCsv(const std::vector<at::Tensor>& batche
   out += "\n";
   int64_t index = 0;
   for (const at::Tensor& batch : batches) {
+    const bool single = batch.scalar_type() == at::kFloat;
     const at::Tensor values = batch.to(at::kCPU, at::kDouble).contiguous();
     if (task == Task::kClassification) {
       if (values.dim() != 2 || values.size(1) != classes) {
@@ -40,7 +51,7 @@ absl::StatusOr<std::string> PredictionsCsv(const std::vector<at::Tensor>& batche
       for (int64_t row = 0; row < values.size(0); ++row, ++index) {
         absl::StrAppend(&out, index, ",", Cell(class_names[predicted[row].item<int64_t>()]));
         const double* probabilities = values[row].data_ptr<double>();
-        for (int64_t c = 0; c < classes; ++c) absl::StrAppend(&out, ",", ShortestDouble(probabilities[c]));
+        for (int64_t c = 0; c < classes; ++c) absl::StrAppend(&out, ",", Number(probabilities[c], single));
         out += "\n";
       }
     } else {
@@ -50,7 +61,7 @@ absl::StatusOr<std::string> PredictionsCsv(const std::vector<at::Tensor>& batche
       }
       const double* data = values.data_ptr<double>();
       for (int64_t row = 0; row < values.size(0); ++row, ++index) {
-        absl::StrAppend(&out, index, ",", ShortestDouble(data[row]), "\n");
+        absl::StrAppend(&out, index, ",", Number(data[row], single), "\n");
       }
     }
   }
