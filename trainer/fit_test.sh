@@ -68,7 +68,7 @@ expect_usage_error "unknown accelerator 'tpu'; registered: cpu" --accelerator=tp
 expect_usage_error "invalid devices value 'x'" --devices=x
 expect_usage_error "invalid strategy name: \`strategy='nope'\`" --strategy=nope
 expect_usage_error "precision 'fp8' is not supported" --precision=fp8
-expect_usage_error "--num_nodes='0' is not valid; pass an int >= 1" --num_nodes=0
+expect_usage_error "num_nodes=0 is not valid; pass an int >= 1" --num_nodes=0
 # The loop.
 expect_usage_error "--max_epochs='-2' is not valid; pass an int >= -1 (-1: no limit)" --max_epochs=-2
 expect_usage_error "--min_epochs='-1' is not valid; pass an int >= 0" --min_epochs=-1

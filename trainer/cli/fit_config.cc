@@ -112,7 +112,7 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   trainer.strategy = absl::GetFlag(FLAGS_strategy);
   trainer.precision = absl::GetFlag(FLAGS_precision);
   trainer.num_nodes = absl::GetFlag(FLAGS_num_nodes);
-  if (absl::Status s = AtLeast("num_nodes", trainer.num_nodes, 1); !s.ok()) return s;
+  // num_nodes is checked by the connector, so that fit and //tools:resolve give the same error.
   trainer.max_epochs = absl::GetFlag(FLAGS_max_epochs);
   if (absl::Status s = AtLeast("max_epochs", *trainer.max_epochs, -1, " (-1: no limit)"); !s.ok()) return s;
   if (absl::GetFlag(FLAGS_min_epochs) != 0) trainer.min_epochs = absl::GetFlag(FLAGS_min_epochs);
