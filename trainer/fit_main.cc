@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -133,8 +133,8 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
   if (report) {
     auto memory = std::make_shared<MemoryLogger>();
     options.loggers.push_back(memory);  // Last: the first logger with a folder decides where checkpoints go.
-    run_report = std::make_shared<RunReport>(
-        memory, RunReportOptions{.title = absl::StrCat("Kiln run ", run_dir), .every_n_steps = options.log_every_n_steps});
+    run_report = std::make_shared<RunReport>(memory, RunReportOptions{.title = absl::StrCat("Kiln run ", run_dir),
+                                                                      .every_n_steps = options.log_every_n_steps});
     options.callbacks.push_back(run_report);
   }
   if (outputs.enable_model_summary) options.callbacks.push_back(std::make_shared<ModelSummaryCallback>());
@@ -156,22 +156,26 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
 
   const std::string report_path = run_dir + "/report.html";
   if (run_report != nullptr && trainer.plan().has_value()) {
-    ReportTable summary{"summary", "Summary", {
-        {"mode", "fit"},
-        {"status", status.ok() ? "finished" : std::string(status.message())},
-        {"data", data.description},
-        {"epochs", absl::StrCat(trainer.current_epoch())},
-        {"global_step", absl::StrCat(trainer.global_step())},
-        {"wall_time_seconds", absl::StrFormat("%.2f", wall_seconds)},
-        {"resumed_from", trainer.resumed_from().empty() ? "(started fresh)" : trainer.resumed_from()},
-        {"params_sha256", ParamsSha256(model)},
-    }};
+    ReportTable summary{
+        "summary",
+        "Summary",
+        {
+            {"mode", "fit"},
+            {"status", status.ok() ? "finished" : std::string(status.message())},
+            {"data", data.description},
+            {"epochs", absl::StrCat(trainer.current_epoch())},
+            {"global_step", absl::StrCat(trainer.global_step())},
+            {"wall_time_seconds", absl::StrFormat("%.2f", wall_seconds)},
+            {"resumed_from", trainer.resumed_from().empty() ? "(started fresh)" : trainer.resumed_from()},
+            {"params_sha256", ParamsSha256(model)},
+        }};
     ReportTable metrics{"final-metrics", "Final metrics", {}};
-    for (const auto& [name, value] : trainer.callback_metrics()) metrics.rows.emplace_back(name, absl::StrFormat("%.6g", value));
-    const std::string line = status.ok() ? absl::StrCat("Finished: ", trainer.current_epoch(), " epochs, ",
-                                                        trainer.global_step(), " steps in ",
-                                                        absl::StrFormat("%.1f", wall_seconds), " s.")
-                                         : absl::StrCat("Failed: ", status.message());
+    for (const auto& [name, value] : trainer.callback_metrics())
+      metrics.rows.emplace_back(name, absl::StrFormat("%.6g", value));
+    const std::string line =
+        status.ok() ? absl::StrCat("Finished: ", trainer.current_epoch(), " epochs, ", trainer.global_step(),
+                                   " steps in ", absl::StrFormat("%.1f", wall_seconds), " s.")
+                    : absl::StrCat("Failed: ", status.message());
     absl::Status written = MakeParentFolder(report_path);
     if (written.ok()) written = run_report->Write(report_path, line, {summary, metrics});
     if (!written.ok()) LOG(WARNING) << "report.html: " << written;

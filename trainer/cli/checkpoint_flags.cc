@@ -5,9 +5,10 @@
 #include "absl/flags/flag.h"
 #include "trainer/cli/flags.h"
 
-ABSL_FLAG(std::string, default_root_dir, ".",
-          "Where runs go: <dir>/<log_name>/version_<N>/ holds the logs, report.html and checkpoints/ (<dir>/checkpoints "
-          "with --logger=none). Relative paths are taken from the directory `bazel run` was started in.");
+ABSL_FLAG(
+    std::string, default_root_dir, ".",
+    "Where runs go: <dir>/<log_name>/version_<N>/ holds the logs, report.html and checkpoints/ (<dir>/checkpoints "
+    "with --logger=none). Relative paths are taken from the directory `bazel run` was started in.");
 ABSL_FLAG(std::string, ckpt_path, "",
           "A checkpoint to resume from (fit) or to load (validate, predict): a .ckpt path, or \"last\" for the "
           "newest complete checkpoint anywhere under --default_root_dir.");

@@ -17,8 +17,9 @@ TEST(PredictionsCsvTest, ClassificationRowsContinueAcrossBatches) {
   absl::StatusOr<std::string> csv = PredictionsCsv(batches, Task::kClassification, {"cat", "dog, big"});
   ASSERT_TRUE(csv.ok()) << csv.status();
   // Ties go to the first class, as argmax does.
-  EXPECT_EQ(*csv, "index,prediction,prob_cat,\"prob_dog, big\"\n0,\"dog, big\",0.25,0.75\n1,cat,0.5,0.5\n"
-                  "2,cat,0.875,0.125\n");
+  EXPECT_EQ(*csv,
+            "index,prediction,prob_cat,\"prob_dog, big\"\n0,\"dog, big\",0.25,0.75\n1,cat,0.5,0.5\n"
+            "2,cat,0.875,0.125\n");
   EXPECT_FALSE(PredictionsCsv({at::zeros({2, 3})}, Task::kClassification, {"a", "b"}).ok());
 }
 

@@ -107,8 +107,7 @@ absl::Status CheckCommandLine(int argc, char** argv) {
     }
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, "='", value, "' is not valid; ", Accepted(*flag)));
+      return absl::InvalidArgumentError(absl::StrCat("--", name, "='", value, "' is not valid; ", Accepted(*flag)));
     }
   }
   return absl::OkStatus();

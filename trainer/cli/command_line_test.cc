@@ -49,8 +49,8 @@ TEST(CommandLineTest, ErrorsNameTheFlagTheValueAndWhatIsAccepted) {
   for (const auto& [args, expected] : cases) {
     absl::Status status = Check(args);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << args[0];
-    EXPECT_NE(status.message().find(expected), std::string::npos) << "'" << status.message() << "' lacks '"
-                                                                   << expected << "'";
+    EXPECT_NE(status.message().find(expected), std::string::npos)
+        << "'" << status.message() << "' lacks '" << expected << "'";
   }
 }
 

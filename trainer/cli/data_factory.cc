@@ -49,11 +49,10 @@ absl::StatusOr<LoadedData> LoadData(const DataSpec& spec) {
     loaded.num_features = (*data)->num_features();
     loaded.num_outputs = (*data)->num_outputs();
     loaded.class_names = (*data)->class_names();
-    loaded.description = absl::StrCat(source, ": ", (*data)->num_train(), " training and ", (*data)->num_val(),
-                                      " validation rows, ", loaded.num_features, " features, ",
-                                      spec.task == Task::kClassification
-                                          ? absl::StrCat(loaded.num_outputs, " classes")
-                                          : std::string("regression"));
+    loaded.description = absl::StrCat(
+        source, ": ", (*data)->num_train(), " training and ", (*data)->num_val(), " validation rows, ",
+        loaded.num_features, " features, ",
+        spec.task == Task::kClassification ? absl::StrCat(loaded.num_outputs, " classes") : std::string("regression"));
     if (!spec.predict_data.empty()) {
       absl::StatusOr<CsvTable> rows = ReadCsv(spec.predict_data, {.label_column = spec.label_column,
                                                                   .task = spec.task,

@@ -21,9 +21,9 @@ struct LoadedData {
   TabularData* table = nullptr;        // The table behind `module` (CSV files, digits); null for synthetic data.
   Task task = Task::kClassification;
   int64_t num_features = 0;
-  int64_t num_outputs = 0;              // Classes, or 1 for regression.
-  std::vector<std::string> class_names; // Classification: the label of each class index.
-  std::string description;              // One line for people, e.g. "digits: 1438 training rows, 359 validation rows".
+  int64_t num_outputs = 0;               // Classes, or 1 for regression.
+  std::vector<std::string> class_names;  // Classification: the label of each class index.
+  std::string description;               // One line for people, e.g. "digits: 1438 training rows, 359 validation rows".
 };
 
 // Loads and splits the data. Errors name the file, line and cell (CSV), how to install the digits, or the flag.

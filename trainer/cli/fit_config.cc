@@ -93,16 +93,19 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   config.ckpt_path = absl::GetFlag(FLAGS_ckpt_path);
   if (config.ckpt_path != "last" && config.ckpt_path != "best") config.ckpt_path = UserPath(config.ckpt_path);
   if (config.mode != "fit" && config.ckpt_path.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--mode=", config.mode, " needs --ckpt_path: a .ckpt file, or "
+    return absl::InvalidArgumentError(absl::StrCat("--mode=", config.mode,
+                                                   " needs --ckpt_path: a .ckpt file, or "
                                                    "\"last\" for the newest checkpoint under --default_root_dir"));
   }
   if (config.mode != "fit" && config.ckpt_path == "best") {
-    return FlagError("ckpt_path", "best", absl::StrCat("\"best\" only exists during fit; with --mode=", config.mode,
-                                                       " pass a .ckpt path or \"last\""));
+    return FlagError(
+        "ckpt_path", "best",
+        absl::StrCat("\"best\" only exists during fit; with --mode=", config.mode, " pass a .ckpt path or \"last\""));
   }
   const std::string predict_data = absl::GetFlag(FLAGS_predict_data);
   if (!predict_data.empty() && config.mode != "predict") {
-    return FlagError("predict_data", predict_data, "it is only read with --mode=predict; drop it or add --mode=predict");
+    return FlagError("predict_data", predict_data,
+                     "it is only read with --mode=predict; drop it or add --mode=predict");
   }
 
   // Hardware and loops.
@@ -124,12 +127,12 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     if (!duration.ok()) return duration.status();
     trainer.max_time = *duration;
   }
-  for (auto [flag, value, limit] : {
-           std::make_tuple("limit_train_batches", absl::GetFlag(FLAGS_limit_train_batches), &trainer.limit_train_batches),
-           std::make_tuple("limit_val_batches", absl::GetFlag(FLAGS_limit_val_batches), &trainer.limit_val_batches),
-           std::make_tuple("limit_predict_batches", absl::GetFlag(FLAGS_limit_predict_batches),
-                           &trainer.limit_predict_batches),
-           std::make_tuple("overfit_batches", absl::GetFlag(FLAGS_overfit_batches), &trainer.overfit_batches)}) {
+  for (auto [flag, value, limit] :
+       {std::make_tuple("limit_train_batches", absl::GetFlag(FLAGS_limit_train_batches), &trainer.limit_train_batches),
+        std::make_tuple("limit_val_batches", absl::GetFlag(FLAGS_limit_val_batches), &trainer.limit_val_batches),
+        std::make_tuple("limit_predict_batches", absl::GetFlag(FLAGS_limit_predict_batches),
+                        &trainer.limit_predict_batches),
+        std::make_tuple("overfit_batches", absl::GetFlag(FLAGS_overfit_batches), &trainer.overfit_batches)}) {
     absl::StatusOr<BatchLimit> parsed = ParseBatchLimit(flag, value);
     if (!parsed.ok()) return parsed.status();
     *limit = *parsed;
@@ -190,8 +193,10 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (!task.ok()) return FlagError("task", absl::GetFlag(FLAGS_task), "pass classification or regression");
   data.task = *task;
   if (data.task == Task::kRegression && (data.data == "synthetic" || data.data == "digits")) {
-    return FlagError("task", "regression", absl::StrCat("--data=", data.data, " is a classification task; "
-                                                        "regression needs a CSV file with numeric labels"));
+    return FlagError("task", "regression",
+                     absl::StrCat("--data=", data.data,
+                                  " is a classification task; "
+                                  "regression needs a CSV file with numeric labels"));
   }
   data.label_column = absl::GetFlag(FLAGS_label_column);
   if (data.label_column.empty()) return FlagError("label_column", "", "pass a header name or a column index");

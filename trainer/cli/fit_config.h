@@ -49,8 +49,8 @@ struct OutputSpec {
   LogDirOptions log_dir;             // save_dir is the default_root_dir.
   bool report = true;
   bool enable_model_summary = true;
-  std::string summary_json;          // Empty: none.
-  std::string predictions;           // --mode=predict's output file.
+  std::string summary_json;  // Empty: none.
+  std::string predictions;   // --mode=predict's output file.
   int64_t every_n_train_steps = 0;
   bool save_last = true;
 };

@@ -13,7 +13,9 @@
 namespace kiln {
 
 absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spec, const LoadedData& data) {
-  SupervisedOptions options{.task = data.task, .optimizer = spec.optimizer, .learning_rate = spec.learning_rate,
+  SupervisedOptions options{.task = data.task,
+                            .optimizer = spec.optimizer,
+                            .learning_rate = spec.learning_rate,
                             .input_shape = spec.input_shape};
   const std::string shape = absl::StrJoin(spec.input_shape, ",");
   if (!spec.input_shape.empty()) {
@@ -46,8 +48,10 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
       const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(data.num_features))));
       if (side * side != data.num_features) {
         return FlagError("model", "cnn",
-                         absl::StrCat("the data has ", data.num_features, " features, which is not a square image; "
-                                      "pass --input_shape=C,H,W with C*H*W = ", data.num_features));
+                         absl::StrCat("the data has ", data.num_features,
+                                      " features, which is not a square image; "
+                                      "pass --input_shape=C,H,W with C*H*W = ",
+                                      data.num_features));
       }
       options.input_shape = {1, side, side};
       hparams["input_shape"] = absl::StrJoin(options.input_shape, ",");

@@ -69,9 +69,8 @@ bool SplitCells(absl::string_view line, Cells& cells, std::string& error) {
       continue;
     }
     const size_t comma = line.find(',', pos);
-    cells.values.push_back(absl::StripAsciiWhitespace(line.substr(pos, comma == absl::string_view::npos
-                                                                           ? absl::string_view::npos
-                                                                           : comma - pos)));
+    cells.values.push_back(absl::StripAsciiWhitespace(
+        line.substr(pos, comma == absl::string_view::npos ? absl::string_view::npos : comma - pos)));
     if (comma == absl::string_view::npos) return true;
     pos = comma + 1;
   }
@@ -126,9 +125,9 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& sou
     // No label column to find.
   } else if (absl::SimpleAtoi(options.label_column, &index)) {
     if (index < -width || index >= width) {
-      return absl::InvalidArgumentError(absl::StrCat("label column ", index, " is out of range for ", source, ", which has ",
-                                                     width, " columns; pass an index in [", -width, ", ", width - 1,
-                                                     "] or a header name"));
+      return absl::InvalidArgumentError(absl::StrCat("label column ", index, " is out of range for ", source,
+                                                     ", which has ", width, " columns; pass an index in [", -width,
+                                                     ", ", width - 1, "] or a header name"));
     }
     label_index = index < 0 ? width + index : index;
   } else {
@@ -138,9 +137,9 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& sou
     }
     if (label_index < 0) {
       std::vector<std::string> names(first.values.begin(), first.values.end());
-      return absl::InvalidArgumentError(absl::StrCat("label column '", options.label_column, "' is not in the header of ",
-                                                     source, " (", absl::StrJoin(names, ", "),
-                                                     "); pass one of these names or a column index"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("label column '", options.label_column, "' is not in the header of ", source, " (",
+                       absl::StrJoin(names, ", "), "); pass one of these names or a column index"));
     }
   }
   if (width < 2 && !features_only) {
@@ -189,9 +188,7 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& sou
     RowError& row_error = errors[thread];
     for (int64_t row = begin; row < end; ++row) {
       const Line& line = lines[first_row + row];
-      const auto fail = [&](std::string message) {
-        row_error = {row, absl::StrCat(at(line), message)};
-      };
+      const auto fail = [&](std::string message) { row_error = {row, absl::StrCat(at(line), message)}; };
       if (!SplitCells(line.text, cells, split_error)) return fail(split_error);
       if (static_cast<int64_t>(cells.values.size()) != width) {
         return fail(absl::StrCat(cells.values.size(), " cells, but the first row has ", width,
@@ -203,8 +200,9 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& sou
         if (i == label_index) {
           if (!read_labels) continue;
           if (options.task == Task::kClassification) {
-            if (cell.empty()) return fail(absl::StrCat("the label (column ", i + 1, ", '", table.label_name,
-                                                       "') is empty; every row needs a label"));
+            if (cell.empty())
+              return fail(absl::StrCat("the label (column ", i + 1, ", '", table.label_name,
+                                       "') is empty; every row needs a label"));
             label_text[row] = std::string(cell);
           } else {
             double value = 0;

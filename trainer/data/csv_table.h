@@ -41,7 +41,7 @@ struct CsvReadOptions {
 };
 
 struct CsvTable {
-  std::string source;                      // The file, for messages.
+  std::string source;  // The file, for messages.
   bool has_header = false;
   std::vector<std::string> feature_names;  // From the header, or "column_<i>".
   std::string label_name;                  // Empty when the file has no label column (or it was skipped).

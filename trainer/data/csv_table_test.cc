@@ -118,7 +118,8 @@ TEST(CsvTableTest, FilesToPredictOnMayOmitTheLabel) {
 
 TEST(CsvTableTest, ThreadsGiveTheSameTableAndTheEarliestError) {
   std::string text = "a,b,label\n";
-  for (int i = 0; i < 10000; ++i) text += std::to_string(i) + "," + std::to_string(i % 7) + ".5," + std::to_string(i % 3) + "\n";
+  for (int i = 0; i < 10000; ++i)
+    text += std::to_string(i) + "," + std::to_string(i % 7) + ".5," + std::to_string(i % 3) + "\n";
   absl::StatusOr<CsvTable> one = ParseCsv(text, "big.csv", {.num_threads = 1});
   absl::StatusOr<CsvTable> four = ParseCsv(text, "big.csv", {.num_threads = 4});
   ASSERT_TRUE(one.ok() && four.ok());

@@ -5,8 +5,8 @@
 namespace kiln {
 
 absl::StatusOr<CsvTable> LoadDigits(const std::string& path, int num_threads) {
-  absl::StatusOr<CsvTable> table = ReadCsv(path, {.label_column = "-1", .task = Task::kClassification,
-                                                  .num_threads = num_threads});
+  absl::StatusOr<CsvTable> table =
+      ReadCsv(path, {.label_column = "-1", .task = Task::kClassification, .num_threads = num_threads});
   if (absl::IsNotFound(table.status())) {
     return absl::NotFoundError(absl::StrCat(
         "the handwritten digits are not installed (no ", path, "); they come with Debian's python3-sklearn: install ",

@@ -49,7 +49,7 @@ class PrefetchingDataLoader final : public DataLoader {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::pair<int64_t, Batch>> ready_;  // Consecutive indices, oldest first.
-  std::exception_ptr error_;                      // What the wrapped loader threw for error_index_.
+  std::exception_ptr error_;                     // What the wrapped loader threw for error_index_.
   int64_t error_index_ = -1;
   int64_t next_index_ = -1;  // The index the running worker expects to be asked for next; -1: no worker.
   bool stop_ = false;

@@ -13,17 +13,19 @@ absl::StatusOr<std::unique_ptr<TabularData>> TabularData::Create(CsvTable table,
     return absl::InvalidArgumentError(absl::StrCat(table.source, " has no label column to train on"));
   }
   if (!(options.val_fraction >= 0.0 && options.val_fraction < 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat("val_fraction=", options.val_fraction,
-                                                   " is not valid; pass a fraction in [0.0, 1.0), e.g. 0.2"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("val_fraction=", options.val_fraction, " is not valid; pass a fraction in [0.0, 1.0), e.g. 0.2"));
   }
   if (options.batch_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("batch_size=", options.batch_size, " is not valid; pass an int >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_size=", options.batch_size, " is not valid; pass an int >= 1"));
   }
   const int64_t rows = table.num_rows();
   const int64_t num_val = static_cast<int64_t>(std::llround(options.val_fraction * static_cast<double>(rows)));
   if (rows - num_val < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("val_fraction=", options.val_fraction, " leaves no training rows out of ",
-                                                   rows, " in ", table.source, "; pass a smaller fraction"));
+    return absl::InvalidArgumentError(absl::StrCat("val_fraction=", options.val_fraction,
+                                                   " leaves no training rows out of ", rows, " in ", table.source,
+                                                   "; pass a smaller fraction"));
   }
   std::unique_ptr<TabularData> data(new TabularData());
   data->options_ = options;

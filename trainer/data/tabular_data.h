@@ -24,9 +24,9 @@ struct TabularDataOptions {
   Task task = Task::kClassification;
   double val_fraction = 0.2;  // In [0, 1): the share of rows held out for validation (rounded to whole rows).
   int64_t batch_size = 64;
-  bool shuffle = true;        // Shuffle the training rows every epoch (from seed and epoch).
+  bool shuffle = true;  // Shuffle the training rows every epoch (from seed and epoch).
   uint64_t seed = 42;
-  bool normalize = true;      // Standardise each feature with the training rows' mean and standard deviation.
+  bool normalize = true;  // Standardise each feature with the training rows' mean and standard deviation.
 };
 
 class TabularData final : public DataModule {

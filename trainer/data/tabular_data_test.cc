@@ -69,8 +69,10 @@ TEST(TabularDataTest, StandardisesWithTrainingStatistics) {
 }
 
 TEST(TabularDataTest, RejectsBadOptionsNamingThem) {
-  EXPECT_NE(TabularData::Create(Table(10), {.val_fraction = 1.0}).status().message().find(
-                "val_fraction=1 is not valid; pass a fraction in [0.0, 1.0)"),
+  EXPECT_NE(TabularData::Create(Table(10), {.val_fraction = 1.0})
+                .status()
+                .message()
+                .find("val_fraction=1 is not valid; pass a fraction in [0.0, 1.0)"),
             std::string::npos);
   EXPECT_NE(TabularData::Create(Table(1), {.val_fraction = 0.6}).status().message().find("leaves no training rows"),
             std::string::npos);

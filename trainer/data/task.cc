@@ -7,8 +7,7 @@ namespace kiln {
 absl::StatusOr<Task> ParseTask(absl::string_view name) {
   if (name == "classification") return Task::kClassification;
   if (name == "regression") return Task::kRegression;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown task '", name, "'; accepted: classification, regression"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown task '", name, "'; accepted: classification, regression"));
 }
 
 std::string TaskName(Task task) { return task == Task::kClassification ? "classification" : "regression"; }

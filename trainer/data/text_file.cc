@@ -32,9 +32,9 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
     if (read < 0) {
       int code = 0;
       const char* message = gzerror(file.get(), &code);
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot read ", path, ": ", message != nullptr ? message : "zlib error",
-                       " (a damaged or truncated gzip file?)"));
+      return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": ",
+                                                     message != nullptr ? message : "zlib error",
+                                                     " (a damaged or truncated gzip file?)"));
     }
     if (read == 0) break;
     text.append(buffer, static_cast<size_t>(read));

@@ -58,8 +58,7 @@ TEST(CsvLoggerTest, WritesLightningsLayoutAndWidensTheHeader) {
   // A new name rewrites the file with the wider, sorted header; old rows get empty cells.
   ASSERT_TRUE(logger.log_metrics({{"val_acc", 0.1}, {"epoch", 1}}, 100).ok());
   ASSERT_TRUE(logger.save().ok());
-  EXPECT_EQ(Read(logger.metrics_file()),
-            "epoch,step,train_loss_step,val_acc\n0,49,0.5,\n1,99,0.25,\n1,100,,0.1\n");
+  EXPECT_EQ(Read(logger.metrics_file()), "epoch,step,train_loss_step,val_acc\n0,49,0.5,\n1,99,0.25,\n1,100,,0.1\n");
 
   // The next logger in the same root takes the next version.
   EXPECT_EQ(CsvLogger({.save_dir = root}).log_dir(), root + "/lightning_logs/version_1");
@@ -74,8 +73,13 @@ TEST(CsvLoggerTest, ShortestDoubles) {
 
 TEST(HparamsYamlTest, QuotesOnlyWhatYamlWouldMisread) {
   EXPECT_EQ(HparamsYaml({}), "{}\n");
-  EXPECT_EQ(HparamsYaml({{"a", "64,64"}, {"b", "yes"}, {"c", "true"}, {"d", "-3"}, {"e", "data/x.csv"},
-                         {"f", "say \"hi\""}, {"g", ""}}),
+  EXPECT_EQ(HparamsYaml({{"a", "64,64"},
+                         {"b", "yes"},
+                         {"c", "true"},
+                         {"d", "-3"},
+                         {"e", "data/x.csv"},
+                         {"f", "say \"hi\""},
+                         {"g", ""}}),
             "a: \"64,64\"\nb: \"yes\"\nc: true\nd: -3\ne: data/x.csv\nf: \"say \\\"hi\\\"\"\ng: \"\"\n");
 }
 

@@ -38,11 +38,20 @@ std::string Scalar(const std::string& text) {
   std::string quoted = "\"";
   for (char c : text) {
     switch (c) {
-      case '"': quoted += "\\\""; break;
-      case '\\': quoted += "\\\\"; break;
-      case '\n': quoted += "\\n"; break;
-      case '\t': quoted += "\\t"; break;
-      default: quoted += c;
+      case '"':
+        quoted += "\\\"";
+        break;
+      case '\\':
+        quoted += "\\\\";
+        break;
+      case '\n':
+        quoted += "\\n";
+        break;
+      case '\t':
+        quoted += "\\t";
+        break;
+      default:
+        quoted += c;
     }
   }
   return quoted + "\"";
@@ -53,7 +62,8 @@ std::string Scalar(const std::string& text) {
 std::string HparamsYaml(const std::map<std::string, std::string>& hparams) {
   if (hparams.empty()) return "{}\n";
   std::string out;
-  for (const auto& [key, value] : hparams) absl::StrAppend(&out, IsPlainText(key) ? key : Scalar(key), ": ", Scalar(value), "\n");
+  for (const auto& [key, value] : hparams)
+    absl::StrAppend(&out, IsPlainText(key) ? key : Scalar(key), ": ", Scalar(value), "\n");
   return out;
 }
 

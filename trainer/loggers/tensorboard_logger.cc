@@ -45,8 +45,7 @@ absl::Status TensorBoardLogger::log_metrics(const MetricMap& metrics, int64_t st
   if (absl::Status opened = Open(); !opened.ok()) return opened;
   const double now = WallTime();
   for (const auto& [tag, value] : metrics) {
-    if (absl::Status written = writer_->Write(ScalarEvent(now, step, tag, static_cast<float>(value)));
-        !written.ok()) {
+    if (absl::Status written = writer_->Write(ScalarEvent(now, step, tag, static_cast<float>(value))); !written.ok()) {
       return written;
     }
   }

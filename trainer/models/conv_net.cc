@@ -12,8 +12,8 @@ ConvNet::ConvNet(const ConvNetSizes& sizes, SupervisedOptions options) : Supervi
   int64_t height = sizes.input_shape.at(1);
   int64_t width = sizes.input_shape.at(2);
   for (int64_t out : sizes.channels) {
-    features_->push_back(torch::nn::Conv2d(
-        torch::nn::Conv2dOptions(in, out, sizes.kernel_size).padding(sizes.kernel_size / 2)));
+    features_->push_back(
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, sizes.kernel_size).padding(sizes.kernel_size / 2)));
     features_->push_back(torch::nn::ReLU());
     if (height >= 2 && width >= 2) {
       features_->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2)));

@@ -17,7 +17,7 @@ namespace kiln {
 struct ConvNetSizes {
   std::vector<int64_t> input_shape = {1, 8, 8};  // C, H, W.
   std::vector<int64_t> channels = {16, 32};
-  int64_t kernel_size = 3;                        // Odd, so that padding keeps the image size.
+  int64_t kernel_size = 3;  // Odd, so that padding keeps the image size.
   int64_t num_outputs = 10;
 };
 

@@ -44,7 +44,8 @@ std::string HumanReadableCount(int64_t count) {
   const double scaled = static_cast<double>(count) * std::pow(10.0, -3.0 * (groups - 1));
   const int index = groups - 1;
   if (index < 1 || scaled >= 100) {
-    return std::string(absl::StripTrailingAsciiWhitespace(absl::StrCat(static_cast<int64_t>(scaled), " ", kUnits[index])));
+    return std::string(
+        absl::StripTrailingAsciiWhitespace(absl::StrCat(static_cast<int64_t>(scaled), " ", kUnits[index])));
   }
   return absl::StrFormat("%.1f %s", scaled, kUnits[index]);
 }
@@ -73,11 +74,11 @@ std::string ModelSummary::ToString() const {
   }
   std::string out;
   if (!layers.empty()) {
-    std::vector<std::string> lines = {absl::StrFormat("%-*s | %-*s | %-*s | %s", index_width, "", name_width, "Name",
-                                                      type_width, "Type", "Params")};
+    std::vector<std::string> lines = {
+        absl::StrFormat("%-*s | %-*s | %-*s | %s", index_width, "", name_width, "Name", type_width, "Type", "Params")};
     for (size_t i = 0; i < layers.size(); ++i) {
-      lines.push_back(absl::StrFormat("%-*d | %-*s | %-*s | %s", index_width, i, name_width, layers[i].name,
-                                      type_width, layers[i].type, counts[i]));
+      lines.push_back(absl::StrFormat("%-*d | %-*s | %-*s | %s", index_width, i, name_width, layers[i].name, type_width,
+                                      layers[i].type, counts[i]));
     }
     size_t longest = 0;
     for (const std::string& line : lines) longest = std::max(longest, line.size());

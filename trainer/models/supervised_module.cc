@@ -83,20 +83,20 @@ absl::Status SupervisedModule::CheckOutputShape(int64_t num_features, int64_t nu
     train(was_training);
   } catch (const c10::Error& e) {
     train(was_training);
-    return absl::InvalidArgumentError(absl::StrCat("the model fails on one example of ", num_features, " features",
-                                                   options_.input_shape.empty() ? "" : " reshaped to [1, " +
-                                                       absl::StrJoin(options_.input_shape, ", ") + "]",
-                                                   ": ", e.what_without_backtrace()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model fails on one example of ", num_features, " features",
+        options_.input_shape.empty() ? "" : " reshaped to [1, " + absl::StrJoin(options_.input_shape, ", ") + "]", ": ",
+        e.what_without_backtrace()));
   } catch (const std::exception& e) {
     train(was_training);
     return absl::InvalidArgumentError(absl::StrCat("the model fails on one example: ", e.what()));
   }
   if (options_.task == Task::kClassification) {
     if (outputs.dim() != 2 || outputs.size(0) != 1 || outputs.size(1) != num_outputs) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the model returns ", Shape(outputs), " for one example, but classification with ", num_outputs,
-          " classes needs logits of shape [1, ", num_outputs, "]; change the model's last layer to ", num_outputs,
-          " outputs"));
+      return absl::InvalidArgumentError(absl::StrCat("the model returns ", Shape(outputs),
+                                                     " for one example, but classification with ", num_outputs,
+                                                     " classes needs logits of shape [1, ", num_outputs,
+                                                     "]; change the model's last layer to ", num_outputs, " outputs"));
     }
   } else if (outputs.dim() != 1 || outputs.size(0) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("the model returns ", Shape(outputs),
@@ -104,8 +104,8 @@ absl::Status SupervisedModule::CheckOutputShape(int64_t num_features, int64_t nu
                                                    "[1] or [1, 1]; change the model's last layer to 1 output"));
   }
   if (!at::isFloatingType(outputs.scalar_type())) {
-    return absl::InvalidArgumentError(absl::StrCat("the model returns ", outputs.scalar_type(),
-                                                   " values; it must return floating-point outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model returns ", outputs.scalar_type(), " values; it must return floating-point outputs"));
   }
   return absl::OkStatus();
 }

@@ -49,16 +49,17 @@ absl::StatusOr<std::shared_ptr<TorchScriptModule>> TorchScriptModule::Load(const
                                                                            SupervisedOptions options) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0) {
-    return absl::NotFoundError(absl::StrCat("no TorchScript file ", path, "; pass --model=mlp, --model=cnn or the path "
+    return absl::NotFoundError(absl::StrCat("no TorchScript file ", path,
+                                            "; pass --model=mlp, --model=cnn or the path "
                                             "of a module saved with torch.jit.script(model).save(path)"));
   }
   torch::jit::Module script;
   try {
     script = torch::jit::load(path, c10::Device(c10::kCPU));
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is not a TorchScript module LibTorch 1.13 can load (", e.what_without_backtrace(),
-        "); save one in Python with torch.jit.script(model).save(path)"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a TorchScript module LibTorch 1.13 can load (",
+                                                   e.what_without_backtrace(),
+                                                   "); save one in Python with torch.jit.script(model).save(path)"));
   }
   if (!script.find_method("forward").has_value()) {
     return absl::InvalidArgumentError(absl::StrCat("the TorchScript module in ", path, " has no forward method"));
@@ -67,7 +68,8 @@ absl::StatusOr<std::shared_ptr<TorchScriptModule>> TorchScriptModule::Load(const
   for (const at::Tensor& parameter : script.parameters()) trainable = trainable || parameter.requires_grad();
   if (!trainable) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the TorchScript module in ", path, " has no parameter that requires gradients, so there is nothing to "
+        "the TorchScript module in ", path,
+        " has no parameter that requires gradients, so there is nothing to "
         "train; save it from a module whose parameters have requires_grad=True (not a frozen or traced-under-no_grad "
         "copy)"));
   }

@@ -75,8 +75,7 @@ std::string RenderHtmlReport(const ReportData& data) {
       series[0].points.emplace_back(seconds, value);
     }
   }
-  absl::StrAppend(&html, "<section id=\"device-stats\">\n<h2>Device statistics (", EscapeHtml(data.device),
-                  ")</h2>\n");
+  absl::StrAppend(&html, "<section id=\"device-stats\">\n<h2>Device statistics (", EscapeHtml(data.device), ")</h2>\n");
   if (device_charts.empty()) absl::StrAppend(&html, "<p>No device statistics were recorded.</p>\n");
   absl::StrAppend(&html, Charts(device_charts, "seconds"), "</section>\n");
 

@@ -36,8 +36,8 @@ int Count(const std::string& text, const std::string& what) {
 }
 
 TEST(SvgChartTest, OneVertexPerFinitePoint) {
-  const std::string svg = LineChartSvg(
-      {{"a", {{0, 1}, {1, 2}, {2, NAN}, {3, 0.5}}}, {"b<&>", {{0, 3}}}, {"empty", {}}}, {.title = "t & u"});
+  const std::string svg = LineChartSvg({{"a", {{0, 1}, {1, 2}, {2, NAN}, {3, 0.5}}}, {"b<&>", {{0, 3}}}, {"empty", {}}},
+                                       {.title = "t & u"});
   EXPECT_EQ(PointsOf(svg, "a"), 3);
   EXPECT_EQ(PointsOf(svg, "b&lt;&amp;&gt;"), 1);
   EXPECT_EQ(Count(svg, "<circle"), 1);  // The single point shows as a dot.

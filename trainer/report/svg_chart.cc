@@ -42,12 +42,23 @@ std::string EscapeHtml(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -87,14 +98,15 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
       options.width, options.height, options.width, options.height, EscapeHtml(options.title));
   absl::StrAppendFormat(&svg, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", options.width,
                         options.height);
-  absl::StrAppendFormat(&svg, "<text x=\"%d\" y=\"18\" class=\"title\" font-size=\"13\" font-weight=\"bold\">%s</text>\n",
+  absl::StrAppendFormat(&svg,
+                        "<text x=\"%d\" y=\"18\" class=\"title\" font-size=\"13\" font-weight=\"bold\">%s</text>\n",
                         kLeft, EscapeHtml(options.title));
   // Axes, and the ranges at their ends.
-  absl::StrAppendFormat(&svg,
-                        "<path class=\"axis\" d=\"M %d %d L %d %d L %d %d\" stroke=\"#555\" fill=\"none\"/>\n", kLeft,
-                        kTop, kLeft, options.height - kBottom, options.width - kRight, options.height - kBottom);
+  absl::StrAppendFormat(&svg, "<path class=\"axis\" d=\"M %d %d L %d %d L %d %d\" stroke=\"#555\" fill=\"none\"/>\n",
+                        kLeft, kTop, kLeft, options.height - kBottom, options.width - kRight, options.height - kBottom);
   const auto text = [&](double x, double y, const char* anchor, const std::string& label) {
-    absl::StrAppendFormat(&svg, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"11\" fill=\"#333\">%s</text>\n",
+    absl::StrAppendFormat(&svg,
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"11\" fill=\"#333\">%s</text>\n",
                           x, y, anchor, EscapeHtml(label));
   };
   if (!empty) {
