@@ -189,7 +189,10 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
   std::printf("Trained on %s (%s, %s) for %lld epochs, %lld steps.\n", plan.accelerator->name().c_str(),
               plan.strategy.c_str(), std::string(PrecisionName(plan.precision)).c_str(),
               static_cast<long long>(trainer.current_epoch()), static_cast<long long>(trainer.global_step()));
-  if (!outputs.loggers.empty() || report || checkpoint != nullptr) std::printf("Run folder: %s\n", run_dir.c_str());
+  // fast_dev_run writes no logs and no checkpoints.
+  if (options.fast_dev_run == 0 && (!outputs.loggers.empty() || report || checkpoint != nullptr)) {
+    std::printf("Run folder: %s\n", run_dir.c_str());
+  }
   if (!outputs.summary_json.empty()) {
     JsonObject json;
     json.AddString("mode", "fit")
