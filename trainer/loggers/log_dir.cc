@@ -27,7 +27,8 @@ int64_t NextVersion(const std::string& save_dir, const std::string& name) {
   for (auto it = fs::directory_iterator(Parent(save_dir, name), error); !error && it != fs::directory_iterator();
        it.increment(error)) {
     if (!it->is_directory(error)) continue;
-    absl::string_view folder = it->path().filename().native();
+    const std::string name_text = it->path().filename().native();  // filename() is a temporary.
+    absl::string_view folder = name_text;
     int64_t version = 0;
     if (absl::ConsumePrefix(&folder, "version_") && absl::SimpleAtoi(folder, &version) && version >= 0) {
       next = std::max(next, version + 1);
