@@ -17,6 +17,14 @@ packages=(
   libgtest-dev             # GoogleTest.
   libgmock-dev             # GoogleMock.
   libbenchmark-dev         # Google Benchmark.
+  zlib1g-dev               # zlib: gzip CSV files (bazel-bootstrap already pulls it in).
+  # For //trainer:fit's data and its end-to-end tests (tests/cli):
+  python3-sklearn          # The UCI digits (--data=digits); ~26 MB with python3-sklearn-lib.
+  python3-torch            # Exports the TorchScript model the tests train; ~136 MB installed, 21 MB download.
+  protobuf-compiler        # protoc and python3-protobuf: an independent reader of TensorBoard event files
+  python3-protobuf         #   (with libprotobuf-dev's struct.proto, which libtorch-dev already pulls in); ~1 MB.
+  python3-crcmod           # CRC-32C for that reader.
+  chromium                 # Renders report.html headless in the report test; ~390 MB installed, 117 MB download.
 )
 
 missing=()

@@ -1,284 +1,316 @@
-// `bazel run //trainer:fit`: trains a model with Kiln from the command line.
+// `bazel run //trainer:fit`: trains (or evaluates, or predicts with) a model with Kiln from the command line.
 //
-// Exit status: 0 after training, 2 for a bad flag or a plan the connector rejects (nothing is written), 1 when
-// training itself fails.
-#include <unistd.h>
-
-#include <cmath>
+// The flags are in trainer/cli/flags.h; `fit --help` lists them in groups. Exit status: 0 when the run finished,
+// 2 for a bad flag, bad data or a plan the connector rejects (one `error: ` line, nothing written), 1 when training
+// itself fails.
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <filesystem>
+#include <functional>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "glog/logging.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "trainer/callbacks/model_checkpoint.h"
-#include "trainer/classifier.h"
-#include "trainer/sha256.h"
-#include "trainer/synthetic_data.h"
+#include "glog/logging.h"
 #include "torch/utils.h"
+#include "trainer/callbacks/model_checkpoint.h"
+#include "trainer/cli/command_line.h"
+#include "trainer/cli/data_factory.h"
+#include "trainer/cli/fit_config.h"
+#include "trainer/cli/help.h"
+#include "trainer/cli/model_factory.h"
+#include "trainer/cli/predictions_csv.h"
+#include "trainer/cli/run_summary.h"
+#include "trainer/loggers/atomic_file.h"
+#include "trainer/loggers/csv_logger.h"
+#include "trainer/loggers/tensorboard_logger.h"
+#include "trainer/models/model_summary_callback.h"
+#include "trainer/report/run_report.h"
 #include "trainer/trainer.h"
-
-ABSL_FLAG(std::string, accelerator, "auto",
-          "Accelerator name or alias (see `bazel run //tools:accelerators`), or \"auto\" for the available one with "
-          "the highest priority.");
-ABSL_FLAG(std::string, devices, "auto",
-          "Devices to use: \"auto\", a count N, -1 for all, or indices such as \"0,1\" or \"[0, 1]\". For cpu, N "
-          "processes.");
-ABSL_FLAG(std::string, strategy, "auto", "\"auto\", \"single_device\" or \"ddp\".");
-ABSL_FLAG(std::string, precision, "32-true",
-          "32-true, 64-true, bf16-mixed, 16-mixed, bf16-true, 16-true (or the legacy 32, 64, 16, bf16), as the "
-          "accelerator declares them: cpu runs 32-true, 64-true, bf16-mixed and bf16-true, and 16-mixed as "
-          "bf16-mixed (with Lightning's warning).");
-ABSL_FLAG(int, num_nodes, 1, "Number of machines.");
-ABSL_FLAG(double, process_group_timeout, 1800,
-          "ddp: seconds that joining the other processes, and each collective, may take before the run fails.");
-ABSL_FLAG(int64_t, max_epochs, 10, "Stop after this many epochs (-1: no epoch limit).");
-ABSL_FLAG(int64_t, max_steps, -1, "Stop after this many optimizer steps (-1: no step limit).");
-ABSL_FLAG(std::string, limit_train_batches, "1.0",
-          "Training batches per epoch: an int count, or a fraction in [0.0, 1.0] (with a '.').");
-ABSL_FLAG(std::string, limit_val_batches, "1.0",
-          "Validation batches per epoch: an int count, or a fraction in [0.0, 1.0] (with a '.').");
-ABSL_FLAG(int64_t, check_val_every_n_epoch, 1, "Validate every N epochs.");
-ABSL_FLAG(int64_t, log_every_n_steps, 50, "Record step metrics (and log progress when not on a terminal) every N steps.");
-ABSL_FLAG(bool, enable_progress_bar, true, "Show a progress bar on a terminal, progress lines otherwise.");
-ABSL_FLAG(std::string, default_root_dir, ".",
-          "Where checkpoints (<dir>/checkpoints) go; relative paths are taken from the directory bazel run was "
-          "started in.");
-ABSL_FLAG(std::string, ckpt_path, "",
-          "Resume from a checkpoint: a .ckpt path, or \"last\" for the newest complete checkpoint under "
-          "--default_root_dir.");
-ABSL_FLAG(bool, enable_checkpointing, true, "Save checkpoints (by default, the last epoch's) under --default_root_dir.");
-ABSL_FLAG(int64_t, every_n_train_steps, 0, "Also save a checkpoint every N optimizer steps (0: only at epoch ends).");
-ABSL_FLAG(bool, save_last, true, "Keep <checkpoint dir>/last.ckpt up to date with every save.");
-ABSL_FLAG(int64_t, accumulate_grad_batches, 1, "Accumulate gradients over N batches per optimizer step.");
-ABSL_FLAG(double, gradient_clip_val, 0.0, "Clip gradients at this value (0: no clipping).");
-ABSL_FLAG(std::string, gradient_clip_algorithm, "norm", "\"norm\" or \"value\".");
-ABSL_FLAG(int64_t, num_sanity_val_steps, 2, "Validation batches to run before training (-1: all).");
-ABSL_FLAG(int64_t, fast_dev_run, 0, "Run N batches of training and validation only, to check that everything runs.");
-ABSL_FLAG(std::string, summary_json, "",
-          "Write a JSON summary here at the end: final metrics, epochs and steps, wall time, the resolved plan, "
-          "the precision used (after any substitution by the accelerator) and params_sha256 (SHA-256 over every "
-          "parameter's bytes, in registration order).");
-ABSL_FLAG(int64_t, seed, 42, "Seeds LibTorch's generators, the synthetic data and shuffling.");
-ABSL_FLAG(int64_t, batch_size, 64, "Examples per batch.");
-ABSL_FLAG(double, learning_rate, 1e-3, "Adam's learning rate.");
-ABSL_FLAG(std::string, hidden_sizes, "64,64", "Hidden layer widths of the MLP, comma-separated.");
-ABSL_FLAG(int64_t, num_features, 16, "Synthetic data: input features.");
-ABSL_FLAG(int64_t, num_classes, 4, "Synthetic data: classes.");
-ABSL_FLAG(int64_t, num_train, 4096, "Synthetic data: training examples.");
-ABSL_FLAG(int64_t, num_val, 1024, "Synthetic data: validation examples.");
 
 namespace kiln {
 namespace {
 
+constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-// A flag error: exits 2 with one line that names the flag, the bad value and what is accepted.
-[[noreturn]] void UsageError(const std::string& message) {
+constexpr char kUsage[] =
+    "Trains a model with Kiln, the C++ counterpart of PyTorch Lightning's Trainer.\n\n"
+    "  bazel run //trainer:fit                                  # an MLP on the built-in synthetic task\n"
+    "  bazel run //trainer:fit -- --data=digits --model=cnn     # the UCI digits (python3-sklearn)\n"
+    "  bazel run //trainer:fit -- --data=my.csv --label_column=price --task=regression\n"
+    "  bazel run //trainer:fit -- --model=model.pt              # a TorchScript module from Python\n"
+    "  bazel run //trainer:fit -- --ckpt_path=last              # resume the newest run\n"
+    "  bazel run //trainer:fit -- --mode=predict --ckpt_path=last\n\n"
+    "Flags are named after Lightning's Trainer arguments. Each run writes <default_root_dir>/lightning_logs/"
+    "version_<N>/\n(metrics.csv, hparams.yaml, report.html, checkpoints/). Exit status: 0 done, 2 bad flags or data "
+    "(nothing\nwritten), 1 training failed.";
+
+// A flag or data error: one line, exit 2.
+[[noreturn]] void UsageError(absl::string_view message) {
   std::cerr << "error: " << message << std::endl;
   std::exit(kExitUsage);
 }
 
-BatchLimit ParseBatchLimit(const std::string& flag, const std::string& value) {
-  if (value.find_first_of(".eE") != std::string::npos) {
-    double fraction = 0;
-    if (absl::SimpleAtod(value, &fraction) && fraction >= 0.0 && fraction <= 1.0) return fraction;
-  } else {
-    int64_t count = 0;
-    if (absl::SimpleAtoi(value, &count) && count >= 0) return count;
-  }
-  UsageError(absl::StrCat("--", flag, "='", value, "' is not valid; pass an int number of batches >= 0 (e.g. 10) or ",
-                          "a fraction in [0.0, 1.0] written with a '.' (e.g. 0.25)"));
+// Errors the trainer reports before it writes anything: the user's input was wrong.
+bool IsInputError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kInvalidArgument ||
+         status.code() == absl::StatusCode::kFailedPrecondition || status.code() == absl::StatusCode::kNotFound ||
+         status.code() == absl::StatusCode::kUnimplemented;
 }
 
-std::vector<int64_t> ParseSizes(const std::string& flag, const std::string& value) {
-  std::vector<int64_t> sizes;
-  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-    int64_t size = 0;
-    if (!absl::SimpleAtoi(part, &size) || size <= 0) {
-      UsageError(absl::StrCat("--", flag, "='", value, "' is not valid; pass positive layer widths separated by ",
-                              "commas, e.g. 64,64"));
-    }
-    sizes.push_back(size);
-  }
-  return sizes;
-}
-
-void RequirePositive(const std::string& flag, int64_t value) {
-  if (value <= 0) UsageError(absl::StrCat("--", flag, "=", value, " is not valid; pass an int > 0"));
-}
-
-// A path as the user meant it: relative to the directory `bazel run` was started in, when there is one.
-std::string UserPath(const std::string& path) {
-  const char* base = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || base == nullptr || *base == '\0') return path;
-  return absl::StrCat(base, "/", path);
-}
-
-std::string JsonMetrics(const MetricMap& metrics) {
-  std::vector<std::string> fields;
-  for (const auto& [name, value] : metrics) {
-    fields.push_back(std::isfinite(value) ? absl::StrFormat("\"%s\": %.17g", name, value)
-                                          : absl::StrFormat("\"%s\": null", name));
-  }
-  return absl::StrCat("{", absl::StrJoin(fields, ", "), "}");
-}
-
-std::string ParamsSha256(torch::nn::Module& model) {
-  Sha256 sha;
-  for (const at::Tensor& parameter : model.parameters()) {
-    const at::Tensor bytes = parameter.detach().to(at::kCPU).contiguous();
-    sha.Update(bytes.data_ptr(), bytes.numel() * bytes.element_size());
-  }
-  return sha.HexDigest();
-}
-
-// Writes `text` to `path` through a temporary file and a rename, so readers never see half a file.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string temporary = absl::StrCat(path, ".tmp-", getpid());
-  {
-    std::ofstream file(temporary, std::ios::trunc);
-    file << text;
-    file.flush();
-    if (!file) return absl::InternalError(absl::StrCat("cannot write ", temporary));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return absl::InternalError(absl::StrCat("cannot move ", temporary, " to ", path));
-  }
+absl::Status MakeParentFolder(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) return absl::OkStatus();
+  std::error_code error;
+  std::filesystem::create_directories(parent, error);
+  if (error) return absl::InternalError(absl::StrCat("cannot create ", parent.string(), ": ", error.message()));
   return absl::OkStatus();
 }
 
-int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Trains a model with Kiln.\n\n"
-      "  bazel run //trainer:fit                       # the default MLP on the built-in synthetic task\n"
-      "  bazel run //trainer:fit -- --max_epochs=3 --devices=1 --accelerator=cpu\n\n"
-      "Flags are named after Lightning's Trainer arguments. Exit status: 0 trained, 2 bad flags (nothing written), "
-      "1 training failed.");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    UsageError(absl::StrCat("unexpected argument '", positional[1], "'; flags are written --name=value (see --help)"));
-  }
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
+absl::Status WriteOutput(const std::string& path, const std::string& contents) {
+  if (absl::Status made = MakeParentFolder(path); !made.ok()) return made;
+  return WriteFileAtomically(path, contents);
+}
 
-  for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
-           {"batch_size", absl::GetFlag(FLAGS_batch_size)},
-           {"num_features", absl::GetFlag(FLAGS_num_features)},
-           {"num_classes", absl::GetFlag(FLAGS_num_classes)},
-           {"num_train", absl::GetFlag(FLAGS_num_train)},
-           {"num_val", absl::GetFlag(FLAGS_num_val)}}) {
-    RequirePositive(name, value);
-  }
-  if (!(absl::GetFlag(FLAGS_learning_rate) > 0)) {
-    UsageError(absl::StrCat("--learning_rate=", absl::GetFlag(FLAGS_learning_rate), " is not valid; pass a value > 0"));
-  }
+// Calls `fn` when fit reaches its end successfully (on_fit_end runs only then).
+class OnFitEnd final : public Callback {
+ public:
+  explicit OnFitEnd(std::function<void()> fn) : fn_(std::move(fn)) {}
+  std::string state_key() const override { return "OnFitEnd"; }
+  void on_fit_end(Trainer& trainer, LightningModule& module) override { fn_(); }
 
-  TrainerOptions options;
-  options.accelerator = absl::GetFlag(FLAGS_accelerator);
-  options.devices = absl::GetFlag(FLAGS_devices);
-  options.strategy = absl::GetFlag(FLAGS_strategy);
-  options.precision = absl::GetFlag(FLAGS_precision);
-  options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
-  if (!(absl::GetFlag(FLAGS_process_group_timeout) > 0)) {
-    UsageError(absl::StrCat("--process_group_timeout=", absl::GetFlag(FLAGS_process_group_timeout),
-                            " is not valid; pass a number of seconds > 0"));
+ private:
+  std::function<void()> fn_;
+};
+
+// The plan's devices as a JSON list.
+std::string JsonDevices(const Plan& plan) {
+  std::vector<std::string> devices;
+  for (const c10::Device& device : plan.devices) devices.push_back(JsonString(device.str()));
+  return absl::StrCat("[", absl::StrJoin(devices, ", "), "]");
+}
+
+void PrintMetrics(const MetricMap& metrics) {
+  std::printf("Final metrics:\n");
+  for (const auto& [name, value] : metrics) {
+    if (absl::EndsWith(name, "_step") || name == "epoch") continue;
+    std::printf("  %-16s %.4f\n", name.c_str(), value);
   }
-  options.process_group_timeout = absl::Seconds(absl::GetFlag(FLAGS_process_group_timeout));
-  options.max_epochs = absl::GetFlag(FLAGS_max_epochs);
-  options.max_steps = absl::GetFlag(FLAGS_max_steps);
-  options.limit_train_batches = ParseBatchLimit("limit_train_batches", absl::GetFlag(FLAGS_limit_train_batches));
-  options.limit_val_batches = ParseBatchLimit("limit_val_batches", absl::GetFlag(FLAGS_limit_val_batches));
-  options.check_val_every_n_epoch = absl::GetFlag(FLAGS_check_val_every_n_epoch);
-  options.log_every_n_steps = absl::GetFlag(FLAGS_log_every_n_steps);
-  options.enable_progress_bar = absl::GetFlag(FLAGS_enable_progress_bar);
-  options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
-  options.default_root_dir = UserPath(absl::GetFlag(FLAGS_default_root_dir));
-  options.enable_checkpointing = absl::GetFlag(FLAGS_enable_checkpointing);
-  options.accumulate_grad_batches = absl::GetFlag(FLAGS_accumulate_grad_batches);
-  if (absl::GetFlag(FLAGS_gradient_clip_val) != 0.0) options.gradient_clip_val = absl::GetFlag(FLAGS_gradient_clip_val);
-  options.gradient_clip_algorithm = absl::GetFlag(FLAGS_gradient_clip_algorithm);
-  options.num_sanity_val_steps = absl::GetFlag(FLAGS_num_sanity_val_steps);
-  options.fast_dev_run = absl::GetFlag(FLAGS_fast_dev_run);
-  if (options.enable_checkpointing) {
-    if (absl::GetFlag(FLAGS_every_n_train_steps) < 0) {
-      UsageError(absl::StrCat("--every_n_train_steps=", absl::GetFlag(FLAGS_every_n_train_steps),
-                              " is not valid; pass 0 (off) or a number of steps"));
+}
+
+int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
+  TrainerOptions options = config.trainer;
+  const OutputSpec& outputs = config.outputs;
+  LogDirOptions log_dir = outputs.log_dir;
+  // One version for every logger of the run, so that they share a folder.
+  if (!log_dir.version.has_value()) log_dir.version = NextVersion(log_dir.save_dir, log_dir.name);
+  std::shared_ptr<TensorBoardLogger> tensorboard;
+  for (const std::string& name : outputs.loggers) {
+    if (name == "csv") options.loggers.push_back(std::make_shared<CsvLogger>(log_dir));
+    if (name == "tensorboard") {
+      tensorboard = std::make_shared<TensorBoardLogger>(log_dir);
+      tensorboard->set_session_status(SessionStatus::kFailure);  // Until fit reaches its end.
+      options.loggers.push_back(tensorboard);
+      options.callbacks.push_back(
+          std::make_shared<OnFitEnd>([tensorboard] { tensorboard->set_session_status(SessionStatus::kSuccess); }));
     }
-    options.callbacks.push_back(std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
-        .save_last = absl::GetFlag(FLAGS_save_last),
-        .every_n_train_steps = absl::GetFlag(FLAGS_every_n_train_steps),
-        .every_n_epochs = int64_t{1}}));
   }
-  std::string ckpt_path = absl::GetFlag(FLAGS_ckpt_path);
-  if (ckpt_path != "last" && ckpt_path != "best") ckpt_path = UserPath(ckpt_path);
-  const std::string summary_path = UserPath(absl::GetFlag(FLAGS_summary_json));
+  const std::string run_dir = outputs.loggers.empty() ? options.default_root_dir : VersionDir(log_dir);
+  const bool report = outputs.report && options.fast_dev_run == 0;
+  std::shared_ptr<RunReport> run_report;
+  if (report) {
+    auto memory = std::make_shared<MemoryLogger>();
+    options.loggers.push_back(memory);  // Last: the first logger with a folder decides where checkpoints go.
+    run_report = std::make_shared<RunReport>(memory, RunReportOptions{.title = absl::StrCat("Kiln run ", run_dir),
+                                                                      .every_n_steps = options.log_every_n_steps});
+    options.callbacks.push_back(run_report);
+  }
+  if (outputs.enable_model_summary) options.callbacks.push_back(std::make_shared<ModelSummaryCallback>());
+  std::shared_ptr<ModelCheckpoint> checkpoint;
+  if (options.enable_checkpointing) {
+    checkpoint = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+        .save_last = outputs.save_last, .every_n_train_steps = outputs.every_n_train_steps, .every_n_epochs = 1});
+    options.callbacks.push_back(checkpoint);
+  }
 
-  SyntheticOptions data_options;
-  data_options.num_train = absl::GetFlag(FLAGS_num_train);
-  data_options.num_val = absl::GetFlag(FLAGS_num_val);
-  data_options.num_features = absl::GetFlag(FLAGS_num_features);
-  data_options.num_classes = absl::GetFlag(FLAGS_num_classes);
-  data_options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  data_options.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
-
-  MlpOptions model_options;
-  model_options.input_size = data_options.num_features;
-  model_options.num_classes = data_options.num_classes;
-  model_options.hidden_sizes = ParseSizes("hidden_sizes", absl::GetFlag(FLAGS_hidden_sizes));
-  model_options.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-
+  std::cerr << "Data: " << data.description << std::endl;
   Trainer trainer(options);
-  // Seed before building the model, so that its initial parameters depend on --seed alone.
-  torch::manual_seed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
-  auto model = std::make_shared<MlpClassifier>(model_options);
-  SyntheticClusters data(data_options);
   const absl::Time start = absl::Now();
-  absl::Status status = trainer.fit(*model, data, ckpt_path);
+  const absl::Status status = trainer.fit(model, *data.module, config.ckpt_path);
+  const double wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  // Bad input found before the first step (flags the trainer checks, the plan, the checkpoint to resume from): like
+  // a bad flag, nothing is written.
+  if (!status.ok() && IsInputError(status) && trainer.global_step() == 0) UsageError(status.message());
+
+  // With several processes, the other ranks trained the same model: rank zero alone reports and writes outputs.
+  if (status.ok() && !trainer.is_global_zero()) return 0;
+  const std::string report_path = run_dir + "/report.html";
+  if (run_report != nullptr && trainer.plan().has_value() && trainer.is_global_zero()) {
+    ReportTable summary{
+        "summary",
+        "Summary",
+        {
+            {"mode", "fit"},
+            {"status", status.ok() ? "finished" : std::string(status.message())},
+            {"data", data.description},
+            {"epochs", absl::StrCat(trainer.current_epoch())},
+            {"global_step", absl::StrCat(trainer.global_step())},
+            {"wall_time_seconds", absl::StrFormat("%.2f", wall_seconds)},
+            {"resumed_from", trainer.resumed_from().empty() ? "(started fresh)" : trainer.resumed_from()},
+            {"params_sha256", ParamsSha256(model)},
+        }};
+    ReportTable metrics{"final-metrics", "Final metrics", {}};
+    for (const auto& [name, value] : trainer.callback_metrics())
+      metrics.rows.emplace_back(name, absl::StrFormat("%.6g", value));
+    const std::string line =
+        status.ok() ? absl::StrCat("Finished: ", trainer.current_epoch(), " epochs, ", trainer.global_step(),
+                                   " steps in ", absl::StrFormat("%.1f", wall_seconds), " s.")
+                    : absl::StrCat("Failed: ", status.message());
+    absl::Status written = MakeParentFolder(report_path);
+    if (written.ok()) written = run_report->Write(report_path, line, {summary, metrics});
+    if (!written.ok()) LOG(WARNING) << "report.html: " << written;
+  }
   if (!status.ok()) {
     std::cerr << "error: " << status.message() << std::endl;
-    const bool bad_input = status.code() == absl::StatusCode::kInvalidArgument ||
-                           status.code() == absl::StatusCode::kFailedPrecondition ||
-                           status.code() == absl::StatusCode::kNotFound ||
-                           status.code() == absl::StatusCode::kUnimplemented;
-    return bad_input ? kExitUsage : 1;
+    return IsInputError(status) ? kExitUsage : kExitFailed;
   }
+
   const Plan& plan = *trainer.plan();
-  if (!trainer.is_global_zero()) return 0;  // Rank zero reports for everyone.
   std::printf("Trained on %s (%s, %s) for %lld epochs, %lld steps.\n", plan.accelerator->name().c_str(),
               plan.strategy.c_str(), std::string(PrecisionName(plan.precision)).c_str(),
               static_cast<long long>(trainer.current_epoch()), static_cast<long long>(trainer.global_step()));
-  if (!summary_path.empty()) {
-    const std::string summary = absl::StrCat(
-        "{\"final_metrics\": ", JsonMetrics(trainer.callback_metrics()), ", \"epochs\": ", trainer.current_epoch(),
-        ", \"global_step\": ", trainer.global_step(), ", \"wall_time_seconds\": ",
-        absl::ToDoubleSeconds(absl::Now() - start), ", \"plan\": ", plan.ToJson(), ", \"precision\": \"",
-        PrecisionName(plan.precision), "\", \"resumed_from\": \"", trainer.resumed_from(),
-        "\", \"params_sha256\": \"", ParamsSha256(*model), "\"}\n");
-    if (absl::Status written = WriteFileAtomically(summary_path, summary); !written.ok()) {
+  // fast_dev_run writes no logs and no checkpoints.
+  if (options.fast_dev_run == 0 && (!outputs.loggers.empty() || report || checkpoint != nullptr)) {
+    std::printf("Run folder: %s\n", run_dir.c_str());
+  }
+  if (!outputs.summary_json.empty()) {
+    JsonObject json;
+    json.AddString("mode", "fit")
+        .Add("final_metrics", JsonMetrics(trainer.callback_metrics()))
+        .Add("epochs", absl::StrCat(trainer.current_epoch()))
+        .Add("global_step", absl::StrCat(trainer.global_step()))
+        .Add("wall_time_seconds", absl::StrFormat("%.3f", wall_seconds));
+    json.Add("plan", plan.ToJson())
+        .AddString("accelerator", plan.accelerator->name())
+        .Add("devices", JsonDevices(plan))
+        .AddString("strategy", plan.strategy)
+        .AddString("precision", std::string(PrecisionName(plan.precision)))
+        .AddString("model", config.model.model)
+        .AddString("data", config.data.data)
+        .AddString("resumed_from", trainer.resumed_from())
+        .AddString("log_dir", outputs.loggers.empty() ? "" : run_dir)
+        .AddString("report", report ? report_path : "")
+        .AddString("last_checkpoint", checkpoint != nullptr ? checkpoint->last_model_path() : "")
+        .AddString("params_sha256", ParamsSha256(model));
+    if (absl::Status written = WriteOutput(outputs.summary_json, json.ToString()); !written.ok()) {
       std::cerr << "error: --summary_json: " << written.message() << std::endl;
-      return 1;
+      return kExitFailed;
     }
   }
-  std::printf("Final metrics:\n");
-  for (const char* name : {"train_loss_epoch", "train_acc", "val_loss", "val_acc"}) {
-    auto found = trainer.callback_metrics().find(name);
-    if (found != trainer.callback_metrics().end()) std::printf("  %-16s %.4f\n", name, found->second);
-  }
+  PrintMetrics(trainer.callback_metrics());
   return 0;
+}
+
+int RunValidate(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
+  Trainer trainer(config.trainer);
+  absl::StatusOr<MetricMap> metrics = trainer.validate(model, *data.module, config.ckpt_path);
+  if (!metrics.ok()) {
+    if (IsInputError(metrics.status())) UsageError(metrics.status().message());
+    std::cerr << "error: " << metrics.status().message() << std::endl;
+    return kExitFailed;
+  }
+  if (!config.outputs.summary_json.empty()) {
+    JsonObject json;
+    json.AddString("mode", "validate")
+        .Add("final_metrics", JsonMetrics(*metrics))
+        .AddString("ckpt_path", config.ckpt_path)
+        .AddString("accelerator", trainer.plan()->accelerator->name())
+        .AddString("params_sha256", ParamsSha256(model));
+    if (absl::Status written = WriteOutput(config.outputs.summary_json, json.ToString()); !written.ok()) {
+      std::cerr << "error: --summary_json: " << written.message() << std::endl;
+      return kExitFailed;
+    }
+  }
+  PrintMetrics(*metrics);
+  return 0;
+}
+
+int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
+  Trainer trainer(config.trainer);
+  absl::StatusOr<std::vector<at::Tensor>> predictions = trainer.predict(model, *data.module, config.ckpt_path);
+  if (!predictions.ok()) {
+    if (IsInputError(predictions.status())) UsageError(predictions.status().message());
+    std::cerr << "error: " << predictions.status().message() << std::endl;
+    return kExitFailed;
+  }
+  absl::StatusOr<std::string> csv = PredictionsCsv(*predictions, data.task, data.class_names);
+  if (!csv.ok()) {
+    std::cerr << "error: " << csv.status().message() << std::endl;
+    return kExitFailed;
+  }
+  if (absl::Status written = WriteOutput(config.outputs.predictions, *csv); !written.ok()) {
+    std::cerr << "error: --predictions: " << written.message() << std::endl;
+    return kExitFailed;
+  }
+  int64_t rows = 0;
+  for (const at::Tensor& batch : *predictions) rows += batch.size(0);
+  if (!config.outputs.summary_json.empty()) {
+    JsonObject json;
+    json.AddString("mode", "predict")
+        .Add("rows", absl::StrCat(rows))
+        .AddString("predictions", config.outputs.predictions)
+        .AddString("ckpt_path", config.ckpt_path)
+        .AddString("params_sha256", ParamsSha256(model));
+    if (absl::Status written = WriteOutput(config.outputs.summary_json, json.ToString()); !written.ok()) {
+      std::cerr << "error: --summary_json: " << written.message() << std::endl;
+      return kExitFailed;
+    }
+  }
+  std::printf("Wrote %lld predictions to %s\n", static_cast<long long>(rows), config.outputs.predictions.c_str());
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  if (WantsHelp(argc, argv)) {
+    std::cout << FlagsHelp(kUsage, FitFlagGroups());
+    return 0;
+  }
+  if (absl::Status checked = CheckCommandLine(argc, argv); !checked.ok()) UsageError(checked.message());
+  absl::ParseCommandLine(argc, argv);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  absl::StatusOr<FitConfig> config = FitConfigFromFlags();
+  if (!config.ok()) UsageError(config.status().message());
+  absl::StatusOr<LoadedData> data = LoadData(config->data);
+  if (!data.ok()) UsageError(data.status().message());
+  // Seed before building the model, so that its initial parameters depend on --seed alone.
+  torch::manual_seed(*config->trainer.seed);
+  absl::StatusOr<std::shared_ptr<SupervisedModule>> model = MakeModel(config->model, *data);
+  if (!model.ok()) UsageError(model.status().message());
+  std::map<std::string, std::string> hparams = (*model)->hparams();
+  hparams["data"] = config->data.data;
+  hparams["batch_size"] = absl::StrCat(config->data.batch_size);
+  hparams["seed"] = absl::StrCat(*config->trainer.seed);
+  if (data->table != nullptr) hparams["val_fraction"] = absl::StrCat(config->data.val_fraction);
+  (*model)->save_hyperparameters(std::move(hparams));
+
+  if (config->mode == "validate") return RunValidate(*config, *data, **model);
+  if (config->mode == "predict") return RunPredict(*config, *data, **model);
+  return RunFit(*config, *data, **model);
 }
 
 }  // namespace

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Drives the real //trainer:fit binary: a short default run, and bad flags that must exit 2 with a clear error.
+# Drives the real //trainer:fit binary: the default run, --help, and every bad-flag case, each of which must exit 2
+# with exactly one `error: ` line naming the flag and what is accepted, and must write nothing.
 set -uo pipefail
-fit=trainer/fit
+fit=$PWD/trainer/fit
+work=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
 
-out=$($fit --max_epochs=5 --enable_progress_bar=false 2>/tmp/fit_err.$$)
+# The default run (no flags but a shorter schedule and a folder to write to) trains well above chance.
+mkdir -p "$work/default" && cd "$work/default" || exit 1
+out=$($fit --max_epochs=5 --enable_progress_bar=false 2>"$work/default.err")
 status=$?
 echo "$out"
-[[ $status -eq 0 ]] || fail "default run exited $status: $(cat /tmp/fit_err.$$)"
+[[ $status -eq 0 ]] || fail "default run exited $status: $(cat "$work/default.err")"
 grep -q "Trained on cpu (single_device, 32-true) for 5 epochs" <<<"$out" || fail "no training summary line"
 # Four classes: chance accuracy is 0.25. A trained MLP must be far above it.
 val_acc=$(awk '$1 == "val_acc" {print $2}' <<<"$out")
-awk -v a="${val_acc:-0}" 'BEGIN {exit !(a > 0.75)}' || fail "val_acc '${val_acc}' is not above 0.75"
+awk -v a="${val_acc:-0}" 'BEGIN {exit !(a > 0.85)}' || fail "val_acc '${val_acc}' is not above 0.85"
+# Lightning's layout in the working directory: lightning_logs/version_0 with logs, report and checkpoints.
+for file in metrics.csv hparams.yaml report.html checkpoints/last.ckpt; do
+  [[ -s "lightning_logs/version_0/$file" ]] || fail "the default run did not write lightning_logs/version_0/$file"
+done
+# The model summary went to standard error.
+grep -q "Total params" "$work/default.err" || fail "no model summary on standard error"
 
 # Precisions the cpu accelerator declares: each trains, says so, and --summary_json records it. A short run (3
 # epochs) is far above chance (0.25) in every one of them.
@@ -20,12 +30,12 @@ summary=${TEST_TMPDIR:-/tmp}/fit_summary.$$.json
 run_precision() {  # run_precision <flag value> <precision used> <stderr fragment or ''>
   local flag=$1 used=$2 fragment=$3 out err acc
   out=$($fit --precision="$flag" --max_epochs=3 --enable_progress_bar=false --enable_checkpointing=false \
-    --summary_json="$summary" 2>/tmp/fit_err.$$)
+    --summary_json="$summary" 2>"$work/precision.err")
   local code=$?
-  err=$(cat /tmp/fit_err.$$)
+  err=$(cat "$work/precision.err")
   if [[ $code -ne 0 ]]; then fail "--precision=$flag exited $code: $err"; return; fi
   grep -qF "Trained on cpu (single_device, $used) for 3 epochs" <<<"$out" || fail "--precision=$flag: no '$used' in: $out"
-  grep -qF "\"precision\": \"$used\", \"resumed_from\"" "$summary" || fail "--precision=$flag: summary: $(cat "$summary")"
+  grep -qF "\"precision\": \"$used\"" "$summary" || fail "--precision=$flag: summary: $(cat "$summary")"
   acc=$(awk '$1 == "val_acc" {print $2}' <<<"$out")
   awk -v a="${acc:-0}" 'BEGIN {exit !(a > 0.75)}' || fail "--precision=$flag: val_acc '${acc}' is not above 0.75"
   if [[ -n $fragment ]]; then
@@ -44,25 +54,121 @@ run_precision bf16-true bf16-true ""
 run_precision 16-mixed bf16-mixed "You passed \`Trainer(accelerator='cpu', precision='16-mixed')\` but AMP with fp16 is not supported on CPU. Using \`precision='bf16-mixed'\` instead."
 run_precision bf16 bf16-mixed "'bf16' is supported for historical reasons but its usage is discouraged. Please set your precision to 'bf16-mixed' instead!"
 
+# --help: exit 0, every flag of trainer/cli listed once, in groups.
+help=$($fit --help)
+[[ $? -eq 0 ]] || fail "--help did not exit 0"
+flags_defined=$(sed -n 's/^ABSL_FLAG([^,]*, *\([a-z_0-9]*\),.*/\1/p' "$TEST_SRCDIR"/*/trainer/cli/*_flags.cc | sort)
+[[ $(wc -l <<<"$flags_defined") -gt 50 ]] || fail "found only $(wc -l <<<"$flags_defined") flag definitions"
+for flag in $flags_defined; do
+  [[ $(grep -c -- "^  --$flag=" <<<"$help") -eq 1 ]] || fail "--help does not list --$flag exactly once"
+done
+for group in "Hardware" "Training loop:" "Checkpoints and resuming:" "Model:" "Data:" "Logging and outputs:" "Mode:"; do
+  grep -q "^$group" <<<"$help" || fail "--help has no '$group' group"
+done
+
+# Bad input: a fresh, empty folder per case; afterwards it must still be empty.
+printf 'a,b,label\n1,2,x\n3,oops,y\n' >"$work/bad_cell.csv"
+printf 'a,b\n1,0\n2,1\n' >"$work/two_columns.csv"
+printf 'not a TorchScript archive' >"$work/garbage.pt"
+case_number=0
 expect_usage_error() {  # expect_usage_error <stderr fragment> <flags>...
   local fragment=$1
   shift
-  local err
-  err=$($fit "$@" 2>&1 >/dev/null)
-  local code=$?
-  if [[ $code -ne 2 ]]; then fail "fit $* exited $code, wanted 2"; return; fi
-  grep -q "^error: " <<<"$err" || fail "fit $*: no 'error: ' line in: $err"
-  grep -qF -- "$fragment" <<<"$err" || fail "fit $*: '$fragment' not in: $err"
+  case_number=$((case_number + 1))
+  local dir="$work/case_$case_number"
+  mkdir -p "$dir"
+  local err code
+  err=$(cd "$dir" && $fit --default_root_dir="$dir" "$@" 2>&1 >/dev/null)
+  code=$?
+  if [[ $code -ne 2 ]]; then fail "fit $* exited $code, wanted 2: $err"; return; fi
+  [[ $(grep -c "^error: " <<<"$err") -eq 1 ]] || fail "fit $*: not exactly one 'error: ' line in: $err"
+  grep -qF -- "$fragment" <<<"$(grep "^error: " <<<"$err")" || fail "fit $*: '$fragment' not in: $err"
+  [[ -z "$(ls -A "$dir")" ]] || fail "fit $* wrote $(ls -A "$dir")"
 }
+# The command line.
+expect_usage_error "unknown flag --max_epoch; did you mean --max_epochs?" --max_epoch=3
+expect_usage_error "unknown flag --frobnicate (see --help)" --frobnicate
+expect_usage_error "--max_epochs='ten' is not valid; pass an integer" --max_epochs=ten
+expect_usage_error "--learning_rate='fast' is not valid; pass a number" --learning_rate=fast
+expect_usage_error "--shuffle='maybe' is not valid; pass true or false" --shuffle=maybe
+expect_usage_error "--max_epochs needs a value" --max_epochs
+expect_usage_error "unexpected argument 'extra'" extra
+# Hardware (resolved by the connector).
 expect_usage_error "unknown accelerator 'tpu'; registered: cpu" --accelerator=tpu
 expect_usage_error "invalid devices value 'x'" --devices=x
-expect_usage_error "--limit_train_batches='lots' is not valid" --limit_train_batches=lots
-expect_usage_error "--hidden_sizes='64,-1' is not valid" --hidden_sizes=64,-1
-expect_usage_error "--batch_size=0 is not valid" --batch_size=0
+expect_usage_error "invalid strategy name: \`strategy='nope'\`" --strategy=nope
 expect_usage_error "precision 'fp8' is not supported" --precision=fp8
-expect_usage_error "precision '16-true' is not supported by the cpu accelerator; it supports 32-true, 64-true, bf16-mixed, bf16-true" --precision=16-true
-expect_usage_error "unexpected argument 'extra'" extra
+expect_usage_error "num_nodes=0 is not valid; pass an int >= 1" --num_nodes=0
+# The loop.
+expect_usage_error "--max_epochs='-2' is not valid; pass an int >= -1 (-1: no limit)" --max_epochs=-2
+expect_usage_error "--min_epochs='-1' is not valid; pass an int >= 0" --min_epochs=-1
+expect_usage_error "--max_steps='-5' is not valid; pass an int >= -1" --max_steps=-5
+expect_usage_error "--max_time='soon' is not valid; pass a positive time as DD:HH:MM:SS" --max_time=soon
+expect_usage_error "--max_time='00:00:00:00' is not valid" --max_time=00:00:00:00
+expect_usage_error "--limit_train_batches='lots' is not valid" --limit_train_batches=lots
+expect_usage_error "--limit_val_batches='1.5' is not valid; pass an int number of batches >= 0" --limit_val_batches=1.5
+expect_usage_error "--limit_predict_batches='-1' is not valid" --limit_predict_batches=-1
+expect_usage_error "--overfit_batches='some' is not valid" --overfit_batches=some
+expect_usage_error "--val_check_interval='0' is not valid" --val_check_interval=0
+expect_usage_error "--check_val_every_n_epoch='0' is not valid; pass an int >= 1" --check_val_every_n_epoch=0
+expect_usage_error "--num_sanity_val_steps='-2' is not valid; pass an int >= -1" --num_sanity_val_steps=-2
+expect_usage_error "--accumulate_grad_batches='0' is not valid; pass an int >= 1" --accumulate_grad_batches=0
+expect_usage_error "--gradient_clip_val='-1' is not valid; pass a value > 0" --gradient_clip_val=-1
+expect_usage_error "--gradient_clip_algorithm='max' is not valid; pass norm or value" --gradient_clip_algorithm=max
+expect_usage_error "--fast_dev_run='-1' is not valid" --fast_dev_run=-1
+expect_usage_error "--seed='-1' is not valid; pass an int >= 0" --seed=-1
+expect_usage_error "--log_every_n_steps='-1' is not valid" --log_every_n_steps=-1
+expect_usage_error "\`val_check_interval\` (1000) must be less than or equal to the number of the training batches" \
+  --val_check_interval=1000
+# Checkpoints.
+expect_usage_error "--default_root_dir='' is not valid" --default_root_dir=
+expect_usage_error "checkpoint $work/none.ckpt does not exist" --ckpt_path="$work/none.ckpt"
+expect_usage_error "ckpt_path=\"last\" found no complete checkpoint" --ckpt_path=last
+expect_usage_error "--every_n_train_steps='-1' is not valid" --every_n_train_steps=-1
+# The model.
+expect_usage_error "--model='resnet' is not valid; pass mlp, cnn, or the path of a TorchScript module" --model=resnet
+expect_usage_error "no TorchScript file $work/none.pt" --model="$work/none.pt"
+expect_usage_error "$work/garbage.pt is not a TorchScript module" --model="$work/garbage.pt"
+expect_usage_error "--hidden_sizes='64,-1' is not valid" --hidden_sizes=64,-1
+expect_usage_error "--channels='' is not valid" --model=cnn --channels=
+expect_usage_error "--kernel_size='4' is not valid; pass an odd int >= 1" --model=cnn --kernel_size=4
+expect_usage_error "--input_shape='1,8' is not valid; pass three positive sizes C,H,W" --input_shape=1,8
+expect_usage_error "--input_shape='1,3,3' is not valid; it holds 9 values per example, but the data has 16" \
+  --input_shape=1,3,3
+expect_usage_error "the data has 10 features, which is not a square image" --model=cnn --num_features=10
+expect_usage_error "--optimizer='lbfgs' is not valid; pass adam or sgd" --optimizer=lbfgs
+expect_usage_error "--learning_rate='0' is not valid; pass a value > 0" --learning_rate=0
+# The data.
+expect_usage_error "--data='imagenet' is not valid; pass synthetic, digits, or the path of a CSV file" --data=imagenet
+expect_usage_error "--data='$work/none.csv' is not valid; no such file" --data="$work/none.csv"
+expect_usage_error "$work/bad_cell.csv:3: column 2 ('b'): 'oops' is not a number" --data="$work/bad_cell.csv"
+expect_usage_error "label column 'price' is not in the header of $work/two_columns.csv (a, b)" \
+  --data="$work/two_columns.csv" --label_column=price
+expect_usage_error "--label_column='' is not valid" --label_column=
+expect_usage_error "apt-get install python3-sklearn" --data=digits --digits_path="$work/none.csv.gz"
+expect_usage_error "--task='clustering' is not valid; pass classification or regression" --task=clustering
+expect_usage_error "--data=synthetic is a classification task" --task=regression
+expect_usage_error "--val_fraction='1' is not valid; pass a fraction in [0.0, 1.0)" --val_fraction=1
+expect_usage_error "--batch_size='0' is not valid; pass an int >= 1" --batch_size=0
+expect_usage_error "--num_workers='-1' is not valid" --num_workers=-1
+expect_usage_error "--num_features='0' is not valid" --num_features=0
+expect_usage_error "--num_classes='1' is not valid; pass an int >= 2" --num_classes=1
+expect_usage_error "--num_train='0' is not valid" --num_train=0
+expect_usage_error "--num_val='0' is not valid" --num_val=0
+# Outputs.
+expect_usage_error "--logger='wandb' is not valid; pass csv, tensorboard or both" --logger=wandb
+expect_usage_error "--logger='' is not valid" --logger=
+expect_usage_error "--log_name='a/b' is not valid" --log_name=a/b
+expect_usage_error "--log_version='-2' is not valid" --log_version=-2
+# Modes.
+expect_usage_error "--mode='train' is not valid; pass fit, validate or predict" --mode=train
+expect_usage_error "--mode=predict needs --ckpt_path" --mode=predict
+expect_usage_error "--mode=validate needs --ckpt_path" --mode=validate
+expect_usage_error "--ckpt_path='best' is not valid; \"best\" only exists during fit" --mode=predict --ckpt_path=best
+expect_usage_error "--predict_data='x.csv' is not valid; it is only read with --mode=predict" --predict_data=x.csv
+expect_usage_error "the synthetic task has no file layout to predict on" --mode=predict --ckpt_path=last \
+  --predict_data="$work/two_columns.csv"
+echo "checked $case_number bad-input cases"
 
-rm -f /tmp/fit_err.$$
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "fit checks passed"

@@ -19,6 +19,13 @@ std::string FormatMetrics(const MetricMap& metrics) {
   return out;
 }
 
+// tqdm's clock: MM:SS, or H:MM:SS past an hour.
+std::string Clock(double seconds) {
+  const int64_t total = static_cast<int64_t>(seconds + 0.5);
+  if (total >= 3600) return absl::StrFormat("%d:%02d:%02d", total / 3600, total / 60 % 60, total % 60);
+  return absl::StrFormat("%02d:%02d", total / 60, total % 60);
+}
+
 }  // namespace
 
 ProgressReporter::ProgressReporter(bool enabled, int64_t log_every_n_steps)
@@ -49,11 +56,13 @@ void ProgressReporter::Step(int64_t batch_idx, int64_t global_step, absl::Functi
   const double left = rate > 0 ? static_cast<double>(num_batches_ - batch_idx - 1) / rate : 0;
   constexpr int kWidth = 20;
   const int filled = num_batches_ > 0 ? static_cast<int>(kWidth * (batch_idx + 1) / num_batches_) : kWidth;
-  std::fprintf(stderr, "\r\033[KEpoch %lld/%lld [%s%s] %lld/%lld %.1f it/s, %.1fs left%s",
-               static_cast<long long>(epoch_), static_cast<long long>(max_epochs_ - 1),
+  const std::string epoch = max_epochs_ > 0 ? absl::StrCat("Epoch ", epoch_, "/", max_epochs_ - 1)
+                                            : absl::StrCat("Epoch ", epoch_);
+  // Lightning's bar: epoch, progress, [elapsed<left, rate], then the metrics logged with prog_bar.
+  std::fprintf(stderr, "\r\033[K%s [%s%s] %lld/%lld [%s<%s, %.2f it/s] step %lld%s", epoch.c_str(),
                std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-               static_cast<long long>(batch_idx + 1), static_cast<long long>(num_batches_), rate, left,
-               FormatMetrics(metrics()).c_str());
+               static_cast<long long>(batch_idx + 1), static_cast<long long>(num_batches_), Clock(elapsed).c_str(),
+               Clock(left).c_str(), rate, static_cast<long long>(global_step), FormatMetrics(metrics()).c_str());
   std::fflush(stderr);
 }
 

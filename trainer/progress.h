@@ -1,4 +1,5 @@
-// Progress for people: a one-line bar redrawn in place when standard error is a terminal, and a glog line per
+// Progress for people: a one-line bar redrawn in place when standard error is a terminal (epoch, batches done,
+// [elapsed<time left, rate], global step, and the metrics logged with prog_bar), and a glog line per
 // epoch (and every `log_every_n_steps` steps) when it is not.
 #ifndef KILN_TRAINER_PROGRESS_H_
 #define KILN_TRAINER_PROGRESS_H_

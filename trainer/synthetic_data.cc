@@ -19,7 +19,7 @@ SyntheticClusters::SyntheticClusters(const SyntheticOptions& options) {
   auto [train_x, train_y] = make(options.num_train);
   auto [val_x, val_y] = make(options.num_val);
   train_ = std::make_shared<TensorDataLoader>(
-      train_x, train_y, TensorDataLoaderOptions{options.batch_size, /*shuffle=*/true, false, options.seed});
+      train_x, train_y, TensorDataLoaderOptions{options.batch_size, options.shuffle, false, options.seed});
   val_ = std::make_shared<TensorDataLoader>(val_x, val_y, TensorDataLoaderOptions{options.batch_size, false, false, 0});
 }
 

@@ -23,6 +23,7 @@ struct SyntheticOptions {
   double separation = 1.0;
   int64_t batch_size = 64;
   uint64_t seed = 42;
+  bool shuffle = true;  // Shuffle the training examples every epoch (from seed and epoch).
 };
 
 class SyntheticClusters final : public DataModule {

@@ -336,6 +336,7 @@ absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::s
   }
   status = FinishStrategy(status);
   for (const auto& logger : options_.loggers) {
+    if (!is_global_zero()) break;  // Only rank zero logs.
     if (absl::Status finalized = logger->finalize(); !finalized.ok() && status.ok()) status = finalized;
   }
   return status;
@@ -612,6 +613,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     log_metrics(epoch_metrics, global_step_);
   }
   for (const auto& logger : options_.loggers) {
+    if (!is_global_zero()) break;  // Only rank zero logs.
     if (absl::Status saved = logger->save(); !saved.ok()) LOG(WARNING) << "logger '" << logger->name() << "': " << saved;
   }
   progress_->EndEpoch(current_epoch_, callback_metrics_);
@@ -742,6 +744,7 @@ absl::StatusOr<MetricMap> Trainer::Evaluate(LightningModule& model, DataModule& 
   status = CallUser("teardown", [&] { CallCallbacks([&](Callback& c) { c.teardown(*this, model, stage); }); });
   if (metrics.ok() && !status.ok()) return status;
   for (const auto& logger : options_.loggers) {
+    if (!is_global_zero()) break;  // Only rank zero logs.
     if (absl::Status finalized = logger->finalize(); !finalized.ok()) LOG(WARNING) << finalized;
   }
   return metrics;

@@ -12,6 +12,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # normalised steps keep parameters O(1), so after a few hundred steps the drift stays orders of magnitude below
 # 1e-5, while a different data order (checked below) moves parameters by ~1e-2.
 tolerance=1e-5
+# The newest last.ckpt a run wrote under its root (lightning_logs/version_N/checkpoints/last.ckpt).
+last() { find "$1" -name last.ckpt -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2-; }
 
 echo "== 2 processes with batch 32 each equal 1 process with batch 64"
 $fit "${common[@]}" --devices=1 --batch_size=64 --default_root_dir="$work/one64" >"$work/one64.log" 2>&1 ||
@@ -21,11 +23,11 @@ $fit "${common[@]}" --accelerator=cpu --devices=2 --strategy=ddp --batch_size=32
 grep -q '"strategy": "ddp"' "$work/ddp.json" || fail "the summary does not record the ddp strategy"
 grep -q '"world_size": 2' "$work/ddp.json" || fail "the summary does not record world_size 2"
 [[ $(grep -c "Trained on" "$work/ddp.log") -eq 1 ]] || fail "more than one rank printed the final report"
-$compare "$work/ddp/checkpoints/last.ckpt" "$work/one64/checkpoints/last.ckpt" $tolerance ||
+$compare "$(last "$work/ddp")" "$(last "$work/one64")" $tolerance ||
   fail "2-process DDP parameters differ from the 1-process run with the doubled batch"
 # The comparison can fail: one process with batch 32 sees other batches, and ends elsewhere.
 $fit "${common[@]}" --devices=1 --batch_size=32 --default_root_dir="$work/one32" >/dev/null 2>&1
-if $compare "$work/ddp/checkpoints/last.ckpt" "$work/one32/checkpoints/last.ckpt" $tolerance >/dev/null; then
+if $compare "$(last "$work/ddp")" "$(last "$work/one32")" $tolerance >/dev/null; then
   fail "the comparison does not tell different runs apart"
 fi
 
@@ -40,7 +42,7 @@ done
 for node in 0 1; do wait ${pids[$node]} || fail "node $node failed: $(tail -5 "$work/node$node.log")"; done
 [[ -f "$work/nodes0.json" && ! -f "$work/nodes1.json" ]] || fail "only node 0 (global rank 0) should report"
 grep -q '"num_nodes": 2' "$work/nodes0.json" || fail "node 0's plan does not say num_nodes 2"
-$compare "$work/nodes/checkpoints/last.ckpt" "$work/one64/checkpoints/last.ckpt" $tolerance ||
+$compare "$(last "$work/nodes")" "$(last "$work/one64")" $tolerance ||
   fail "2 nodes x 1 process with batch 32 differ from 1 process with batch 64"
 
 echo "== torchrun-style: an external launcher starts both processes with its variables"
@@ -53,7 +55,7 @@ for rank in 0 1; do
 done
 for rank in 0 1; do wait ${pids[$rank]} || fail "torchrun-style rank $rank failed: $(tail -5 "$work/torchrun$rank.log")"; done
 grep -q '"cluster_environment": "torchelastic"' "$work/torchrun0.json" || fail "torchelastic was not detected"
-$compare "$work/torchrun/checkpoints/last.ckpt" "$work/one64/checkpoints/last.ckpt" $tolerance ||
+$compare "$(last "$work/torchrun")" "$(last "$work/one64")" $tolerance ||
   fail "torchrun-style ranks differ from 1 process with batch 64"
 
 echo "== a killed rank makes the others exit non-zero, naming it, with nothing left behind"

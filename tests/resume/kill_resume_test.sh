@@ -21,7 +21,7 @@ delay_ms=$((100 + RANDOM % 400))
 $fit "${common[@]}" --default_root_dir="$work/b" --summary_json="$work/b-killed.json" >"$work/b1.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 3000); do
-  [[ -f "$work/b/checkpoints/last.ckpt" ]] && break
+  [[ -f "$work/b/lightning_logs/version_0/checkpoints/last.ckpt" ]] && break
   kill -0 $pid 2>/dev/null || break
   sleep 0.01
 done
@@ -31,14 +31,16 @@ kill -KILL $pid
 wait $pid 2>/dev/null
 [[ -f "$work/b-killed.json" ]] && fail "the killed run still wrote its summary: it was not killed mid-run"
 echo "killed the run ${delay_ms} ms after its first checkpoint; checkpoints left:"
-ls "$work/b/checkpoints"
+ls "$work/b/lightning_logs/version_0/checkpoints"
 
 $fit "${common[@]}" --default_root_dir="$work/b" --ckpt_path=last --summary_json="$work/b.json" >"$work/b2.log" 2>&1 ||
   fail "resumed run failed: $(tail -5 "$work/b2.log")"
 grep -o "Restored from checkpoint .*" "$work/b2.log" || fail "the resumed run did not say which checkpoint it restored"
 
 resumed_from=$(field "$work/b.json" resumed_from)
-[[ "$resumed_from" == "$work/b/checkpoints/"* ]] || fail "resumed_from is '$resumed_from'"
+[[ "$resumed_from" == "$work/b/lightning_logs/version_0/checkpoints/"* ]] || fail "resumed_from is '$resumed_from'"
+# The resumed run logs into the next version folder, as Lightning's loggers do.
+[[ $(field "$work/b.json" log_dir) == "$work/b/lightning_logs/version_1" ]] || fail "log_dir is not version_1"
 [[ $(field "$work/b.json" global_step) == $(field "$work/a.json" global_step) ]] || fail "global steps differ"
 a=$(field "$work/a.json" params_sha256)
 b=$(field "$work/b.json" params_sha256)

@@ -1,0 +1,100 @@
+#include "trainer/cli/command_line.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "gtest/gtest.h"
+#include "trainer/cli/flags.h"
+#include "trainer/cli/help.h"
+
+namespace kiln {
+namespace {
+
+absl::Status Check(std::vector<std::string> args) {
+  args.insert(args.begin(), "fit");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  return CheckCommandLine(static_cast<int>(argv.size()), argv.data());
+}
+
+bool Help(std::vector<std::string> args) {
+  args.insert(args.begin(), "fit");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  return WantsHelp(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(CommandLineTest, AcceptsAbseilsForms) {
+  absl::FlagSaver saver;
+  EXPECT_TRUE(Check({}).ok());
+  EXPECT_TRUE(Check({"--max_epochs=3", "-batch_size=8", "--devices", "1", "--shuffle", "--nonormalize",
+                     "--report=false", "--", "anything", "--nonsense"})
+                  .ok());
+}
+
+TEST(CommandLineTest, ErrorsNameTheFlagTheValueAndWhatIsAccepted) {
+  absl::FlagSaver saver;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--max_epoch=3"}, "unknown flag --max_epoch; did you mean --max_epochs? (see --help)"},
+      {{"--frobnicate"}, "unknown flag --frobnicate (see --help)"},
+      {{"--max_epochs=ten"}, "--max_epochs='ten' is not valid; pass an integer"},
+      {{"--learning_rate=fast"}, "--learning_rate='fast' is not valid; pass a number"},
+      {{"--shuffle=maybe"}, "--shuffle='maybe' is not valid; pass true or false"},
+      {{"--noshuffle=true"}, "--noshuffle=true is not valid; write --noshuffle or --shuffle=false"},
+      {{"--max_epochs"}, "--max_epochs needs a value; write --max_epochs=<value>"},
+      {{"extra"}, "unexpected argument 'extra'; flags are written --name=value"},
+  };
+  for (const auto& [args, expected] : cases) {
+    absl::Status status = Check(args);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << args[0];
+    EXPECT_NE(status.message().find(expected), std::string::npos)
+        << "'" << status.message() << "' lacks '" << expected << "'";
+  }
+}
+
+TEST(CommandLineTest, HelpIsAskedForBeforeTheSeparatorOnly) {
+  EXPECT_TRUE(Help({"--help"}));
+  EXPECT_TRUE(Help({"--max_epochs=3", "-h"}));
+  EXPECT_TRUE(Help({"--helpfull"}));
+  EXPECT_FALSE(Help({"--max_epochs=3"}));
+  EXPECT_FALSE(Help({"--", "--help"}));
+}
+
+TEST(HelpTest, ListsEveryFlagInItsGroup) {
+  EXPECT_TRUE(UngroupedFlags(FitFlagGroups()).empty());
+  const std::string help = FlagsHelp("usage line", FitFlagGroups());
+  EXPECT_EQ(help.rfind("usage line\n", 0), 0u);
+  size_t previous = 0;
+  for (const FlagGroup& group : FitFlagGroups()) {
+    const size_t at = help.find("\n" + group.title + ":\n");
+    ASSERT_NE(at, std::string::npos) << group.title;
+    EXPECT_GT(at, previous) << group.title << " is out of order";
+    previous = at;
+  }
+  int listed = 0;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (flag->Filename().find("trainer/cli/") == std::string::npos) continue;
+    ++listed;
+    EXPECT_NE(help.find("\n  --" + std::string(name) + "="), std::string::npos) << name;
+  }
+  EXPECT_GT(listed, 50);
+  EXPECT_NE(help.find("  --accelerator=auto\n      Accelerator name or alias"), std::string::npos);
+  EXPECT_NE(help.find("  --max_time=\"\"\n"), std::string::npos);
+  for (size_t start = 0, end; (end = help.find('\n', start)) != std::string::npos; start = end + 1) {
+    EXPECT_LE(end - start, 100u) << help.substr(start, end - start);
+  }
+}
+
+TEST(HelpTest, NoFlagTakesANameAbseilDefines) {
+  // A second definition of one of these would silently share storage with Abseil's own flag (same symbol).
+  for (const char* reserved : {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version",
+                               "only_check_args", "flagfile", "fromenv", "tryfromenv", "undefok"}) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(reserved);
+    if (flag != nullptr) EXPECT_EQ(flag->Filename().find("trainer/cli/"), std::string::npos) << reserved;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,75 @@
+#include "trainer/cli/data_factory.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "trainer/data/csv_table.h"
+#include "trainer/data/digits.h"
+#include "trainer/data/prefetching_data_module.h"
+
+namespace kiln {
+
+absl::StatusOr<LoadedData> LoadData(const DataSpec& spec) {
+  LoadedData loaded;
+  loaded.task = spec.task;
+  const int threads = std::max(1, spec.num_workers);
+  if (spec.data == "synthetic") {
+    if (!spec.predict_data.empty()) {
+      return FlagError("predict_data", spec.predict_data,
+                       "the synthetic task has no file layout to predict on; drop --predict_data (predictions are "
+                       "made on its validation examples) or train on a CSV file");
+    }
+    loaded.module = std::make_shared<SyntheticClusters>(spec.synthetic);
+    loaded.num_features = spec.synthetic.num_features;
+    loaded.num_outputs = spec.synthetic.num_classes;
+    for (int64_t i = 0; i < loaded.num_outputs; ++i) loaded.class_names.push_back(absl::StrCat(i));
+    loaded.description = absl::StrCat("synthetic: ", spec.synthetic.num_train, " training and ", spec.synthetic.num_val,
+                                      " validation examples, ", spec.synthetic.num_features, " features, ",
+                                      spec.synthetic.num_classes, " classes");
+  } else {
+    absl::StatusOr<CsvTable> table =
+        spec.data == "digits"
+            ? LoadDigits(spec.digits_path, threads)
+            : ReadCsv(spec.data, {.label_column = spec.label_column, .task = spec.task, .num_threads = threads});
+    if (absl::IsNotFound(table.status()) && spec.data != "digits") {
+      return FlagError("data", spec.data, "no such file; pass synthetic, digits, or an existing CSV file");
+    }
+    if (!table.ok()) return table.status();
+    const std::string source = spec.data == "digits" ? "digits" : spec.data;
+    absl::StatusOr<std::unique_ptr<TabularData>> data =
+        TabularData::Create(*std::move(table), {.task = spec.task,
+                                                .val_fraction = spec.val_fraction,
+                                                .batch_size = spec.batch_size,
+                                                .shuffle = spec.shuffle,
+                                                .seed = spec.seed,
+                                                .normalize = spec.normalize});
+    if (!data.ok()) return data.status();
+    loaded.table = data->get();
+    loaded.num_features = (*data)->num_features();
+    loaded.num_outputs = (*data)->num_outputs();
+    loaded.class_names = (*data)->class_names();
+    loaded.description = absl::StrCat(
+        source, ": ", (*data)->num_train(), " training and ", (*data)->num_val(), " validation rows, ",
+        loaded.num_features, " features, ",
+        spec.task == Task::kClassification ? absl::StrCat(loaded.num_outputs, " classes") : std::string("regression"));
+    if (!spec.predict_data.empty()) {
+      absl::StatusOr<CsvTable> rows = ReadCsv(spec.predict_data, {.label_column = spec.label_column,
+                                                                  .task = spec.task,
+                                                                  .num_features = loaded.num_features,
+                                                                  .num_threads = threads});
+      if (absl::IsNotFound(rows.status())) {
+        return FlagError("predict_data", spec.predict_data, "no such file; pass an existing CSV file");
+      }
+      if (!rows.ok()) return rows.status();
+      if (absl::Status set = (*data)->set_predict_features(rows->features); !set.ok()) return set;
+    }
+    loaded.module = std::shared_ptr<TabularData>(std::move(data).value());
+  }
+  if (spec.num_workers > 0) {
+    loaded.module = std::make_shared<PrefetchingDataModule>(loaded.module, 2 * spec.num_workers);
+  }
+  return loaded;
+}
+
+}  // namespace kiln

@@ -1,0 +1,309 @@
+#include "trainer/cli/fit_config.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "trainer/cli/flags.h"
+
+namespace kiln {
+namespace {
+
+absl::StatusOr<BatchLimit> ParseBatchLimit(absl::string_view flag, const std::string& value) {
+  if (value.find_first_of(".eE") != std::string::npos) {
+    double fraction = 0;
+    if (absl::SimpleAtod(value, &fraction) && fraction >= 0.0 && fraction <= 1.0) return BatchLimit(fraction);
+  } else {
+    int64_t count = 0;
+    if (absl::SimpleAtoi(value, &count) && count >= 0) return BatchLimit(count);
+  }
+  return FlagError(flag, value,
+                   "pass an int number of batches >= 0 (e.g. 10) or a fraction in [0.0, 1.0] written with a '.' "
+                   "(e.g. 0.25)");
+}
+
+// Comma-separated positive integers; `expected` > 0 asks for exactly that many.
+absl::StatusOr<std::vector<int64_t>> ParseSizes(absl::string_view flag, const std::string& value,
+                                                absl::string_view accepted, size_t expected = 0,
+                                                bool allow_empty = true) {
+  std::vector<int64_t> sizes;
+  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    int64_t size = 0;
+    if (!absl::SimpleAtoi(part, &size) || size <= 0) return FlagError(flag, value, accepted);
+    sizes.push_back(size);
+  }
+  if ((expected > 0 && !sizes.empty() && sizes.size() != expected) || (!allow_empty && sizes.empty())) {
+    return FlagError(flag, value, accepted);
+  }
+  return sizes;
+}
+
+absl::Status AtLeast(absl::string_view flag, int64_t value, int64_t minimum, absl::string_view meaning = "") {
+  if (value >= minimum) return absl::OkStatus();
+  return FlagError(flag, absl::StrCat(value), absl::StrCat("pass an int >= ", minimum, meaning));
+}
+
+absl::StatusOr<absl::Duration> ParseMaxTime(const std::string& value) {
+  // Lightning's DD:HH:MM:SS.
+  if (absl::StrContains(value, ':')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(value, ':');
+    int64_t numbers[4];
+    bool ok = parts.size() == 4;
+    for (size_t i = 0; ok && i < 4; ++i) ok = absl::SimpleAtoi(parts[i], &numbers[i]) && numbers[i] >= 0;
+    if (ok) {
+      const absl::Duration duration = absl::Hours(24 * numbers[0]) + absl::Hours(numbers[1]) +
+                                      absl::Minutes(numbers[2]) + absl::Seconds(numbers[3]);
+      if (duration > absl::ZeroDuration()) return duration;
+    }
+  } else {
+    absl::Duration duration;
+    if (absl::ParseDuration(value, &duration) && duration > absl::ZeroDuration()) return duration;
+  }
+  return FlagError("max_time", value,
+                   "pass a positive time as DD:HH:MM:SS (e.g. 00:01:30:00) or a duration such as 90s, 5m or 1h30m");
+}
+
+bool IsPath(absl::string_view value) { return absl::StrContains(value, '/') || absl::StrContains(value, '.'); }
+
+}  // namespace
+
+absl::Status FlagError(absl::string_view flag, absl::string_view value, absl::string_view accepted) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, "='", value, "' is not valid; ", accepted));
+}
+
+std::string UserPath(const std::string& path) {
+  const char* base = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || base == nullptr || *base == '\0') return path;
+  return absl::StrCat(base, "/", path);
+}
+
+absl::StatusOr<FitConfig> FitConfigFromFlags() {
+  FitConfig config;
+
+  // Mode.
+  config.mode = absl::GetFlag(FLAGS_mode);
+  if (config.mode != "fit" && config.mode != "validate" && config.mode != "predict") {
+    return FlagError("mode", config.mode, "pass fit, validate or predict");
+  }
+  config.ckpt_path = absl::GetFlag(FLAGS_ckpt_path);
+  if (config.ckpt_path != "last" && config.ckpt_path != "best") config.ckpt_path = UserPath(config.ckpt_path);
+  if (config.mode != "fit" && config.ckpt_path.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--mode=", config.mode,
+                                                   " needs --ckpt_path: a .ckpt file, or "
+                                                   "\"last\" for the newest checkpoint under --default_root_dir"));
+  }
+  if (config.mode != "fit" && config.ckpt_path == "best") {
+    return FlagError(
+        "ckpt_path", "best",
+        absl::StrCat("\"best\" only exists during fit; with --mode=", config.mode, " pass a .ckpt path or \"last\""));
+  }
+  const std::string predict_data = absl::GetFlag(FLAGS_predict_data);
+  if (!predict_data.empty() && config.mode != "predict") {
+    return FlagError("predict_data", predict_data,
+                     "it is only read with --mode=predict; drop it or add --mode=predict");
+  }
+
+  // Hardware and loops.
+  TrainerOptions& trainer = config.trainer;
+  trainer.accelerator = absl::GetFlag(FLAGS_accelerator);
+  trainer.devices = absl::GetFlag(FLAGS_devices);
+  trainer.strategy = absl::GetFlag(FLAGS_strategy);
+  trainer.precision = absl::GetFlag(FLAGS_precision);
+  trainer.num_nodes = absl::GetFlag(FLAGS_num_nodes);
+  // num_nodes is checked by the connector, so that fit and //tools:resolve give the same error.
+  if (const double timeout = absl::GetFlag(FLAGS_process_group_timeout); !(timeout > 0)) {
+    return FlagError("process_group_timeout", absl::StrCat(timeout), "pass a number of seconds > 0");
+  }
+  trainer.process_group_timeout = absl::Seconds(absl::GetFlag(FLAGS_process_group_timeout));
+  trainer.max_epochs = absl::GetFlag(FLAGS_max_epochs);
+  if (absl::Status s = AtLeast("max_epochs", *trainer.max_epochs, -1, " (-1: no limit)"); !s.ok()) return s;
+  if (absl::GetFlag(FLAGS_min_epochs) != 0) trainer.min_epochs = absl::GetFlag(FLAGS_min_epochs);
+  if (absl::Status s = AtLeast("min_epochs", absl::GetFlag(FLAGS_min_epochs), 0); !s.ok()) return s;
+  trainer.max_steps = absl::GetFlag(FLAGS_max_steps);
+  if (absl::Status s = AtLeast("max_steps", trainer.max_steps, -1, " (-1: no limit)"); !s.ok()) return s;
+  if (const std::string max_time = absl::GetFlag(FLAGS_max_time); !max_time.empty()) {
+    absl::StatusOr<absl::Duration> duration = ParseMaxTime(max_time);
+    if (!duration.ok()) return duration.status();
+    trainer.max_time = *duration;
+  }
+  for (auto [flag, value, limit] :
+       {std::make_tuple("limit_train_batches", absl::GetFlag(FLAGS_limit_train_batches), &trainer.limit_train_batches),
+        std::make_tuple("limit_val_batches", absl::GetFlag(FLAGS_limit_val_batches), &trainer.limit_val_batches),
+        std::make_tuple("limit_predict_batches", absl::GetFlag(FLAGS_limit_predict_batches),
+                        &trainer.limit_predict_batches),
+        std::make_tuple("overfit_batches", absl::GetFlag(FLAGS_overfit_batches), &trainer.overfit_batches)}) {
+    absl::StatusOr<BatchLimit> parsed = ParseBatchLimit(flag, value);
+    if (!parsed.ok()) return parsed.status();
+    *limit = *parsed;
+  }
+  {
+    const std::string value = absl::GetFlag(FLAGS_val_check_interval);
+    absl::StatusOr<BatchLimit> parsed = ParseBatchLimit("val_check_interval", value);
+    if (!parsed.ok() || parsed->is_zero()) {
+      return FlagError("val_check_interval", value,
+                       "pass a fraction of an epoch in (0.0, 1.0] (e.g. 0.25) or a number of training batches >= 1");
+    }
+    trainer.val_check_interval = *parsed;
+  }
+  trainer.check_val_every_n_epoch = absl::GetFlag(FLAGS_check_val_every_n_epoch);
+  if (absl::Status s = AtLeast("check_val_every_n_epoch", trainer.check_val_every_n_epoch, 1); !s.ok()) return s;
+  trainer.num_sanity_val_steps = absl::GetFlag(FLAGS_num_sanity_val_steps);
+  if (absl::Status s = AtLeast("num_sanity_val_steps", trainer.num_sanity_val_steps, -1, " (-1: all)"); !s.ok()) {
+    return s;
+  }
+  trainer.accumulate_grad_batches = absl::GetFlag(FLAGS_accumulate_grad_batches);
+  if (absl::Status s = AtLeast("accumulate_grad_batches", trainer.accumulate_grad_batches, 1); !s.ok()) return s;
+  if (const double clip = absl::GetFlag(FLAGS_gradient_clip_val); clip != 0.0) {
+    if (!(clip > 0)) return FlagError("gradient_clip_val", absl::StrCat(clip), "pass a value > 0 (0: no clipping)");
+    trainer.gradient_clip_val = clip;
+  }
+  trainer.gradient_clip_algorithm = absl::GetFlag(FLAGS_gradient_clip_algorithm);
+  if (trainer.gradient_clip_algorithm != "norm" && trainer.gradient_clip_algorithm != "value") {
+    return FlagError("gradient_clip_algorithm", trainer.gradient_clip_algorithm, "pass norm or value");
+  }
+  trainer.fast_dev_run = absl::GetFlag(FLAGS_fast_dev_run);
+  if (absl::Status s = AtLeast("fast_dev_run", trainer.fast_dev_run, 0, " (0: off)"); !s.ok()) return s;
+  trainer.deterministic = absl::GetFlag(FLAGS_deterministic);
+  const int64_t seed = absl::GetFlag(FLAGS_seed);
+  if (absl::Status s = AtLeast("seed", seed, 0); !s.ok()) return s;
+  trainer.seed = static_cast<uint64_t>(seed);
+  trainer.log_every_n_steps = absl::GetFlag(FLAGS_log_every_n_steps);
+  if (absl::Status s = AtLeast("log_every_n_steps", trainer.log_every_n_steps, 0, " (0: only epoch metrics)");
+      !s.ok()) {
+    return s;
+  }
+  trainer.enable_progress_bar = absl::GetFlag(FLAGS_enable_progress_bar);
+  trainer.default_root_dir = UserPath(absl::GetFlag(FLAGS_default_root_dir));
+  if (trainer.default_root_dir.empty()) {
+    return FlagError("default_root_dir", "", "pass a folder (it is created when needed), e.g. . or runs");
+  }
+  trainer.enable_checkpointing = absl::GetFlag(FLAGS_enable_checkpointing) && config.mode == "fit";
+
+  // Data.
+  DataSpec& data = config.data;
+  data.data = absl::GetFlag(FLAGS_data);
+  if (data.data != "synthetic" && data.data != "digits") {
+    if (!IsPath(data.data)) {
+      return FlagError("data", data.data, "pass synthetic, digits, or the path of a CSV file (.csv or .csv.gz)");
+    }
+    data.data = UserPath(data.data);
+  }
+  absl::StatusOr<Task> task = ParseTask(absl::GetFlag(FLAGS_task));
+  if (!task.ok()) return FlagError("task", absl::GetFlag(FLAGS_task), "pass classification or regression");
+  data.task = *task;
+  if (data.task == Task::kRegression && (data.data == "synthetic" || data.data == "digits")) {
+    return FlagError("task", "regression",
+                     absl::StrCat("--data=", data.data,
+                                  " is a classification task; "
+                                  "regression needs a CSV file with numeric labels"));
+  }
+  data.label_column = absl::GetFlag(FLAGS_label_column);
+  if (data.label_column.empty()) return FlagError("label_column", "", "pass a header name or a column index");
+  data.val_fraction = absl::GetFlag(FLAGS_val_fraction);
+  if (!(data.val_fraction >= 0.0 && data.val_fraction < 1.0)) {
+    return FlagError("val_fraction", absl::StrCat(data.val_fraction), "pass a fraction in [0.0, 1.0), e.g. 0.2");
+  }
+  data.batch_size = absl::GetFlag(FLAGS_batch_size);
+  if (absl::Status s = AtLeast("batch_size", data.batch_size, 1); !s.ok()) return s;
+  data.shuffle = absl::GetFlag(FLAGS_shuffle);
+  data.normalize = absl::GetFlag(FLAGS_normalize);
+  data.num_workers = absl::GetFlag(FLAGS_num_workers);
+  if (absl::Status s = AtLeast("num_workers", data.num_workers, 0, " (0: no background threads)"); !s.ok()) return s;
+  data.seed = static_cast<uint64_t>(seed);
+  data.digits_path = UserPath(absl::GetFlag(FLAGS_digits_path));
+  data.predict_data = UserPath(predict_data);
+  SyntheticOptions& synthetic = data.synthetic;
+  synthetic.num_features = absl::GetFlag(FLAGS_num_features);
+  synthetic.num_classes = absl::GetFlag(FLAGS_num_classes);
+  synthetic.num_train = absl::GetFlag(FLAGS_num_train);
+  synthetic.num_val = absl::GetFlag(FLAGS_num_val);
+  synthetic.batch_size = data.batch_size;
+  synthetic.seed = data.seed;
+  synthetic.shuffle = data.shuffle;
+  if (absl::Status s = AtLeast("num_features", synthetic.num_features, 1); !s.ok()) return s;
+  if (absl::Status s = AtLeast("num_classes", synthetic.num_classes, 2); !s.ok()) return s;
+  if (absl::Status s = AtLeast("num_train", synthetic.num_train, 1); !s.ok()) return s;
+  if (absl::Status s = AtLeast("num_val", synthetic.num_val, 1); !s.ok()) return s;
+
+  // Model.
+  ModelSpec& model = config.model;
+  model.model = absl::GetFlag(FLAGS_model);
+  if (model.model != "mlp" && model.model != "cnn") {
+    if (!IsPath(model.model)) {
+      return FlagError("model", model.model,
+                       "pass mlp, cnn, or the path of a TorchScript module (e.g. model.pt, saved with "
+                       "torch.jit.script(model).save(path))");
+    }
+    model.model = UserPath(model.model);
+  }
+  absl::StatusOr<std::vector<int64_t>> hidden = ParseSizes(
+      "hidden_sizes", absl::GetFlag(FLAGS_hidden_sizes), "pass positive layer widths separated by commas, e.g. 64,64");
+  if (!hidden.ok()) return hidden.status();
+  model.hidden_sizes = *hidden;
+  absl::StatusOr<std::vector<int64_t>> channels =
+      ParseSizes("channels", absl::GetFlag(FLAGS_channels),
+                 "pass positive channel counts separated by commas, e.g. 16,32", 0, /*allow_empty=*/false);
+  if (!channels.ok()) return channels.status();
+  model.channels = *channels;
+  model.kernel_size = absl::GetFlag(FLAGS_kernel_size);
+  if (model.kernel_size < 1 || model.kernel_size % 2 == 0) {
+    return FlagError("kernel_size", absl::StrCat(model.kernel_size), "pass an odd int >= 1, e.g. 3 or 5");
+  }
+  absl::StatusOr<std::vector<int64_t>> shape =
+      ParseSizes("input_shape", absl::GetFlag(FLAGS_input_shape),
+                 "pass three positive sizes C,H,W (channels, height, width), e.g. 1,8,8", 3);
+  if (!shape.ok()) return shape.status();
+  model.input_shape = *shape;
+  model.optimizer = absl::GetFlag(FLAGS_optimizer);
+  if (model.optimizer != "adam" && model.optimizer != "sgd") {
+    return FlagError("optimizer", model.optimizer, "pass adam or sgd");
+  }
+  model.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  if (!(model.learning_rate > 0)) {
+    return FlagError("learning_rate", absl::StrCat(model.learning_rate), "pass a value > 0, e.g. 0.001");
+  }
+
+  // Outputs.
+  OutputSpec& outputs = config.outputs;
+  const std::string loggers = absl::GetFlag(FLAGS_logger);
+  for (absl::string_view logger : absl::StrSplit(loggers, ',', absl::SkipWhitespace())) {
+    if (logger == "none" && loggers == "none") break;
+    if (logger != "csv" && logger != "tensorboard") {
+      return FlagError("logger", loggers, "pass csv, tensorboard or both (csv,tensorboard), or none");
+    }
+    if (std::find(outputs.loggers.begin(), outputs.loggers.end(), logger) == outputs.loggers.end()) {
+      outputs.loggers.emplace_back(logger);
+    }
+  }
+  if (outputs.loggers.empty() && loggers != "none") {
+    return FlagError("logger", loggers, "pass csv, tensorboard or both (csv,tensorboard), or none");
+  }
+  outputs.log_dir.save_dir = trainer.default_root_dir;
+  outputs.log_dir.name = absl::GetFlag(FLAGS_log_name);
+  if (absl::StrContains(outputs.log_dir.name, '/') || outputs.log_dir.name == "." || outputs.log_dir.name == "..") {
+    return FlagError("log_name", outputs.log_dir.name, "pass a folder name without '/', e.g. lightning_logs");
+  }
+  const int64_t version = absl::GetFlag(FLAGS_log_version);
+  if (absl::Status s = AtLeast("log_version", version, -1, " (-1: the next free version)"); !s.ok()) return s;
+  if (version >= 0) outputs.log_dir.version = version;
+  outputs.report = absl::GetFlag(FLAGS_report);
+  outputs.enable_model_summary = absl::GetFlag(FLAGS_enable_model_summary);
+  outputs.summary_json = UserPath(absl::GetFlag(FLAGS_summary_json));
+  outputs.predictions = absl::GetFlag(FLAGS_predictions).empty()
+                            ? absl::StrCat(trainer.default_root_dir, "/predictions.csv")
+                            : UserPath(absl::GetFlag(FLAGS_predictions));
+  outputs.every_n_train_steps = absl::GetFlag(FLAGS_every_n_train_steps);
+  if (absl::Status s = AtLeast("every_n_train_steps", outputs.every_n_train_steps, 0, " (0: only at epoch ends)");
+      !s.ok()) {
+    return s;
+  }
+  outputs.save_last = absl::GetFlag(FLAGS_save_last);
+  return config;
+}
+
+}  // namespace kiln

@@ -1,0 +1,79 @@
+// FitConfig: everything `//trainer:fit` was asked to do, read from its flags (flags.h) and checked before anything
+// is loaded or written. Every error is InvalidArgument and names the flag, the bad value and what is accepted;
+// the caller prints it as one `error: ` line and exits 2.
+//
+// Checks that need the data or the model (a CSV file's cells, a TorchScript module's outputs, --input_shape against
+// the feature count) happen when those are loaded (data_factory.h, model_factory.h).
+#ifndef KILN_TRAINER_CLI_FIT_CONFIG_H_
+#define KILN_TRAINER_CLI_FIT_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/data/task.h"
+#include "trainer/loggers/log_dir.h"
+#include "trainer/synthetic_data.h"
+#include "trainer/trainer.h"
+
+namespace kiln {
+
+struct DataSpec {
+  std::string data = "synthetic";  // "synthetic", "digits", or the path of a CSV file.
+  Task task = Task::kClassification;
+  std::string label_column = "-1";
+  double val_fraction = 0.2;
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  bool normalize = true;
+  int num_workers = 2;
+  uint64_t seed = 42;
+  std::string digits_path;
+  SyntheticOptions synthetic;
+  std::string predict_data;  // A CSV file to predict on; empty: the validation rows.
+};
+
+struct ModelSpec {
+  std::string model = "mlp";  // "mlp", "cnn", or the path of a TorchScript module.
+  std::vector<int64_t> hidden_sizes = {64, 64};
+  std::vector<int64_t> channels = {16, 32};
+  int64_t kernel_size = 3;
+  std::vector<int64_t> input_shape;  // Empty: as the data gives it (cnn: a square image when it can).
+  std::string optimizer = "adam";
+  double learning_rate = 1e-3;
+};
+
+struct OutputSpec {
+  std::vector<std::string> loggers;  // "csv", "tensorboard"; empty for --logger=none.
+  LogDirOptions log_dir;             // save_dir is the default_root_dir.
+  bool report = true;
+  bool enable_model_summary = true;
+  std::string summary_json;  // Empty: none.
+  std::string predictions;   // --mode=predict's output file.
+  int64_t every_n_train_steps = 0;
+  bool save_last = true;
+};
+
+struct FitConfig {
+  std::string mode = "fit";  // "fit", "validate" or "predict".
+  TrainerOptions trainer;    // Without loggers and callbacks: the caller adds them.
+  std::string ckpt_path;     // "", "last", "best" or a path.
+  DataSpec data;
+  ModelSpec model;
+  OutputSpec outputs;
+};
+
+// Reads and checks the current flag values. Relative paths are taken from $BUILD_WORKING_DIRECTORY when set (the
+// folder `bazel run` was started in).
+absl::StatusOr<FitConfig> FitConfigFromFlags();
+
+// A path as the user meant it: relative to $BUILD_WORKING_DIRECTORY when that is set.
+std::string UserPath(const std::string& path);
+
+// "--flag='value' is not valid; <accepted>" as an InvalidArgument error.
+absl::Status FlagError(absl::string_view flag, absl::string_view value, absl::string_view accepted);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CLI_FIT_CONFIG_H_

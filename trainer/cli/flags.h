@@ -1,0 +1,92 @@
+// The flags of `//trainer:fit`, declared for the code that reads them. Each group is defined in its own file, and
+// --help (help.h) prints the groups in this order:
+//   hardware_flags.cc    where to run: accelerator, devices, strategy, precision, num_nodes
+//   loop_flags.cc        the training loop: epochs, steps, batch limits, accumulation, clipping, seed
+//   checkpoint_flags.cc  checkpoints and resuming
+//   model_flags.cc       which model, and its sizes
+//   data_flags.cc        which data, and how it is read
+//   output_flags.cc      loggers, progress, the model summary, report.html, --summary_json
+//   mode_flags.cc        fit, validate or predict
+// Names and defaults follow Lightning's Trainer arguments where Lightning has them.
+#ifndef KILN_TRAINER_CLI_FLAGS_H_
+#define KILN_TRAINER_CLI_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/declare.h"
+
+// Hardware.
+ABSL_DECLARE_FLAG(std::string, accelerator);
+ABSL_DECLARE_FLAG(std::string, devices);
+ABSL_DECLARE_FLAG(std::string, strategy);
+ABSL_DECLARE_FLAG(std::string, precision);
+ABSL_DECLARE_FLAG(int, num_nodes);
+ABSL_DECLARE_FLAG(double, process_group_timeout);
+
+// Training loop.
+ABSL_DECLARE_FLAG(int64_t, max_epochs);
+ABSL_DECLARE_FLAG(int64_t, min_epochs);
+ABSL_DECLARE_FLAG(int64_t, max_steps);
+ABSL_DECLARE_FLAG(std::string, max_time);
+ABSL_DECLARE_FLAG(std::string, limit_train_batches);
+ABSL_DECLARE_FLAG(std::string, limit_val_batches);
+ABSL_DECLARE_FLAG(std::string, limit_predict_batches);
+ABSL_DECLARE_FLAG(std::string, val_check_interval);
+ABSL_DECLARE_FLAG(int64_t, check_val_every_n_epoch);
+ABSL_DECLARE_FLAG(int64_t, num_sanity_val_steps);
+ABSL_DECLARE_FLAG(int64_t, accumulate_grad_batches);
+ABSL_DECLARE_FLAG(double, gradient_clip_val);
+ABSL_DECLARE_FLAG(std::string, gradient_clip_algorithm);
+ABSL_DECLARE_FLAG(int64_t, fast_dev_run);
+ABSL_DECLARE_FLAG(std::string, overfit_batches);
+ABSL_DECLARE_FLAG(bool, deterministic);
+ABSL_DECLARE_FLAG(int64_t, seed);
+
+// Checkpoints.
+ABSL_DECLARE_FLAG(std::string, default_root_dir);
+ABSL_DECLARE_FLAG(std::string, ckpt_path);
+ABSL_DECLARE_FLAG(bool, enable_checkpointing);
+ABSL_DECLARE_FLAG(int64_t, every_n_train_steps);
+ABSL_DECLARE_FLAG(bool, save_last);
+
+// Model.
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(std::string, hidden_sizes);
+ABSL_DECLARE_FLAG(std::string, channels);
+ABSL_DECLARE_FLAG(int64_t, kernel_size);
+ABSL_DECLARE_FLAG(std::string, input_shape);
+ABSL_DECLARE_FLAG(std::string, optimizer);
+ABSL_DECLARE_FLAG(double, learning_rate);
+
+// Data.
+ABSL_DECLARE_FLAG(std::string, data);
+ABSL_DECLARE_FLAG(std::string, task);
+ABSL_DECLARE_FLAG(std::string, label_column);
+ABSL_DECLARE_FLAG(double, val_fraction);
+ABSL_DECLARE_FLAG(int64_t, batch_size);
+ABSL_DECLARE_FLAG(bool, shuffle);
+ABSL_DECLARE_FLAG(bool, normalize);
+ABSL_DECLARE_FLAG(int, num_workers);
+ABSL_DECLARE_FLAG(std::string, digits_path);
+ABSL_DECLARE_FLAG(int64_t, num_features);
+ABSL_DECLARE_FLAG(int64_t, num_classes);
+ABSL_DECLARE_FLAG(int64_t, num_train);
+ABSL_DECLARE_FLAG(int64_t, num_val);
+
+// Outputs.
+ABSL_DECLARE_FLAG(std::string, logger);
+ABSL_DECLARE_FLAG(std::string, log_name);
+ABSL_DECLARE_FLAG(int64_t, log_version);
+ABSL_DECLARE_FLAG(int64_t, log_every_n_steps);
+ABSL_DECLARE_FLAG(bool, enable_progress_bar);
+ABSL_DECLARE_FLAG(bool, enable_model_summary);
+ABSL_DECLARE_FLAG(bool, report);
+ABSL_DECLARE_FLAG(std::string, summary_json);
+
+// Mode.
+ABSL_DECLARE_FLAG(std::string, mode);
+ABSL_DECLARE_FLAG(std::string, predict_data);
+ABSL_DECLARE_FLAG(std::string, predictions);
+
+#endif  // KILN_TRAINER_CLI_FLAGS_H_

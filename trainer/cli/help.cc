@@ -1,0 +1,96 @@
+#include "trainer/cli/help.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kiln {
+namespace {
+
+constexpr size_t kWidth = 100;
+constexpr char kIndent[] = "      ";
+
+bool InGroup(const absl::CommandLineFlag& flag, const FlagGroup& group) {
+  const std::string& file = flag.Filename();
+  return absl::EndsWith(file, "/" + group.file) || file == group.file;
+}
+
+bool InCli(const absl::CommandLineFlag& flag) { return absl::StrContains(flag.Filename(), "trainer/cli/"); }
+
+// `text` wrapped at kWidth, each line starting with `indent`.
+std::string Wrap(const std::string& text, const std::string& indent) {
+  std::string out;
+  std::string line = indent;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line.size() > indent.size() && line.size() + 1 + word.size() > kWidth) {
+      absl::StrAppend(&out, line, "\n");
+      line = indent;
+    }
+    absl::StrAppend(&line, line.size() > indent.size() ? " " : "", word);
+  }
+  absl::StrAppend(&out, line, "\n");
+  return out;
+}
+
+std::string Default(const absl::CommandLineFlag& flag) {
+  const std::string value = flag.DefaultValue();
+  if (flag.IsOfType<std::string>() && (value.empty() || value.find(' ') != std::string::npos)) {
+    return absl::StrCat("\"", value, "\"");
+  }
+  return value;
+}
+
+}  // namespace
+
+const std::vector<FlagGroup>& FitFlagGroups() {
+  static const std::vector<FlagGroup>* groups = new std::vector<FlagGroup>{
+      {"Hardware (Lightning's Trainer arguments, resolved by the connector)", "hardware_flags.cc"},
+      {"Training loop", "loop_flags.cc"},
+      {"Checkpoints and resuming", "checkpoint_flags.cc"},
+      {"Model", "model_flags.cc"},
+      {"Data", "data_flags.cc"},
+      {"Logging and outputs", "output_flags.cc"},
+      {"Mode", "mode_flags.cc"},
+  };
+  return *groups;
+}
+
+std::string FlagsHelp(const std::string& usage, const std::vector<FlagGroup>& groups) {
+  std::map<size_t, std::vector<const absl::CommandLineFlag*>> by_group;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (InGroup(*flag, groups[i])) by_group[i].push_back(flag);
+    }
+  }
+  std::string out = absl::StrCat(usage, "\n");
+  for (size_t i = 0; i < groups.size(); ++i) {
+    std::vector<const absl::CommandLineFlag*>& flags = by_group[i];
+    if (flags.empty()) continue;
+    std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+    absl::StrAppend(&out, "\n", groups[i].title, ":\n");
+    for (const absl::CommandLineFlag* flag : flags) {
+      absl::StrAppend(&out, "  --", flag->Name(), "=", Default(*flag), "\n", Wrap(flag->Help(), kIndent));
+    }
+  }
+  absl::StrAppend(&out, "\nBoolean flags also take the forms --flag and --noflag.\n");
+  return out;
+}
+
+std::vector<std::string> UngroupedFlags(const std::vector<FlagGroup>& groups) {
+  std::vector<std::string> names;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (!InCli(*flag)) continue;
+    if (std::none_of(groups.begin(), groups.end(), [&](const FlagGroup& g) { return InGroup(*flag, g); })) {
+      names.push_back(std::string(name));
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace kiln

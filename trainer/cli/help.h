@@ -1,0 +1,27 @@
+// --help for `//trainer:fit`: the usage message, then the flags in groups with their defaults, wrapped to 100
+// columns. Abseil's own --help lists flags per source file, alphabetically; this one follows flags.h's groups.
+#ifndef KILN_TRAINER_CLI_HELP_H_
+#define KILN_TRAINER_CLI_HELP_H_
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct FlagGroup {
+  std::string title;
+  std::string file;  // The defining file's name, e.g. "hardware_flags.cc".
+};
+
+// The groups of flags.h, in order.
+const std::vector<FlagGroup>& FitFlagGroups();
+
+// The whole help text: `usage`, then each group's flags (name, default, help), sorted by name within a group.
+std::string FlagsHelp(const std::string& usage, const std::vector<FlagGroup>& groups);
+
+// Names of the flags defined in trainer/cli/ that no group lists (for tests: must be empty).
+std::vector<std::string> UngroupedFlags(const std::vector<FlagGroup>& groups);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CLI_HELP_H_

@@ -1,0 +1,15 @@
+// What to do: train, evaluate or predict.
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "trainer/cli/flags.h"
+
+ABSL_FLAG(std::string, mode, "fit",
+          "\"fit\" (train), \"validate\" (evaluate --ckpt_path on the validation data) or \"predict\" (write "
+          "predictions of --ckpt_path to --predictions). Pass the same model and data flags as for fit.");
+ABSL_FLAG(std::string, predict_data, "",
+          "--mode=predict: a CSV file of rows to predict on (feature columns, with or without the label column); "
+          "empty: the validation rows.");
+ABSL_FLAG(std::string, predictions, "",
+          "--mode=predict: the CSV file to write (index, prediction, and class probabilities for classification); "
+          "empty: <default_root_dir>/predictions.csv.");

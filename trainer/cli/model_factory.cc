@@ -1,0 +1,78 @@
+#include "trainer/cli/model_factory.h"
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "trainer/models/conv_net.h"
+#include "trainer/models/mlp.h"
+#include "trainer/models/torchscript_module.h"
+
+namespace kiln {
+
+absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spec, const LoadedData& data) {
+  SupervisedOptions options{.task = data.task,
+                            .optimizer = spec.optimizer,
+                            .learning_rate = spec.learning_rate,
+                            .input_shape = spec.input_shape};
+  const std::string shape = absl::StrJoin(spec.input_shape, ",");
+  if (!spec.input_shape.empty()) {
+    const int64_t per_example =
+        std::accumulate(spec.input_shape.begin(), spec.input_shape.end(), int64_t{1}, std::multiplies<int64_t>());
+    if (per_example != data.num_features) {
+      return FlagError("input_shape", shape,
+                       absl::StrCat("it holds ", per_example, " values per example, but the data has ",
+                                    data.num_features, " features; pass C,H,W with C*H*W = ", data.num_features));
+    }
+  }
+
+  std::shared_ptr<SupervisedModule> model;
+  std::map<std::string, std::string> hparams = {
+      {"model", spec.model},
+      {"task", TaskName(data.task)},
+      {"optimizer", spec.optimizer},
+      {"learning_rate", absl::StrCat(spec.learning_rate)},
+      {"num_features", absl::StrCat(data.num_features)},
+      {"num_outputs", absl::StrCat(data.num_outputs)},
+  };
+  if (!spec.input_shape.empty()) hparams["input_shape"] = shape;
+  if (spec.model == "mlp") {
+    model = std::make_shared<Mlp>(
+        MlpSizes{.input_size = data.num_features, .hidden_sizes = spec.hidden_sizes, .num_outputs = data.num_outputs},
+        options);
+    hparams["hidden_sizes"] = absl::StrJoin(spec.hidden_sizes, ",");
+  } else if (spec.model == "cnn") {
+    if (options.input_shape.empty()) {
+      const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(data.num_features))));
+      if (side * side != data.num_features) {
+        return FlagError("model", "cnn",
+                         absl::StrCat("the data has ", data.num_features,
+                                      " features, which is not a square image; "
+                                      "pass --input_shape=C,H,W with C*H*W = ",
+                                      data.num_features));
+      }
+      options.input_shape = {1, side, side};
+      hparams["input_shape"] = absl::StrJoin(options.input_shape, ",");
+    }
+    model = std::make_shared<ConvNet>(ConvNetSizes{.input_shape = options.input_shape,
+                                                   .channels = spec.channels,
+                                                   .kernel_size = spec.kernel_size,
+                                                   .num_outputs = data.num_outputs},
+                                      options);
+    hparams["channels"] = absl::StrJoin(spec.channels, ",");
+    hparams["kernel_size"] = absl::StrCat(spec.kernel_size);
+  } else {
+    absl::StatusOr<std::shared_ptr<TorchScriptModule>> script = TorchScriptModule::Load(spec.model, options);
+    if (!script.ok()) return script.status();
+    model = *std::move(script);
+  }
+  if (absl::Status checked = model->CheckOutputShape(data.num_features, data.num_outputs); !checked.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--model=", spec.model, ": ", checked.message()));
+  }
+  model->save_hyperparameters(std::move(hparams));
+  return model;
+}
+
+}  // namespace kiln

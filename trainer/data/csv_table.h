@@ -1,0 +1,65 @@
+// CSV files as tensors: feature columns and one label column, for classification or regression.
+//
+//   a,b,c,label        <- an optional header row (detected: see below)
+//   0.5,1,2.25,cat
+//   ...
+//
+// Cells are separated by commas; a cell may be double-quoted ("a, b", with "" for a quote inside), but a quoted cell
+// cannot span lines. Blank lines are skipped; "\r\n" line ends are accepted. Files may be gzip-compressed.
+//
+// The header: the first row is a header when the label column is chosen by name, or when one of its feature cells is
+// not a number, or when its label cell is not a number while the second row's is. Otherwise columns are named
+// "column_<i>" (0-based).
+//
+// Labels: for classification, every distinct label is a class; classes are numbered in numeric order when all labels
+// are numbers (so labels 0..9 stay 0..9) and in text order otherwise, and `class_names` keeps what the file wrote.
+// For regression, labels must be numbers.
+#ifndef KILN_TRAINER_DATA_CSV_TABLE_H_
+#define KILN_TRAINER_DATA_CSV_TABLE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "trainer/data/task.h"
+
+namespace kiln {
+
+struct CsvReadOptions {
+  // The label column: a header name, a 0-based index, or a negative index counted from the end (-1: the last).
+  std::string label_column = "-1";
+  Task task = Task::kClassification;
+  // For files to predict on: rows with exactly this many cells are features only. Rows with one more cell have a
+  // label column (chosen by `label_column`), which is skipped. Unset: every file has a label column.
+  std::optional<int64_t> num_features;
+  // Rows are parsed by this many threads (>= 1); the result does not depend on it.
+  int num_threads = 1;
+};
+
+struct CsvTable {
+  std::string source;  // The file, for messages.
+  bool has_header = false;
+  std::vector<std::string> feature_names;  // From the header, or "column_<i>".
+  std::string label_name;                  // Empty when the file has no label column (or it was skipped).
+  at::Tensor features;                     // float32 [rows, features].
+  at::Tensor labels;                       // int64 class indices, float32 values, or undefined (no labels read).
+  std::vector<std::string> class_names;    // Classification: the file's label for each class index.
+
+  int64_t num_rows() const { return features.defined() ? features.size(0) : 0; }
+  int64_t num_features() const { return static_cast<int64_t>(feature_names.size()); }
+};
+
+// Parses CSV `text`; `source` names it in errors. Every error is InvalidArgument and names the source, the line
+// (1-based, counting the header and blank lines), the column and the cell, and what would be accepted.
+absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& source, const CsvReadOptions& options);
+
+// Reads and parses a CSV file (plain or gzip). NotFound when the file does not exist.
+absl::StatusOr<CsvTable> ReadCsv(const std::string& path, const CsvReadOptions& options);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_DATA_CSV_TABLE_H_

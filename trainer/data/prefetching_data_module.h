@@ -1,0 +1,42 @@
+// PrefetchingDataModule: wraps any DataModule so that each of its loaders is a PrefetchingDataLoader, reading
+// `depth` batches ahead on a background thread. The batches are exactly the wrapped loaders' (see
+// prefetching_data_loader.h).
+//
+// A loader is wrapped once and handed out again while the wrapped module keeps returning the same loader object.
+// Thread-safety: like any DataModule, used by the loop thread.
+#ifndef KILN_TRAINER_DATA_PREFETCHING_DATA_MODULE_H_
+#define KILN_TRAINER_DATA_PREFETCHING_DATA_MODULE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "trainer/data/prefetching_data_loader.h"
+#include "trainer/data_loader.h"
+
+namespace kiln {
+
+class PrefetchingDataModule final : public DataModule {
+ public:
+  // `depth` >= 1.
+  PrefetchingDataModule(std::shared_ptr<DataModule> inner, int64_t depth);
+
+  void setup(Stage stage) override { inner_->setup(stage); }
+  std::shared_ptr<DataLoader> train_dataloader() override { return Wrap(inner_->train_dataloader()); }
+  std::shared_ptr<DataLoader> val_dataloader() override { return Wrap(inner_->val_dataloader()); }
+  std::shared_ptr<DataLoader> test_dataloader() override { return Wrap(inner_->test_dataloader()); }
+  std::shared_ptr<DataLoader> predict_dataloader() override { return Wrap(inner_->predict_dataloader()); }
+
+  const std::shared_ptr<DataModule>& inner() const { return inner_; }
+
+ private:
+  std::shared_ptr<DataLoader> Wrap(const std::shared_ptr<DataLoader>& loader);
+
+  std::shared_ptr<DataModule> inner_;
+  const int64_t depth_;
+  std::map<const DataLoader*, std::shared_ptr<PrefetchingDataLoader>> wrapped_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_DATA_PREFETCHING_DATA_MODULE_H_

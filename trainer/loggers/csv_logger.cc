@@ -1,0 +1,94 @@
+#include "trainer/loggers/csv_logger.h"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "trainer/loggers/hparams_yaml.h"
+
+namespace kiln {
+namespace {
+
+absl::Status MakeFolder(const std::string& folder) {
+  std::error_code error;
+  std::filesystem::create_directories(folder, error);
+  if (error) return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", error.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ShortestDouble(double value) {
+  char buffer[64];
+  const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, result.ptr);
+}
+
+CsvLogger::CsvLogger(LogDirOptions options) : log_dir_(VersionDir(options)) {}
+
+absl::Status CsvLogger::log_metrics(const MetricMap& metrics, int64_t step) {
+  Row row;
+  for (const auto& [name, value] : metrics) row[name] = ShortestDouble(value);
+  row["step"] = absl::StrCat(step);
+  pending_.push_back(std::move(row));
+  return absl::OkStatus();
+}
+
+absl::Status CsvLogger::log_hyperparams(const std::map<std::string, std::string>& params) {
+  hparams_ = params;
+  hparams_pending_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status CsvLogger::WriteRows(const std::vector<Row>& rows, bool rewrite) {
+  const std::string path = metrics_file();
+  std::ofstream file(path, rewrite ? std::ios::trunc : std::ios::app);
+  if (rewrite) file << absl::StrJoin(keys_, ",") << "\n";
+  for (const Row& row : rows) {
+    std::vector<std::string> cells;
+    for (const std::string& key : keys_) {
+      auto found = row.find(key);
+      cells.push_back(found == row.end() ? "" : found->second);
+    }
+    file << absl::StrJoin(cells, ",") << "\n";
+  }
+  file.flush();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::Status CsvLogger::save() {
+  if (pending_.empty() && !hparams_pending_) return absl::OkStatus();
+  if (absl::Status made = MakeFolder(log_dir_); !made.ok()) return made;
+  if (hparams_pending_) {
+    if (absl::Status written = WriteHparamsYaml(log_dir_ + "/hparams.yaml", hparams_); !written.ok()) return written;
+    hparams_pending_ = false;
+  }
+  if (pending_.empty()) return absl::OkStatus();
+  bool new_keys = false;
+  for (const Row& row : pending_) {
+    for (const auto& [key, value] : row) {
+      if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
+        keys_.push_back(key);
+        new_keys = true;
+      }
+    }
+  }
+  std::sort(keys_.begin(), keys_.end());
+  absl::Status status;
+  if (new_keys) {
+    written_.insert(written_.end(), pending_.begin(), pending_.end());
+    status = WriteRows(written_, /*rewrite=*/true);
+  } else {
+    status = WriteRows(pending_, /*rewrite=*/false);
+    written_.insert(written_.end(), pending_.begin(), pending_.end());
+  }
+  pending_.clear();
+  return status;
+}
+
+}  // namespace kiln

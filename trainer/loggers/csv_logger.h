@@ -1,0 +1,54 @@
+// CsvLogger: Lightning's CSVLogger. Writes <save_dir>/<name>/version_<N>/metrics.csv and hparams.yaml.
+//
+// metrics.csv has one row per log_metrics call, with a `step` column and one column per metric name, sorted by
+// name; a metric missing from a row leaves its cell empty. Rows are buffered and written by save() (the trainer
+// calls it every epoch and at the end); when new names appear the file is rewritten with the wider header, as
+// Lightning does. Values are written in the shortest form that reads back as the same double.
+//
+// Nothing is created until the first save() with something to write, so a run that fails its checks leaves no
+// folder behind. Thread-safety: one thread at a time (the trainer calls loggers from the loop thread).
+#ifndef KILN_TRAINER_LOGGERS_CSV_LOGGER_H_
+#define KILN_TRAINER_LOGGERS_CSV_LOGGER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "trainer/logger.h"
+#include "trainer/loggers/log_dir.h"
+
+namespace kiln {
+
+class CsvLogger final : public Logger {
+ public:
+  // The version is fixed here (the next free one when unset), so that loggers built together share a folder.
+  explicit CsvLogger(LogDirOptions options);
+
+  std::string name() const override { return "csv"; }
+  std::string log_dir() const override { return log_dir_; }
+  absl::Status log_metrics(const MetricMap& metrics, int64_t step) override;
+  absl::Status log_hyperparams(const std::map<std::string, std::string>& params) override;
+  absl::Status save() override;
+
+  std::string metrics_file() const { return log_dir_ + "/metrics.csv"; }
+
+ private:
+  using Row = std::map<std::string, std::string>;
+  absl::Status WriteRows(const std::vector<Row>& rows, bool rewrite);
+
+  std::string log_dir_;
+  std::vector<Row> written_;  // Every row written so far, to rewrite the file when the header widens.
+  std::vector<Row> pending_;
+  std::vector<std::string> keys_;  // The header, sorted.
+  std::map<std::string, std::string> hparams_;
+  bool hparams_pending_ = false;
+};
+
+// The shortest decimal text that reads back as `value` ("0.1", "3", "1e-07", "nan", "inf").
+std::string ShortestDouble(double value);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_LOGGERS_CSV_LOGGER_H_

@@ -1,0 +1,75 @@
+#include "trainer/loggers/tensorboard_logger.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "trainer/loggers/hparams_yaml.h"
+#include "trainer/loggers/tensorboard_events.h"
+
+namespace kiln {
+namespace {
+
+double WallTime() { return static_cast<double>(absl::ToUnixMicros(absl::Now())) / 1e6; }
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+}  // namespace
+
+TensorBoardLogger::TensorBoardLogger(LogDirOptions options) : log_dir_(VersionDir(options)) {}
+
+absl::Status TensorBoardLogger::Open() {
+  if (writer_ != nullptr) return absl::OkStatus();
+  std::error_code error;
+  std::filesystem::create_directories(log_dir_, error);
+  if (error) return absl::InternalError(absl::StrCat("cannot create ", log_dir_, ": ", error.message()));
+  // SummaryWriter's name: events.out.tfevents.<seconds>.<host>.<pid>.<n>, n counting files in this process.
+  static std::atomic<int> files{0};
+  const std::string path = absl::StrCat(log_dir_, "/events.out.tfevents.", absl::ToUnixSeconds(absl::Now()), ".",
+                                        HostName(), ".", getpid(), ".", files++);
+  absl::StatusOr<std::unique_ptr<TfRecordWriter>> writer = TfRecordWriter::Open(path);
+  if (!writer.ok()) return writer.status();
+  writer_ = std::move(writer).value();
+  return writer_->Write(FileVersionEvent(WallTime()));
+}
+
+absl::Status TensorBoardLogger::log_metrics(const MetricMap& metrics, int64_t step) {
+  if (absl::Status opened = Open(); !opened.ok()) return opened;
+  const double now = WallTime();
+  for (const auto& [tag, value] : metrics) {
+    if (absl::Status written = writer_->Write(ScalarEvent(now, step, tag, static_cast<float>(value))); !written.ok()) {
+      return written;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TensorBoardLogger::log_hyperparams(const std::map<std::string, std::string>& params) {
+  if (absl::Status opened = Open(); !opened.ok()) return opened;
+  if (absl::Status written = WriteHparamsYaml(log_dir_ + "/hparams.yaml", params); !written.ok()) return written;
+  hparams_logged_ = true;
+  return writer_->Write(HParamsStartEvent(WallTime(), params));
+}
+
+absl::Status TensorBoardLogger::save() { return writer_ != nullptr ? writer_->Flush() : absl::OkStatus(); }
+
+absl::Status TensorBoardLogger::finalize() {
+  if (writer_ == nullptr || finalized_) return absl::OkStatus();
+  finalized_ = true;
+  if (hparams_logged_) {
+    if (absl::Status written = writer_->Write(HParamsEndEvent(WallTime(), session_status_)); !written.ok()) {
+      return written;
+    }
+  }
+  return writer_->Close();
+}
+
+}  // namespace kiln

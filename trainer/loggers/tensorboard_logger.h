@@ -1,0 +1,57 @@
+// TensorBoardLogger: Lightning's TensorBoardLogger. Writes an event file
+// <save_dir>/<name>/version_<N>/events.out.tfevents.<time>.<host>.<pid>.<n> that TensorBoard reads, and
+// hparams.yaml beside it.
+//
+// Every metric of log_metrics becomes a scalar (tag = metric name, at that step), as SummaryWriter.add_scalar
+// writes it. Hyper-parameters go to TensorBoard's HParams plugin: a session-start summary with the values when
+// they are logged, and a session-end summary at finalize, with the status given to set_session_status (Logger::
+// finalize carries no outcome; unset, the status is "unknown"). No `experiment` summary is written:
+// TensorBoard then builds the experiment from the run itself, listing every scalar of the run as a metric column
+// (Lightning instead declares a single placeholder metric, `hp_metric`). See tensorboard_events.h for the bytes.
+//
+// The file is created on the first write and flushed by save(). Thread-safety: one thread at a time.
+#ifndef KILN_TRAINER_LOGGERS_TENSORBOARD_LOGGER_H_
+#define KILN_TRAINER_LOGGERS_TENSORBOARD_LOGGER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "trainer/logger.h"
+#include "trainer/loggers/log_dir.h"
+#include "trainer/loggers/tensorboard_events.h"
+#include "trainer/loggers/tfrecord_writer.h"
+
+namespace kiln {
+
+class TensorBoardLogger final : public Logger {
+ public:
+  // The version is fixed here (the next free one when unset), so that loggers built together share a folder.
+  explicit TensorBoardLogger(LogDirOptions options);
+
+  std::string name() const override { return "tensorboard"; }
+  std::string log_dir() const override { return log_dir_; }
+  absl::Status log_metrics(const MetricMap& metrics, int64_t step) override;
+  absl::Status log_hyperparams(const std::map<std::string, std::string>& params) override;
+  absl::Status save() override;
+  absl::Status finalize() override;
+
+  // The outcome the session-end summary will record (see above); call before finalize.
+  void set_session_status(SessionStatus status) { session_status_ = status; }
+
+  // The event file's path; empty before the first write.
+  std::string event_file() const { return writer_ != nullptr ? writer_->path() : ""; }
+
+ private:
+  absl::Status Open();
+
+  std::string log_dir_;
+  std::unique_ptr<TfRecordWriter> writer_;
+  bool hparams_logged_ = false;
+  bool finalized_ = false;
+  SessionStatus session_status_ = SessionStatus::kUnknown;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_LOGGERS_TENSORBOARD_LOGGER_H_

@@ -1,0 +1,21 @@
+#include "trainer/models/mlp.h"
+
+#include "torch/nn/modules/activation.h"
+#include "torch/nn/modules/linear.h"
+
+namespace kiln {
+
+Mlp::Mlp(const MlpSizes& sizes, SupervisedOptions options) : SupervisedModule(std::move(options)) {
+  int64_t in = sizes.input_size;
+  for (int64_t hidden : sizes.hidden_sizes) {
+    net_->push_back(torch::nn::Linear(in, hidden));
+    net_->push_back(torch::nn::ReLU());
+    in = hidden;
+  }
+  net_->push_back(torch::nn::Linear(in, sizes.num_outputs));
+  register_module("net", net_);
+}
+
+at::Tensor Mlp::forward(const at::Tensor& input) { return net_->forward(input.flatten(1)); }
+
+}  // namespace kiln

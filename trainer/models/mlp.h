@@ -1,0 +1,31 @@
+// Mlp: the built-in multi-layer perceptron, Linear -> ReLU -> ... -> Linear, as a SupervisedModule.
+#ifndef KILN_TRAINER_MODELS_MLP_H_
+#define KILN_TRAINER_MODELS_MLP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "torch/nn/modules/container/sequential.h"
+#include "trainer/models/supervised_module.h"
+
+namespace kiln {
+
+struct MlpSizes {
+  int64_t input_size = 16;
+  std::vector<int64_t> hidden_sizes = {64, 64};  // Empty: a linear model.
+  int64_t num_outputs = 4;                       // Classes, or 1 for regression.
+};
+
+class Mlp final : public SupervisedModule {
+ public:
+  // Sizes must be positive (callers check user input first).
+  Mlp(const MlpSizes& sizes, SupervisedOptions options);
+  at::Tensor forward(const at::Tensor& input) override;
+
+ private:
+  torch::nn::Sequential net_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_MODELS_MLP_H_

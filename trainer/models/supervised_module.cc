@@ -1,0 +1,113 @@
+#include "trainer/models/supervised_module.h"
+
+#include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "torch/nn/functional/loss.h"
+#include "torch/optim/adam.h"
+#include "torch/optim/sgd.h"
+#include "torch/utils.h"
+
+namespace kiln {
+namespace {
+
+std::string Shape(const at::Tensor& tensor) { return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]"); }
+
+}  // namespace
+
+at::Tensor SupervisedModule::Outputs(const Batch& batch) {
+  at::Tensor input = batch.input;
+  if (!options_.input_shape.empty()) {
+    std::vector<int64_t> shape = {input.size(0)};
+    shape.insert(shape.end(), options_.input_shape.begin(), options_.input_shape.end());
+    input = input.reshape(shape);
+  }
+  at::Tensor outputs = forward(input);
+  if (options_.task == Task::kRegression && outputs.dim() == 2 && outputs.size(1) == 1) outputs = outputs.squeeze(1);
+  return outputs;
+}
+
+at::Tensor SupervisedModule::Loss(const at::Tensor& outputs, const at::Tensor& target) const {
+  if (options_.task == Task::kClassification) return torch::nn::functional::cross_entropy(outputs, target);
+  return torch::nn::functional::mse_loss(outputs, target.to(outputs.scalar_type()));
+}
+
+void SupervisedModule::LogEvaluation(const std::string& prefix, const at::Tensor& outputs, const at::Tensor& target) {
+  const bool validating = prefix == "val";
+  log(prefix + "_loss", Loss(outputs, target), {.prog_bar = validating});
+  if (options_.task == Task::kClassification) {
+    log(prefix + "_acc", outputs.argmax(1).eq(target).to(at::kFloat).mean(), {.prog_bar = validating});
+  } else {
+    log(prefix + "_mae", (outputs - target.to(outputs.scalar_type())).abs().mean(), {.prog_bar = validating});
+  }
+}
+
+at::Tensor SupervisedModule::training_step(const Batch& batch, int64_t batch_idx) {
+  at::Tensor outputs = Outputs(batch);
+  at::Tensor loss = Loss(outputs, batch.target);
+  log("train_loss", loss, {.prog_bar = true, .on_step = true, .on_epoch = true});
+  if (options_.task == Task::kClassification) {
+    log("train_acc", outputs.argmax(1).eq(batch.target).to(at::kFloat).mean(), {.on_step = false, .on_epoch = true});
+  }
+  return loss;
+}
+
+void SupervisedModule::validation_step(const Batch& batch, int64_t batch_idx) {
+  LogEvaluation("val", Outputs(batch), batch.target);
+}
+
+void SupervisedModule::test_step(const Batch& batch, int64_t batch_idx) {
+  LogEvaluation("test", Outputs(batch), batch.target);
+}
+
+at::Tensor SupervisedModule::predict_step(const Batch& batch, int64_t batch_idx) {
+  at::Tensor outputs = Outputs(batch);
+  return options_.task == Task::kClassification ? outputs.softmax(1) : outputs;
+}
+
+OptimizerConfig SupervisedModule::configure_optimizers() {
+  if (options_.optimizer == "sgd") {
+    return std::make_shared<torch::optim::SGD>(parameters(),
+                                               torch::optim::SGDOptions(options_.learning_rate).momentum(0.9));
+  }
+  return std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(options_.learning_rate));
+}
+
+absl::Status SupervisedModule::CheckOutputShape(int64_t num_features, int64_t num_outputs) {
+  const bool was_training = is_training();
+  at::Tensor outputs;
+  try {
+    torch::NoGradGuard no_grad;
+    eval();
+    outputs = Outputs({at::zeros({1, num_features}), at::Tensor()});
+    train(was_training);
+  } catch (const c10::Error& e) {
+    train(was_training);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model fails on one example of ", num_features, " features",
+        options_.input_shape.empty() ? "" : " reshaped to [1, " + absl::StrJoin(options_.input_shape, ", ") + "]", ": ",
+        e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    train(was_training);
+    return absl::InvalidArgumentError(absl::StrCat("the model fails on one example: ", e.what()));
+  }
+  if (options_.task == Task::kClassification) {
+    if (outputs.dim() != 2 || outputs.size(0) != 1 || outputs.size(1) != num_outputs) {
+      return absl::InvalidArgumentError(absl::StrCat("the model returns ", Shape(outputs),
+                                                     " for one example, but classification with ", num_outputs,
+                                                     " classes needs logits of shape [1, ", num_outputs,
+                                                     "]; change the model's last layer to ", num_outputs, " outputs"));
+    }
+  } else if (outputs.dim() != 1 || outputs.size(0) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the model returns ", Shape(outputs),
+                                                   " for one example, but regression needs one value per example, "
+                                                   "[1] or [1, 1]; change the model's last layer to 1 output"));
+  }
+  if (!at::isFloatingType(outputs.scalar_type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model returns ", outputs.scalar_type(), " values; it must return floating-point outputs"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln

@@ -1,0 +1,63 @@
+// SupervisedModule: a LightningModule for supervised learning on (features, label) batches, whatever computes the
+// outputs. Subclasses (an MLP, a ConvNet, a TorchScript module) only implement `forward`; the task decides the rest:
+//
+//   classification: forward returns logits [N, classes]; loss cross-entropy; logs train_loss (step and epoch,
+//                   in the progress bar), train_acc (epoch), val_loss and val_acc (both in the progress bar),
+//                   test_loss and test_acc; predict_step returns class probabilities (softmax).
+//   regression:     forward returns [N] or [N, 1]; loss mean squared error; logs train_loss, val_loss and val_mae
+//                   (mean absolute error), test_loss and test_mae; predict_step returns the values [N].
+//
+// Inputs arrive as [N, features] and are reshaped to [N, input_shape...] first when `input_shape` is set (images
+// for convolutional networks). The optimizer is Adam or SGD over every parameter.
+#ifndef KILN_TRAINER_MODELS_SUPERVISED_MODULE_H_
+#define KILN_TRAINER_MODELS_SUPERVISED_MODULE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "trainer/data/task.h"
+#include "trainer/lightning_module.h"
+
+namespace kiln {
+
+struct SupervisedOptions {
+  Task task = Task::kClassification;
+  std::string optimizer = "adam";  // "adam" or "sgd" (SGD with momentum 0.9).
+  double learning_rate = 1e-3;
+  std::vector<int64_t> input_shape;  // Per example, e.g. {1, 8, 8}; empty: [features] as given.
+};
+
+class SupervisedModule : public LightningModule {
+ public:
+  explicit SupervisedModule(SupervisedOptions options) : options_(std::move(options)) {}
+
+  // Outputs for a batch of inputs already reshaped to input_shape.
+  virtual at::Tensor forward(const at::Tensor& input) = 0;
+
+  at::Tensor training_step(const Batch& batch, int64_t batch_idx) override;
+  void validation_step(const Batch& batch, int64_t batch_idx) override;
+  void test_step(const Batch& batch, int64_t batch_idx) override;
+  at::Tensor predict_step(const Batch& batch, int64_t batch_idx) override;
+  OptimizerConfig configure_optimizers() override;
+
+  // Runs one example of `num_features` zeros through the model (in eval mode, without gradients) and checks that
+  // the output has the shape the task needs: [1, num_outputs] for classification, [1] or [1, 1] for regression.
+  // Errors name what came out and what was expected. Throws nothing.
+  absl::Status CheckOutputShape(int64_t num_features, int64_t num_outputs);
+
+  const SupervisedOptions& options() const { return options_; }
+
+ private:
+  // Inputs reshaped to input_shape, and outputs shaped like the targets (regression).
+  at::Tensor Outputs(const Batch& batch);
+  at::Tensor Loss(const at::Tensor& outputs, const at::Tensor& target) const;
+  void LogEvaluation(const std::string& prefix, const at::Tensor& outputs, const at::Tensor& target);
+
+  SupervisedOptions options_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_MODELS_SUPERVISED_MODULE_H_

@@ -1,0 +1,122 @@
+// A TorchScript module made here, in C++ (the Python-made case is tests/cli/torchscript_test.sh), trained by Kiln.
+#include "trainer/models/torchscript_module.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include "ATen/ATen.h"
+#include "gtest/gtest.h"
+#include "torch/utils.h"
+#include "trainer/models/model_summary.h"
+#include "trainer/synthetic_data.h"
+#include "trainer/trainer.h"
+
+namespace kiln {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  return std::string(root != nullptr ? root : "/tmp") + "/" + name;
+}
+
+// A script class "Linear" with weight and bias.
+torch::jit::Module ScriptLinear(int64_t in, int64_t out) {
+  torch::jit::Module linear("Linear");
+  linear.register_attribute("training", c10::BoolType::get(), true);  // What Python's nn.Module gives every module.
+  linear.register_parameter("weight", (at::randn({out, in}) * (1.0 / std::sqrt(in))).requires_grad_(),
+                            /*is_buffer=*/false);
+  linear.register_parameter("bias", at::zeros({out}).requires_grad_(), /*is_buffer=*/false);
+  linear.define(R"(
+def forward(self, x):
+    return torch.matmul(x, self.weight.t()) + self.bias
+)");
+  return linear;
+}
+
+// fc1 -> relu -> dropout (active in training only) -> fc2, with a step counter buffer bumped in training.
+torch::jit::Module ScriptMlp() {
+  torch::manual_seed(5);
+  torch::jit::Module net("Net");
+  net.register_attribute("training", c10::BoolType::get(), true);
+  net.register_module("fc1", ScriptLinear(16, 32));
+  net.register_module("fc2", ScriptLinear(32, 4));
+  net.register_buffer("steps", at::zeros({1}, at::kLong));
+  net.define(R"(
+def forward(self, x):
+    if self.training:
+        self.steps.add_(1)
+    h = torch.relu(self.fc1.forward(x))
+    h = torch.dropout(h, 0.1, self.training)
+    return self.fc2.forward(h)
+)");
+  return net;
+}
+
+TEST(TorchScriptModuleTest, TrainsTheScriptsOwnParameters) {
+  const std::string path = TempPath("net.pt");
+  ScriptMlp().save(path);
+  absl::StatusOr<std::shared_ptr<TorchScriptModule>> model = TorchScriptModule::Load(path, {.learning_rate = 1e-2});
+  ASSERT_TRUE(model.ok()) << model.status();
+  TorchScriptModule& module = **model;
+
+  // The LightningModule's parameters are the script's own tensors, under the script's names.
+  const auto named = module.named_parameters();
+  ASSERT_EQ(named.size(), 4u);
+  EXPECT_TRUE(named.contains("fc1.weight") && named.contains("fc2.bias"));
+  EXPECT_TRUE(named["fc1.weight"].is_same(module.script().attr("fc1").toModule().attr("weight").toTensor()));
+  EXPECT_EQ(module.named_buffers().size(), 1u);
+  const at::Tensor before = named["fc1.weight"].detach().clone();
+
+  ModelSummary summary = Summarize(module);
+  ASSERT_EQ(summary.layers.size(), 2u);
+  EXPECT_EQ(summary.layers[0].name, "fc1");
+  EXPECT_EQ(summary.layers[0].type, "Linear");
+  EXPECT_EQ(summary.total_parameters(), 16 * 32 + 32 + 32 * 4 + 4);
+  ASSERT_TRUE(module.CheckOutputShape(16, 4).ok());
+
+  SyntheticOptions synthetic;
+  synthetic.num_train = 2048;
+  synthetic.num_val = 512;
+  SyntheticClusters data(synthetic);
+  TrainerOptions options;
+  options.accelerator = "cpu";
+  options.max_epochs = 5;
+  options.enable_checkpointing = false;
+  options.enable_progress_bar = false;
+  options.num_sanity_val_steps = 0;
+  Trainer trainer(options);
+  absl::Status fitted = trainer.fit(module, data);
+  ASSERT_TRUE(fitted.ok()) << fitted;
+
+  // Trained: the script's tensor changed in place, the buffer counted every training forward, accuracy is high.
+  EXPECT_FALSE(module.script().attr("fc1").toModule().attr("weight").toTensor().equal(before));
+  EXPECT_EQ(module.script().attr("steps").toTensor().item<int64_t>(), 5 * (2048 / 64));
+  EXPECT_GT(trainer.callback_metrics().at("val_acc"), 0.7);  // Chance: 0.25.
+  // eval() reached the script module: a forward in eval mode is deterministic (no dropout) and counts nothing.
+  module.eval();
+  torch::NoGradGuard no_grad;
+  at::Tensor x = at::randn({3, 16});
+  EXPECT_TRUE(module.forward(x).equal(module.forward(x)));
+  EXPECT_EQ(module.script().attr("steps").toTensor().item<int64_t>(), 5 * (2048 / 64));
+}
+
+TEST(TorchScriptModuleTest, LoadErrorsSayWhatToDo) {
+  absl::StatusOr<std::shared_ptr<TorchScriptModule>> missing = TorchScriptModule::Load(TempPath("none.pt"), {});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  const std::string garbage = TempPath("garbage.pt");
+  std::ofstream(garbage) << "not a zip archive";
+  absl::StatusOr<std::shared_ptr<TorchScriptModule>> bad = TorchScriptModule::Load(garbage, {});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("torch.jit.script(model).save(path)"), std::string::npos) << bad.status();
+
+  torch::jit::Module frozen = ScriptLinear(2, 2);
+  for (const auto& parameter : frozen.parameters()) parameter.detach_().set_requires_grad(false);
+  const std::string frozen_path = TempPath("frozen.pt");
+  frozen.save(frozen_path);
+  absl::StatusOr<std::shared_ptr<TorchScriptModule>> untrainable = TorchScriptModule::Load(frozen_path, {});
+  EXPECT_NE(untrainable.status().message().find("has no parameter that requires gradients"), std::string::npos)
+      << untrainable.status();
+}
+
+}  // namespace
+}  // namespace kiln
