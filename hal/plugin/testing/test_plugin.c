@@ -22,6 +22,9 @@
 
 #include "hal/plugin/kiln_plugin_c_api.h"
 
+/* Some variants leave a definition unused. */
+#define MAYBE_UNUSED __attribute__((unused))
+
 struct KILN_Error {
   KILN_Error_Code code;
   char message[256];
@@ -69,8 +72,8 @@ static KILN_Error* PluginInitialize(KILN_Plugin_Initialize_Args* args) {
 #endif
 }
 
-static const char* const kAliases[] = {"test_alias"};
-static const KILN_Precision kPrecisions[] = {KILN_PRECISION_32_TRUE};
+MAYBE_UNUSED static const char* const kAliases[] = {"test_alias"};
+MAYBE_UNUSED static const KILN_Precision kPrecisions[] = {KILN_PRECISION_32_TRUE};
 
 static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
   CHECK_ARGS(args, KILN_Plugin_Info_Args);
@@ -141,7 +144,7 @@ static KILN_Error* DeviceTeardown(KILN_Device_Teardown_Args* args) {
   return CheckIndex(args->device_index);
 }
 
-static KILN_Error* DeviceStats(KILN_Device_Stats_Args* args) {
+MAYBE_UNUSED static KILN_Error* DeviceStats(KILN_Device_Stats_Args* args) {
   CHECK_ARGS(args, KILN_Device_Stats_Args);
   FAIL_HERE("Device_Stats");
   KILN_Error* error = CheckIndex(args->device_index);
@@ -165,7 +168,7 @@ static KILN_Error* PrecisionSubstitute(KILN_Precision_Substitute_Args* args) {
   return NULL;
 }
 
-static const KILN_Plugin_Api kApi = {
+MAYBE_UNUSED static const KILN_Plugin_Api kApi = {
 #ifdef TEST_PLUGIN_SHORT_API
     .struct_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Teardown),
 #else
