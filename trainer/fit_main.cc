@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "trainer/accelerator_plugins.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/classifier.h"
 #include "trainer/sha256.h"
@@ -174,6 +175,9 @@ int Main(int argc, char** argv) {
   }
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  if (absl::Status loaded = LoadAcceleratorPluginsFromCommandLine(argc, argv); !loaded.ok()) {
+    UsageError(std::string(loaded.message()));
+  }
 
   for (const auto& [name, value] : std::vector<std::pair<std::string, int64_t>>{
            {"batch_size", absl::GetFlag(FLAGS_batch_size)},
