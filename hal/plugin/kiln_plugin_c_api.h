@@ -49,6 +49,11 @@
  *   are called from one thread at a time for a given device. Plugin_Initialize is called once, before any other
  *   function but the KILN_Error_* ones.
  *
+ * LOADING
+ *   Kiln opens the library with dlopen(RTLD_NOW | RTLD_LOCAL) from exactly the path it was given: every symbol the
+ *   plugin needs must resolve when it is opened, from its own dependencies or the process's libraries, and its own
+ *   symbols are visible to no other library. Exporting KILN_GetPluginApi alone is recommended.
+ *
  * DEVICES AND LIBTORCH
  *   Kiln computes with LibTorch on the device type a plugin reports (KILN_Device_Type). KILN_DEVICE_TYPE_CPU needs
  *   nothing from the plugin's side. A plugin with its own hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1 and
@@ -185,8 +190,10 @@ typedef struct KILN_Plugin_Initialize_Args {
 KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Initialize_Args, struct_size);
 typedef KILN_Error* KILN_Plugin_Initialize(KILN_Plugin_Initialize_Args* args);
 
-/* What the accelerator is. Called once, after Plugin_Initialize; Kiln copies every output. Every string and array
- * here is owned by the plugin and valid while it is loaded. An error fails the load. */
+/* What the accelerator is. Called after Plugin_Initialize, once per registration of the plugin (a program may
+ * register it in more than one registry); the answers must not change while the plugin is loaded. Kiln copies
+ * every output. Every string and array here is owned by the plugin and valid while it is loaded. An error fails
+ * the load. */
 typedef struct KILN_Plugin_Info_Args {
   size_t struct_size;
   /* out: the name the accelerator registers under: lower-case letters, digits, '_' and '-'; not "auto", and not
