@@ -16,15 +16,32 @@ accelerator accepts; that set-up and tear-down repeat; that statistics have lowe
 (and that a foreign device is refused); and that a few SGD steps of a small model on the device give the CPU's
 numbers, to a tight tolerance, or bit for bit with `bitwise = True`. An accelerator that is not available on the
 machine has its hardware tests skipped, with the reason printed; the other checks still run.
+
+An accelerator plugin (a shared library implementing hal/plugin/kiln_plugin_c_api.h) is checked the same way, loaded
+from its `.so` by Kiln's plugin loader before the suite runs:
+
+    kiln_accelerator_conformance_test(
+        name = "acme_plugin_conformance_test",
+        accelerator = "acme",                  # the name the plugin's Plugin_Info gives
+        plugin = ":libacme_kiln_plugin.so",    # a cc_binary(linkshared = True), or a prebuilt .so file
+    )
 """
 
-def kiln_accelerator_conformance_test(name, accelerator, deps, bitwise = False, size = "small", **kwargs):
+def kiln_accelerator_conformance_test(
+        name,
+        accelerator,
+        deps = [],
+        bitwise = False,
+        size = "small",
+        plugin = None,
+        **kwargs):
     """A cc_test running the conformance suite against the registered accelerator `accelerator`.
 
     Args:
       name: the test's name.
       accelerator: the name (or an alias) the accelerator registers under.
-      deps: what links it: the backend's cc_library.
+      deps: what links it: the backend's cc_library. Empty for a plugin.
+      plugin: the label of an accelerator plugin's shared library, loaded at run time before the suite runs.
       bitwise: require training on the device to equal the CPU's bit for bit (for devices that compute through the
         CPU's kernels); otherwise a relative tolerance of 1e-5 applies.
       size: the test size.
@@ -33,10 +50,17 @@ def kiln_accelerator_conformance_test(name, accelerator, deps, bitwise = False, 
     args = ["--accelerator=" + accelerator]
     if bitwise:
         args.append("--bitwise")
+    data = kwargs.pop("data", [])
+    if plugin:
+        args.append("--accelerator_plugin=$(rootpath %s)" % plugin)
+        data = data + [plugin]
+    if not deps and not plugin:
+        fail("kiln_accelerator_conformance_test(name = '%s'): give deps (a linked backend) or plugin (a .so)" % name)
     native.cc_test(
         name = name,
         size = size,
         args = args,
+        data = data,
         deps = deps + [Label("//hal:conformance_suite")],
         **kwargs
     )

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "trainer/accelerator_plugins.h"
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/cli/command_line.h"
@@ -292,6 +293,10 @@ int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
+  // Plugins register their accelerators before anything resolves --accelerator.
+  if (absl::Status loaded = LoadAcceleratorPluginsFromCommandLine(argc, argv); !loaded.ok()) {
+    UsageError(loaded.message());
+  }
 
   absl::StatusOr<FitConfig> config = FitConfigFromFlags();
   if (!config.ok()) UsageError(config.status().message());

@@ -3,8 +3,10 @@
 // Backend authors run it with the `kiln_accelerator_conformance_test` macro (tools/conformance.bzl), which links
 // this file (it has its own main()) with their backend and passes the accelerator's registered name:
 //
-//   conformance_test --accelerator=<name> [--bitwise]
+//   conformance_test --accelerator=<name> [--bitwise] [--accelerator_plugin=<path to a plugin's .so>]...
 //
+// With --accelerator_plugin, the accelerator comes from a plugin shared library (hal/plugin/kiln_plugin_c_api.h),
+// loaded into the default registry before the checks run, exactly as Kiln's programs load one.
 // Checks that need the hardware (devices, set-up, statistics, training) skip, printing the accelerator's own reason,
 // when it is not available here; the others (registration, never throwing, parsing) always run. Tests share the
 // accelerator instance the registry holds, as Kiln's programs do.
@@ -23,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
+#include "hal/plugin/plugin_loader.h"
 #include "hal/registry.h"
 #include "torch/optim/sgd.h"
 
@@ -32,6 +35,7 @@ namespace {
 struct Config {
   std::string accelerator;
   bool bitwise = false;
+  std::vector<std::string> plugins;  // Plugin libraries to load first.
 };
 
 Config& GetConfig() {
@@ -326,15 +330,26 @@ int main(int argc, char** argv) {
       config.accelerator = std::string(arg);
     } else if (arg == "--bitwise") {
       config.bitwise = true;
+    } else if (absl::ConsumePrefix(&arg, "--accelerator_plugin=")) {
+      config.plugins.emplace_back(arg);
     } else {
       std::cerr << "error: unknown argument '" << argv[i] << "'; usage: " << argv[0]
-                << " --accelerator=<registered name> [--bitwise] [gtest flags]\n";
+                << " --accelerator=<registered name> [--bitwise] [--accelerator_plugin=<path>]... [gtest flags]\n";
       return 2;
     }
   }
   if (config.accelerator.empty()) {
     std::cerr << "error: --accelerator=<registered name> is required (kiln_accelerator_conformance_test sets it)\n";
     return 2;
+  }
+  for (const std::string& path : config.plugins) {
+    absl::StatusOr<kiln::PluginInfo> loaded = kiln::LoadAcceleratorPlugin(path, kiln::AcceleratorRegistry::Default());
+    if (!loaded.ok()) {
+      std::cerr << "error: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    std::cout << "Loaded accelerator plugin '" << loaded->name << "' from " << path << " (plugin API "
+              << loaded->api_version << ")\n";
   }
   std::cout << "Kiln accelerator conformance suite for '" << config.accelerator << "'"
             << (config.bitwise ? ", training compared with the CPU bit for bit" : "") << "\n";

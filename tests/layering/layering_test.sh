@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Kiln's layering, checked on the real dependency graph and sources:
-#   hal       depends on no Kiln package above it (backends, connector, trainer, tools);
+#   hal       depends on no Kiln package above it (backends, connector, trainer, tools), its plugin loader neither;
+#   plugins   the sample accelerator plugin depends on the plugin C header alone;
 #   connector depends on no backend and names none in its code, nor any hardware or collective backend;
 #   backends  depend on neither the connector nor the trainer, built-in and third-party ones alike, and no Kiln
 #             package names a third-party backend (they come in through the WORKSPACE's kiln_backends).
@@ -39,6 +40,16 @@ expect 0 "checker ignores backend names in comments" \
 # The real graph.
 expect 0 "hal depends on nothing above it" \
   $check deps hal $dir/hal_deps //backends //connector //trainer //tools
+expect 0 "the plugin loader (hal/plugin) depends on nothing above the HAL" \
+  $check deps hal-plugin $dir/hal_plugin_deps //backends //connector //trainer //tools
+# Everything the sample plugin depends on, other than the C header's own target, is a violation.
+expect 0 "the sample plugin depends on the plugin C header alone (no Kiln library, no LibTorch)" \
+  $check deps sample-plugin $dir/sample_plugin_deps //hal:hal //hal/plugin:plugin //backends //connector //trainer \
+  @libtorch @abseil @kiln_backends
+if ! grep -qx '//hal/plugin:c_api' $dir/sample_plugin_deps; then
+  echo "FAIL: the sample plugin does not depend on //hal/plugin:c_api (is the query right?)"
+  failures=$((failures + 1))
+fi
 expect 0 "connector depends on no backend and not on the trainer" \
   $check deps connector $dir/connector_deps //backends //trainer //tools
 expect 0 "built-in backends depend on neither the connector nor the trainer" \

@@ -50,6 +50,7 @@ std::string Default(const absl::CommandLineFlag& flag) {
 const std::vector<FlagGroup>& FitFlagGroups() {
   static const std::vector<FlagGroup>* groups = new std::vector<FlagGroup>{
       {"Hardware (Lightning's Trainer arguments, resolved by the connector)", "hardware_flags.cc"},
+      {"Accelerator plugins", "accelerator_plugins.cc"},
       {"Training loop", "loop_flags.cc"},
       {"Checkpoints and resuming", "checkpoint_flags.cc"},
       {"Model", "model_flags.cc"},

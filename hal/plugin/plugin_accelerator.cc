@@ -1,0 +1,318 @@
+#include "hal/plugin/plugin_accelerator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "c10/core/impl/DeviceGuardImplInterface.h"
+
+namespace kiln {
+namespace {
+
+std::optional<c10::DeviceType> DeviceTypeFromC(int value) {
+  switch (value) {
+    case KILN_DEVICE_TYPE_CPU:
+      return c10::DeviceType::CPU;
+    case KILN_DEVICE_TYPE_CUDA:
+      return c10::DeviceType::CUDA;
+    case KILN_DEVICE_TYPE_PRIVATEUSE1:
+      return c10::DeviceType::PrivateUse1;
+  }
+  return std::nullopt;
+}
+
+std::optional<Precision> PrecisionFromC(int value) {
+  switch (value) {
+    case KILN_PRECISION_32_TRUE:
+      return Precision::k32True;
+    case KILN_PRECISION_64_TRUE:
+      return Precision::k64True;
+    case KILN_PRECISION_16_MIXED:
+      return Precision::k16Mixed;
+    case KILN_PRECISION_BF16_MIXED:
+      return Precision::kBf16Mixed;
+    case KILN_PRECISION_16_TRUE:
+      return Precision::k16True;
+    case KILN_PRECISION_BF16_TRUE:
+      return Precision::kBf16True;
+  }
+  return std::nullopt;
+}
+
+KILN_Precision PrecisionToC(Precision precision) {
+  switch (precision) {
+    case Precision::k32True:
+      return KILN_PRECISION_32_TRUE;
+    case Precision::k64True:
+      return KILN_PRECISION_64_TRUE;
+    case Precision::k16Mixed:
+      return KILN_PRECISION_16_MIXED;
+    case Precision::kBf16Mixed:
+      return KILN_PRECISION_BF16_MIXED;
+    case Precision::k16True:
+      return KILN_PRECISION_16_TRUE;
+    case Precision::kBf16True:
+      return KILN_PRECISION_BF16_TRUE;
+  }
+  return KILN_PRECISION_32_TRUE;  // Unreachable: the switch covers every Precision.
+}
+
+std::string LowerCaseName(c10::DeviceType type) { return c10::DeviceTypeName(type, /*lower_case=*/true); }
+
+// A Plugin_Info error: names the plugin and the bad answer.
+absl::Status BadInfo(const PluginLibrary& library, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("accelerator plugin '", library.path(), "': Plugin_Info ", problem,
+                                                 " (see kiln_plugin_c_api.h, KILN_Plugin_Info_Args)"));
+}
+
+}  // namespace
+
+absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
+  KILN_Plugin_Info_Args args{};
+  args.struct_size = KILN_Plugin_Info_Args_STRUCT_SIZE;
+  if (absl::Status status = library.Call("Plugin_Info", library.api().Plugin_Info, &args); !status.ok()) {
+    return status;
+  }
+  PluginInfo info;
+  info.path = library.path();
+  info.api_version = library.version();
+  if (args.name == nullptr || *args.name == '\0') return BadInfo(library, "gave no name");
+  info.name = args.name;
+  if (args.description == nullptr || *args.description == '\0') {
+    return BadInfo(library, absl::StrCat("gave no description for '", info.name, "'"));
+  }
+  info.description = args.description;
+  if (args.num_aliases > 0 && args.aliases == nullptr) {
+    return BadInfo(library, absl::StrCat("says it has ", args.num_aliases, " aliases but gave none"));
+  }
+  for (size_t i = 0; i < args.num_aliases; ++i) {
+    if (args.aliases[i] == nullptr) return BadInfo(library, absl::StrCat("gave NULL as alias ", i));
+    info.aliases.emplace_back(args.aliases[i]);
+  }
+  info.priority = args.priority;
+
+  const std::optional<c10::DeviceType> device_type = DeviceTypeFromC(args.device_type);
+  if (!device_type.has_value()) {
+    return BadInfo(library, absl::StrCat("gave device_type ", static_cast<int>(args.device_type),
+                                         ", which is not one of this Kiln's (", KILN_DEVICE_TYPE_CPU, " CPU, ",
+                                         KILN_DEVICE_TYPE_CUDA, " CUDA, ", KILN_DEVICE_TYPE_PRIVATEUSE1,
+                                         " PRIVATEUSE1; 0 means it was not set)"));
+  }
+  info.device_type = *device_type;
+  switch (args.device_numbering) {
+    case KILN_DEVICE_NUMBERING_INDEXED:
+      info.devices_are_processes = false;
+      break;
+    case KILN_DEVICE_NUMBERING_PROCESSES:
+      info.devices_are_processes = true;
+      break;
+    default:
+      return BadInfo(library, absl::StrCat("gave device_numbering ", static_cast<int>(args.device_numbering),
+                                           ", which is neither ", KILN_DEVICE_NUMBERING_INDEXED, " (INDEXED) nor ",
+                                           KILN_DEVICE_NUMBERING_PROCESSES, " (PROCESSES; 0 means it was not set)"));
+  }
+  if (info.device_type == c10::DeviceType::CPU && !info.devices_are_processes) {
+    return BadInfo(library,
+                   "gave device type CPU with INDEXED devices, but LibTorch's CPU device has no indices; "
+                   "use KILN_DEVICE_NUMBERING_PROCESSES for a plugin that computes on the CPU");
+  }
+
+  if (args.process_group_backend == nullptr || *args.process_group_backend == '\0') {
+    return BadInfo(library, "gave no process_group_backend (\"gloo\" for host memory)");
+  }
+  info.process_group_backend = args.process_group_backend;
+  if (args.num_precisions == 0 || args.precisions == nullptr) {
+    return BadInfo(library, "gave no precisions; list at least one, such as KILN_PRECISION_32_TRUE");
+  }
+  for (size_t i = 0; i < args.num_precisions; ++i) {
+    const std::optional<Precision> precision = PrecisionFromC(args.precisions[i]);
+    if (!precision.has_value()) {
+      return BadInfo(library, absl::StrCat("gave precision ", static_cast<int>(args.precisions[i]),
+                                           ", which is not a KILN_Precision value this Kiln knows (1 to 6)"));
+    }
+    if (std::find(info.precisions.begin(), info.precisions.end(), *precision) != info.precisions.end()) {
+      return BadInfo(library, absl::StrCat("lists precision ", PrecisionName(*precision), " twice"));
+    }
+    info.precisions.push_back(*precision);
+  }
+  if (args.visibility_hint_is_set) {
+    if (args.visibility_hint == nullptr) return BadInfo(library, "set visibility_hint_is_set but gave NULL");
+    info.visibility_hint = args.visibility_hint;
+  }
+
+  if (info.device_type == c10::DeviceType::PrivateUse1 && library.privateuse1_taken_before_load()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "accelerator plugin '", library.path(), "' (", info.name,
+        ") computes on PrivateUse1 devices, but this process already had a PrivateUse1 device registered before "
+        "the plugin was loaded, and LibTorch 1.13 has one PrivateUse1 slot per process; use a Kiln program that "
+        "links no other PrivateUse1 backend (see the WORKSPACE's kiln_backends)"));
+  }
+  return info;
+}
+
+absl::StatusOr<PluginAccelerator::Count> PluginAccelerator::CountDevices() const {
+  KILN_Devices_Count_Args args{};
+  args.struct_size = KILN_Devices_Count_Args_STRUCT_SIZE;
+  if (absl::Status status = library_->Call("Devices_Count", library_->api().Devices_Count, &args); !status.ok()) {
+    return status;
+  }
+  if (args.count < 0) {
+    return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Devices_Count reported ",
+                                            args.count, " devices; a count is 0 or more"));
+  }
+  Count count{.count = args.count};
+  if (args.auto_count_is_set && !info_.devices_are_processes) {
+    if (args.auto_count < 0 || args.auto_count > args.count) {
+      return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Devices_Count reported ",
+                                              "auto_count ", args.auto_count, " with ", args.count,
+                                              " devices; it must be between 0 and the count"));
+    }
+    count.auto_count = args.auto_count;
+  }
+  return count;
+}
+
+absl::StatusOr<std::vector<int>> PluginAccelerator::ParseDevices(const Devices& devices) const {
+  absl::StatusOr<DeviceSelection> selection = ParseDevicesSyntax(devices);
+  if (!selection.ok()) return selection.status();
+  absl::StatusOr<Count> count = CountDevices();
+  if (!count.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot use devices=", devices.ToString(), " with '", info_.name,
+                                                      "': ", count.status().message()));
+  }
+  if (info_.devices_are_processes) return ParseDeviceCount(devices, count->count, info_.name);
+  if (selection->kind == DeviceSelection::Kind::kAuto && count->auto_count.has_value()) {
+    std::vector<int> first(*count->auto_count);
+    for (int i = 0; i < *count->auto_count; ++i) first[i] = i;
+    return first;
+  }
+  return ParseDeviceIndices(devices, count->count, info_.name, info_.visibility_hint);
+}
+
+int PluginAccelerator::AutoDeviceCount() const {
+  absl::StatusOr<Count> count = CountDevices();
+  if (!count.ok()) return 0;
+  return count->auto_count.value_or(count->count);
+}
+
+absl::Status PluginAccelerator::CheckAvailable() const {
+  KILN_Devices_CheckAvailable_Args args{};
+  args.struct_size = KILN_Devices_CheckAvailable_Args_STRUCT_SIZE;
+  absl::Status status = library_->Call("Devices_CheckAvailable", library_->api().Devices_CheckAvailable, &args);
+  if (!status.ok()) {
+    return status.code() == absl::StatusCode::kUnavailable ? status : absl::FailedPreconditionError(status.message());
+  }
+  if (info_.device_type != c10::DeviceType::CPU && !c10::impl::hasDeviceGuardImpl(info_.device_type)) {
+    const std::string type = LowerCaseName(info_.device_type);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "accelerator plugin '", info_.path, "' computes on ", type, " devices, but LibTorch in this process has no ",
+        type, " device (no device guard is registered for it): the plugin must register its device with the ",
+        "LibTorch Kiln runs on when it is loaded"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<c10::Device> PluginAccelerator::ParallelDevices(const std::vector<int>& indices) const {
+  std::vector<c10::Device> devices;
+  devices.reserve(indices.size());
+  for (int index : indices) {
+    if (info_.devices_are_processes) {
+      devices.emplace_back(info_.device_type);
+    } else {
+      devices.emplace_back(info_.device_type, static_cast<c10::DeviceIndex>(index));
+    }
+  }
+  return devices;
+}
+
+absl::StatusOr<int32_t> PluginAccelerator::PluginIndex(const c10::Device& device) const {
+  if (device.type() != info_.device_type) {
+    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ", device.str(),
+                                                   "; its devices are ", LowerCaseName(info_.device_type), " devices"));
+  }
+  if (info_.devices_are_processes) {
+    if (device.has_index() && device.index() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ", device.str(),
+                                                     "; each of its processes uses ",
+                                                     LowerCaseName(info_.device_type)));
+    }
+    return 0;
+  }
+  if (!device.has_index()) {
+    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' needs a device index, got ",
+                                                   device.str(), "; use the devices ParallelDevices gives"));
+  }
+  return static_cast<int32_t>(device.index());
+}
+
+absl::Status PluginAccelerator::SetupDevice(const c10::Device& device) {
+  absl::StatusOr<int32_t> index = PluginIndex(device);
+  if (!index.ok()) return index.status();
+  KILN_Device_Setup_Args args{};
+  args.struct_size = KILN_Device_Setup_Args_STRUCT_SIZE;
+  args.device_index = *index;
+  return library_->Call("Device_Setup", library_->api().Device_Setup, &args);
+}
+
+absl::Status PluginAccelerator::TeardownDevice(const c10::Device& device) {
+  absl::StatusOr<int32_t> index = PluginIndex(device);
+  if (!index.ok()) return index.status();
+  KILN_Device_Teardown_Args args{};
+  args.struct_size = KILN_Device_Teardown_Args_STRUCT_SIZE;
+  args.device_index = *index;
+  return library_->Call("Device_Teardown", library_->api().Device_Teardown, &args);
+}
+
+absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const c10::Device& device) const {
+  absl::StatusOr<int32_t> index = PluginIndex(device);
+  if (!index.ok()) return index.status();
+  // The plugin copies into Kiln's buffer and says how many it has; a larger buffer is offered when it has more.
+  // Statistics may come and go between calls, hence a few rounds.
+  size_t capacity = 32;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<KILN_Device_Stat> buffer(capacity, KILN_Device_Stat{nullptr, 0.0});
+    KILN_Device_Stats_Args args{};
+    args.struct_size = KILN_Device_Stats_Args_STRUCT_SIZE;
+    args.device_index = *index;
+    args.stats = buffer.data();
+    args.stats_capacity = buffer.size();
+    if (absl::Status status = library_->Call("Device_Stats", library_->api().Device_Stats, &args); !status.ok()) {
+      return status;
+    }
+    if (args.num_stats > capacity) {
+      capacity = args.num_stats;
+      continue;
+    }
+    DeviceStats stats;
+    for (size_t i = 0; i < args.num_stats; ++i) {
+      if (buffer[i].name == nullptr) {
+        return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Device_Stats reported ",
+                                                args.num_stats, " statistics but left the name of number ", i,
+                                                " unset"));
+      }
+      stats[buffer[i].name] = buffer[i].value;
+    }
+    return stats;
+  }
+  return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path,
+                                          "': Device_Stats asked for a larger buffer four times in a row"));
+}
+
+std::optional<PrecisionSubstitute> PluginAccelerator::SubstitutePrecision(Precision requested) const {
+  KILN_Precision_Substitute_Args args{};
+  args.struct_size = KILN_Precision_Substitute_Args_STRUCT_SIZE;
+  args.requested = PrecisionToC(requested);
+  if (!library_->Call("Precision_Substitute", library_->api().Precision_Substitute, &args).ok()) {
+    return std::nullopt;
+  }
+  if (!args.substitute_is_set) return std::nullopt;
+  const std::optional<Precision> substitute = PrecisionFromC(args.substitute);
+  if (!substitute.has_value() ||
+      std::find(info_.precisions.begin(), info_.precisions.end(), *substitute) == info_.precisions.end()) {
+    return std::nullopt;
+  }
+  return PrecisionSubstitute{.precision = *substitute,
+                             .warning = args.warning != nullptr ? args.warning : std::string()};
+}
+
+}  // namespace kiln

@@ -1,0 +1,86 @@
+// PluginAccelerator: an accelerator plugin (kiln_plugin_c_api.h) as an ordinary HAL accelerator.
+//
+// Everything static about the plugin (name, device type, numbering, precisions, ...) is read once, by
+// ReadPluginInfo, and validated; the accelerator then calls the plugin only for what changes (device counts,
+// availability, set-up, statistics, substitutes). Kiln, not the plugin, parses the user's `devices` value, with the
+// HAL's Lightning rules (devices.h) over the plugin's device count: ParseDeviceIndices for indexed devices,
+// ParseDeviceCount for devices that are processes.
+//
+// Thread-safety: as the Accelerator contract requires; the plugin's own rules are in the C header.
+#ifndef KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_
+#define KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "c10/core/DeviceType.h"
+#include "hal/accelerator.h"
+#include "hal/plugin/plugin_library.h"
+
+namespace kiln {
+
+// What a plugin's Plugin_Info said, copied into Kiln's types.
+struct PluginInfo {
+  std::string path;         // The library's path, as given to the loader.
+  std::string api_version;  // The plugin API version it was built against, "1.0".
+  std::string name;
+  std::string description;
+  std::vector<std::string> aliases;
+  int priority = 0;
+  c10::DeviceType device_type = c10::DeviceType::CPU;
+  bool devices_are_processes = false;  // KILN_DEVICE_NUMBERING_PROCESSES; otherwise indexed.
+  std::string process_group_backend;
+  std::vector<Precision> precisions;
+  std::string visibility_hint;  // Empty when the plugin gave none.
+};
+
+// Calls Plugin_Info and checks every answer: strings present, a known device type and numbering (indexed devices
+// need a type with device indices, so not CPU), at least one precision and only known ones, and a PrivateUse1
+// device type only when no other PrivateUse1 device was registered before the plugin was loaded. Errors name the
+// plugin's path, the bad value and what the header expects. Name rules are the registry's (it checks them).
+absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library);
+
+class PluginAccelerator final : public Accelerator {
+ public:
+  PluginAccelerator(std::shared_ptr<const PluginLibrary> library, PluginInfo info)
+      : library_(std::move(library)), info_(std::move(info)) {}
+
+  const PluginInfo& info() const { return info_; }
+
+  std::string name() const override { return info_.name; }
+  absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const override;
+  // The plugin's count for "auto" (its auto_count when it sets one); 0 when Devices_Count fails.
+  int AutoDeviceCount() const override;
+  // The plugin's Devices_CheckAvailable, then, for a device type other than CPU, whether LibTorch in this process
+  // has that device (a device guard registered for it): a plugin that did not register its device is unavailable.
+  absl::Status CheckAvailable() const override;
+  // Indexed: <type>:<index> for each index. Processes: the unindexed device type, once per process.
+  std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
+  absl::Status SetupDevice(const c10::Device& device) override;
+  absl::Status TeardownDevice(const c10::Device& device) override;
+  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override;
+  std::string ProcessGroupBackend() const override { return info_.process_group_backend; }
+  std::vector<Precision> SupportedPrecisions() const override { return info_.precisions; }
+  // The plugin's Precision_Substitute; none when it errs or offers something it did not declare.
+  std::optional<PrecisionSubstitute> SubstitutePrecision(Precision requested) const override;
+
+ private:
+  struct Count {
+    int count = 0;
+    std::optional<int> auto_count;
+  };
+  absl::StatusOr<Count> CountDevices() const;
+  // The plugin's index for `device`: InvalidArgument when the device is not one of this plugin's.
+  absl::StatusOr<int32_t> PluginIndex(const c10::Device& device) const;
+
+  const std::shared_ptr<const PluginLibrary> library_;  // Keeps the library's record alive; it is never unloaded.
+  const PluginInfo info_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_

@@ -1,0 +1,217 @@
+#include "hal/plugin/plugin_library.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "c10/core/impl/DeviceGuardImplInterface.h"
+
+namespace kiln {
+namespace {
+
+std::string Quoted(absl::string_view path) { return absl::StrCat("'", path, "'"); }
+
+std::string Version(int major, int minor) { return absl::StrCat(major, ".", minor); }
+
+// The size of the function table up to the last function of `minor` (within major version 1). Minor versions this
+// Kiln does not know (only tests ask for them) need at least everything it knows.
+size_t ApiSizeAtMinor(int minor) {
+  (void)minor;  // 1.0 is the only minor version so far; add a case per minor version as it is released.
+  return KILN_Plugin_Api_STRUCT_SIZE;
+}
+
+// Checks the plugin's function table against what this Kiln calls. The first three fields are read only when the
+// table is large enough to hold them.
+absl::Status CheckApi(const std::string& path, const KILN_Plugin_Api& api, int minimum_minor) {
+  const size_t version_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, minor_version);
+  if (api.struct_size < version_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accelerator plugin ", Quoted(path), " returned a function table whose struct_size is ",
+                     api.struct_size, " bytes, too small to hold even its version (", version_size,
+                     " bytes): it sets struct_size wrongly; set it to KILN_Plugin_Api_STRUCT_SIZE"));
+  }
+  const std::string kiln_version = Version(KILN_PLUGIN_API_MAJOR, KILN_PLUGIN_API_MINOR);
+  const std::string plugin_version = Version(api.major_version, api.minor_version);
+  if (api.major_version != KILN_PLUGIN_API_MAJOR) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "accelerator plugin ", Quoted(path), " was built for plugin API version ", plugin_version,
+        ", but this Kiln implements ", kiln_version, ": major versions must be equal; use a build of the plugin for ",
+        "API ", KILN_PLUGIN_API_MAJOR, ".x (kiln_plugin_c_api.h ", kiln_version, ")"));
+  }
+  if (api.minor_version < minimum_minor) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accelerator plugin ", Quoted(path), " was built for plugin API version ", plugin_version,
+                     ", but this Kiln needs ", Version(KILN_PLUGIN_API_MAJOR, minimum_minor),
+                     " or later (it calls functions added since); rebuild the plugin against kiln_plugin_c_api.h ",
+                     Version(KILN_PLUGIN_API_MAJOR, minimum_minor), " or newer"));
+  }
+  const size_t needed = ApiSizeAtMinor(minimum_minor);
+  if (api.struct_size < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "accelerator plugin ", Quoted(path), " reports plugin API version ", plugin_version,
+        " but its function table is ", api.struct_size, " bytes (struct_size), shorter than the ", needed,
+        " bytes this Kiln reads: it was built against a modified header or sets struct_size wrongly; rebuild it ",
+        "against kiln_plugin_c_api.h and set struct_size = KILN_Plugin_Api_STRUCT_SIZE"));
+  }
+  const std::vector<std::pair<const char*, bool>> functions = {
+      {"Error_Destroy", api.Error_Destroy != nullptr},
+      {"Error_Message", api.Error_Message != nullptr},
+      {"Error_GetCode", api.Error_GetCode != nullptr},
+      {"Plugin_Initialize", api.Plugin_Initialize != nullptr},
+      {"Plugin_Info", api.Plugin_Info != nullptr},
+      {"Devices_Count", api.Devices_Count != nullptr},
+      {"Devices_CheckAvailable", api.Devices_CheckAvailable != nullptr},
+      {"Device_Setup", api.Device_Setup != nullptr},
+      {"Device_Teardown", api.Device_Teardown != nullptr},
+      {"Device_Stats", api.Device_Stats != nullptr},
+      {"Precision_Substitute", api.Precision_Substitute != nullptr},
+  };
+  for (const auto& [name, present] : functions) {
+    if (!present) {
+      return absl::InvalidArgumentError(absl::StrCat("accelerator plugin ", Quoted(path), " has no ", name,
+                                                     " (NULL in its function table), which plugin API ", plugin_version,
+                                                     " requires; the plugin must implement it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every library opened so far, by dlopen handle (the same file gives the same handle, whatever the path's
+// spelling), with the outcome of its checks and Plugin_Initialize. Never destroyed, like the libraries.
+struct OpenedLibraries {
+  absl::Mutex mutex;
+  std::map<void*, absl::StatusOr<std::shared_ptr<const PluginLibrary>>> by_handle ABSL_GUARDED_BY(mutex);
+};
+
+OpenedLibraries& Opened() {
+  static auto* const opened = new OpenedLibraries();
+  return *opened;
+}
+
+}  // namespace
+
+std::string PluginLibrary::version() const { return Version(api_->major_version, api_->minor_version); }
+
+absl::StatusOr<std::shared_ptr<const PluginLibrary>> PluginLibrary::Open(const std::string& path, int minimum_minor) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "accelerator plugin path is empty; pass the path of the plugin's shared library, such as "
+        "./libacme_plugin.so");
+  }
+  if (!absl::StrContains(path, '/')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "accelerator plugin ", Quoted(path), " is a bare file name: Kiln loads plugins only from the paths it is ",
+        "given and never searches the library path or the working directory; write ./", path, " or an absolute path"));
+  }
+  struct stat file;
+  if (::stat(path.c_str(), &file) != 0) {
+    return absl::NotFoundError(absl::StrCat("accelerator plugin ", Quoted(path), ": ", std::strerror(errno),
+                                            "; pass the path of the plugin's shared library file"));
+  }
+  if (!S_ISREG(file.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("accelerator plugin ", Quoted(path),
+                                                   " is not a regular file; pass the path of the plugin's shared "
+                                                   "library file"));
+  }
+
+  OpenedLibraries& opened = Opened();
+  absl::MutexLock lock(&opened.mutex);
+  const bool privateuse1_taken = c10::impl::hasDeviceGuardImpl(c10::DeviceType::PrivateUse1);
+  // RTLD_NOW: a symbol the plugin needs but the process lacks (another LibTorch, another libstdc++) fails here,
+  // with its name, instead of crashing at its first call. RTLD_LOCAL: the plugin's own symbols stay out of the
+  // global scope, so two plugins (which all define KILN_GetPluginApi, and may share helper names) cannot bind to
+  // each other's; the libraries it depends on (LibTorch) are still the process's own copies. RTLD_NODELETE: the
+  // library stays mapped even if something closed the handle, since tensors and kernels may point into it.
+  void* const handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (handle == nullptr) {
+    const char* reason = ::dlerror();
+    return absl::InvalidArgumentError(
+        absl::StrCat("accelerator plugin ", Quoted(path),
+                     " cannot be loaded as a shared library: ", reason != nullptr ? reason : "dlopen failed",
+                     "; pass a plugin built for this machine and linked against the same LibTorch as Kiln"));
+  }
+  if (auto found = opened.by_handle.find(handle); found != opened.by_handle.end()) {
+    if (!found->second.ok()) return found->second.status();
+    if (absl::Status api = CheckApi(path, (*found->second)->api(), minimum_minor); !api.ok()) return api;
+    return found->second;
+  }
+
+  absl::StatusOr<std::shared_ptr<const PluginLibrary>>& result = opened.by_handle[handle];
+  result = [&]() -> absl::StatusOr<std::shared_ptr<const PluginLibrary>> {
+    ::dlerror();
+    void* const entry = ::dlsym(handle, KILN_PLUGIN_ENTRY_SYMBOL);
+    if (entry == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "accelerator plugin ", Quoted(path), " does not export ", KILN_PLUGIN_ENTRY_SYMBOL,
+          ": it is not a Kiln accelerator plugin, or it was built without exporting the entry point (declare it "
+          "with KILN_PLUGIN_EXPORT, unmangled, as kiln_plugin_c_api.h does)"));
+    }
+    const KILN_Plugin_Api* api = nullptr;
+    try {
+      api = reinterpret_cast<KILN_GetPluginApi_Fn*>(entry)();
+    } catch (...) {
+      return absl::InternalError(absl::StrCat("accelerator plugin ", Quoted(path), ": ", KILN_PLUGIN_ENTRY_SYMBOL,
+                                              " threw a C++ exception across the C API"));
+    }
+    if (api == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("accelerator plugin ", Quoted(path), ": ",
+                                                     KILN_PLUGIN_ENTRY_SYMBOL,
+                                                     " returned NULL; it must return the plugin's function table"));
+    }
+    if (absl::Status checked = CheckApi(path, *api, minimum_minor); !checked.ok()) return checked;
+    std::shared_ptr<const PluginLibrary> library(new PluginLibrary(path, api, privateuse1_taken));
+    KILN_Plugin_Initialize_Args args{};
+    args.struct_size = KILN_Plugin_Initialize_Args_STRUCT_SIZE;
+    if (absl::Status initialized = library->Call("Plugin_Initialize", api->Plugin_Initialize, &args);
+        !initialized.ok()) {
+      return initialized;
+    }
+    return library;
+  }();
+  return result;
+}
+
+absl::Status PluginLibrary::ConsumeError(absl::string_view function, KILN_Error* error) const {
+  KILN_Error_Message_Args message_args{};
+  message_args.struct_size = KILN_Error_Message_Args_STRUCT_SIZE;
+  message_args.error = error;
+  KILN_Error_GetCode_Args code_args{};
+  code_args.struct_size = KILN_Error_GetCode_Args_STRUCT_SIZE;
+  code_args.error = error;
+  std::string message;
+  try {
+    api_->Error_Message(&message_args);
+    api_->Error_GetCode(&code_args);
+    if (message_args.message != nullptr) {
+      message.assign(message_args.message, ::strnlen(message_args.message, message_args.message_size));
+    }
+    KILN_Error_Destroy_Args destroy_args{};
+    destroy_args.struct_size = KILN_Error_Destroy_Args_STRUCT_SIZE;
+    destroy_args.error = error;
+    api_->Error_Destroy(&destroy_args);
+  } catch (...) {
+    return ThrewError(function);
+  }
+  if (message.empty()) message = "(the plugin's error has no message)";
+  const int code = static_cast<int>(code_args.code);
+  const absl::StatusCode status_code = code >= KILN_ERROR_CODE_CANCELLED && code <= KILN_ERROR_CODE_UNAUTHENTICATED
+                                           ? static_cast<absl::StatusCode>(code)
+                                           : absl::StatusCode::kUnknown;
+  return absl::Status(status_code, absl::StrCat("accelerator plugin ", Quoted(path_), ": ", function, ": ", message));
+}
+
+absl::Status PluginLibrary::ThrewError(absl::string_view function) const {
+  return absl::InternalError(absl::StrCat("accelerator plugin ", Quoted(path_), ": ", function,
+                                          " threw a C++ exception across the C API, which the contract forbids"));
+}
+
+}  // namespace kiln

@@ -1,0 +1,78 @@
+// PluginLibrary: one accelerator plugin's shared library, opened, version-checked and initialised, and the one way
+// Kiln calls into it (kiln_plugin_c_api.h).
+//
+// A library is opened once per process and never closed: tensors the plugin made, and kernels it registered with
+// LibTorch, may outlive any accelerator object, so the code they point into must stay mapped until exit. Opening
+// the same file again returns the same PluginLibrary (Plugin_Initialize runs once).
+//
+// Thread-safety: Open may be called from any thread; a PluginLibrary is immutable and Call may be used from any
+// thread (the plugin's own thread rules are in the C header).
+#ifndef KILN_HAL_PLUGIN_PLUGIN_LIBRARY_H_
+#define KILN_HAL_PLUGIN_PLUGIN_LIBRARY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "hal/plugin/kiln_plugin_c_api.h"
+
+namespace kiln {
+
+// The oldest minor version of the plugin C API whose functions this Kiln calls (see CHANGELOG.md).
+inline constexpr int kPluginApiMinimumMinor = 0;
+
+class PluginLibrary {
+ public:
+  // Loads the plugin at `path` and checks its C API. `path` must contain a '/': a bare file name is refused rather
+  // than searched for (dlopen would look in the library path). Errors name `path` and the problem: no such file
+  // (NotFound), not a loadable shared library, no KILN_GetPluginApi, a major version other than Kiln's, a minor
+  // version below `minimum_minor`, a function table shorter than that version's or with a missing function
+  // (InvalidArgument), or Plugin_Initialize's own error (with the plugin's code). `minimum_minor` is
+  // kPluginApiMinimumMinor outside tests. Never throws, never crashes on a malformed plugin that keeps to C.
+  static absl::StatusOr<std::shared_ptr<const PluginLibrary>> Open(const std::string& path,
+                                                                   int minimum_minor = kPluginApiMinimumMinor);
+
+  PluginLibrary(const PluginLibrary&) = delete;
+  PluginLibrary& operator=(const PluginLibrary&) = delete;
+
+  // The path the library was first opened with.
+  const std::string& path() const { return path_; }
+  const KILN_Plugin_Api& api() const { return *api_; }
+  // "1.0": the version the plugin was built against.
+  std::string version() const;
+  // Whether the process already had a PrivateUse1 device (a LibTorch device guard for it) before this library was
+  // loaded: then the plugin cannot own that device type (LibTorch 1.13 has one PrivateUse1 slot).
+  bool privateuse1_taken_before_load() const { return privateuse1_taken_before_load_; }
+
+  // Calls `function` (a member of api()) with `args`, whose struct_size the caller has set, and turns a returned
+  // error into a Status with the plugin's code and message, prefixed by "accelerator plugin <path>: <name>: ".
+  // The error object is destroyed here. A C++ exception escaping the plugin (which the contract forbids) becomes
+  // Internal instead of unwinding through Kiln.
+  template <typename Args>
+  absl::Status Call(absl::string_view name, KILN_Error* (*function)(Args*), Args* args) const {
+    KILN_Error* error = nullptr;
+    try {
+      error = function(args);
+    } catch (...) {
+      return ThrewError(name);
+    }
+    return error == nullptr ? absl::OkStatus() : ConsumeError(name, error);
+  }
+
+ private:
+  PluginLibrary(std::string path, const KILN_Plugin_Api* api, bool privateuse1_taken_before_load)
+      : path_(std::move(path)), api_(api), privateuse1_taken_before_load_(privateuse1_taken_before_load) {}
+
+  absl::Status ConsumeError(absl::string_view function, KILN_Error* error) const;
+  absl::Status ThrewError(absl::string_view function) const;
+
+  const std::string path_;
+  const KILN_Plugin_Api* const api_;  // Owned by the plugin; valid until the process exits.
+  const bool privateuse1_taken_before_load_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_HAL_PLUGIN_PLUGIN_LIBRARY_H_

@@ -1,0 +1,206 @@
+/* Accelerator plugins for the loader's tests, written in C against kiln_plugin_c_api.h alone (which also shows the
+ * header is plain C). One source, built into one shared library per variant (hal/plugin/BUILD); the variant is
+ * chosen by a TEST_PLUGIN_* define:
+ *
+ *   TEST_PLUGIN_INDEXED         a well-formed plugin, "test_indexed": 3 PrivateUse1 devices, indexed, "auto" = 1,
+ *                               40 statistics (more than the loader's first buffer), no LibTorch registration
+ *   TEST_PLUGIN_WRONG_MAJOR     reports major version KILN_PLUGIN_API_MAJOR + 1
+ *   TEST_PLUGIN_MISSING_SYMBOL  exports its table under another name than KILN_GetPluginApi
+ *   TEST_PLUGIN_NULL_ENTRY      KILN_GetPluginApi returns NULL
+ *   TEST_PLUGIN_SHORT_API       struct_size stops after Device_Teardown while claiming the current version
+ *   TEST_PLUGIN_NULL_FUNCTION   Device_Stats is NULL
+ *   TEST_PLUGIN_INIT_ERROR      Plugin_Initialize fails
+ *   TEST_PLUGIN_INFO_ERROR      Plugin_Info fails
+ *   TEST_PLUGIN_BAD_INFO        Plugin_Info leaves device_type unset (0)
+ *   TEST_PLUGIN_FAILING         "test_failing": loads, but counting, availability, set-up, tear-down, statistics
+ *                               and substitutes all fail
+ *
+ * Every function checks the caller's struct_size first, as the header asks of plugins. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hal/plugin/kiln_plugin_c_api.h"
+
+/* Some variants leave a definition unused. */
+#define MAYBE_UNUSED __attribute__((unused))
+
+struct KILN_Error {
+  KILN_Error_Code code;
+  char message[256];
+};
+
+static KILN_Error* MakeError(KILN_Error_Code code, const char* message) {
+  KILN_Error* error = (KILN_Error*)malloc(sizeof(KILN_Error));
+  if (error == NULL) return NULL; /* Out of memory: nothing better to report. */
+  error->code = code;
+  snprintf(error->message, sizeof(error->message), "%s", message);
+  return error;
+}
+
+/* INVALID_ARGUMENT when the caller's struct is smaller than the fields this plugin uses. */
+#define CHECK_ARGS(args, type)                                                                         \
+  do {                                                                                                 \
+    if ((args)->struct_size < type##_STRUCT_SIZE) {                                                    \
+      char message[200];                                                                               \
+      snprintf(message, sizeof(message), "test plugin: " #type " is %zu bytes, expected at least %zu", \
+               (args)->struct_size, (size_t)type##_STRUCT_SIZE);                                       \
+      return MakeError(KILN_ERROR_CODE_INVALID_ARGUMENT, message);                                     \
+    }                                                                                                  \
+  } while (0)
+
+static void ErrorDestroy(KILN_Error_Destroy_Args* args) { free(args->error); }
+
+static void ErrorMessage(KILN_Error_Message_Args* args) {
+  args->message = args->error->message;
+  args->message_size = strlen(args->error->message);
+}
+
+static void ErrorGetCode(KILN_Error_GetCode_Args* args) { args->code = args->error->code; }
+
+enum { kDevices = 3, kStats = 40 };
+static char stat_names[kStats][16];
+
+static KILN_Error* PluginInitialize(KILN_Plugin_Initialize_Args* args) {
+  CHECK_ARGS(args, KILN_Plugin_Initialize_Args);
+#ifdef TEST_PLUGIN_INIT_ERROR
+  return MakeError(KILN_ERROR_CODE_FAILED_PRECONDITION,
+                   "the test driver libtestdriver.so.1 is not installed; install it and try again");
+#else
+  for (int i = 0; i < kStats; ++i) snprintf(stat_names[i], sizeof(stat_names[i]), "stat_%02d", i);
+  return NULL;
+#endif
+}
+
+MAYBE_UNUSED static const char* const kAliases[] = {"test_alias"};
+MAYBE_UNUSED static const KILN_Precision kPrecisions[] = {KILN_PRECISION_32_TRUE};
+
+static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
+  CHECK_ARGS(args, KILN_Plugin_Info_Args);
+#ifdef TEST_PLUGIN_INFO_ERROR
+  return MakeError(KILN_ERROR_CODE_INTERNAL, "the test plugin's configuration file is corrupt");
+#else
+#ifdef TEST_PLUGIN_FAILING
+  args->name = "test_failing";
+#else
+  args->name = "test_indexed";
+  args->aliases = kAliases;
+  args->num_aliases = 1;
+#endif
+  args->description = "A test plugin from hal/plugin/testing/test_plugin.c.";
+  args->priority = 7;
+#ifndef TEST_PLUGIN_BAD_INFO
+  args->device_type = KILN_DEVICE_TYPE_PRIVATEUSE1;
+#endif
+  args->device_numbering = KILN_DEVICE_NUMBERING_INDEXED;
+  args->process_group_backend = "gloo";
+  args->precisions = kPrecisions;
+  args->num_precisions = 1;
+  args->visibility_hint_is_set = true;
+  args->visibility_hint = "TEST_PLUGIN_DEVICES=3";
+  return NULL;
+#endif
+}
+
+#ifdef TEST_PLUGIN_FAILING
+#define FAIL_HERE(what) return MakeError(KILN_ERROR_CODE_UNAVAILABLE, "the test device is on fire (" what ")")
+#else
+#define FAIL_HERE(what) (void)0
+#endif
+
+static KILN_Error* CheckIndex(int32_t index) {
+  if (index < 0 || index >= kDevices) {
+    char message[120];
+    snprintf(message, sizeof(message), "test plugin has no device %d; it has devices 0 to %d", index, kDevices - 1);
+    return MakeError(KILN_ERROR_CODE_INVALID_ARGUMENT, message);
+  }
+  return NULL;
+}
+
+static KILN_Error* DevicesCount(KILN_Devices_Count_Args* args) {
+  CHECK_ARGS(args, KILN_Devices_Count_Args);
+  FAIL_HERE("Devices_Count");
+  args->count = kDevices;
+  args->auto_count_is_set = true;
+  args->auto_count = 1;
+  return NULL;
+}
+
+static KILN_Error* DevicesCheckAvailable(KILN_Devices_CheckAvailable_Args* args) {
+  CHECK_ARGS(args, KILN_Devices_CheckAvailable_Args);
+  FAIL_HERE("Devices_CheckAvailable");
+  return NULL;
+}
+
+static KILN_Error* DeviceSetup(KILN_Device_Setup_Args* args) {
+  CHECK_ARGS(args, KILN_Device_Setup_Args);
+  FAIL_HERE("Device_Setup");
+  return CheckIndex(args->device_index);
+}
+
+static KILN_Error* DeviceTeardown(KILN_Device_Teardown_Args* args) {
+  CHECK_ARGS(args, KILN_Device_Teardown_Args);
+  FAIL_HERE("Device_Teardown");
+  return CheckIndex(args->device_index);
+}
+
+MAYBE_UNUSED static KILN_Error* DeviceStats(KILN_Device_Stats_Args* args) {
+  CHECK_ARGS(args, KILN_Device_Stats_Args);
+  FAIL_HERE("Device_Stats");
+  KILN_Error* error = CheckIndex(args->device_index);
+  if (error != NULL) return error;
+  args->num_stats = kStats;
+  for (size_t i = 0; i < kStats && i < args->stats_capacity; ++i) {
+    args->stats[i].name = stat_names[i];
+    args->stats[i].value = (double)(args->device_index * 100 + (int)i);
+  }
+  return NULL;
+}
+
+static KILN_Error* PrecisionSubstitute(KILN_Precision_Substitute_Args* args) {
+  CHECK_ARGS(args, KILN_Precision_Substitute_Args);
+  FAIL_HERE("Precision_Substitute");
+  if (args->requested == KILN_PRECISION_64_TRUE) {
+    args->substitute_is_set = true;
+    args->substitute = KILN_PRECISION_32_TRUE;
+    args->warning = "test plugin: 64-true runs as 32-true";
+  }
+  return NULL;
+}
+
+MAYBE_UNUSED static const KILN_Plugin_Api kApi = {
+#ifdef TEST_PLUGIN_SHORT_API
+    .struct_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Teardown),
+#else
+    .struct_size = KILN_Plugin_Api_STRUCT_SIZE,
+#endif
+#ifdef TEST_PLUGIN_WRONG_MAJOR
+    .major_version = KILN_PLUGIN_API_MAJOR + 1,
+#else
+    .major_version = KILN_PLUGIN_API_MAJOR,
+#endif
+    .minor_version = KILN_PLUGIN_API_MINOR,
+    .Error_Destroy = ErrorDestroy,
+    .Error_Message = ErrorMessage,
+    .Error_GetCode = ErrorGetCode,
+    .Plugin_Initialize = PluginInitialize,
+    .Plugin_Info = PluginInfo,
+    .Devices_Count = DevicesCount,
+    .Devices_CheckAvailable = DevicesCheckAvailable,
+    .Device_Setup = DeviceSetup,
+    .Device_Teardown = DeviceTeardown,
+#ifdef TEST_PLUGIN_NULL_FUNCTION
+    .Device_Stats = NULL,
+#else
+    .Device_Stats = DeviceStats,
+#endif
+    .Precision_Substitute = PrecisionSubstitute,
+};
+
+#if defined(TEST_PLUGIN_MISSING_SYMBOL)
+KILN_PLUGIN_EXPORT const KILN_Plugin_Api* KILN_GetPluginApiV2(void) { return &kApi; }
+#elif defined(TEST_PLUGIN_NULL_ENTRY)
+KILN_PLUGIN_EXPORT const KILN_Plugin_Api* KILN_GetPluginApi(void) { return NULL; }
+#else
+KILN_PLUGIN_EXPORT const KILN_Plugin_Api* KILN_GetPluginApi(void) { return &kApi; }
+#endif

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Drives the real //trainer:fit with accelerator plugins loaded at run time (hal/plugin/kiln_plugin_c_api.h): the
+# sample plugin (examples/sample_plugin) by --accelerator_plugin and by KILN_ACCELERATOR_PLUGINS, chosen by name,
+# alias and "auto", trains with the CPU run's parameters bit for bit (it computes on LibTorch's CPU device), with one
+# process or two; broken plugins stop fit before training with exit status 2 and one error line naming the path.
+set -uo pipefail
+fit=trainer/fit
+sample=examples/sample_plugin/libkiln_sample_plugin.so
+tests=hal/plugin
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+failures=0
+fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+unset KILN_ACCELERATOR_PLUGINS SAMPLE_PLUGIN_PRIORITY
+
+sha() { sed -n -E 's/.*"params_sha256": "([0-9a-f]{64})".*/\1/p' "$1" 2>/dev/null; }
+
+# train <label> <env assignments...> -- <flags...>: runs fit into $tmp/<label>, keeping its output and summary.
+train() {
+  local label=$1
+  shift
+  local env=()
+  while [[ $1 != -- ]]; do env+=("$1"); shift; done
+  shift
+  env "${env[@]}" $fit --max_epochs=2 --enable_progress_bar=false --enable_checkpointing=false \
+    --summary_json="$tmp/$label.json" "$@" >"$tmp/$label.out" 2>"$tmp/$label.err"
+  local status=$?
+  [[ $status -eq 0 ]] || fail "$label: fit $* exited $status: $(tail -n 3 "$tmp/$label.err")"
+}
+
+expect_trained_on() {  # expect_trained_on <label> <accelerator> [strategy]
+  grep -q "^Trained on $2 (${3:-single_device}, 32-true) for 2 epochs" "$tmp/$1.out" ||
+    fail "$1: no 'Trained on $2' line in: $(cat "$tmp/$1.out")"
+}
+
+expect_parameters_of() {  # expect_parameters_of <label> <reference label>
+  local got want
+  got=$(sha "$tmp/$1.json")
+  want=$(sha "$tmp/$2.json")
+  [[ -n "$got" && -n "$want" ]] || { fail "$1 or $2 wrote no params_sha256"; return; }
+  [[ "$got" == "$want" ]] || fail "$1: parameters differ from $2 ($got vs $want)"
+}
+
+train cpu -- --accelerator=cpu
+expect_trained_on cpu cpu
+
+# By flag and name; the plan runs on LibTorch's CPU device, and the parameters are the CPU run's.
+train flag -- --accelerator_plugin="$sample" --accelerator=sample_plugin
+expect_trained_on flag sample_plugin
+grep -qF '"accelerator": "sample_plugin", "devices": ["cpu"]' "$tmp/flag.json" || fail "flag: plan: $(cat "$tmp/flag.json")"
+expect_parameters_of flag cpu
+
+# By environment (an absolute path, empty entries ignored) and alias.
+train env "KILN_ACCELERATOR_PLUGINS=:$PWD/$sample:" -- --accelerator=sample
+expect_trained_on env sample_plugin
+expect_parameters_of env cpu
+
+# The same plugin by flag and by environment is loaded once.
+train both "KILN_ACCELERATOR_PLUGINS=$PWD/$sample" -- --accelerator_plugin=./"$sample" --accelerator=sample_plugin
+expect_trained_on both sample_plugin
+
+# "auto": its default priority (-20) keeps the CPU; a raised one wins over every built-in accelerator.
+train auto_default -- --accelerator_plugin="$sample"
+expect_trained_on auto_default cpu
+train auto_raised SAMPLE_PLUGIN_PRIORITY=100 -- --accelerator_plugin="$sample"
+expect_trained_on auto_raised sample_plugin
+expect_parameters_of auto_raised cpu
+
+# Two processes: the launched rank loads the plugin from the same flags; data-parallel results equal the CPU's.
+train cpu_ddp -- --accelerator=cpu --devices=2
+train plugin_ddp -- --accelerator_plugin="$sample" --accelerator=sample_plugin --devices=2
+expect_trained_on plugin_ddp sample_plugin ddp
+expect_parameters_of plugin_ddp cpu_ddp
+
+# The plugin's precision substitute, with its warning.
+$fit --accelerator_plugin="$sample" --accelerator=sample_plugin --precision=16-mixed --max_epochs=1 \
+  --enable_progress_bar=false --enable_checkpointing=false >"$tmp/mixed.out" 2>"$tmp/mixed.err" ||
+  fail "16-mixed on the plugin exited $?: $(tail -n 3 "$tmp/mixed.err")"
+grep -q "^Trained on sample_plugin (single_device, bf16-mixed)" "$tmp/mixed.out" ||
+  fail "16-mixed did not run as bf16-mixed: $(cat "$tmp/mixed.out")"
+grep -qF "sample_plugin computes on the CPU, whose autocast is bfloat16 only. Using \`precision='bf16-mixed'\` instead." \
+  "$tmp/mixed.err" || fail "no substitute warning: $(cat "$tmp/mixed.err")"
+
+# Bad plugins: exit 2 before training, with one error line that names the path and the problem.
+expect_usage_error() {  # expect_usage_error <stderr fragment> <env assignment or -> <flags>...
+  local fragment=$1 assignment=$2
+  shift 2
+  local err code
+  if [[ $assignment == - ]]; then
+    err=$($fit --enable_progress_bar=false --enable_checkpointing=false "$@" 2>&1 >/dev/null)
+  else
+    err=$(env "$assignment" $fit --enable_progress_bar=false --enable_checkpointing=false "$@" 2>&1 >/dev/null)
+  fi
+  code=$?
+  [[ $code -eq 2 ]] || { fail "fit $assignment $* exited $code, wanted 2: $err"; return; }
+  grep -q "^error: " <<<"$err" || fail "fit $assignment $*: no 'error: ' line in: $err"
+  grep -qF -- "$fragment" <<<"$err" || fail "fit $assignment $*: '$fragment' not in: $err"
+  grep -q "^Epoch\|Trained on" <<<"$err" && fail "fit $assignment $*: trained despite the error"
+}
+expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_absent.so': No such file or directory" \
+  - --accelerator_plugin=$tests/libtest_plugin_absent.so
+expect_usage_error "error: accelerator plugin '$tests/testing/not_a_plugin.so' cannot be loaded as a shared library" \
+  - --accelerator_plugin=$tests/testing/not_a_plugin.so
+expect_usage_error "was built for plugin API version 2.0, but this Kiln implements 1.0" \
+  - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so
+expect_usage_error "'$tests/libtest_plugin_missing_symbol.so' does not export KILN_GetPluginApi" \
+  - --accelerator_plugin=$tests/libtest_plugin_missing_symbol.so
+expect_usage_error "is a bare file name: Kiln loads plugins only from the paths it is given" \
+  - --accelerator_plugin=libkiln_sample_plugin.so
+expect_usage_error "accelerator plugin path is empty" - --accelerator_plugin=
+# The plugin's own error, from Plugin_Initialize.
+expect_usage_error "Plugin_Initialize: sample_plugin: SAMPLE_PLUGIN_PRIORITY='high' is not an integer" \
+  SAMPLE_PLUGIN_PRIORITY=high --accelerator_plugin="$sample"
+# From the environment too.
+expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_null_function.so' has no Device_Stats" \
+  KILN_ACCELERATOR_PLUGINS=$tests/libtest_plugin_null_function.so --accelerator=cpu
+# Every --accelerator_plugin counts, not only the last (Abseil's flags keep the last value).
+expect_usage_error "'$tests/libtest_plugin_wrong_major.so' was built for plugin API version 2.0" \
+  - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so --accelerator_plugin="$sample"
+# This program links the virtual NPU, which owns LibTorch's one PrivateUse1 slot: a PrivateUse1 plugin is refused.
+expect_usage_error "computes on PrivateUse1 devices, but this process already had a PrivateUse1 device registered" \
+  - --accelerator_plugin=$tests/libtest_plugin_indexed.so --accelerator=test_indexed
+# A plugin's name must be new: a copy of the sample (another file, so loaded again) cannot register it twice.
+cp "$sample" "$tmp/copy_of_sample.so"
+expect_usage_error "accelerator plugin '$tmp/copy_of_sample.so' cannot be registered: accelerator 'sample_plugin' is already registered" \
+  - --accelerator_plugin="$sample" --accelerator_plugin="$tmp/copy_of_sample.so"
+# Without the plugin, its name is unknown.
+expect_usage_error "unknown accelerator 'sample_plugin'" - --accelerator=sample_plugin
+
+if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
+echo "accelerator plugin end-to-end checks passed (parameters $(sha "$tmp/cpu.json") on cpu and sample_plugin)"
