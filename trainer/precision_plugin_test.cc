@@ -72,7 +72,9 @@ TEST(MakePrecisionPluginTest, ChoosesThePluginForEachPrecisionAndDevice) {
     auto* mixed = dynamic_cast<MixedPrecision*>(plugin->get());
     EXPECT_EQ(true_precision != nullptr, c.kind == "true");
     EXPECT_EQ(mixed != nullptr, c.kind == "mixed");
-    if (true_precision != nullptr) EXPECT_EQ(true_precision->dtype(), c.dtype);
+    if (true_precision != nullptr) {
+      EXPECT_EQ(true_precision->dtype(), c.dtype);
+    }
     if (mixed != nullptr) {
       EXPECT_EQ(mixed->autocast_dtype(), c.dtype);
       EXPECT_EQ(mixed->device_type(), c.device.type());

@@ -92,7 +92,9 @@ TEST(HelpTest, NoFlagTakesANameAbseilDefines) {
   for (const char* reserved : {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version",
                                "only_check_args", "flagfile", "fromenv", "tryfromenv", "undefok"}) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(reserved);
-    if (flag != nullptr) EXPECT_EQ(flag->Filename().find("trainer/cli/"), std::string::npos) << reserved;
+    if (flag != nullptr) {
+      EXPECT_EQ(flag->Filename().find("trainer/cli/"), std::string::npos) << reserved;
+    }
   }
 }
 

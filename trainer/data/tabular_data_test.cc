@@ -18,17 +18,6 @@ CsvTable Table(int64_t rows) {
   return table;
 }
 
-// All targets a loader yields in one epoch, as a set of example ids (column a before scaling is the row id).
-std::set<int64_t> Targets(DataLoader& loader) {
-  std::set<int64_t> ids;
-  loader.set_epoch(0);
-  for (int64_t i = 0; i < loader.num_batches(); ++i) {
-    at::Tensor target = loader.get_batch(i).target;
-    for (int64_t j = 0; j < target.size(0); ++j) ids.insert(target[j].item<int64_t>());
-  }
-  return ids;
-}
-
 TEST(TabularDataTest, SplitsBySeedAndFractionWithoutOverlap) {
   absl::StatusOr<std::unique_ptr<TabularData>> data =
       TabularData::Create(Table(100), {.val_fraction = 0.25, .batch_size = 10, .seed = 3, .normalize = false});

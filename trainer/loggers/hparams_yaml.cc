@@ -14,7 +14,7 @@ namespace {
 // starting with one that means something, and not a word YAML gives another meaning.
 bool IsPlainText(const std::string& text) {
   if (text.empty()) return false;
-  for (const std::string& special : {"null", "Null", "NULL", "~", "yes", "no", "on", "off", "Yes", "No", "On", "Off",
+  for (const char* special : {"null", "Null", "NULL", "~", "yes", "no", "on", "off", "Yes", "No", "On", "Off",
                                      "true", "false", "True", "False", "TRUE", "FALSE"}) {
     if (text == special) return false;
   }
