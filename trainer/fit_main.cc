@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/classifier.h"
+#include "trainer/flag_parsing.h"
 #include "trainer/sha256.h"
 #include "trainer/synthetic_data.h"
 #include "torch/utils.h"
@@ -92,28 +93,15 @@ constexpr int kExitUsage = 2;
 }
 
 BatchLimit ParseBatchLimit(const std::string& flag, const std::string& value) {
-  if (value.find_first_of(".eE") != std::string::npos) {
-    double fraction = 0;
-    if (absl::SimpleAtod(value, &fraction) && fraction >= 0.0 && fraction <= 1.0) return fraction;
-  } else {
-    int64_t count = 0;
-    if (absl::SimpleAtoi(value, &count) && count >= 0) return count;
-  }
-  UsageError(absl::StrCat("--", flag, "='", value, "' is not valid; pass an int number of batches >= 0 (e.g. 10) or ",
-                          "a fraction in [0.0, 1.0] written with a '.' (e.g. 0.25)"));
+  absl::StatusOr<std::variant<int64_t, double>> limit = ParseBatchLimitFlag(flag, value);
+  if (!limit.ok()) UsageError(std::string(limit.status().message()));
+  return std::visit([](auto parsed) { return BatchLimit(parsed); }, *limit);
 }
 
 std::vector<int64_t> ParseSizes(const std::string& flag, const std::string& value) {
-  std::vector<int64_t> sizes;
-  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-    int64_t size = 0;
-    if (!absl::SimpleAtoi(part, &size) || size <= 0) {
-      UsageError(absl::StrCat("--", flag, "='", value, "' is not valid; pass positive layer widths separated by ",
-                              "commas, e.g. 64,64"));
-    }
-    sizes.push_back(size);
-  }
-  return sizes;
+  absl::StatusOr<std::vector<int64_t>> sizes = ParseLayerSizesFlag(flag, value);
+  if (!sizes.ok()) UsageError(std::string(sizes.status().message()));
+  return *sizes;
 }
 
 void RequirePositive(const std::string& flag, int64_t value) {
