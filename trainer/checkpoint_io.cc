@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -116,6 +117,11 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
                                                    "archive: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    // LibTorch's unpickler also throws standard exceptions on damaged archives (std::out_of_range from a map's
+    // at(), found by tests/fuzz:checkpoint_reader).
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
+                                                   "archive: ", e.what()));
   }
   c10::IValue format;
   c10::IValue version;
@@ -131,6 +137,12 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint ", path, " is damaged: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged: ", e.what()));
+  }
+  if (version.toInt() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has format version ", version.toInt(),
+                                                   ", which no Kiln writes (versions start at 1); it is damaged"));
   }
   if (version.toInt() > kCheckpointFormatVersion) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has format version ", version.toInt(),
