@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "c10/util/Exception.h"
 #include "glog/logging.h"
+#include "trainer/zip_checksums.h"
 
 namespace kiln {
 namespace {
@@ -107,6 +108,11 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
   }
   if (!fs::is_regular_file(path, error)) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is not a regular file"));
+  }
+  // LibTorch does not check the archive's CRCs, and a damaged record can crash its parsers: check them first.
+  if (absl::Status verified = VerifyZipChecksums(path); !verified.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
+                                                   "archive: ", verified.message()));
   }
   auto archive = std::make_unique<torch::serialize::InputArchive>();
   try {
