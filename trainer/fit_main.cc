@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -75,6 +76,7 @@ ABSL_FLAG(std::string, summary_json, "",
 ABSL_FLAG(int64_t, seed, 42, "Seeds LibTorch's generators, the synthetic data and shuffling.");
 ABSL_FLAG(int64_t, batch_size, 64, "Examples per batch.");
 ABSL_FLAG(double, learning_rate, 1e-3, "Adam's learning rate.");
+ABSL_FLAG(std::string, on_nonfinite_loss, "stop", "A NaN or infinite training loss: \"stop\" (naming the batch) or \"skip\" its batch.");
 ABSL_FLAG(std::string, hidden_sizes, "64,64", "Hidden layer widths of the MLP, comma-separated.");
 ABSL_FLAG(int64_t, num_features, 16, "Synthetic data: input features.");
 ABSL_FLAG(int64_t, num_classes, 4, "Synthetic data: classes.");
@@ -150,6 +152,7 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
 }
 
 int Main(int argc, char** argv) {
+  std::signal(SIGXFSZ, SIG_IGN);  // A file-size limit makes writes fail with EFBIG (a clear error), not kill fit.
   absl::SetProgramUsageMessage(
       "Trains a model with Kiln.\n\n"
       "  bazel run //trainer:fit                       # the default MLP on the built-in synthetic task\n"
@@ -201,6 +204,7 @@ int Main(int argc, char** argv) {
   options.gradient_clip_algorithm = absl::GetFlag(FLAGS_gradient_clip_algorithm);
   options.num_sanity_val_steps = absl::GetFlag(FLAGS_num_sanity_val_steps);
   options.fast_dev_run = absl::GetFlag(FLAGS_fast_dev_run);
+  options.on_nonfinite_loss = absl::GetFlag(FLAGS_on_nonfinite_loss);
   if (options.enable_checkpointing) {
     if (absl::GetFlag(FLAGS_every_n_train_steps) < 0) {
       UsageError(absl::StrCat("--every_n_train_steps=", absl::GetFlag(FLAGS_every_n_train_steps),
