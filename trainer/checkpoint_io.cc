@@ -1,6 +1,7 @@
 #include "trainer/checkpoint_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "c10/util/Exception.h"
 #include "glog/logging.h"
@@ -156,6 +158,29 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
                                                    "); upgrade Kiln"));
   }
   return archive;
+}
+
+int RemoveStaleTemporaryFiles(const std::string& dir) {
+  int removed = 0;
+  std::error_code error;
+  for (auto it = fs::directory_iterator(dir, error); !error && it != fs::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    const size_t marker = name.rfind(".tmp-");
+    int64_t pid = 0;
+    if (marker == std::string::npos || !absl::SimpleAtoi(absl::string_view(name).substr(marker + 5), &pid) ||
+        pid <= 0 || pid == ::getpid()) {
+      continue;
+    }
+    // Still running (or not ours to ask about): its write may be in progress.
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (fs::remove(it->path(), ignored)) {
+      LOG(INFO) << "removed " << it->path().string() << ", left by a checkpoint write of process " << pid
+                << " that no longer runs";
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root) {

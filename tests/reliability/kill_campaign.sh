@@ -10,7 +10,8 @@
 # and a background thread writes them, so a kill often lands inside a write. After each kill:
 #   1. every *.ckpt file left is complete (tests/reliability/verify_checkpoints: it loads, every CRC-32 matches);
 #   2. the run resumed with --ckpt_path=last succeeds, from a checkpoint of that folder;
-#   3. the resumed run ends with parameters bit-for-bit equal to the uninterrupted run's (params_sha256).
+#   3. the resumed run ends with parameters bit-for-bit equal to the uninterrupted run's (params_sha256);
+#   4. the resumed run removed the temporary files the kill left (trainer/checkpoint_io.h).
 # Prints one line per moment and a summary; exit status 1 if any moment fails.
 set -uo pipefail
 moments=24
@@ -79,6 +80,8 @@ for ((i = 1; i <= moments; i++)); do
     problem="the resumed run did not resume from this folder's checkpoints"
   elif [[ $(field "$dir/resumed.json" params_sha256) != "$reference" ]]; then
     problem="the resumed run's parameters differ from the uninterrupted run's"
+  elif compgen -G "$dir/checkpoints/*.tmp-*" >/dev/null; then
+    problem="the resumed run left the killed run's temporary files: $(ls "$dir/checkpoints" | grep tmp- | head -3)"
   fi
   from=$(basename "$(field "$dir/resumed.json" resumed_from 2>/dev/null)" 2>/dev/null)
   if [[ -n $problem ]]; then
@@ -90,5 +93,5 @@ for ((i = 1; i <= moments; i++)); do
 done
 counted=$((moments - missed))
 echo "summary: seed $seed, $counted moments ($in_write inside a checkpoint write), $failures failed, $missed missed;" \
-  "$leftover temporary file(s) left behind by the kills"
+  "$leftover temporary file(s) left by the kills, all removed by the resumed runs"
 [[ $failures -eq 0 && $counted -gt 0 ]]
