@@ -51,7 +51,7 @@ for ((i = 1; i <= moments; i++)); do
   dir=$work/moment$i
   if ((i % 2 == 1)); then
     # Skip the first two writes, so that an older checkpoint always exists to fall back on.
-    moment=(--during_write=$(( 3 + RANDOM % (writes - 4) )) --delay_us=$(( RANDOM % 20000 )))
+    moment=(--during_write=$(( 3 + RANDOM % (writes - 4) )) --delay_us=$(( RANDOM % 3000 )))
   else
     moment=(--after_checkpoint_ms=$(( RANDOM % (wall_ms * 8 / 10 + 1) )))
   fi
