@@ -3,7 +3,9 @@
 namespace kiln {
 
 absl::StatusOr<std::string> LightningEnvironment::MainAddress() const {
-  return environment_.Get("MASTER_ADDR").value_or("127.0.0.1");
+  // An empty MASTER_ADDR names no host: it counts as unset (an empty address would reach the process group).
+  const std::string address = environment_.Get("MASTER_ADDR").value_or("");
+  return address.empty() ? std::string("127.0.0.1") : address;
 }
 
 absl::StatusOr<std::optional<int>> LightningEnvironment::MainPort() const {

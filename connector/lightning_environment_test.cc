@@ -30,6 +30,8 @@ TEST(LightningEnvironmentTest, ReadsKilnsVariables) {
       {{{"GROUP_RANK", "3"}}, 0, 3, false, "127.0.0.1", std::nullopt},
       {{{"NODE_RANK", "1"}, {"GROUP_RANK", "3"}}, 0, 1, false, "127.0.0.1", std::nullopt},
       {{{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}, 0, 0, false, "10.0.0.1", 29500},
+      // An empty MASTER_ADDR names no host (found by tests/fuzz:cluster_environment).
+      {{{"MASTER_ADDR", ""}, {"MASTER_PORT", "29502"}}, 0, 0, false, "127.0.0.1", 29502},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::PrintToString(c.variables));

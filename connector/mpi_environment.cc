@@ -30,7 +30,9 @@ bool MpiEnvironment::Detect(const ProcessEnvironment& environment) {
 }
 
 absl::StatusOr<std::string> MpiEnvironment::MainAddress() const {
-  return environment_.Get("MASTER_ADDR").value_or(kDefaultAddress);
+  // An empty MASTER_ADDR names no host: it counts as unset (an empty address would reach the process group).
+  const std::string address = environment_.Get("MASTER_ADDR").value_or("");
+  return address.empty() ? kDefaultAddress : address;
 }
 
 absl::StatusOr<std::optional<int>> MpiEnvironment::MainPort() const {
@@ -71,7 +73,7 @@ absl::Status MpiEnvironment::ValidateSettings(int num_devices, int num_nodes) co
 
 std::vector<std::string> MpiEnvironment::Warnings() const {
   std::vector<std::string> warnings;
-  if (!environment_.Has("MASTER_ADDR")) {
+  if (environment_.Get("MASTER_ADDR").value_or("").empty()) {
     warnings.push_back(
         "MASTER_ADDR environment variable is not defined. Set as localhost (set MASTER_ADDR to the "
         "host of rank 0 when the job spans several nodes)");

@@ -11,7 +11,9 @@ constexpr int kDefaultPort = 12910;
 }  // namespace
 
 absl::StatusOr<std::string> TorchElasticEnvironment::MainAddress() const {
-  return environment_.Get("MASTER_ADDR").value_or(kDefaultAddress);
+  // An empty MASTER_ADDR names no host: it counts as unset (an empty address would reach the process group).
+  const std::string address = environment_.Get("MASTER_ADDR").value_or("");
+  return address.empty() ? kDefaultAddress : address;
 }
 
 absl::StatusOr<std::optional<int>> TorchElasticEnvironment::MainPort() const {
@@ -28,7 +30,7 @@ absl::Status TorchElasticEnvironment::ValidateSettings(int num_devices, int num_
 
 std::vector<std::string> TorchElasticEnvironment::Warnings() const {
   std::vector<std::string> warnings;
-  if (!environment_.Has("MASTER_ADDR")) {
+  if (environment_.Get("MASTER_ADDR").value_or("").empty()) {
     warnings.push_back("MASTER_ADDR environment variable is not defined. Set as localhost");
   }
   if (!environment_.Has("MASTER_PORT")) {

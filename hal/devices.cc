@@ -121,6 +121,12 @@ absl::StatusOr<std::vector<int>> ParseDeviceCount(const Devices& devices, int au
         absl::StrCat("`devices` selected with the ", accelerator_name, " accelerator should be an int > 0, got ",
                      devices.ToString(), "; pass the number of processes to run, for example devices=2"));
   }
+  if (count > kMaxDeviceCount) {
+    return absl::InvalidArgumentError(absl::StrCat("`devices` selected with the ", accelerator_name, " accelerator asks for ",
+                                                   count, " processes on one machine, more than the ", kMaxDeviceCount,
+                                                   " Kiln supports; pass the number of processes to run, for example "
+                                                   "devices=2"));
+  }
   std::vector<int> indices(count);
   for (int i = 0; i < count; ++i) indices[i] = i;
   return indices;

@@ -71,9 +71,13 @@ absl::StatusOr<DeviceSelection> ParseDevicesSyntax(const Devices& devices);
 // for every accelerator before asking about availability, and so does Kiln's.
 bool IsZeroDevices(const Devices& devices);
 
+// The most devices ParseDeviceCount gives: more processes than this on one host is a typing error, and honouring it
+// would allocate in proportion (a fuzzer found `devices=1629488239` taking 6.5 GB before anything else happened).
+inline constexpr int kMaxDeviceCount = 1 << 16;
+
 // Lightning's rule for accelerators whose devices are processes on one host (its CPU accelerator): "auto" is
 // `auto_count`, an int or digit string N > 0 means N devices, numbered 0..N-1. -1 and lists are errors that say an
-// int > 0 is expected. `accelerator_name` appears in error messages.
+// int > 0 is expected, and so is a count above kMaxDeviceCount. `accelerator_name` appears in error messages.
 absl::StatusOr<std::vector<int>> ParseDeviceCount(const Devices& devices, int auto_count,
                                                   absl::string_view accelerator_name);
 

@@ -115,6 +115,16 @@ TEST(ParseDeviceCountTest, RejectsEverythingButPositiveCounts) {
   EXPECT_FALSE(ParseDeviceCount("x", 1, "cpu").ok());
 }
 
+TEST(ParseDeviceCountTest, RefusesMoreProcessesThanAnyMachineRuns) {
+  EXPECT_EQ(ParseDeviceCount(kMaxDeviceCount, 1, "cpu")->size(), static_cast<size_t>(kMaxDeviceCount));
+  for (const Devices& devices : {Devices(kMaxDeviceCount + 1), Devices("1629488239"), Devices(2147483647)}) {
+    SCOPED_TRACE(devices.ToString());
+    absl::StatusOr<std::vector<int>> parsed = ParseDeviceCount(devices, 1, "cpu");
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_THAT(parsed.status().message(), HasSubstr("processes on one machine, more than the 65536 Kiln supports"));
+  }
+}
+
 struct IndexCase {
   Devices devices;
   int visible;

@@ -1,19 +1,23 @@
 #include "trainer/checkpoint_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <system_error>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "c10/util/Exception.h"
 #include "glog/logging.h"
+#include "trainer/zip_checksums.h"
 
 namespace kiln {
 namespace {
@@ -107,6 +111,11 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
   if (!fs::is_regular_file(path, error)) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is not a regular file"));
   }
+  // LibTorch does not check the archive's CRCs, and a damaged record can crash its parsers: check them first.
+  if (absl::Status verified = VerifyZipChecksums(path); !verified.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
+                                                   "archive: ", verified.message()));
+  }
   auto archive = std::make_unique<torch::serialize::InputArchive>();
   try {
     // Onto the CPU, whatever device wrote it: LibTorch 1.13 restores tensors directly only to the CPU, CUDA, XPU
@@ -116,6 +125,11 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
                                                    "archive: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    // LibTorch's unpickler also throws standard exceptions on damaged archives (std::out_of_range from a map's
+    // at(), found by tests/fuzz:checkpoint_reader).
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
+                                                   "archive: ", e.what()));
   }
   c10::IValue format;
   c10::IValue version;
@@ -131,6 +145,12 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint ", path, " is damaged: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged: ", e.what()));
+  }
+  if (version.toInt() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has format version ", version.toInt(),
+                                                   ", which no Kiln writes (versions start at 1); it is damaged"));
   }
   if (version.toInt() > kCheckpointFormatVersion) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has format version ", version.toInt(),
@@ -138,6 +158,29 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
                                                    "); upgrade Kiln"));
   }
   return archive;
+}
+
+int RemoveStaleTemporaryFiles(const std::string& dir) {
+  int removed = 0;
+  std::error_code error;
+  for (auto it = fs::directory_iterator(dir, error); !error && it != fs::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    const size_t marker = name.rfind(".tmp-");
+    int64_t pid = 0;
+    if (marker == std::string::npos || !absl::SimpleAtoi(absl::string_view(name).substr(marker + 5), &pid) ||
+        pid <= 0 || pid == ::getpid()) {
+      continue;
+    }
+    // Still running (or not ours to ask about): its write may be in progress.
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (fs::remove(it->path(), ignored)) {
+      LOG(INFO) << "removed " << it->path().string() << ", left by a checkpoint write of process " << pid
+                << " that no longer runs";
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root) {

@@ -83,6 +83,12 @@ class CheckpointWriter {
 // it.
 absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(const std::string& path);
 
+// Removes the temporary files (`<name>.tmp-<pid>`) that writes interrupted by a crash or a kill left in `dir` (not
+// recursively): those whose process no longer runs on this machine. Each file removed is logged. A missing folder
+// is not an error; returns the number of files removed. Without this, every crash during a write would leave a
+// checkpoint-sized file behind for good.
+int RemoveStaleTemporaryFiles(const std::string& dir);
+
 // The newest complete checkpoint under `root` (searched recursively, by modification time, newest first; damaged
 // or foreign files are skipped with a warning). NotFound when there is none, naming `root`.
 absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root);

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -137,6 +139,23 @@ TEST(CheckpointIoTest, AFailedWriteKeepsThePreviousCheckpoint) {
   // A folder that cannot be created (a file is in the way).
   Overwrite(dir + "/blocker", "x");
   EXPECT_THAT(WriteTensor(dir + "/blocker/x.ckpt", old_tensor).message(), HasSubstr("cannot create the folder"));
+}
+
+TEST(CheckpointIoTest, RemovesOnlyTemporaryFilesOfProcessesThatAreGone) {
+  const std::string dir = TempDir();
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  waitpid(gone, nullptr, 0);
+  const std::string stale = dir + "/last.ckpt.tmp-" + std::to_string(gone);
+  const std::string mine = dir + "/last.ckpt.tmp-" + std::to_string(getpid());
+  const std::string running = dir + "/epoch=0-step=2.ckpt.tmp-1";  // init: always running.
+  const std::string other = dir + "/notes.txt";
+  for (const std::string& path : {stale, mine, running, other}) Overwrite(path, "x");
+  EXPECT_EQ(RemoveStaleTemporaryFiles(dir), 1);
+  EXPECT_FALSE(fs::exists(stale));
+  for (const std::string& path : {mine, running, other}) EXPECT_TRUE(fs::exists(path)) << path;
+  EXPECT_EQ(RemoveStaleTemporaryFiles(dir + "/missing"), 0);
 }
 
 TEST(CheckpointIoTest, FindLastPicksTheNewestCompleteCheckpoint) {

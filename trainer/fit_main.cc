@@ -3,6 +3,7 @@
 // The flags are in trainer/cli/flags.h; `fit --help` lists them in groups. Exit status: 0 when the run finished,
 // 2 for a bad flag, bad data or a plan the connector rejects (one `error: ` line, nothing written), 1 when training
 // itself fails.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -284,6 +285,9 @@ int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& mode
 }
 
 int Main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) then makes a checkpoint write fail with EFBIG, reported like a full disk, instead
+  // of killing the process in the middle of training.
+  std::signal(SIGXFSZ, SIG_IGN);
   absl::SetProgramUsageMessage(kUsage);
   if (WantsHelp(argc, argv)) {
     std::cout << FlagsHelp(kUsage, FitFlagGroups());

@@ -529,7 +529,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     });
     if (!status.ok()) return status;
     if (nonfinite && options_.on_nonfinite_loss == "stop") {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return absl::AbortedError(absl::StrCat(  // A training failure (fit exits 1), not bad input.
           "the training loss is ", std::isfinite(loss_value) ? "not finite on another rank" : absl::StrCat(loss_value),
           " at epoch ", current_epoch_, ", batch ", batch_idx, " (global step ", global_step_,
           "); training stopped before applying it. Lower the learning rate, clip gradients "

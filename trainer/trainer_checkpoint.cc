@@ -1,4 +1,5 @@
 // Trainer::save_checkpoint and the restore path of fit/validate/test/predict. The contents are listed in trainer.h.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -122,6 +123,9 @@ absl::Status MoveOptimizerState(torch::optim::Optimizer& optimizer, const c10::D
   }
   return absl::OkStatus();
 }
+
+// Loop counters at or above this are taken for damage: 2^40 steps is decades of training at a microsecond a step.
+constexpr int64_t kMaxCheckpointCounter = int64_t{1} << 40;
 
 int64_t ReadInt(InputArchive& archive, const std::string& key) {
   c10::IValue value;
@@ -247,12 +251,27 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
         loaded.optimizers.emplace_back();
         archive.read(absl::StrCat("optimizer_", i), loaded.optimizers.back());
       }
+      // Counters a damaged or hand-made file could set to anything: a negative one would run the loops from far
+      // below zero, and a huge scheduler count would replay the schedule for days.
+      for (const auto& [name, value] : {std::pair<const char*, int64_t>{"loop_epoch", loaded.epoch},
+                                        {"loop_batch_in_epoch", loaded.batch_in_epoch},
+                                        {"loop_global_step", loaded.global_step}}) {
+        TORCH_CHECK(value >= 0 && value < kMaxCheckpointCounter, "record '", name, "' is ", value,
+                    ", outside [0, 2^40)");
+      }
       c10::IValue steps;
       archive.read("scheduler_steps", steps);
       loaded.scheduler_steps = steps.toIntVector();
       TORCH_CHECK(loaded.scheduler_steps.size() == optimizers_.schedulers.size(), "it holds ",
                   loaded.scheduler_steps.size(), " scheduler(s) but configure_optimizers returned ",
                   optimizers_.schedulers.size());
+      // A scheduler steps at most once per epoch or once per optimizer step.
+      const int64_t max_scheduler_steps = std::max(loaded.epoch, loaded.global_step) + 1;
+      for (int64_t scheduler_steps : loaded.scheduler_steps) {
+        TORCH_CHECK(scheduler_steps >= 0 && scheduler_steps <= max_scheduler_steps, "record 'scheduler_steps' holds ",
+                    scheduler_steps, ", outside [0, ", max_scheduler_steps, "] for epoch ", loaded.epoch,
+                    " and global step ", loaded.global_step);
+      }
       c10::IValue keys;
       archive.read("callback_keys", keys);
       const auto& key_list = keys.toListRef();
@@ -262,6 +281,8 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
         loaded.callbacks[key_list[i].toStringRef()] = FromDict(callback_state);
       }
       archive.read("rng_cpu", loaded.rng, /*is_buffer=*/true);
+      // Checked on a scratch generator now, so that a bad state fails here rather than after the model is changed.
+      at::make_generator<at::CPUGeneratorImpl>().set_state(loaded.rng);
       // Checkpoints written before precision plugins existed have no such record: the plugin keeps its state.
       c10::IValue precision_state;
       if (archive.try_read("precision_plugin", precision_state)) {
@@ -271,6 +292,8 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", *path, ": ",
                                                    e.what_without_backtrace()));
+  } catch (const std::exception& e) {  // LibTorch also throws standard exceptions on damaged records.
+    return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", *path, ": ", e.what()));
   }
 
   if (!loaded.precision.empty()) {
@@ -292,6 +315,9 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", *path, " does not fit this run's optimizers: ",
                                                    e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", *path, " does not fit this run's optimizers: ", e.what()));
   }
   {
     torch::NoGradGuard no_grad;

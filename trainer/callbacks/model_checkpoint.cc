@@ -84,6 +84,8 @@ absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
 
 void ModelCheckpoint::setup(Trainer& trainer, LightningModule& module, Stage stage) {
   if (dirpath_.empty()) dirpath_ = options_.dirpath.empty() ? trainer.checkpoint_dir() : options_.dirpath;
+  // What a killed run's interrupted writes left behind (rank zero alone writes, so it alone cleans).
+  if (trainer.is_global_zero()) RemoveStaleTemporaryFiles(dirpath_);
 }
 
 std::string ModelCheckpoint::FormatFilename(int64_t epoch, int64_t step, const MetricMap& metrics) const {

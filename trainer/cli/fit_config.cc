@@ -162,6 +162,10 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     if (!(clip > 0)) return FlagError("gradient_clip_val", absl::StrCat(clip), "pass a value > 0 (0: no clipping)");
     trainer.gradient_clip_val = clip;
   }
+  trainer.on_nonfinite_loss = absl::GetFlag(FLAGS_on_nonfinite_loss);
+  if (trainer.on_nonfinite_loss != "stop" && trainer.on_nonfinite_loss != "skip") {
+    return FlagError("on_nonfinite_loss", trainer.on_nonfinite_loss, "pass 'stop' or 'skip'");
+  }
   trainer.gradient_clip_algorithm = absl::GetFlag(FLAGS_gradient_clip_algorithm);
   if (trainer.gradient_clip_algorithm != "norm" && trainer.gradient_clip_algorithm != "value") {
     return FlagError("gradient_clip_algorithm", trainer.gradient_clip_algorithm, "pass norm or value");

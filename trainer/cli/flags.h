@@ -38,6 +38,7 @@ ABSL_DECLARE_FLAG(int64_t, num_sanity_val_steps);
 ABSL_DECLARE_FLAG(int64_t, accumulate_grad_batches);
 ABSL_DECLARE_FLAG(double, gradient_clip_val);
 ABSL_DECLARE_FLAG(std::string, gradient_clip_algorithm);
+ABSL_DECLARE_FLAG(std::string, on_nonfinite_loss);
 ABSL_DECLARE_FLAG(int64_t, fast_dev_run);
 ABSL_DECLARE_FLAG(std::string, overfit_batches);
 ABSL_DECLARE_FLAG(bool, deterministic);

@@ -31,3 +31,6 @@ ABSL_FLAG(std::string, overfit_batches, "0.0",
           "Train and validate on the same first batches every epoch, unshuffled: an int count or a fraction (0: off).");
 ABSL_FLAG(bool, deterministic, false, "Use LibTorch's deterministic algorithms.");
 ABSL_FLAG(int64_t, seed, 42, "Seeds LibTorch's generators, the model's initial parameters, the data and shuffling.");
+ABSL_FLAG(std::string, on_nonfinite_loss, "stop",
+          "A NaN or infinite training loss: \"stop\" fails the run naming the batch, \"skip\" drops that batch's "
+          "accumulation window and goes on. Kiln never trains on it.");
