@@ -16,9 +16,9 @@ absl::StatusOr<std::variant<int64_t, double>> ParseBatchLimitFlag(absl::string_v
     int64_t count = 0;
     if (absl::SimpleAtoi(value, &count) && count >= 0) return count;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, "='", value, "' is not valid; pass an int number of batches >= 0 (e.g. 10) or ",
-                   "a fraction in [0.0, 1.0] written with a '.' (e.g. 0.25)"));
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, "='", value,
+                                                 "' is not valid; pass an int number of batches >= 0 (e.g. 10) or ",
+                                                 "a fraction in [0.0, 1.0] written with a '.' (e.g. 0.25)"));
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseLayerSizesFlag(absl::string_view flag, absl::string_view value) {

@@ -24,8 +24,8 @@ TEST(ParseBatchLimitFlagTest, CountsAndFractions) {
 }
 
 TEST(ParseBatchLimitFlagTest, RefusesEverythingElseNamingTheFlagAndValue) {
-  for (const char* value : {"", "lots", "-1", "1.5", "-0.5", "nan", "inf", "1e5", "0x10", "9223372036854775808",
-                            "1,0"}) {
+  for (const char* value :
+       {"", "lots", "-1", "1.5", "-0.5", "nan", "inf", "1e5", "0x10", "9223372036854775808", "1,0"}) {
     absl::StatusOr<std::variant<int64_t, double>> parsed = ParseBatchLimitFlag("limit_val_batches", value);
     ASSERT_FALSE(parsed.ok()) << "'" << value << "' was accepted";
     EXPECT_THAT(std::string(parsed.status().message()),

@@ -116,8 +116,8 @@ absl::StatusOr<Directory> FindDirectory(const File& file, uint64_t file_size) {
     return Damaged("its central directory lies outside the file");
   }
   if (directory.entries > directory.size / kCentralSize) {
-    return Damaged(absl::StrCat("its central directory is too small for the ", directory.entries,
-                                " records it announces"));
+    return Damaged(
+        absl::StrCat("its central directory is too small for the ", directory.entries, " records it announces"));
   }
   return directory;
 }
@@ -158,12 +158,14 @@ absl::StatusOr<Entry> ParseEntry(const uint8_t* p, uint64_t available, uint64_t&
   for (uint64_t at = 0; at + 4 <= extra_length;) {
     const uint16_t id = U16(extra + at);
     const uint16_t size = U16(extra + at + 2);
-    if (at + 4 + size > extra_length) return Damaged(absl::StrCat("record '", entry.name, "' has a damaged extra field"));
+    if (at + 4 + size > extra_length)
+      return Damaged(absl::StrCat("record '", entry.name, "' has a damaged extra field"));
     if (id == kZip64ExtraField) {
       uint64_t field = at + 4;
       for (uint64_t* value : {&uncompressed, &compressed, &entry.local_offset}) {
         if (*value != 0xFFFFFFFF) continue;
-        if (field + 8 > at + 4 + size) return Damaged(absl::StrCat("record '", entry.name, "' has a short zip64 field"));
+        if (field + 8 > at + 4 + size)
+          return Damaged(absl::StrCat("record '", entry.name, "' has a short zip64 field"));
         *value = U64(extra + field);
         field += 8;
       }
@@ -261,8 +263,10 @@ absl::Status VerifyZipChecksums(const std::string& path) {
     // LibTorch reads the local header too: it must agree with the directory.
     const uint16_t local_name_length = U16(local + 26);
     std::string local_name(local_name_length, '\0');
-    if ((U16(local + 6) & kUnsupportedFlags) != 0 || U16(local + 8) != entry->method || local_name_length != entry->name.size() ||
-        !file.ReadAt(entry->local_offset + kLocalSize, local_name_length, reinterpret_cast<uint8_t*>(local_name.data())) ||
+    if ((U16(local + 6) & kUnsupportedFlags) != 0 || U16(local + 8) != entry->method ||
+        local_name_length != entry->name.size() ||
+        !file.ReadAt(entry->local_offset + kLocalSize, local_name_length,
+                     reinterpret_cast<uint8_t*>(local_name.data())) ||
         local_name != entry->name) {
       return Damaged(absl::StrCat("record '", entry->name, "' has a local header that disagrees with the directory"));
     }

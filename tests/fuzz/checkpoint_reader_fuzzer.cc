@@ -60,9 +60,8 @@ std::unique_ptr<testing::RecordingClassifier> MakeModel() {
   torch::manual_seed(0);
   auto model = std::make_unique<testing::RecordingClassifier>(ModelOptions());
   model->make_scheduler = [](torch::optim::Optimizer& optimizer) {
-    return std::vector<SchedulerConfig>{
-        {.scheduler = std::make_shared<torch::optim::StepLR>(optimizer, 1, 0.5),
-         .interval = SchedulerConfig::Interval::kStep}};
+    return std::vector<SchedulerConfig>{{.scheduler = std::make_shared<torch::optim::StepLR>(optimizer, 1, 0.5),
+                                         .interval = SchedulerConfig::Interval::kStep}};
   };
   return model;
 }
@@ -105,7 +104,8 @@ c10::IValue FuzzValue(FuzzInput& input) {
     }
     default: {
       c10::Dict<std::string, double> dict;
-      for (int n = input.Byte() % 4; n > 0; --n) dict.insert_or_assign(input.String(16), input.Integer<int64_t>() * 0.5);
+      for (int n = input.Byte() % 4; n > 0; --n)
+        dict.insert_or_assign(input.String(16), input.Integer<int64_t>() * 0.5);
       return c10::IValue(dict);
     }
   }

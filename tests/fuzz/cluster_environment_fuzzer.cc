@@ -114,10 +114,11 @@ const AcceleratorRegistry& FakeRegistry() {
     auto* r = new AcceleratorRegistry();
     r->Register({.name = "fake",
                  .description = "8 fake devices",
-                 .factory = [] {
-                   return std::make_shared<testing::FakeAccelerator>(
-                       testing::FakeAcceleratorOptions{.name = "fake", .device_count = 8});
-                 }})
+                 .factory =
+                     [] {
+                       return std::make_shared<testing::FakeAccelerator>(
+                           testing::FakeAcceleratorOptions{.name = "fake", .device_count = 8});
+                     }})
         .IgnoreError();
     return r;
   }();

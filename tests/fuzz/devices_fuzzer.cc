@@ -34,8 +34,8 @@ void CheckSyntax(const Devices& devices) {
     // An int has exactly one meaning.
     KILN_FUZZ_CHECK(selection.ok() == (*count >= -1), shown);
     if (*count == -1) KILN_FUZZ_CHECK(selection->kind == DeviceSelection::Kind::kAll, shown);
-    if (*count >= 0) KILN_FUZZ_CHECK(selection->kind == DeviceSelection::Kind::kCount && selection->count == *count,
-                                     shown);
+    if (*count >= 0)
+      KILN_FUZZ_CHECK(selection->kind == DeviceSelection::Kind::kCount && selection->count == *count, shown);
   }
   if (const auto* list = std::get_if<std::vector<int>>(&devices.value())) {
     bool all_non_negative = true;
@@ -75,7 +75,8 @@ void CheckDeviceCount(const Devices& devices, int auto_count) {
     return;
   }
   KILN_FUZZ_CHECK(!indices->empty(), devices.ToString());
-  for (size_t i = 0; i < indices->size(); ++i) KILN_FUZZ_CHECK((*indices)[i] == static_cast<int>(i), devices.ToString());
+  for (size_t i = 0; i < indices->size(); ++i)
+    KILN_FUZZ_CHECK((*indices)[i] == static_cast<int>(i), devices.ToString());
 }
 
 void CheckDeviceIndices(const Devices& devices, int visible_count) {

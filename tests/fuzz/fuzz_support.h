@@ -14,13 +14,13 @@
 #include <cstring>
 #include <string>
 
-#define KILN_FUZZ_CHECK(condition, detail)                                                                  \
-  do {                                                                                                      \
-    if (!(condition)) {                                                                                     \
-      std::fprintf(stderr, "%s:%d: fuzz check failed: %s (%s)\n", __FILE__, __LINE__, #condition,           \
-                   std::string(detail).c_str());                                                            \
-      std::abort();                                                                                         \
-    }                                                                                                       \
+#define KILN_FUZZ_CHECK(condition, detail)                                                        \
+  do {                                                                                            \
+    if (!(condition)) {                                                                           \
+      std::fprintf(stderr, "%s:%d: fuzz check failed: %s (%s)\n", __FILE__, __LINE__, #condition, \
+                   std::string(detail).c_str());                                                  \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (false)
 
 namespace kiln::fuzzing {

@@ -72,8 +72,9 @@ int main(int argc, char** argv) {
     }
   }
   if (command < 0 || command >= argc || watch.empty() || after_ms.empty() == during_write.empty()) {
-    std::fprintf(stderr, "usage: kill_at --watch=DIR (--after_checkpoint_ms=N | --during_write=K [--delay_us=D]) "
-                         "-- COMMAND...\n");
+    std::fprintf(stderr,
+                 "usage: kill_at --watch=DIR (--after_checkpoint_ms=N | --during_write=K [--delay_us=D]) "
+                 "-- COMMAND...\n");
     return 2;
   }
   using Clock = std::chrono::steady_clock;
