@@ -6,10 +6,10 @@
 // n > 0: a file to predict on with a model of n % 8 features, as `fit --mode=predict --predict_data=FILE`), then
 // the CSV text.
 //
-// What must hold: no crash; an error is InvalidArgument and names the source; a table has float32 features as wide
-// as its feature names (the model's width in predict mode, and then no labels), as many label entries as rows, and
-// for classification class indices below the number of class names. The result must not depend on the number of
-// threads.
+// What must hold: no crash; an error is InvalidArgument and names the source; a table has finite float32 features
+// as wide as its feature names (the model's width in predict mode, and then no labels), as many label entries as
+// rows, and for classification class indices below the number of class names (for regression, finite values). The
+// result must not depend on the number of threads.
 #include <string>
 
 #include "ATen/ATen.h"
@@ -59,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const kiln::CsvTable& table = *one;
     KILN_FUZZ_CHECK(table.features.defined() && table.features.dim() == 2, "features shape");
     KILN_FUZZ_CHECK(table.features.scalar_type() == at::kFloat, "features dtype");
+    KILN_FUZZ_CHECK(table.features.isfinite().all().item<bool>(), "a non-finite feature was accepted");
     KILN_FUZZ_CHECK(table.features.size(1) == table.num_features(), "features width");
     if (options.num_features.has_value()) {
       KILN_FUZZ_CHECK(table.num_features() == *options.num_features, "predict mode: not the model's width");
@@ -70,6 +71,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         KILN_FUZZ_CHECK(table.labels.min().item<int64_t>() >= 0, "class index below 0");
         KILN_FUZZ_CHECK(table.labels.max().item<int64_t>() < static_cast<int64_t>(table.class_names.size()),
                         "class index beyond the class names");
+      }
+      if (options.task == kiln::Task::kRegression) {
+        KILN_FUZZ_CHECK(table.labels.isfinite().all().item<bool>(), "a non-finite label was accepted");
       }
     }
   }

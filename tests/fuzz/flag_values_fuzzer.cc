@@ -1,54 +1,94 @@
-// Fuzz target: `//trainer:fit`'s flag values that are parsed by hand (trainer/flag_parsing.h: --limit_*_batches,
-// --hidden_sizes) and the precision flag (connector.h: ParsePrecisionFlag, shared by fit, resolve and the Trainer).
-// `--devices` has a target of its own (devices_fuzzer.cc).
+// Fuzz target: `//trainer:fit`'s command line, as fit_main.cc reads it: the command-line check that runs before
+// Abseil's parser (trainer/cli/command_line.h), then every flag value that is parsed or checked by hand
+// (trainer/cli/fit_config.h: batch limits, --max_time, layer sizes, loggers, paths, ...), and the precision flag
+// (connector.h: ParsePrecisionFlag, shared by fit, resolve and the Trainer). `--devices` has a target of its own
+// (devices_fuzzer.cc).
 //
-// Input: the whole input is the flag's value, given to every parser.
+// Input: the arguments after the program name, one per line ("--max_time=00:01:00:00\n--hidden_sizes=8,8").
+//
+// What must hold: no crash and no undefined behaviour; the check and the configuration fail only with
+// InvalidArgument, and the configuration's errors name a flag ("--..."); a configuration that is accepted holds only
+// values the trainer can run with (see CheckConfig). Flags are restored after every input.
 #include <cmath>
+#include <cstdint>
 #include <string>
-#include <variant>
 #include <vector>
 
-#include "absl/strings/ascii.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "connector/connector.h"
 #include "hal/precision.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "trainer/flag_parsing.h"
+#include "trainer/cli/command_line.h"
+#include "trainer/cli/fit_config.h"
 
 namespace kiln {
 namespace {
 
-void CheckBatchLimit(const std::string& value) {
-  const auto limit = ParseBatchLimitFlag("limit_train_batches", value);
-  if (!limit.ok()) {
-    KILN_FUZZ_CHECK(limit.status().code() == absl::StatusCode::kInvalidArgument, value);
-    // Every error quotes the value, so the user sees what was refused.
-    KILN_FUZZ_CHECK(absl::StrContains(limit.status().message(), "--limit_train_batches='" + value + "'"), value);
-    return;
+void CheckBatchLimit(const BatchLimit& limit, bool may_be_zero, const std::string& what) {
+  // Any accepted limit resolves against any number of batches, to at most that number.
+  for (int64_t available : {int64_t{0}, int64_t{1}, int64_t{1000}}) {
+    const absl::StatusOr<int64_t> batches = limit.Resolve(available, what);
+    KILN_FUZZ_CHECK(batches.ok(), what + "=" + limit.ToString() + ": " + batches.status().ToString());
+    KILN_FUZZ_CHECK(*batches >= 0 && *batches <= std::max<int64_t>(available, 0), what + "=" + limit.ToString());
   }
-  if (const int64_t* count = std::get_if<int64_t>(&*limit)) KILN_FUZZ_CHECK(*count >= 0, value);
-  if (const double* fraction = std::get_if<double>(&*limit)) {
-    KILN_FUZZ_CHECK(std::isfinite(*fraction) && *fraction >= 0.0 && *fraction <= 1.0, value);
-  }
+  KILN_FUZZ_CHECK(may_be_zero || !limit.is_zero(), what + "=" + limit.ToString());
 }
 
-void CheckLayerSizes(const std::string& value) {
-  const auto sizes = ParseLayerSizesFlag("hidden_sizes", value);
-  if (!sizes.ok()) {
-    KILN_FUZZ_CHECK(sizes.status().code() == absl::StatusCode::kInvalidArgument, value);
-    KILN_FUZZ_CHECK(absl::StrContains(sizes.status().message(), "--hidden_sizes='" + value + "'"), value);
-    return;
-  }
-  KILN_FUZZ_CHECK(sizes->size() <= value.size(), value);
-  for (int64_t size : *sizes) KILN_FUZZ_CHECK(size >= 1 && size <= kMaxLayerWidth, value);
+void CheckSizes(const std::vector<int64_t>& sizes, const std::string& what) {
+  for (int64_t size : sizes) KILN_FUZZ_CHECK(size >= 1 && size <= kMaxLayerSize, what);
 }
 
-void CheckPrecision(const std::string& value) {
+// What an accepted configuration must hold: values the trainer and the factories can run with.
+void CheckConfig(const FitConfig& config) {
+  KILN_FUZZ_CHECK(config.mode == "fit" || config.mode == "validate" || config.mode == "predict", config.mode);
+  const TrainerOptions& trainer = config.trainer;
+  CheckBatchLimit(trainer.limit_train_batches, true, "limit_train_batches");
+  CheckBatchLimit(trainer.limit_val_batches, true, "limit_val_batches");
+  CheckBatchLimit(trainer.limit_predict_batches, true, "limit_predict_batches");
+  CheckBatchLimit(trainer.overfit_batches, true, "overfit_batches");
+  CheckBatchLimit(trainer.val_check_interval, false, "val_check_interval");
+  if (trainer.max_time.has_value()) {
+    KILN_FUZZ_CHECK(*trainer.max_time > absl::ZeroDuration() && *trainer.max_time != absl::InfiniteDuration(),
+                    "max_time");
+  }
+  KILN_FUZZ_CHECK(trainer.process_group_timeout > absl::ZeroDuration(), "process_group_timeout");
+  KILN_FUZZ_CHECK(trainer.accumulate_grad_batches >= 1, "accumulate_grad_batches");
+  if (trainer.gradient_clip_val.has_value()) {
+    KILN_FUZZ_CHECK(std::isfinite(*trainer.gradient_clip_val) && *trainer.gradient_clip_val > 0, "gradient_clip_val");
+  }
+  KILN_FUZZ_CHECK(!trainer.default_root_dir.empty(), "default_root_dir");
+
+  const DataSpec& data = config.data;
+  KILN_FUZZ_CHECK(data.val_fraction >= 0.0 && data.val_fraction < 1.0, "val_fraction");
+  KILN_FUZZ_CHECK(data.batch_size >= 1 && !data.label_column.empty(), "batch_size, label_column");
+
+  const ModelSpec& model = config.model;
+  CheckSizes(model.hidden_sizes, "hidden_sizes");
+  CheckSizes(model.channels, "channels");
+  CheckSizes(model.input_shape, "input_shape");
+  KILN_FUZZ_CHECK(!model.channels.empty(), "channels");
+  KILN_FUZZ_CHECK(model.input_shape.empty() || model.input_shape.size() == 3, "input_shape");
+  KILN_FUZZ_CHECK(model.kernel_size >= 1 && model.kernel_size % 2 == 1, "kernel_size");
+  KILN_FUZZ_CHECK(model.optimizer == "adam" || model.optimizer == "sgd", model.optimizer);
+  KILN_FUZZ_CHECK(std::isfinite(model.learning_rate) && model.learning_rate > 0, "learning_rate");
+
+  const OutputSpec& outputs = config.outputs;
+  for (size_t i = 0; i < outputs.loggers.size(); ++i) {
+    KILN_FUZZ_CHECK(outputs.loggers[i] == "csv" || outputs.loggers[i] == "tensorboard", outputs.loggers[i]);
+    for (size_t j = 0; j < i; ++j) KILN_FUZZ_CHECK(outputs.loggers[i] != outputs.loggers[j], "logger twice");
+  }
+  KILN_FUZZ_CHECK(!absl::StrContains(outputs.log_dir.name, '/'), outputs.log_dir.name);
+  KILN_FUZZ_CHECK(outputs.every_n_train_steps >= 0, "every_n_train_steps");
+
+  // The precision is checked by the connector when the run starts; its parser must agree with itself.
   std::vector<std::string> warnings;
-  const absl::StatusOr<Precision> precision = ParsePrecisionFlag(value, &warnings);
+  const absl::StatusOr<Precision> precision = ParsePrecisionFlag(trainer.precision, &warnings);
   if (!precision.ok()) {
-    KILN_FUZZ_CHECK(precision.status().code() == absl::StatusCode::kInvalidArgument, value);
-    KILN_FUZZ_CHECK(warnings.empty(), value);
+    KILN_FUZZ_CHECK(precision.status().code() == absl::StatusCode::kInvalidArgument, trainer.precision);
+    KILN_FUZZ_CHECK(warnings.empty(), trainer.precision);
     return;
   }
   // The canonical name reads back as itself, silently.
@@ -63,9 +103,29 @@ void CheckPrecision(const std::string& value) {
 }  // namespace kiln
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string value(reinterpret_cast<const char*>(data), size);
-  kiln::CheckBatchLimit(value);
-  kiln::CheckLayerSizes(value);
-  kiln::CheckPrecision(value);
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  std::vector<std::string> arguments = {"fit"};
+  if (!text.empty()) {
+    for (absl::string_view line : absl::StrSplit(text, '\n')) arguments.emplace_back(line);
+  }
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+  const int argc = static_cast<int>(arguments.size());
+
+  const absl::FlagSaver restore_flags_afterwards;
+  if (kiln::WantsHelp(argc, argv.data())) return 0;  // fit prints --help and exits; nothing is parsed.
+  const absl::Status checked = kiln::CheckCommandLine(argc, argv.data());
+  if (!checked.ok()) {
+    KILN_FUZZ_CHECK(checked.code() == absl::StatusCode::kInvalidArgument, checked.ToString());
+    return 0;
+  }
+  const absl::StatusOr<kiln::FitConfig> config = kiln::FitConfigFromFlags();
+  if (!config.ok()) {
+    KILN_FUZZ_CHECK(config.status().code() == absl::StatusCode::kInvalidArgument, config.status().ToString());
+    KILN_FUZZ_CHECK(absl::StartsWith(config.status().message(), "--"), config.status().ToString());
+    return 0;
+  }
+  kiln::CheckConfig(*config);
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "trainer/data/csv_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <thread>
@@ -82,6 +83,23 @@ bool IsNumber(absl::string_view cell) {
 }
 
 std::string Quote(absl::string_view cell) { return absl::StrCat("'", cell, "'"); }
+
+// A cell's value as the float32 that training uses. Empty when the cell is not a number, or is one that float32
+// cannot hold as a finite value ("nan", "inf", 1e39): a model must never see a NaN or an infinity from the data.
+// `problem` then says which.
+std::optional<float> FiniteValue(absl::string_view cell, std::string& problem) {
+  double value = 0;
+  if (!IsNumber(cell) || !absl::SimpleAtod(cell, &value)) {
+    problem = "is not a number";
+    return std::nullopt;
+  }
+  const float single = static_cast<float>(value);
+  if (!std::isfinite(single)) {
+    problem = std::isnan(value) ? "is not a number (NaN)" : "is not a finite float32 (beyond +-3.4e38)";
+    return std::nullopt;
+  }
+  return single;
+}
 
 // Where a row went wrong, so that the earliest error wins however the rows were split between threads.
 struct RowError {
@@ -205,23 +223,25 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& sou
                                        "') is empty; every row needs a label"));
             label_text[row] = std::string(cell);
           } else {
-            double value = 0;
-            if (!IsNumber(cell) || !absl::SimpleAtod(cell, &value)) {
-              return fail(absl::StrCat("label ", Quote(cell), " (column ", i + 1, ", '", table.label_name,
-                                       "') is not a number; --task=regression needs numeric labels (or use ",
+            std::string problem;
+            const std::optional<float> value = FiniteValue(cell, problem);
+            if (!value.has_value()) {
+              return fail(absl::StrCat("label ", Quote(cell), " (column ", i + 1, ", '", table.label_name, "') ",
+                                       problem, "; --task=regression needs finite numeric labels (or use ",
                                        "--task=classification)"));
             }
-            label_values[row] = static_cast<float>(value);
+            label_values[row] = *value;
           }
           continue;
         }
-        double value = 0;
-        if (!IsNumber(cell) || !absl::SimpleAtod(cell, &value)) {
-          return fail(absl::StrCat("column ", i + 1, " ('", table.feature_names[feature], "'): ", Quote(cell),
-                                   " is not a number; feature cells must be numbers (choose the label column with "
-                                   "--label_column)"));
+        std::string problem;
+        const std::optional<float> value = FiniteValue(cell, problem);
+        if (!value.has_value()) {
+          return fail(absl::StrCat("column ", i + 1, " ('", table.feature_names[feature], "'): ", Quote(cell), " ",
+                                   problem, "; feature cells must be finite numbers (fill in missing values, or ",
+                                   "choose the label column with --label_column)"));
         }
-        out[feature++] = static_cast<float>(value);
+        out[feature++] = *value;
       }
     }
   };

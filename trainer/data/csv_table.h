@@ -14,6 +14,9 @@
 // Labels: for classification, every distinct label is a class; classes are numbered in numeric order when all labels
 // are numbers (so labels 0..9 stay 0..9) and in text order otherwise, and `class_names` keeps what the file wrote.
 // For regression, labels must be numbers.
+//
+// Numbers (feature cells, and regression labels) must be finite as float32: "nan", "inf" and values beyond float32's
+// range are errors naming the cell, so that a model never trains on them.
 #ifndef KILN_TRAINER_DATA_CSV_TABLE_H_
 #define KILN_TRAINER_DATA_CSV_TABLE_H_
 

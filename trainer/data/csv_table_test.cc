@@ -83,6 +83,11 @@ TEST(CsvTableTest, ErrorsNameTheFileLineColumnAndCell) {
       {"1,2\n3,4\n", {.label_column = "5"}, "label column 5 is out of range for t.csv, which has 2 columns"},
       {"a,b\n1,x\n", {.task = Task::kRegression}, "t.csv:2: label 'x' (column 2, 'b') is not a number"},
       {"a,b\n1,\"x\n", {}, "t.csv:2: a quoted cell is not closed"},
+      // Non-finite values never reach a model: NaN, infinities, and numbers beyond float32's range.
+      {"a,b,c\n1,nan,x\n", {}, "t.csv:2: column 2 ('b'): 'nan' is not a number (NaN)"},
+      {"a,b,c\n1,2,x\n-inf,3,y\n", {}, "t.csv:3: column 1 ('a'): '-inf' is not a finite float32"},
+      {"a,b,c\n1e39,2,x\n", {}, "t.csv:2: column 1 ('a'): '1e39' is not a finite float32"},
+      {"a,b\n1,inf\n", {.task = Task::kRegression}, "t.csv:2: label 'inf' (column 2, 'b') is not a finite"},
       {"1,7\n2,7\n", {}, "has a single class ('7')"},
       {"\n\n", {}, "t.csv is empty"},
       {"a,b\n", {}, "t.csv has a header but no data rows"},
