@@ -212,7 +212,8 @@ struct CheckpointWriter::Task {
   bool remove = false;
 };
 
-CheckpointWriter::CheckpointWriter() : thread_([this] { Run(); }) {}
+CheckpointWriter::CheckpointWriter(size_t max_pending_bytes)
+    : max_pending_bytes_(max_pending_bytes), thread_([this] { Run(); }) {}
 
 CheckpointWriter::~CheckpointWriter() {
   Flush().IgnoreError();
@@ -225,8 +226,12 @@ CheckpointWriter::~CheckpointWriter() {
 }
 
 absl::Status CheckpointWriter::Submit(std::string path, std::string bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] {
+    return !error_.ok() || pending_bytes_ == 0 || pending_bytes_ + bytes.size() <= max_pending_bytes_;
+  });
   if (!error_.ok()) return error_;
+  pending_bytes_ += bytes.size();
   queue_.push_back(std::make_unique<Task>(Task{std::move(path), std::move(bytes), false}));
   changed_.notify_all();
   return absl::OkStatus();
@@ -265,6 +270,7 @@ void CheckpointWriter::Run() {
     }
     lock.lock();
     if (!status.ok() && error_.ok()) error_ = status;
+    pending_bytes_ -= task->bytes.size();
     busy_ = false;
     changed_.notify_all();
   }

@@ -50,15 +50,24 @@ absl::Status WriteCheckpoint(const std::string& path,
 // kept and returned by the next Submit/Flush; after an error, later removals are skipped (nothing older is deleted
 // when something newer failed).
 //
+// Memory is bounded: the checkpoints waiting for the disk (and the one being written) hold at most
+// `max_pending_bytes` between them, so when the disk is slower than training, Submit waits for earlier writes to
+// finish instead of piling checkpoints up in memory. A single checkpoint larger than the bound is still accepted,
+// once nothing else is pending.
+//
 // Thread-safety: Submit/SubmitRemove/Flush may be called from any thread.
 class CheckpointWriter {
  public:
-  CheckpointWriter();
+  // 1 GiB: room for a checkpoint being written and the next one for most models, without waiting.
+  static constexpr size_t kDefaultMaxPendingBytes = size_t{1} << 30;
+
+  explicit CheckpointWriter(size_t max_pending_bytes = kDefaultMaxPendingBytes);
   ~CheckpointWriter();  // Flushes.
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Queues a write; returns the error of an earlier write, if one failed (then this write is not queued).
+  // Queues a write, first waiting while it would take the pending bytes past the bound (see above); returns the
+  // error of an earlier write, if one failed (then this write is not queued).
   absl::Status Submit(std::string path, std::string bytes);
   absl::Status SubmitRemove(std::string path);
   // Waits until everything queued is on disk; returns the first error.
@@ -71,6 +80,8 @@ class CheckpointWriter {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<std::unique_ptr<Task>> queue_;
+  const size_t max_pending_bytes_;
+  size_t pending_bytes_ = 0;  // Of the queued writes and the one in progress.
   bool busy_ = false;
   bool stopping_ = false;
   absl::Status error_;

@@ -194,6 +194,25 @@ TEST(CheckpointWriterTest, WritesInOrderAndRemovesOnlyAfterNewerFilesAreOnDisk) 
   EXPECT_TRUE(ReadTensor(dir + "/last.ckpt").equal(at::zeros({3}))) << "the later write to last.ckpt must win";
 }
 
+TEST(CheckpointWriterTest, SubmitWaitsForTheDiskWhenThePendingBytesWouldPassTheBound) {
+  const std::string dir = TempDir();
+  // 32 MB of checkpoint: its write (with fsync) takes far longer than queueing does.
+  absl::StatusOr<std::string> big = SerializeCheckpoint("big", [](torch::serialize::OutputArchive& archive) {
+    archive.write("payload", at::ones({8 << 20}), true);
+  });
+  ASSERT_TRUE(big.ok());
+  const uintmax_t size = big->size();
+  CheckpointWriter writer(/*max_pending_bytes=*/size + 1);
+  // Larger than what is left of the bound after the first write: the second Submit may return only once the first
+  // file is complete on disk.
+  ASSERT_TRUE(writer.Submit(dir + "/first.ckpt", *big).ok());
+  ASSERT_TRUE(writer.Submit(dir + "/second.ckpt", *big).ok());
+  std::error_code error;
+  EXPECT_EQ(fs::file_size(dir + "/first.ckpt", error), size) << "Submit returned before the earlier write finished";
+  ASSERT_TRUE(writer.Flush().ok());
+  EXPECT_TRUE(ReadTensor(dir + "/second.ckpt").equal(at::ones({8 << 20})));
+}
+
 TEST(CheckpointWriterTest, AFailedWriteIsReportedAndStopsLaterRemovals) {
   const std::string dir = TempDir();
   Overwrite(dir + "/blocker", "x");
