@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "connector/json.h"  // JsonString, for the reports built here.
 #include "torch/nn/module.h"
 #include "trainer/metrics.h"
 
@@ -23,9 +24,6 @@ namespace kiln {
 
 // SHA-256 over `module`'s parameters, as described above.
 std::string ParamsSha256(const torch::nn::Module& module);
-
-// A JSON string literal for `text` (quotes, backslashes and control characters escaped).
-std::string JsonString(const std::string& text);
 
 // A JSON object of metrics, in name order.
 std::string JsonMetrics(const MetricMap& metrics);
