@@ -45,9 +45,10 @@ class ClusterEnvironment {
   // The host through which every process connects to the main one.
   virtual absl::StatusOr<std::string> MainAddress() const = 0;
 
-  // The port of the main process. nullopt when the environment leaves the choice to whoever starts the processes
-  // (a free port picked at launch time); only an environment that does not create processes externally may
-  // answer nullopt.
+  // The port of the main process; nullopt when the environment does not give one. When Kiln starts the processes,
+  // its launcher then picks a free port. When they were started externally (Kiln's own environment with LOCAL_RANK
+  // set but no MASTER_PORT, for example), a run that needs the port fails when it joins the process group, with an
+  // error naming MASTER_PORT; a single-process run never needs it.
   virtual absl::StatusOr<std::optional<int>> MainPort() const = 0;
 
   // The number of processes across all devices and nodes.
