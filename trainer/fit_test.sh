@@ -105,6 +105,8 @@ expect_usage_error "--min_epochs='-1' is not valid; pass an int >= 0" --min_epoc
 expect_usage_error "--max_steps='-5' is not valid; pass an int >= -1" --max_steps=-5
 expect_usage_error "--max_time='soon' is not valid; pass a positive time as DD:HH:MM:SS" --max_time=soon
 expect_usage_error "--max_time='00:00:00:00' is not valid" --max_time=00:00:00:00
+expect_usage_error "--max_time='9223372036854775807:00:00:00' is not valid" --max_time=9223372036854775807:00:00:00
+expect_usage_error "--max_time='inf' is not valid" --max_time=inf
 expect_usage_error "--limit_train_batches='lots' is not valid" --limit_train_batches=lots
 expect_usage_error "--limit_val_batches='1.5' is not valid; pass an int number of batches >= 0" --limit_val_batches=1.5
 expect_usage_error "--limit_predict_batches='-1' is not valid" --limit_predict_batches=-1
@@ -113,7 +115,8 @@ expect_usage_error "--val_check_interval='0' is not valid" --val_check_interval=
 expect_usage_error "--check_val_every_n_epoch='0' is not valid; pass an int >= 1" --check_val_every_n_epoch=0
 expect_usage_error "--num_sanity_val_steps='-2' is not valid; pass an int >= -1" --num_sanity_val_steps=-2
 expect_usage_error "--accumulate_grad_batches='0' is not valid; pass an int >= 1" --accumulate_grad_batches=0
-expect_usage_error "--gradient_clip_val='-1' is not valid; pass a value > 0" --gradient_clip_val=-1
+expect_usage_error "--gradient_clip_val='-1' is not valid; pass a finite value > 0" --gradient_clip_val=-1
+expect_usage_error "--gradient_clip_val='inf' is not valid; pass a finite value > 0" --gradient_clip_val=inf
 expect_usage_error "--gradient_clip_algorithm='max' is not valid; pass norm or value" --gradient_clip_algorithm=max
 expect_usage_error "--fast_dev_run='-1' is not valid" --fast_dev_run=-1
 expect_usage_error "--seed='-1' is not valid; pass an int >= 0" --seed=-1
@@ -130,6 +133,12 @@ expect_usage_error "--model='resnet' is not valid; pass mlp, cnn, or the path of
 expect_usage_error "no TorchScript file $work/none.pt" --model="$work/none.pt"
 expect_usage_error "$work/garbage.pt is not a TorchScript module" --model="$work/garbage.pt"
 expect_usage_error "--hidden_sizes='64,-1' is not valid" --hidden_sizes=64,-1
+expect_usage_error "--hidden_sizes='67108865' is not valid; pass positive layer widths separated by commas, e.g. 64,64 (each at most 67108864)" \
+  --hidden_sizes=67108865
+# Accepted widths whose parameters cannot be allocated (160 GB): an error, not an abort. Under ASan, the allocator
+# must return the failure rather than report it.
+ASAN_OPTIONS=${ASAN_OPTIONS:-}:allocator_may_return_null=1 expect_usage_error \
+  "--hidden_sizes=200000,200000: cannot build the mlp model" --hidden_sizes=200000,200000
 expect_usage_error "--channels='' is not valid" --model=cnn --channels=
 expect_usage_error "--kernel_size='4' is not valid; pass an odd int >= 1" --model=cnn --kernel_size=4
 expect_usage_error "--input_shape='1,8' is not valid; pass three positive sizes C,H,W" --input_shape=1,8
@@ -137,7 +146,8 @@ expect_usage_error "--input_shape='1,3,3' is not valid; it holds 9 values per ex
   --input_shape=1,3,3
 expect_usage_error "the data has 10 features, which is not a square image" --model=cnn --num_features=10
 expect_usage_error "--optimizer='lbfgs' is not valid; pass adam or sgd" --optimizer=lbfgs
-expect_usage_error "--learning_rate='0' is not valid; pass a value > 0" --learning_rate=0
+expect_usage_error "--learning_rate='0' is not valid; pass a finite value > 0" --learning_rate=0
+expect_usage_error "--learning_rate='inf' is not valid; pass a finite value > 0" --learning_rate=inf
 # The data.
 expect_usage_error "--data='imagenet' is not valid; pass synthetic, digits, or the path of a CSV file" --data=imagenet
 expect_usage_error "--data='$work/none.csv' is not valid; no such file" --data="$work/none.csv"

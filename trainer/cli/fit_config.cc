@@ -1,6 +1,7 @@
 #include "trainer/cli/fit_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/flags/flag.h"
@@ -27,14 +28,16 @@ absl::StatusOr<BatchLimit> ParseBatchLimit(absl::string_view flag, const std::st
                    "(e.g. 0.25)");
 }
 
-// Comma-separated positive integers; `expected` > 0 asks for exactly that many.
+// Comma-separated integers in [1, kMaxLayerSize]; `expected` > 0 asks for exactly that many.
 absl::StatusOr<std::vector<int64_t>> ParseSizes(absl::string_view flag, const std::string& value,
                                                 absl::string_view accepted, size_t expected = 0,
                                                 bool allow_empty = true) {
   std::vector<int64_t> sizes;
   for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
     int64_t size = 0;
-    if (!absl::SimpleAtoi(part, &size) || size <= 0) return FlagError(flag, value, accepted);
+    if (!absl::SimpleAtoi(part, &size) || size <= 0 || size > kMaxLayerSize) {
+      return FlagError(flag, value, absl::StrCat(accepted, " (each at most ", kMaxLayerSize, ")"));
+    }
     sizes.push_back(size);
   }
   if ((expected > 0 && !sizes.empty() && sizes.size() != expected) || (!allow_empty && sizes.empty())) {
@@ -54,7 +57,10 @@ absl::StatusOr<absl::Duration> ParseMaxTime(const std::string& value) {
     std::vector<absl::string_view> parts = absl::StrSplit(value, ':');
     int64_t numbers[4];
     bool ok = parts.size() == 4;
-    for (size_t i = 0; ok && i < 4; ++i) ok = absl::SimpleAtoi(parts[i], &numbers[i]) && numbers[i] >= 0;
+    // Each part below 10^9 keeps the sum far from overflow (10^9 days is 2.7 million years).
+    for (size_t i = 0; ok && i < 4; ++i) {
+      ok = absl::SimpleAtoi(parts[i], &numbers[i]) && numbers[i] >= 0 && numbers[i] < 1000000000;
+    }
     if (ok) {
       const absl::Duration duration = absl::Hours(24 * numbers[0]) + absl::Hours(numbers[1]) +
                                       absl::Minutes(numbers[2]) + absl::Seconds(numbers[3]);
@@ -62,7 +68,10 @@ absl::StatusOr<absl::Duration> ParseMaxTime(const std::string& value) {
     }
   } else {
     absl::Duration duration;
-    if (absl::ParseDuration(value, &duration) && duration > absl::ZeroDuration()) return duration;
+    if (absl::ParseDuration(value, &duration) && duration > absl::ZeroDuration() &&
+        duration != absl::InfiniteDuration()) {
+      return duration;
+    }
   }
   return FlagError("max_time", value,
                    "pass a positive time as DD:HH:MM:SS (e.g. 00:01:30:00) or a duration such as 90s, 5m or 1h30m");
@@ -159,7 +168,9 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   trainer.accumulate_grad_batches = absl::GetFlag(FLAGS_accumulate_grad_batches);
   if (absl::Status s = AtLeast("accumulate_grad_batches", trainer.accumulate_grad_batches, 1); !s.ok()) return s;
   if (const double clip = absl::GetFlag(FLAGS_gradient_clip_val); clip != 0.0) {
-    if (!(clip > 0)) return FlagError("gradient_clip_val", absl::StrCat(clip), "pass a value > 0 (0: no clipping)");
+    if (!(clip > 0) || !std::isfinite(clip)) {
+      return FlagError("gradient_clip_val", absl::StrCat(clip), "pass a finite value > 0 (0: no clipping)");
+    }
     trainer.gradient_clip_val = clip;
   }
   trainer.on_nonfinite_loss = absl::GetFlag(FLAGS_on_nonfinite_loss);
@@ -268,8 +279,8 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     return FlagError("optimizer", model.optimizer, "pass adam or sgd");
   }
   model.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  if (!(model.learning_rate > 0)) {
-    return FlagError("learning_rate", absl::StrCat(model.learning_rate), "pass a value > 0, e.g. 0.001");
+  if (!(model.learning_rate > 0) || !std::isfinite(model.learning_rate)) {
+    return FlagError("learning_rate", absl::StrCat(model.learning_rate), "pass a finite value > 0, e.g. 0.001");
   }
 
   // Outputs.

@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <functional>
+#include <new>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "c10/util/Exception.h"
 #include "trainer/models/conv_net.h"
 #include "trainer/models/mlp.h"
 #include "trainer/models/torchscript_module.h"
@@ -38,11 +40,23 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
       {"num_outputs", absl::StrCat(data.num_outputs)},
   };
   if (!spec.input_shape.empty()) hparams["input_shape"] = shape;
+  // Building allocates every parameter: sizes the flags accept can still ask for more memory than the machine has.
+  const auto too_large = [&](absl::string_view flag, absl::string_view sizes, const char* reason) {
+    return absl::ResourceExhaustedError(absl::StrCat("--", flag, "=", sizes, ": cannot build the ", spec.model,
+                                                     " model (", reason, "); pass smaller sizes"));
+  };
   if (spec.model == "mlp") {
-    model = std::make_shared<Mlp>(
-        MlpSizes{.input_size = data.num_features, .hidden_sizes = spec.hidden_sizes, .num_outputs = data.num_outputs},
-        options);
-    hparams["hidden_sizes"] = absl::StrJoin(spec.hidden_sizes, ",");
+    const std::string sizes = absl::StrJoin(spec.hidden_sizes, ",");
+    try {
+      model = std::make_shared<Mlp>(
+          MlpSizes{.input_size = data.num_features, .hidden_sizes = spec.hidden_sizes, .num_outputs = data.num_outputs},
+          options);
+    } catch (const std::bad_alloc&) {
+      return too_large("hidden_sizes", sizes, "out of memory");
+    } catch (const c10::Error& error) {
+      return too_large("hidden_sizes", sizes, error.what_without_backtrace());
+    }
+    hparams["hidden_sizes"] = sizes;
   } else if (spec.model == "cnn") {
     if (options.input_shape.empty()) {
       const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(data.num_features))));
@@ -56,11 +70,17 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
       options.input_shape = {1, side, side};
       hparams["input_shape"] = absl::StrJoin(options.input_shape, ",");
     }
-    model = std::make_shared<ConvNet>(ConvNetSizes{.input_shape = options.input_shape,
-                                                   .channels = spec.channels,
-                                                   .kernel_size = spec.kernel_size,
-                                                   .num_outputs = data.num_outputs},
-                                      options);
+    try {
+      model = std::make_shared<ConvNet>(ConvNetSizes{.input_shape = options.input_shape,
+                                                     .channels = spec.channels,
+                                                     .kernel_size = spec.kernel_size,
+                                                     .num_outputs = data.num_outputs},
+                                        options);
+    } catch (const std::bad_alloc&) {
+      return too_large("channels", absl::StrJoin(spec.channels, ","), "out of memory");
+    } catch (const c10::Error& error) {
+      return too_large("channels", absl::StrJoin(spec.channels, ","), error.what_without_backtrace());
+    }
     hparams["channels"] = absl::StrJoin(spec.channels, ",");
     hparams["kernel_size"] = absl::StrCat(spec.kernel_size);
   } else {

@@ -14,8 +14,9 @@
 namespace kiln {
 
 // Builds the model and runs one example through it to check that its outputs fit the task. InvalidArgument (or
-// NotFound for a missing TorchScript file) names the flag or the shapes that do not fit. Seed LibTorch's generator
-// first: the built-in models draw their initial parameters from it.
+// NotFound for a missing TorchScript file) names the flag or the shapes that do not fit; ResourceExhausted names the
+// sizes when the parameters cannot be allocated. Seed LibTorch's generator first: the built-in models draw their
+// initial parameters from it.
 absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spec, const LoadedData& data);
 
 }  // namespace kiln
