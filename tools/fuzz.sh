@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 # Every target, with its extra libFuzzer options. Adding a target: one line here.
 declare -A options=(
   [devices]="-max_len=256"
-  [flag_values]="-max_len=256"
+  [flag_values]="-max_len=512 -dict=tests/fuzz/flag_values.dict"
   [cluster_environment]="-max_len=4096 -dict=tests/fuzz/cluster_environment.dict"
   [checkpoint_reader]="-max_len=65536 -rss_limit_mb=4096 -detect_leaks=0"
   [csv_table]="-max_len=4096 -dict=tests/fuzz/csv_table.dict"
