@@ -73,6 +73,15 @@ class PluginLibrary {
   const bool privateuse1_taken_before_load_;
 };
 
+namespace internal {
+// The checks Open makes of a plugin's function table, on their own: how tests and the fuzzer check tables that no
+// real library holds. Reads `api.struct_size` first, and nothing beyond it: the version fields only when struct_size
+// covers them, the function pointers only when it covers the whole table of `minimum_minor`, and those only to
+// compare them with NULL. OK when the table is usable by a Kiln needing `minimum_minor`, otherwise InvalidArgument
+// naming `path`, the problem and the fix. Never throws.
+absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api, int minimum_minor);
+}  // namespace internal
+
 }  // namespace kiln
 
 #endif  // KILN_HAL_PLUGIN_PLUGIN_LIBRARY_H_
