@@ -22,6 +22,7 @@ declare -A options=(
   [flag_values]="-max_len=256"
   [cluster_environment]="-max_len=4096 -dict=tests/fuzz/cluster_environment.dict"
   [checkpoint_reader]="-max_len=65536 -rss_limit_mb=4096 -detect_leaks=0"
+  [plugin_tables]="-max_len=1024"
 )
 # Sanitizer options per target. checkpoint_reader unwinds exactly by default (see its source: a LibTorch leak is
 # suppressed by function name), which makes it ten times slower; it fuzzes with the fast unwinder and without leak
@@ -30,7 +31,7 @@ declare -A sanitizer_options=(
   [checkpoint_reader]="fast_unwind_on_malloc=1:detect_leaks=0"
 )
 replay_for_leaks=(checkpoint_reader)
-all=(devices flag_values cluster_environment checkpoint_reader)
+all=(devices flag_values cluster_environment checkpoint_reader plugin_tables)
 
 seconds=600
 jobs=2
