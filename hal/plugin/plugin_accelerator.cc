@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 
@@ -77,7 +78,8 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
   info.path = library.path();
   info.api_version = library.version();
   if (args.name == nullptr || *args.name == '\0') return BadInfo(library, "gave no name");
-  info.name = args.name;
+  // Names are case-insensitive and registered in lower case; the accelerator must answer to its registered name.
+  info.name = absl::AsciiStrToLower(args.name);
   if (args.description == nullptr || *args.description == '\0') {
     return BadInfo(library, absl::StrCat("gave no description for '", info.name, "'"));
   }
@@ -87,7 +89,7 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
   }
   for (size_t i = 0; i < args.num_aliases; ++i) {
     if (args.aliases[i] == nullptr) return BadInfo(library, absl::StrCat("gave NULL as alias ", i));
-    info.aliases.emplace_back(args.aliases[i]);
+    info.aliases.push_back(absl::AsciiStrToLower(args.aliases[i]));
   }
   info.priority = args.priority;
 

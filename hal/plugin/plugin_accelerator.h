@@ -27,9 +27,9 @@ namespace kiln {
 struct PluginInfo {
   std::string path;         // The library's path, as given to the loader.
   std::string api_version;  // The plugin API version it was built against, "1.0".
-  std::string name;
+  std::string name;         // In lower case, as the registry registers it (names are case-insensitive).
   std::string description;
-  std::vector<std::string> aliases;
+  std::vector<std::string> aliases;  // In lower case too.
   int priority = 0;
   c10::DeviceType device_type = c10::DeviceType::CPU;
   bool devices_are_processes = false;  // KILN_DEVICE_NUMBERING_PROCESSES; otherwise indexed.
@@ -41,7 +41,9 @@ struct PluginInfo {
 // Calls Plugin_Info and checks every answer: strings present, a known device type and numbering (indexed devices
 // need a type with device indices, so not CPU), at least one precision and only known ones, and a PrivateUse1
 // device type only when no other PrivateUse1 device was registered before the plugin was loaded. Errors name the
-// plugin's path, the bad value and what the header expects. Name rules are the registry's (it checks them).
+// plugin's path, the bad value and what the header expects. Name rules are the registry's (it checks them); the name
+// and aliases are lower-cased as the registry lower-cases them, so that the accelerator's name() is its registered
+// name.
 absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library);
 
 class PluginAccelerator final : public Accelerator {

@@ -298,10 +298,11 @@ void CheckInfo(const PluginInfo& info, const KILN_FUZZ_Script& script) {
   KILN_FUZZ_CHECK(info.path == path, info.path);
   KILN_FUZZ_CHECK(info.api_version == absl::StrCat(KILN_PLUGIN_API_MAJOR, ".", KILN_PLUGIN_API_MINOR),
                   info.api_version);
-  KILN_FUZZ_CHECK(info.name == *Text(script.name), info.name);
+  // Names are case-insensitive: Kiln holds them in lower case, as the registry registers them.
+  KILN_FUZZ_CHECK(info.name == absl::AsciiStrToLower(*Text(script.name)), info.name);
   KILN_FUZZ_CHECK(info.description == *Text(script.description), info.description);
   std::vector<std::string> aliases;
-  for (const std::optional<std::string>& alias : Aliases(script)) aliases.push_back(*alias);
+  for (const std::optional<std::string>& alias : Aliases(script)) aliases.push_back(absl::AsciiStrToLower(*alias));
   KILN_FUZZ_CHECK(info.aliases == aliases, absl::StrJoin(info.aliases, ","));
   KILN_FUZZ_CHECK(info.priority == script.priority, absl::StrCat(info.priority));
   KILN_FUZZ_CHECK(info.device_type == *DeviceTypeOf(script.device_type), c10::DeviceTypeName(info.device_type));
