@@ -93,15 +93,16 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
   }
   info.priority = args.priority;
 
-  const std::optional<c10::DeviceType> device_type = DeviceTypeFromC(args.device_type);
+  const int32_t device_type_value = PluginEnumValue(args.device_type);
+  const std::optional<c10::DeviceType> device_type = DeviceTypeFromC(device_type_value);
   if (!device_type.has_value()) {
-    return BadInfo(library, absl::StrCat("gave device_type ", static_cast<int>(args.device_type),
-                                         ", which is not one of this Kiln's (", KILN_DEVICE_TYPE_CPU, " CPU, ",
-                                         KILN_DEVICE_TYPE_CUDA, " CUDA, ", KILN_DEVICE_TYPE_PRIVATEUSE1,
-                                         " PRIVATEUSE1; 0 means it was not set)"));
+    return BadInfo(library, absl::StrCat("gave device_type ", device_type_value, ", which is not one of this Kiln's (",
+                                         KILN_DEVICE_TYPE_CPU, " CPU, ", KILN_DEVICE_TYPE_CUDA, " CUDA, ",
+                                         KILN_DEVICE_TYPE_PRIVATEUSE1, " PRIVATEUSE1; 0 means it was not set)"));
   }
   info.device_type = *device_type;
-  switch (args.device_numbering) {
+  const int32_t device_numbering = PluginEnumValue(args.device_numbering);
+  switch (device_numbering) {
     case KILN_DEVICE_NUMBERING_INDEXED:
       info.devices_are_processes = false;
       break;
@@ -109,8 +110,8 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
       info.devices_are_processes = true;
       break;
     default:
-      return BadInfo(library, absl::StrCat("gave device_numbering ", static_cast<int>(args.device_numbering),
-                                           ", which is neither ", KILN_DEVICE_NUMBERING_INDEXED, " (INDEXED) nor ",
+      return BadInfo(library, absl::StrCat("gave device_numbering ", device_numbering, ", which is neither ",
+                                           KILN_DEVICE_NUMBERING_INDEXED, " (INDEXED) nor ",
                                            KILN_DEVICE_NUMBERING_PROCESSES, " (PROCESSES; 0 means it was not set)"));
   }
   if (info.device_type == c10::DeviceType::CPU && !info.devices_are_processes) {
@@ -127,9 +128,10 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
     return BadInfo(library, "gave no precisions; list at least one, such as KILN_PRECISION_32_TRUE");
   }
   for (size_t i = 0; i < args.num_precisions; ++i) {
-    const std::optional<Precision> precision = PrecisionFromC(args.precisions[i]);
+    const int32_t precision_value = PluginEnumValue(args.precisions[i]);
+    const std::optional<Precision> precision = PrecisionFromC(precision_value);
     if (!precision.has_value()) {
-      return BadInfo(library, absl::StrCat("gave precision ", static_cast<int>(args.precisions[i]),
+      return BadInfo(library, absl::StrCat("gave precision ", precision_value,
                                            ", which is not a KILN_Precision value this Kiln knows (1 to 6)"));
     }
     if (std::find(info.precisions.begin(), info.precisions.end(), *precision) != info.precisions.end()) {
@@ -308,7 +310,7 @@ std::optional<PrecisionSubstitute> PluginAccelerator::SubstitutePrecision(Precis
     return std::nullopt;
   }
   if (!args.substitute_is_set) return std::nullopt;
-  const std::optional<Precision> substitute = PrecisionFromC(args.substitute);
+  const std::optional<Precision> substitute = PrecisionFromC(PluginEnumValue(args.substitute));
   if (!substitute.has_value() ||
       std::find(info_.precisions.begin(), info_.precisions.end(), *substitute) == info_.precisions.end()) {
     return std::nullopt;

@@ -210,7 +210,7 @@ absl::Status PluginLibrary::ConsumeError(absl::string_view function, KILN_Error*
     return ThrewError(function);
   }
   if (message.empty()) message = "(the plugin's error has no message)";
-  const int code = static_cast<int>(code_args.code);
+  const int32_t code = PluginEnumValue(code_args.code);
   const absl::StatusCode status_code = code >= KILN_ERROR_CODE_CANCELLED && code <= KILN_ERROR_CODE_UNAUTHENTICATED
                                            ? static_cast<absl::StatusCode>(code)
                                            : absl::StatusCode::kUnknown;
