@@ -272,7 +272,8 @@ typedef struct KILN_Device_Stat {
 /* Current statistics of a device, copied into the caller's buffer. The plugin sets num_stats to the number of
  * statistics it has and writes the first min(num_stats, stats_capacity) of them into `stats`; when num_stats is
  * larger than stats_capacity, the caller calls again with a larger buffer. A statistic that cannot be read is left
- * out; that is not an error. Cheap enough to call every few steps. */
+ * out; that is not an error. Cheap enough to call every few steps. Kiln takes at most 4096 statistics: a larger
+ * num_stats is an error. */
 typedef struct KILN_Device_Stats_Args {
   size_t struct_size;
   int32_t device_index;    /* in */

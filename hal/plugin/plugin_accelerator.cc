@@ -283,6 +283,11 @@ absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const c10::Device&
     if (absl::Status status = library_->Call("Device_Stats", library_->api().Device_Stats, &args); !status.ok()) {
       return status;
     }
+    if (args.num_stats > kMaxPluginDeviceStats) {
+      return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Device_Stats reported ",
+                                              args.num_stats, " statistics, more than the ", kMaxPluginDeviceStats,
+                                              " Kiln reads; a plugin reports a few dozen"));
+    }
     if (args.num_stats > capacity) {
       capacity = args.num_stats;
       continue;

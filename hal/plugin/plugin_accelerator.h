@@ -23,6 +23,11 @@
 
 namespace kiln {
 
+// The most statistics Kiln takes from one Device_Stats call. A plugin has a few dozen; a larger count is a bug in it,
+// and honouring it would allocate in proportion (the plugin_tables fuzzer's plugin reported 10^12 of them: the
+// buffer's allocation aborted the process).
+inline constexpr size_t kMaxPluginDeviceStats = 4096;
+
 // What a plugin's Plugin_Info said, copied into Kiln's types.
 struct PluginInfo {
   std::string path;         // The library's path, as given to the loader.
@@ -64,6 +69,9 @@ class PluginAccelerator final : public Accelerator {
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
   absl::Status SetupDevice(const c10::Device& device) override;
   absl::Status TeardownDevice(const c10::Device& device) override;
+  // The plugin's Device_Stats, copied through a buffer that grows when the plugin has more. More than
+  // kMaxPluginDeviceStats statistics, a NULL name, or a plugin that keeps asking for more is Internal, naming the
+  // plugin.
   absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override;
   std::string ProcessGroupBackend() const override { return info_.process_group_backend; }
   std::vector<Precision> SupportedPrecisions() const override { return info_.precisions; }
