@@ -164,6 +164,11 @@ absl::StatusOr<PluginAccelerator::Count> PluginAccelerator::CountDevices() const
     return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Devices_Count reported ",
                                             args.count, " devices; a count is 0 or more"));
   }
+  if (!info_.devices_are_processes && args.count > kMaxPluginIndexedDevices) {
+    return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Devices_Count reported ",
+                                            args.count, " devices, more than the ", kMaxPluginIndexedDevices,
+                                            " of one type that LibTorch can index (c10::DeviceIndex is 8 bits)"));
+  }
   Count count{.count = args.count};
   if (args.auto_count_is_set && !info_.devices_are_processes) {
     if (args.auto_count < 0 || args.auto_count > args.count) {

@@ -10,6 +10,7 @@
 #ifndef KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_
 #define KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "c10/core/Device.h"
 #include "c10/core/DeviceType.h"
 #include "hal/accelerator.h"
 #include "hal/plugin/plugin_library.h"
@@ -27,6 +29,11 @@ namespace kiln {
 // and honouring it would allocate in proportion (the plugin_tables fuzzer's plugin reported 10^12 of them: the
 // buffer's allocation aborted the process).
 inline constexpr size_t kMaxPluginDeviceStats = 4096;
+
+// The most devices a plugin with indexed devices may count: LibTorch 1.13 indexes a device type's devices with
+// c10::DeviceIndex, an int8_t, so device 128 would wrap to -128 (a fuzzer's plugin counting 300 devices made
+// ParallelDevices throw for device 200), and honouring a count of millions allocated in proportion.
+inline constexpr int kMaxPluginIndexedDevices = std::numeric_limits<c10::DeviceIndex>::max() + 1;
 
 // What a plugin's Plugin_Info said, copied into Kiln's types.
 struct PluginInfo {
@@ -60,7 +67,9 @@ class PluginAccelerator final : public Accelerator {
 
   std::string name() const override { return info_.name; }
   absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const override;
-  // The plugin's count for "auto" (its auto_count when it sets one); 0 when Devices_Count fails.
+  // The plugin's count for "auto" (its auto_count when it sets one); 0 when Devices_Count fails or answers out of
+  // the header's bounds (a negative count, more than kMaxPluginIndexedDevices indexed devices, an auto_count
+  // outside [0, count]).
   int AutoDeviceCount() const override;
   // The plugin's Devices_CheckAvailable, then, for a device type other than CPU, whether LibTorch in this process
   // has that device (a device guard registered for it): a plugin that did not register its device is unavailable.
