@@ -206,13 +206,14 @@ absl::StatusCode StatusCodeOf(int32_t code) {
 // `status` is the plugin's `error` from `function`, with `code`, naming the plugin's path.
 void CheckPluginError(const absl::Status& status, const PluginError& error, absl::string_view function,
                       absl::StatusCode code) {
-  const std::string shown =
-      absl::StrCat(function, " failed with code ", error.code, " and '", error.message, "': ", status.ToString());
-  KILN_FUZZ_CHECK(!status.ok(), shown);
-  KILN_FUZZ_CHECK(status.code() == code, shown);
-  KILN_FUZZ_CHECK(absl::StrContains(status.message(), Quoted(Scripted().path)), shown);
-  KILN_FUZZ_CHECK(absl::StrContains(status.message(), function), shown);
-  KILN_FUZZ_CHECK(absl::StrContains(status.message(), error.message), shown);
+  const auto shown = [&] {
+    return absl::StrCat(function, " failed with code ", error.code, " and '", error.message, "': ", status.ToString());
+  };
+  KILN_FUZZ_CHECK(!status.ok(), shown());
+  KILN_FUZZ_CHECK(status.code() == code, shown());
+  KILN_FUZZ_CHECK(absl::StrContains(status.message(), Quoted(Scripted().path)), shown());
+  KILN_FUZZ_CHECK(absl::StrContains(status.message(), function), shown());
+  KILN_FUZZ_CHECK(absl::StrContains(status.message(), error.message), shown());
 }
 
 // The plugin's error when the script has one for `function`, OK otherwise.
@@ -224,10 +225,11 @@ void CheckPluginAnswer(const absl::Status& status, const KILN_FUZZ_Error& script
   }
 }
 
-// An error Kiln makes of a bad answer: names the path.
-void CheckNamesPath(const absl::Status& status, absl::string_view what) {
+// An error Kiln makes of a bad answer: names the path. `shown()` describes the case, only when the check fails.
+template <typename Describe>
+void CheckNamesPath(const absl::Status& status, const Describe& shown) {
   KILN_FUZZ_CHECK(!status.ok() && absl::StrContains(status.message(), Quoted(Scripted().path)),
-                  absl::StrCat(what, ": ", status.ToString()));
+                  absl::StrCat(shown(), ": ", status.ToString()));
 }
 
 std::vector<std::optional<std::string>> Aliases(const KILN_FUZZ_Script& script) {
@@ -340,7 +342,7 @@ ExpectedCount CountOf(const KILN_FUZZ_Script& script, bool processes) {
   return expected;
 }
 
-std::string Shown(const absl::StatusOr<std::vector<int>>& indices) {
+std::string IndicesText(const absl::StatusOr<std::vector<int>>& indices) {
   return indices.ok() ? absl::StrCat("[", absl::StrJoin(*indices, ","), "]") : indices.status().ToString();
 }
 
@@ -357,53 +359,57 @@ std::vector<c10::Device> CheckDevices(const PluginAccelerator& accelerator, cons
 
   const absl::StatusOr<DeviceSelection> syntax = ParseDevicesSyntax(devices);
   const absl::StatusOr<std::vector<int>> parsed = accelerator.ParseDevices(devices);
-  const std::string shown = absl::StrCat("devices=", devices.ToString(), " with count ", script.count,
-                                         processes ? " processes" : " indexed", ": ", Shown(parsed));
+  const auto shown = [&] {
+    return absl::StrCat("devices=", devices.ToString(), " with count ", script.count,
+                        processes ? " processes" : " indexed", ": ", IndicesText(parsed));
+  };
   if (!syntax.ok()) {
-    KILN_FUZZ_CHECK(!parsed.ok() && parsed.status().code() == absl::StatusCode::kInvalidArgument, shown);
+    KILN_FUZZ_CHECK(!parsed.ok() && parsed.status().code() == absl::StatusCode::kInvalidArgument, shown());
     return {};
   }
   if (!count.valid) {
-    KILN_FUZZ_CHECK(!parsed.ok() && parsed.status().code() == absl::StatusCode::kFailedPrecondition, shown);
+    KILN_FUZZ_CHECK(!parsed.ok() && parsed.status().code() == absl::StatusCode::kFailedPrecondition, shown());
     CheckNamesPath(parsed.status(), shown);
-    if (count.error.has_value())
-      KILN_FUZZ_CHECK(absl::StrContains(parsed.status().message(), count.error->message), shown);
+    if (count.error.has_value()) {
+      KILN_FUZZ_CHECK(absl::StrContains(parsed.status().message(), count.error->message), shown());
+    }
     return {};
   }
   if (!parsed.ok()) {
     const absl::StatusCode code = parsed.status().code();
-    KILN_FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kFailedPrecondition, shown);
+    KILN_FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kFailedPrecondition,
+                    shown());
     return {};
   }
   const std::vector<int>& indices = *parsed;
   if (processes) {
-    for (size_t i = 0; i < indices.size(); ++i) KILN_FUZZ_CHECK(indices[i] == static_cast<int>(i), shown);
-    KILN_FUZZ_CHECK(!indices.empty(), shown);
+    for (size_t i = 0; i < indices.size(); ++i) KILN_FUZZ_CHECK(indices[i] == static_cast<int>(i), shown());
+    KILN_FUZZ_CHECK(!indices.empty(), shown());
   } else {
     std::set<int> seen;
     for (int index : indices) {
-      KILN_FUZZ_CHECK(index >= 0 && index < count.count, shown);
-      KILN_FUZZ_CHECK(seen.insert(index).second, shown);
+      KILN_FUZZ_CHECK(index >= 0 && index < count.count, shown());
+      KILN_FUZZ_CHECK(seen.insert(index).second, shown());
     }
   }
   if (syntax->kind == DeviceSelection::Kind::kAuto) {
-    KILN_FUZZ_CHECK(static_cast<int>(indices.size()) == auto_count, absl::StrCat(shown, " for auto ", auto_count));
+    KILN_FUZZ_CHECK(static_cast<int>(indices.size()) == auto_count, absl::StrCat(shown(), " for auto ", auto_count));
   }
 
   std::vector<c10::Device> parallel;
   try {
     parallel = accelerator.ParallelDevices(indices);
   } catch (const std::exception& e) {
-    KILN_FUZZ_CHECK(false, absl::StrCat(shown, ": ParallelDevices threw ", e.what()));
+    KILN_FUZZ_CHECK(false, absl::StrCat(shown(), ": ParallelDevices threw ", e.what()));
   }
-  KILN_FUZZ_CHECK(parallel.size() == indices.size(), shown);
+  KILN_FUZZ_CHECK(parallel.size() == indices.size(), shown());
   for (size_t i = 0; i < parallel.size(); ++i) {
-    const std::string device = absl::StrCat(shown, ": device ", i, " is ", parallel[i].str());
-    KILN_FUZZ_CHECK(parallel[i].type() == info.device_type, device);
+    const auto device = [&] { return absl::StrCat(shown(), ": device ", i, " is ", parallel[i].str()); };
+    KILN_FUZZ_CHECK(parallel[i].type() == info.device_type, device());
     if (processes) {
-      KILN_FUZZ_CHECK(!parallel[i].has_index(), device);
+      KILN_FUZZ_CHECK(!parallel[i].has_index(), device());
     } else {
-      KILN_FUZZ_CHECK(parallel[i].has_index() && static_cast<int>(parallel[i].index()) == indices[i], device);
+      KILN_FUZZ_CHECK(parallel[i].has_index() && static_cast<int>(parallel[i].index()) == indices[i], device());
     }
   }
   return parallel;
@@ -412,19 +418,19 @@ std::vector<c10::Device> CheckDevices(const PluginAccelerator& accelerator, cons
 // SetupDevice and TeardownDevice reach the plugin with the device's index, and only for its own devices.
 void CheckSetupAndTeardown(PluginAccelerator& accelerator, const KILN_FUZZ_Script& script, const c10::Device& device,
                            int32_t plugin_index) {
-  const std::string shown = absl::StrCat(device.str(), " as plugin index ", plugin_index);
+  const auto shown = [&] { return absl::StrCat(device.str(), " as plugin index ", plugin_index); };
   KILN_FUZZ_Calls before = Calls();
   const absl::Status setup = accelerator.SetupDevice(device);
   KILN_FUZZ_Calls after = Calls();
-  KILN_FUZZ_CHECK(after.setup_calls == before.setup_calls + 1, shown);
-  KILN_FUZZ_CHECK(after.last_device_index == plugin_index, absl::StrCat(shown, ": got ", after.last_device_index));
+  KILN_FUZZ_CHECK(after.setup_calls == before.setup_calls + 1, shown());
+  KILN_FUZZ_CHECK(after.last_device_index == plugin_index, absl::StrCat(shown(), ": got ", after.last_device_index));
   CheckPluginAnswer(setup, script.setup_error, "Device_Setup");
 
   before = after;
   const absl::Status teardown = accelerator.TeardownDevice(device);
   after = Calls();
-  KILN_FUZZ_CHECK(after.teardown_calls == before.teardown_calls + 1, shown);
-  KILN_FUZZ_CHECK(after.last_device_index == plugin_index, absl::StrCat(shown, ": got ", after.last_device_index));
+  KILN_FUZZ_CHECK(after.teardown_calls == before.teardown_calls + 1, shown());
+  KILN_FUZZ_CHECK(after.last_device_index == plugin_index, absl::StrCat(shown(), ": got ", after.last_device_index));
   CheckPluginAnswer(teardown, script.teardown_error, "Device_Teardown");
 
   before = after;
@@ -443,9 +449,11 @@ void CheckStats(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& sc
   const KILN_FUZZ_Calls before = Calls();
   const absl::StatusOr<DeviceStats> stats = accelerator.GetDeviceStats(device);
   const KILN_FUZZ_Calls after = Calls();
-  const std::string shown = absl::StrCat(device.str(), " with ", script.num_stats[0], " then ", script.num_stats[1],
-                                         " statistics: ", stats.ok() ? "OK" : stats.status().ToString());
-  KILN_FUZZ_CHECK(after.stats_calls > before.stats_calls && after.last_device_index == plugin_index, shown);
+  const auto shown = [&] {
+    return absl::StrCat(device.str(), " with ", script.num_stats[0], " then ", script.num_stats[1],
+                        " statistics: ", stats.ok() ? "OK" : stats.status().ToString());
+  };
+  KILN_FUZZ_CHECK(after.stats_calls > before.stats_calls && after.last_device_index == plugin_index, shown());
   if (const std::optional<PluginError> error = ErrorOf(script.stats_error)) {
     CheckPluginError(stats.status(), *error, "Device_Stats", StatusCodeOf(error->code));
     return;
@@ -459,7 +467,7 @@ void CheckStats(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& sc
       for (const KILN_FUZZ_Stat& entry : script.stats) {
         found = found || (Text(entry.name) == name && SameValue(entry.value, value));
       }
-      KILN_FUZZ_CHECK(found, absl::StrCat(shown, ": ", name, " = ", value));
+      KILN_FUZZ_CHECK(found, absl::StrCat(shown(), ": ", name, " = ", value));
     }
   }
   // A small report that stays the same: all of it, or an error when a name is missing.
@@ -472,11 +480,11 @@ void CheckStats(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& sc
     name_missing = name_missing || !name.has_value();
     if (name.has_value()) names.insert(*name);
   }
-  KILN_FUZZ_CHECK(stats.ok() == !name_missing, shown);
+  KILN_FUZZ_CHECK(stats.ok() == !name_missing, shown());
   if (!stats.ok()) return;
   std::set<std::string> got;
   for (const auto& [name, value] : *stats) got.insert(name);
-  KILN_FUZZ_CHECK(got == names, shown);
+  KILN_FUZZ_CHECK(got == names, shown());
 }
 
 void CheckSubstitute(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& script, Precision requested) {
@@ -485,12 +493,14 @@ void CheckSubstitute(const PluginAccelerator& accelerator, const KILN_FUZZ_Scrip
   const std::vector<Precision>& declared = accelerator.info().precisions;
   const bool expected = !ErrorOf(script.substitute_error).has_value() && (script.substitute_is_set & 1) &&
                         offered.has_value() && std::count(declared.begin(), declared.end(), *offered) > 0;
-  const std::string shown = absl::StrCat("substitute ", script.substitute, " for ", PrecisionName(requested), ": ",
-                                         substitute.has_value() ? PrecisionName(substitute->precision) : "none");
-  KILN_FUZZ_CHECK(substitute.has_value() == expected, shown);
+  const auto shown = [&] {
+    return absl::StrCat("substitute ", script.substitute, " for ", PrecisionName(requested), ": ",
+                        substitute.has_value() ? PrecisionName(substitute->precision) : "none");
+  };
+  KILN_FUZZ_CHECK(substitute.has_value() == expected, shown());
   if (!expected) return;
-  KILN_FUZZ_CHECK(substitute->precision == *offered, shown);
-  KILN_FUZZ_CHECK(substitute->warning == Text(script.warning).value_or(""), shown);
+  KILN_FUZZ_CHECK(substitute->precision == *offered, shown());
+  KILN_FUZZ_CHECK(substitute->warning == Text(script.warning).value_or(""), shown());
 }
 
 bool ValidName(const std::string& name) {
@@ -506,21 +516,23 @@ void CheckRegistration(const PluginInfo& info) {
   for (const std::string& alias : info.aliases) expected = expected && ValidName(alias);
   AcceleratorRegistry registry;
   const absl::StatusOr<PluginInfo> loaded = LoadAcceleratorPlugin(Scripted().path, registry);
-  const std::string shown = absl::StrCat("name '", info.name, "', aliases '", absl::StrJoin(info.aliases, "', '"),
-                                         "': ", loaded.status().ToString());
-  KILN_FUZZ_CHECK(loaded.ok() == expected, shown);
+  const auto shown = [&] {
+    return absl::StrCat("name '", info.name, "', aliases '", absl::StrJoin(info.aliases, "', '"),
+                        "': ", loaded.status().ToString());
+  };
+  KILN_FUZZ_CHECK(loaded.ok() == expected, shown());
   if (!loaded.ok()) {
-    KILN_FUZZ_CHECK(loaded.status().code() == absl::StatusCode::kInvalidArgument, shown);
+    KILN_FUZZ_CHECK(loaded.status().code() == absl::StatusCode::kInvalidArgument, shown());
     CheckNamesPath(loaded.status(), shown);
     return;
   }
   const std::string name = absl::AsciiStrToLower(info.name);
   const absl::StatusOr<std::shared_ptr<Accelerator>> accelerator = registry.Get(name);
-  KILN_FUZZ_CHECK(accelerator.ok(), shown);
-  KILN_FUZZ_CHECK((*accelerator)->name() == name, absl::StrCat(shown, ": name() is '", (*accelerator)->name(), "'"));
+  KILN_FUZZ_CHECK(accelerator.ok(), shown());
+  KILN_FUZZ_CHECK((*accelerator)->name() == name, absl::StrCat(shown(), ": name() is '", (*accelerator)->name(), "'"));
   for (const std::string& alias : info.aliases) {
     const absl::StatusOr<AcceleratorSpec> spec = registry.Find(alias);
-    KILN_FUZZ_CHECK(spec.ok() && spec->name == name, absl::StrCat(shown, ": alias ", alias));
+    KILN_FUZZ_CHECK(spec.ok() && spec->name == name, absl::StrCat(shown(), ": alias ", alias));
   }
 }
 
@@ -564,7 +576,7 @@ void FuzzPlugin(FuzzInput& input) {
     KILN_FUZZ_CHECK(info.status().code() == (problem == "PrivateUse1 taken" ? absl::StatusCode::kFailedPrecondition
                                                                             : absl::StatusCode::kInvalidArgument),
                     info.status().ToString());
-    CheckNamesPath(info.status(), problem);
+    CheckNamesPath(info.status(), [&] { return problem; });
     return;
   }
   CheckInfo(*info, script);
@@ -584,7 +596,7 @@ void FuzzPlugin(FuzzInput& input) {
     KILN_FUZZ_CHECK(available.ok() == has_device, available.ToString());
     if (!available.ok()) {
       KILN_FUZZ_CHECK(available.code() == absl::StatusCode::kFailedPrecondition, available.ToString());
-      CheckNamesPath(available, "CheckAvailable");
+      CheckNamesPath(available, [] { return "CheckAvailable"; });
     }
   }
 
