@@ -41,7 +41,8 @@ static KILN_FUZZ_Calls calls;
  * would report as a wrong answer: with inputs this small it does not happen. */
 static char* OwnText(const KILN_FUZZ_Text* text) {
   if (text->is_null & 1) return NULL;
-  const size_t length = strnlen(text->text, KILN_FUZZ_TEXT_SIZE);
+  const char* const end = (const char*)memchr(text->text, '\0', KILN_FUZZ_TEXT_SIZE);
+  const size_t length = end != NULL ? (size_t)(end - text->text) : KILN_FUZZ_TEXT_SIZE;
   char* copy = (char*)malloc(length + 1);
   if (copy == NULL) return NULL;
   memcpy(copy, text->text, length);
