@@ -613,8 +613,8 @@ void FuzzPlugin(FuzzInput& input) {
 }
 
 // Where libscripted_plugin.so is: in the runfiles under `bazel test` (whose working directory is the runfiles root,
-// as for the loader's own tests), otherwise next to this program (bazel-bin/tests/fuzz/, where tools/fuzz.sh runs
-// the fuzzer from, with the repository as the working directory).
+// as for the loader's own tests); otherwise next to this program, which is where Bazel puts it (tools/fuzz.sh runs
+// bazel-bin/tests/fuzz/plugin_tables_fuzzer with the repository as the working directory).
 std::string PluginPath() {
   constexpr char kName[] = "libscripted_plugin.so";
   if (std::getenv("TEST_SRCDIR") != nullptr) return absl::StrCat("tests/fuzz/", kName);
