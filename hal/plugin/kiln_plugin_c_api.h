@@ -226,7 +226,8 @@ typedef KILN_Error* KILN_Plugin_Info(KILN_Plugin_Info_Args* args);
  * device and shows the error's message when the user asks for devices. */
 typedef struct KILN_Devices_Count_Args {
   size_t struct_size;
-  /* out: INDEXED: the devices visible to this process. PROCESSES: how many processes "auto" means (usually 1). */
+  /* out: INDEXED: the devices visible to this process, at most 128 (LibTorch 1.13 indexes a device type's devices
+   * with an int8_t; Kiln refuses a larger count). PROCESSES: how many processes "auto" means (usually 1). */
   int32_t count;
   /* out, optional, INDEXED only: "auto" uses the first auto_count devices instead of all of them. */
   bool auto_count_is_set;
@@ -272,7 +273,8 @@ typedef struct KILN_Device_Stat {
 /* Current statistics of a device, copied into the caller's buffer. The plugin sets num_stats to the number of
  * statistics it has and writes the first min(num_stats, stats_capacity) of them into `stats`; when num_stats is
  * larger than stats_capacity, the caller calls again with a larger buffer. A statistic that cannot be read is left
- * out; that is not an error. Cheap enough to call every few steps. */
+ * out; that is not an error. Cheap enough to call every few steps. Kiln takes at most 4096 statistics: a larger
+ * num_stats is an error. */
 typedef struct KILN_Device_Stats_Args {
   size_t struct_size;
   int32_t device_index;    /* in */

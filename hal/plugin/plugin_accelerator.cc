@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 
@@ -77,7 +78,8 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
   info.path = library.path();
   info.api_version = library.version();
   if (args.name == nullptr || *args.name == '\0') return BadInfo(library, "gave no name");
-  info.name = args.name;
+  // Names are case-insensitive and registered in lower case; the accelerator must answer to its registered name.
+  info.name = absl::AsciiStrToLower(args.name);
   if (args.description == nullptr || *args.description == '\0') {
     return BadInfo(library, absl::StrCat("gave no description for '", info.name, "'"));
   }
@@ -87,19 +89,20 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
   }
   for (size_t i = 0; i < args.num_aliases; ++i) {
     if (args.aliases[i] == nullptr) return BadInfo(library, absl::StrCat("gave NULL as alias ", i));
-    info.aliases.emplace_back(args.aliases[i]);
+    info.aliases.push_back(absl::AsciiStrToLower(args.aliases[i]));
   }
   info.priority = args.priority;
 
-  const std::optional<c10::DeviceType> device_type = DeviceTypeFromC(args.device_type);
+  const int32_t device_type_value = PluginEnumValue(args.device_type);
+  const std::optional<c10::DeviceType> device_type = DeviceTypeFromC(device_type_value);
   if (!device_type.has_value()) {
-    return BadInfo(library, absl::StrCat("gave device_type ", static_cast<int>(args.device_type),
-                                         ", which is not one of this Kiln's (", KILN_DEVICE_TYPE_CPU, " CPU, ",
-                                         KILN_DEVICE_TYPE_CUDA, " CUDA, ", KILN_DEVICE_TYPE_PRIVATEUSE1,
-                                         " PRIVATEUSE1; 0 means it was not set)"));
+    return BadInfo(library, absl::StrCat("gave device_type ", device_type_value, ", which is not one of this Kiln's (",
+                                         KILN_DEVICE_TYPE_CPU, " CPU, ", KILN_DEVICE_TYPE_CUDA, " CUDA, ",
+                                         KILN_DEVICE_TYPE_PRIVATEUSE1, " PRIVATEUSE1; 0 means it was not set)"));
   }
   info.device_type = *device_type;
-  switch (args.device_numbering) {
+  const int32_t device_numbering = PluginEnumValue(args.device_numbering);
+  switch (device_numbering) {
     case KILN_DEVICE_NUMBERING_INDEXED:
       info.devices_are_processes = false;
       break;
@@ -107,8 +110,8 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
       info.devices_are_processes = true;
       break;
     default:
-      return BadInfo(library, absl::StrCat("gave device_numbering ", static_cast<int>(args.device_numbering),
-                                           ", which is neither ", KILN_DEVICE_NUMBERING_INDEXED, " (INDEXED) nor ",
+      return BadInfo(library, absl::StrCat("gave device_numbering ", device_numbering, ", which is neither ",
+                                           KILN_DEVICE_NUMBERING_INDEXED, " (INDEXED) nor ",
                                            KILN_DEVICE_NUMBERING_PROCESSES, " (PROCESSES; 0 means it was not set)"));
   }
   if (info.device_type == c10::DeviceType::CPU && !info.devices_are_processes) {
@@ -125,9 +128,10 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
     return BadInfo(library, "gave no precisions; list at least one, such as KILN_PRECISION_32_TRUE");
   }
   for (size_t i = 0; i < args.num_precisions; ++i) {
-    const std::optional<Precision> precision = PrecisionFromC(args.precisions[i]);
+    const int32_t precision_value = PluginEnumValue(args.precisions[i]);
+    const std::optional<Precision> precision = PrecisionFromC(precision_value);
     if (!precision.has_value()) {
-      return BadInfo(library, absl::StrCat("gave precision ", static_cast<int>(args.precisions[i]),
+      return BadInfo(library, absl::StrCat("gave precision ", precision_value,
                                            ", which is not a KILN_Precision value this Kiln knows (1 to 6)"));
     }
     if (std::find(info.precisions.begin(), info.precisions.end(), *precision) != info.precisions.end()) {
@@ -159,6 +163,11 @@ absl::StatusOr<PluginAccelerator::Count> PluginAccelerator::CountDevices() const
   if (args.count < 0) {
     return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Devices_Count reported ",
                                             args.count, " devices; a count is 0 or more"));
+  }
+  if (!info_.devices_are_processes && args.count > kMaxPluginIndexedDevices) {
+    return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Devices_Count reported ",
+                                            args.count, " devices, more than the ", kMaxPluginIndexedDevices,
+                                            " of one type that LibTorch can index (c10::DeviceIndex is 8 bits)"));
   }
   Count count{.count = args.count};
   if (args.auto_count_is_set && !info_.devices_are_processes) {
@@ -279,6 +288,11 @@ absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const c10::Device&
     if (absl::Status status = library_->Call("Device_Stats", library_->api().Device_Stats, &args); !status.ok()) {
       return status;
     }
+    if (args.num_stats > kMaxPluginDeviceStats) {
+      return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Device_Stats reported ",
+                                              args.num_stats, " statistics, more than the ", kMaxPluginDeviceStats,
+                                              " Kiln reads; a plugin reports a few dozen"));
+    }
     if (args.num_stats > capacity) {
       capacity = args.num_stats;
       continue;
@@ -306,7 +320,7 @@ std::optional<PrecisionSubstitute> PluginAccelerator::SubstitutePrecision(Precis
     return std::nullopt;
   }
   if (!args.substitute_is_set) return std::nullopt;
-  const std::optional<Precision> substitute = PrecisionFromC(args.substitute);
+  const std::optional<Precision> substitute = PrecisionFromC(PluginEnumValue(args.substitute));
   if (!substitute.has_value() ||
       std::find(info_.precisions.begin(), info_.precisions.end(), *substitute) == info_.precisions.end()) {
     return std::nullopt;

@@ -10,6 +10,7 @@
 #ifndef KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_
 #define KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,19 +18,30 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "c10/core/Device.h"
 #include "c10/core/DeviceType.h"
 #include "hal/accelerator.h"
 #include "hal/plugin/plugin_library.h"
 
 namespace kiln {
 
+// The most statistics Kiln takes from one Device_Stats call. A plugin has a few dozen; a larger count is a bug in it,
+// and honouring it would allocate in proportion (the plugin_tables fuzzer's plugin reported 10^12 of them: the
+// buffer's allocation aborted the process).
+inline constexpr size_t kMaxPluginDeviceStats = 4096;
+
+// The most devices a plugin with indexed devices may count: LibTorch 1.13 indexes a device type's devices with
+// c10::DeviceIndex, an int8_t, so device 128 would wrap to -128 (a fuzzer's plugin counting 300 devices made
+// ParallelDevices throw for device 200), and honouring a count of millions allocated in proportion.
+inline constexpr int kMaxPluginIndexedDevices = std::numeric_limits<c10::DeviceIndex>::max() + 1;
+
 // What a plugin's Plugin_Info said, copied into Kiln's types.
 struct PluginInfo {
   std::string path;         // The library's path, as given to the loader.
   std::string api_version;  // The plugin API version it was built against, "1.0".
-  std::string name;
+  std::string name;         // In lower case, as the registry registers it (names are case-insensitive).
   std::string description;
-  std::vector<std::string> aliases;
+  std::vector<std::string> aliases;  // In lower case too.
   int priority = 0;
   c10::DeviceType device_type = c10::DeviceType::CPU;
   bool devices_are_processes = false;  // KILN_DEVICE_NUMBERING_PROCESSES; otherwise indexed.
@@ -41,7 +53,9 @@ struct PluginInfo {
 // Calls Plugin_Info and checks every answer: strings present, a known device type and numbering (indexed devices
 // need a type with device indices, so not CPU), at least one precision and only known ones, and a PrivateUse1
 // device type only when no other PrivateUse1 device was registered before the plugin was loaded. Errors name the
-// plugin's path, the bad value and what the header expects. Name rules are the registry's (it checks them).
+// plugin's path, the bad value and what the header expects. Name rules are the registry's (it checks them); the name
+// and aliases are lower-cased as the registry lower-cases them, so that the accelerator's name() is its registered
+// name.
 absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library);
 
 class PluginAccelerator final : public Accelerator {
@@ -53,7 +67,9 @@ class PluginAccelerator final : public Accelerator {
 
   std::string name() const override { return info_.name; }
   absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const override;
-  // The plugin's count for "auto" (its auto_count when it sets one); 0 when Devices_Count fails.
+  // The plugin's count for "auto" (its auto_count when it sets one); 0 when Devices_Count fails or answers out of
+  // the header's bounds (a negative count, more than kMaxPluginIndexedDevices indexed devices, an auto_count
+  // outside [0, count]).
   int AutoDeviceCount() const override;
   // The plugin's Devices_CheckAvailable, then, for a device type other than CPU, whether LibTorch in this process
   // has that device (a device guard registered for it): a plugin that did not register its device is unavailable.
@@ -62,6 +78,9 @@ class PluginAccelerator final : public Accelerator {
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
   absl::Status SetupDevice(const c10::Device& device) override;
   absl::Status TeardownDevice(const c10::Device& device) override;
+  // The plugin's Device_Stats, copied through a buffer that grows when the plugin has more. More than
+  // kMaxPluginDeviceStats statistics, a NULL name, or a plugin that keeps asking for more is Internal, naming the
+  // plugin.
   absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override;
   std::string ProcessGroupBackend() const override { return info_.process_group_backend; }
   std::vector<Precision> SupportedPrecisions() const override { return info_.precisions; }

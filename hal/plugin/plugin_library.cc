@@ -29,9 +29,11 @@ size_t ApiSizeAtMinor(int minor) {
   return KILN_Plugin_Api_STRUCT_SIZE;
 }
 
-// Checks the plugin's function table against what this Kiln calls. The first three fields are read only when the
-// table is large enough to hold them.
-absl::Status CheckApi(const std::string& path, const KILN_Plugin_Api& api, int minimum_minor) {
+}  // namespace
+
+namespace internal {
+
+absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api, int minimum_minor) {
   const size_t version_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, minor_version);
   if (api.struct_size < version_size) {
     return absl::InvalidArgumentError(
@@ -84,6 +86,10 @@ absl::Status CheckApi(const std::string& path, const KILN_Plugin_Api& api, int m
   }
   return absl::OkStatus();
 }
+
+}  // namespace internal
+
+namespace {
 
 // Every library opened so far, by dlopen handle (the same file gives the same handle, whatever the path's
 // spelling), with the outcome of its checks and Plugin_Initialize. Never destroyed, like the libraries.
@@ -141,7 +147,9 @@ absl::StatusOr<std::shared_ptr<const PluginLibrary>> PluginLibrary::Open(const s
   }
   if (auto found = opened.by_handle.find(handle); found != opened.by_handle.end()) {
     if (!found->second.ok()) return found->second.status();
-    if (absl::Status api = CheckApi(path, (*found->second)->api(), minimum_minor); !api.ok()) return api;
+    if (absl::Status api = internal::CheckPluginApi(path, (*found->second)->api(), minimum_minor); !api.ok()) {
+      return api;
+    }
     return found->second;
   }
 
@@ -167,7 +175,7 @@ absl::StatusOr<std::shared_ptr<const PluginLibrary>> PluginLibrary::Open(const s
                                                      KILN_PLUGIN_ENTRY_SYMBOL,
                                                      " returned NULL; it must return the plugin's function table"));
     }
-    if (absl::Status checked = CheckApi(path, *api, minimum_minor); !checked.ok()) return checked;
+    if (absl::Status checked = internal::CheckPluginApi(path, *api, minimum_minor); !checked.ok()) return checked;
     std::shared_ptr<const PluginLibrary> library(new PluginLibrary(path, api, privateuse1_taken));
     KILN_Plugin_Initialize_Args args{};
     args.struct_size = KILN_Plugin_Initialize_Args_STRUCT_SIZE;
@@ -202,7 +210,7 @@ absl::Status PluginLibrary::ConsumeError(absl::string_view function, KILN_Error*
     return ThrewError(function);
   }
   if (message.empty()) message = "(the plugin's error has no message)";
-  const int code = static_cast<int>(code_args.code);
+  const int32_t code = PluginEnumValue(code_args.code);
   const absl::StatusCode status_code = code >= KILN_ERROR_CODE_CANCELLED && code <= KILN_ERROR_CODE_UNAUTHENTICATED
                                            ? static_cast<absl::StatusCode>(code)
                                            : absl::StatusCode::kUnknown;

@@ -10,8 +10,11 @@
 #ifndef KILN_HAL_PLUGIN_PLUGIN_LIBRARY_H_
 #define KILN_HAL_PLUGIN_PLUGIN_LIBRARY_H_
 
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,6 +25,18 @@ namespace kiln {
 
 // The oldest minor version of the plugin C API whose functions this Kiln calls (see CHANGELOG.md).
 inline constexpr int kPluginApiMinimumMinor = 0;
+
+// The number a plugin stored in one of the C API's enum fields (KILN_Error_Code, KILN_Device_Type, ...), which may be
+// any int: in C an enum field holds any value of its integer type, but in C++ reading a value outside the enumerators'
+// range through the enum type is undefined behaviour (a load UBSan reports). Kiln reads every enum a plugin wrote
+// through this, as the field's bits, and checks the number itself.
+template <typename Enum>
+int32_t PluginEnumValue(const Enum& field) {
+  static_assert(std::is_enum_v<Enum> && sizeof(Enum) == sizeof(int32_t), "the plugin C API's enums are 32-bit");
+  int32_t value;
+  std::memcpy(&value, &field, sizeof(value));
+  return value;
+}
 
 class PluginLibrary {
  public:
@@ -72,6 +87,15 @@ class PluginLibrary {
   const KILN_Plugin_Api* const api_;  // Owned by the plugin; valid until the process exits.
   const bool privateuse1_taken_before_load_;
 };
+
+namespace internal {
+// The checks Open makes of a plugin's function table, on their own: how tests and the fuzzer check tables that no
+// real library holds. Reads `api.struct_size` first, and nothing beyond it: the version fields only when struct_size
+// covers them, the function pointers only when it covers the whole table of `minimum_minor`, and those only to
+// compare them with NULL. OK when the table is usable by a Kiln needing `minimum_minor`, otherwise InvalidArgument
+// naming `path`, the problem and the fix. Never throws.
+absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api, int minimum_minor);
+}  // namespace internal
 
 }  // namespace kiln
 

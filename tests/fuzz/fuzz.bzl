@@ -17,13 +17,14 @@ makes:
 Adding a target is a source file, a corpus folder, this macro call, and a line in tools/fuzz.sh's list.
 """
 
-def kiln_fuzz_target(name, srcs, deps = [], size = "small", **kwargs):
+def kiln_fuzz_target(name, srcs, deps = [], data = [], size = "small", **kwargs):
     """A fuzz target, its replay test and its libFuzzer binary (see above).
 
     Args:
       name: the target's name; its seed corpus lives in corpus/<name>/.
       srcs: sources; one of them defines LLVMFuzzerTestOneInput.
       deps: what the sources need.
+      data: files the target reads at run time (a plugin it loads), given to both the replay test and the fuzzer.
       size: the replay test's size.
       **kwargs: passed to the replay test (tags, timeout, ...).
     """
@@ -40,7 +41,7 @@ def kiln_fuzz_target(name, srcs, deps = [], size = "small", **kwargs):
         name = name + "_corpus_test",
         size = size,
         args = [native.package_name() + "/corpus/" + name],
-        data = corpus,
+        data = corpus + data,
         deps = [
             ":" + name + "_target",
             "//tests/fuzz:replay_main",
@@ -50,6 +51,7 @@ def kiln_fuzz_target(name, srcs, deps = [], size = "small", **kwargs):
     native.cc_binary(
         name = name + "_fuzzer",
         testonly = True,
+        data = data,
         linkopts = select({
             "//tests/fuzz:libfuzzer": ["-fsanitize=fuzzer"],
             "//conditions:default": [],
