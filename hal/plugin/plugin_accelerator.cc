@@ -1,6 +1,7 @@
 #include "hal/plugin/plugin_accelerator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -191,6 +192,11 @@ absl::StatusOr<std::vector<int>> PluginAccelerator::ParseDevices(const Devices& 
   }
   if (info_.devices_are_processes) return ParseDeviceCount(devices, count->count, info_.name);
   if (selection->kind == DeviceSelection::Kind::kAuto && count->auto_count.has_value()) {
+    if (*count->auto_count == 0) {
+      return absl::FailedPreconditionError(absl::StrCat("devices=auto asks for the ", info_.name,
+                                                        " devices to use by default, but the plugin offers none (",
+                                                        count->count, " visible); pass device indices explicitly"));
+    }
     std::vector<int> first(*count->auto_count);
     for (int i = 0; i < *count->auto_count; ++i) first[i] = i;
     return first;
@@ -304,7 +310,8 @@ absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const c10::Device&
                                                 args.num_stats, " statistics but left the name of number ", i,
                                                 " unset"));
       }
-      stats[buffer[i].name] = buffer[i].value;
+      // The header asks for finite values; one that is not could not be read, and is left out like one.
+      if (std::isfinite(buffer[i].value)) stats[buffer[i].name] = buffer[i].value;
     }
     return stats;
   }

@@ -29,13 +29,15 @@
 //     otherwise, and with its message up to the first NUL within message_size; every error the plugin causes names
 //     its path;
 //   - ParseDevices gives indices within the plugin's count and none twice (indexed devices) or 0..n-1 (devices that
-//     are processes), and "auto" gives AutoDeviceCount() of them; AutoDeviceCount is the plugin's auto_count or
-//     count when they are valid (for indexed devices, no more than c10::DeviceIndex can number), 0 otherwise;
+//     are processes), and "auto" gives AutoDeviceCount() of them (for indexed devices, an error when that is 0);
+//     AutoDeviceCount is the plugin's auto_count or count when they are valid (for indexed devices, no more than
+//     c10::DeviceIndex can number), 0 otherwise;
 //   - ParallelDevices gives one device per index, of the plugin's type, with exactly that index (indexed) or none
 //     (processes); SetupDevice and TeardownDevice reach the plugin with that index (0 for processes), and never for
 //     a device of another type;
-//   - GetDeviceStats returns only statistics the plugin reported, with their values; a small report that does not
-//     change between calls comes back whole when every name is present, and is an error naming the path otherwise;
+//   - GetDeviceStats returns only statistics the plugin reported, with their values, all finite; a small report
+//     that does not change between calls comes back whole (less the values that are not finite) when every name is
+//     present, and is an error naming the path otherwise;
 //   - SubstitutePrecision offers the plugin's substitute exactly when it is set, known and one the plugin declared;
 //   - registration succeeds exactly when the name and every alias follow the registry's rules, and the registered
 //     accelerator answers to its lower-case name;
@@ -375,6 +377,9 @@ std::vector<c10::Device> CheckDevices(const PluginAccelerator& accelerator, cons
     }
     return {};
   }
+  if (!processes && syntax->kind == DeviceSelection::Kind::kAuto && auto_count == 0) {
+    KILN_FUZZ_CHECK(!parsed.ok() && parsed.status().code() == absl::StatusCode::kFailedPrecondition, shown());
+  }
   if (!parsed.ok()) {
     const absl::StatusCode code = parsed.status().code();
     KILN_FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kFailedPrecondition,
@@ -442,8 +447,6 @@ void CheckSetupAndTeardown(PluginAccelerator& accelerator, const KILN_FUZZ_Scrip
                   "a device of another type reached the plugin");
 }
 
-bool SameValue(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
-
 void CheckStats(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& script, const c10::Device& device,
                 int32_t plugin_index) {
   const KILN_FUZZ_Calls before = Calls();
@@ -465,7 +468,7 @@ void CheckStats(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& sc
     for (const auto& [name, value] : *stats) {
       bool found = false;
       for (const KILN_FUZZ_Stat& entry : script.stats) {
-        found = found || (Text(entry.name) == name && SameValue(entry.value, value));
+        found = found || (Text(entry.name) == name && entry.value == value);
       }
       KILN_FUZZ_CHECK(found, absl::StrCat(shown(), ": ", name, " = ", value));
     }
@@ -478,7 +481,8 @@ void CheckStats(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& sc
   for (uint64_t i = 0; i < reported; ++i) {
     const std::optional<std::string> name = Text(script.stats[i].name);
     name_missing = name_missing || !name.has_value();
-    if (name.has_value()) names.insert(*name);
+    // A value that is not finite counts as unreadable: left out.
+    if (name.has_value() && std::isfinite(script.stats[i].value)) names.insert(*name);
   }
   KILN_FUZZ_CHECK(stats.ok() == !name_missing, shown());
   if (!stats.ok()) return;
