@@ -36,7 +36,15 @@ AcceleratorRegistry& AcceleratorRegistry::Default() {
 
 absl::Status AcceleratorRegistry::Register(AcceleratorSpec spec, RegisterOptions options) {
   spec.name = absl::AsciiStrToLower(spec.name);
-  for (std::string& alias : spec.aliases) alias = absl::AsciiStrToLower(alias);
+  // Aliases in lower case, each once, and none repeating the name: what the registry stores is what it answers to.
+  std::vector<std::string> aliases;
+  for (const std::string& alias : spec.aliases) {
+    std::string lower = absl::AsciiStrToLower(alias);
+    if (lower != spec.name && std::find(aliases.begin(), aliases.end(), lower) == aliases.end()) {
+      aliases.push_back(std::move(lower));
+    }
+  }
+  spec.aliases = std::move(aliases);
   if (absl::Status status = ValidateName("name", spec.name); !status.ok()) return status;
   for (const std::string& alias : spec.aliases) {
     if (absl::Status status = ValidateName("alias", alias); !status.ok()) return status;

@@ -52,7 +52,8 @@ class AcceleratorRegistry {
   // The process-wide registry that backends register into. Never destroyed.
   static AcceleratorRegistry& Default();
 
-  // Adds `spec`. Names and aliases are case-insensitive. Errors (InvalidArgument / AlreadyExists): an invalid or
+  // Adds `spec`. Names and aliases are case-insensitive; an alias given twice, or equal to the name, is kept once
+  // or dropped (Find shows the aliases as stored). Errors (InvalidArgument / AlreadyExists): an invalid or
   // reserved name, no factory, or a name or alias already taken, unless `override_existing` is set and the same
   // name is being replaced.
   absl::Status Register(AcceleratorSpec spec, RegisterOptions options = {});

@@ -43,6 +43,15 @@ TEST(RegistryTest, RegistersAndFindsByNameAndAliasCaseInsensitively) {
   EXPECT_THAT(spec->aliases, ElementsAre("virtual_npu"));
 }
 
+TEST(RegistryTest, StoresEachAliasOnceAndNeverTheNameItself) {
+  AcceleratorRegistry registry;
+  ASSERT_TRUE(registry.Register(FakeSpec("npu", 0, {"NPU", "vnpu", "VNPU", "accel", "vnpu"})).ok());
+  absl::StatusOr<AcceleratorSpec> spec = registry.Find("VNPU");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->aliases, ElementsAre("vnpu", "accel"));
+  EXPECT_TRUE(registry.Get("npu").ok());
+}
+
 TEST(RegistryTest, InstanceIsCreatedOnceAndShared) {
   AcceleratorRegistry registry;
   int made = 0;
