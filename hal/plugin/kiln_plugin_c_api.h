@@ -227,7 +227,8 @@ typedef KILN_Error* KILN_Plugin_Info(KILN_Plugin_Info_Args* args);
 typedef struct KILN_Devices_Count_Args {
   size_t struct_size;
   /* out: INDEXED: the devices visible to this process, at most 128 (LibTorch 1.13 indexes a device type's devices
-   * with an int8_t; Kiln refuses a larger count). PROCESSES: how many processes "auto" means (usually 1). */
+   * with an int8_t; Kiln refuses a larger count). PROCESSES: how many processes "auto" means (usually 1; at
+   * most 65536). */
   int32_t count;
   /* out, optional, INDEXED only: "auto" uses the first auto_count devices instead of all of them. */
   bool auto_count_is_set;

@@ -170,6 +170,11 @@ absl::StatusOr<PluginAccelerator::Count> PluginAccelerator::CountDevices() const
                                             args.count, " devices, more than the ", kMaxPluginIndexedDevices,
                                             " of one type that LibTorch can index (c10::DeviceIndex is 8 bits)"));
   }
+  if (info_.devices_are_processes && args.count > kMaxDeviceCount) {
+    return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Devices_Count reported ",
+                                            args.count, " processes for \"auto\", more than the ", kMaxDeviceCount,
+                                            " devices Kiln runs"));
+  }
   Count count{.count = args.count};
   if (args.auto_count_is_set && !info_.devices_are_processes) {
     if (args.auto_count < 0 || args.auto_count > args.count) {

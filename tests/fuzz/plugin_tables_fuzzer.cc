@@ -31,7 +31,7 @@
 //   - ParseDevices gives indices within the plugin's count and none twice (indexed devices) or 0..n-1 (devices that
 //     are processes), and "auto" gives AutoDeviceCount() of them (for indexed devices, an error when that is 0);
 //     AutoDeviceCount is the plugin's auto_count or count when they are valid (for indexed devices, no more than
-//     c10::DeviceIndex can number), 0 otherwise;
+//     c10::DeviceIndex can number; for processes, no more than kMaxDeviceCount), 0 otherwise;
 //   - ParallelDevices gives one device per index, of the plugin's type, with exactly that index (indexed) or none
 //     (processes); SetupDevice and TeardownDevice reach the plugin with that index (0 for processes), and never for
 //     a device of another type;
@@ -335,6 +335,7 @@ ExpectedCount CountOf(const KILN_FUZZ_Script& script, bool processes) {
   if (expected.error.has_value() || script.count < 0) return expected;
   // Indexed devices become c10::Devices, whose index type bounds how many of them LibTorch can tell apart.
   if (!processes && script.count > std::numeric_limits<c10::DeviceIndex>::max() + 1) return expected;
+  if (processes && script.count > kMaxDeviceCount) return expected;  // More than any devices value may ask for.
   expected.count = script.count;
   if (!processes && (script.auto_count_is_set & 1)) {
     if (script.auto_count < 0 || script.auto_count > script.count) return expected;
