@@ -89,7 +89,7 @@ std::string Quote(absl::string_view cell) { return absl::StrCat("'", cell, "'");
 // `problem` then says which.
 std::optional<float> FiniteValue(absl::string_view cell, std::string& problem) {
   double value = 0;
-  if (!IsNumber(cell) || !absl::SimpleAtod(cell, &value)) {
+  if (cell.empty() || !absl::SimpleAtod(cell, &value)) {  // IsNumber, keeping the value it parses.
     problem = "is not a number";
     return std::nullopt;
   }
