@@ -13,6 +13,26 @@
 #include "trainer/models/torchscript_module.h"
 
 namespace kiln {
+namespace {
+
+// Builds a built-in model, which allocates every parameter: sizes the flags accept can still ask for more memory than
+// the machine has. Then ResourceExhausted names `--flag=sizes`.
+absl::StatusOr<std::shared_ptr<SupervisedModule>> Build(
+    const std::string& model, absl::string_view flag, const std::string& sizes,
+    const std::function<std::shared_ptr<SupervisedModule>()>& make) {
+  std::string reason;
+  try {
+    return make();
+  } catch (const std::bad_alloc&) {
+    reason = "out of memory";
+  } catch (const c10::Error& error) {
+    reason = error.what_without_backtrace();
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("--", flag, "=", sizes, ": cannot build the ", model, " model (", reason, "); pass smaller sizes"));
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spec, const LoadedData& data) {
   SupervisedOptions options{.task = data.task,
@@ -40,23 +60,17 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
       {"num_outputs", absl::StrCat(data.num_outputs)},
   };
   if (!spec.input_shape.empty()) hparams["input_shape"] = shape;
-  // Building allocates every parameter: sizes the flags accept can still ask for more memory than the machine has.
-  const auto too_large = [&](absl::string_view flag, absl::string_view sizes, const char* reason) {
-    return absl::ResourceExhaustedError(absl::StrCat("--", flag, "=", sizes, ": cannot build the ", spec.model,
-                                                     " model (", reason, "); pass smaller sizes"));
-  };
   if (spec.model == "mlp") {
-    const std::string sizes = absl::StrJoin(spec.hidden_sizes, ",");
-    try {
-      model = std::make_shared<Mlp>(
-          MlpSizes{.input_size = data.num_features, .hidden_sizes = spec.hidden_sizes, .num_outputs = data.num_outputs},
-          options);
-    } catch (const std::bad_alloc&) {
-      return too_large("hidden_sizes", sizes, "out of memory");
-    } catch (const c10::Error& error) {
-      return too_large("hidden_sizes", sizes, error.what_without_backtrace());
-    }
-    hparams["hidden_sizes"] = sizes;
+    hparams["hidden_sizes"] = absl::StrJoin(spec.hidden_sizes, ",");
+    absl::StatusOr<std::shared_ptr<SupervisedModule>> built =
+        Build(spec.model, "hidden_sizes", hparams["hidden_sizes"], [&] {
+          return std::make_shared<Mlp>(
+              MlpSizes{
+                  .input_size = data.num_features, .hidden_sizes = spec.hidden_sizes, .num_outputs = data.num_outputs},
+              options);
+        });
+    if (!built.ok()) return built.status();
+    model = *std::move(built);
   } else if (spec.model == "cnn") {
     if (options.input_shape.empty()) {
       const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(data.num_features))));
@@ -70,18 +84,16 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
       options.input_shape = {1, side, side};
       hparams["input_shape"] = absl::StrJoin(options.input_shape, ",");
     }
-    try {
-      model = std::make_shared<ConvNet>(ConvNetSizes{.input_shape = options.input_shape,
-                                                     .channels = spec.channels,
-                                                     .kernel_size = spec.kernel_size,
-                                                     .num_outputs = data.num_outputs},
-                                        options);
-    } catch (const std::bad_alloc&) {
-      return too_large("channels", absl::StrJoin(spec.channels, ","), "out of memory");
-    } catch (const c10::Error& error) {
-      return too_large("channels", absl::StrJoin(spec.channels, ","), error.what_without_backtrace());
-    }
     hparams["channels"] = absl::StrJoin(spec.channels, ",");
+    absl::StatusOr<std::shared_ptr<SupervisedModule>> built = Build(spec.model, "channels", hparams["channels"], [&] {
+      return std::make_shared<ConvNet>(ConvNetSizes{.input_shape = options.input_shape,
+                                                    .channels = spec.channels,
+                                                    .kernel_size = spec.kernel_size,
+                                                    .num_outputs = data.num_outputs},
+                                       options);
+    });
+    if (!built.ok()) return built.status();
+    model = *std::move(built);
     hparams["kernel_size"] = absl::StrCat(spec.kernel_size);
   } else {
     absl::StatusOr<std::shared_ptr<TorchScriptModule>> script = TorchScriptModule::Load(spec.model, options);
