@@ -25,20 +25,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::kiln::testing::FlatParameters;
+using ::kiln::testing::Quiet;
 using ::kiln::testing::RecordingClassifier;
 using ::kiln::testing::SmallData;
 using ::kiln::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
-
-TrainerOptions Quiet(TrainerOptions options) {
-  options.enable_progress_bar = false;
-  options.accelerator = "cpu";
-  options.devices = 1;
-  if (options.default_root_dir == ".") options.default_root_dir = TempDir();
-  return options;
-}
 
 std::vector<std::string> CheckpointFiles(const std::string& dir) {
   std::vector<std::string> names;

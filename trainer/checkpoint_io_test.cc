@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -20,6 +19,8 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using ::kiln::testing::FileBytes;
+using ::kiln::testing::Overwrite;
 using ::kiln::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -35,16 +36,6 @@ at::Tensor ReadTensor(const std::string& path) {
   at::Tensor tensor;
   (*archive)->read("payload", tensor, /*is_buffer=*/true);
   return tensor;
-}
-
-std::string Bytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(file), {});
-}
-
-void Overwrite(const std::string& path, const std::string& bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << bytes;
 }
 
 TEST(CheckpointIoTest, RoundTripsAndLeavesNoTemporaryFiles) {
@@ -64,7 +55,7 @@ TEST(CheckpointIoTest, RefusesMissingForeignTruncatedAndDamagedFiles) {
   const std::string dir = TempDir();
   const std::string good = dir + "/good.ckpt";
   ASSERT_TRUE(WriteTensor(good, at::randn({256, 256})).ok());
-  const std::string bytes = Bytes(good);
+  const std::string bytes = FileBytes(good);
 
   EXPECT_EQ(ReadCheckpoint(dir + "/missing.ckpt").status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(ReadCheckpoint(dir + "/missing.ckpt").status().message(), HasSubstr("missing.ckpt does not exist"));

@@ -29,21 +29,12 @@ namespace kiln {
 namespace {
 
 using ::kiln::testing::FlatParameters;
+using ::kiln::testing::Quiet;
 using ::kiln::testing::RecordingClassifier;
 using ::kiln::testing::SmallData;
 using ::kiln::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-TrainerOptions Quiet(TrainerOptions options) {
-  options.enable_progress_bar = false;
-  if (options.accelerator.instance() == nullptr) {
-    options.accelerator = "cpu";
-    options.devices = 1;
-  }
-  options.default_root_dir = TempDir();
-  return options;
-}
 
 // Records the type of everything a step touches.
 class DtypeProbe : public LightningModule {

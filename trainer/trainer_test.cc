@@ -22,19 +22,12 @@
 namespace kiln {
 namespace {
 
+using ::kiln::testing::Quiet;
 using ::kiln::testing::RecordingClassifier;
 using ::kiln::testing::SmallData;
 using ::kiln::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-TrainerOptions Quiet(TrainerOptions options) {
-  options.enable_progress_bar = false;
-  options.accelerator = "cpu";
-  options.devices = 1;
-  options.default_root_dir = TempDir();
-  return options;
-}
 
 TEST(TrainerTest, LearnsTheSyntheticTask) {
   torch::manual_seed(0);

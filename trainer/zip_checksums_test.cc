@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <string>
 
@@ -17,18 +15,10 @@
 namespace kiln {
 namespace {
 
+using ::kiln::testing::FileBytes;
+using ::kiln::testing::Overwrite;
 using ::kiln::testing::TempDir;
 using ::testing::HasSubstr;
-
-std::string Bytes(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(file), {});
-}
-
-void Overwrite(const std::string& path, const std::string& bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << bytes;
-}
 
 // A real checkpoint, as Kiln writes one. With `nested`, sub-archives as the trainer writes for the model and the
 // optimizers: LibTorch then deflates some of the TorchScript code it saves.
@@ -66,7 +56,7 @@ TEST(ZipChecksumsTest, AcceptsWhatKilnWrites) {
 
 TEST(ZipChecksumsTest, AcceptsDeflatedRecords) {
   const std::string path = WriteCheckpointFile(TempDir(), /*nested=*/8);
-  ASSERT_EQ(Methods(Bytes(path)), (std::set<int>{0, 8})) << "no deflated record to check";
+  ASSERT_EQ(Methods(FileBytes(path)), (std::set<int>{0, 8})) << "no deflated record to check";
   EXPECT_TRUE(VerifyZipChecksums(path).ok()) << VerifyZipChecksums(path);
 }
 
@@ -81,7 +71,7 @@ TEST(ZipChecksumsTest, RefusesWhatIsNotAZipArchive) {
 
 TEST(ZipChecksumsTest, EveryTruncationIsRefused) {
   const std::string dir = TempDir();
-  const std::string bytes = Bytes(WriteSmallCheckpoint(dir));
+  const std::string bytes = FileBytes(WriteSmallCheckpoint(dir));
   const std::string path = dir + "/truncated.ckpt";
   for (size_t length = 0; length < bytes.size(); ++length) {
     Overwrite(path, bytes.substr(0, length));
@@ -93,7 +83,7 @@ TEST(ZipChecksumsTest, EveryTruncationIsRefused) {
 // gaps LibTorch leaves between records): then the checkpoint still reads back exactly.
 void CheckEverySingleByteOfDamage(int nested) {
   const std::string dir = TempDir();
-  const std::string bytes = Bytes(WriteCheckpointFile(dir, nested));
+  const std::string bytes = FileBytes(WriteCheckpointFile(dir, nested));
   const std::string path = dir + "/damaged.ckpt";
   Overwrite(path, bytes);
   const int fd = ::open(path.c_str(), O_WRONLY);

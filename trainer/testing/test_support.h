@@ -1,9 +1,11 @@
-// Test support for the trainer: a classifier that records what the loops call, small synthetic data, and fresh
-// temporary folders. Test-only (testonly in BUILD).
+// Test support for the trainer: a classifier that records what the loops call, small synthetic data, quiet trainer
+// options, fresh temporary folders, and whole-file reads and writes. Test-only (testonly in BUILD).
 #ifndef KILN_TRAINER_TESTING_TEST_SUPPORT_H_
 #define KILN_TRAINER_TESTING_TEST_SUPPORT_H_
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -13,6 +15,7 @@
 #include "trainer/classifier.h"
 #include "trainer/lightning_module.h"
 #include "trainer/synthetic_data.h"
+#include "trainer/trainer.h"
 
 namespace kiln::testing {
 
@@ -25,6 +28,30 @@ inline std::string TempDir() {
       std::to_string(counter++);
   std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
   return dir;
+}
+
+// The bytes of the file at `path` (empty when it cannot be read).
+inline std::string FileBytes(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+// Replaces the file at `path` with `bytes`.
+inline void Overwrite(const std::string& path, const std::string& bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << bytes;
+}
+
+// `options` for a quiet test run: no progress bar; one CPU device unless the test gives an accelerator instance; and
+// a fresh folder unless the test chose one.
+inline TrainerOptions Quiet(TrainerOptions options) {
+  options.enable_progress_bar = false;
+  if (options.accelerator.instance() == nullptr) {
+    options.accelerator = "cpu";
+    options.devices = 1;
+  }
+  if (options.default_root_dir == ".") options.default_root_dir = TempDir();
+  return options;
 }
 
 // 640 training examples (10 batches of 64) and 256 validation examples (4 batches).
