@@ -68,8 +68,8 @@ class PluginAccelerator final : public Accelerator {
   std::string name() const override { return info_.name; }
   absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const override;
   // The plugin's count for "auto" (its auto_count when it sets one); 0 when Devices_Count fails or answers out of
-  // the header's bounds (a negative count, more than kMaxPluginIndexedDevices indexed devices, an auto_count
-  // outside [0, count]).
+  // the header's bounds (a negative count, more than kMaxPluginIndexedDevices indexed devices or kMaxDeviceCount
+  // processes, an auto_count outside [0, count]).
   int AutoDeviceCount() const override;
   // The plugin's Devices_CheckAvailable, then, for a device type other than CPU, whether LibTorch in this process
   // has that device (a device guard registered for it): a plugin that did not register its device is unavailable.
