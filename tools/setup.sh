@@ -4,7 +4,28 @@
 #
 #   tools/setup.sh && bazel run //trainer:fit
 #   tools/setup.sh && bazel test //...
+#
+# --torch2 also fetches the LibTorch 2.x of --config=torch2: the pinned PyPI torch wheel (third_party/libtorch2/
+# requirements.txt; pip checks its SHA-256), unpacked as pip would lay it out under $KILN_TORCH2_DIR (default
+# ~/.cache/kiln/torch-2.11.0-cu130), where tools/libtorch.bzl looks. --cuda does that and adds what --config=cuda
+# links beyond the CUDA toolkit (requirements-cuda.txt). Both are quick once done. The build itself fetches nothing.
+#
+#   tools/setup.sh --torch2 && bazel test --config=torch2 //...
 set -euo pipefail
+
+torch2=false
+cuda=false
+for argument in "$@"; do
+  case "$argument" in
+    --torch2) torch2=true ;;
+    --cuda) torch2=true cuda=true ;;
+    *)
+      echo "tools/setup.sh: unknown option '$argument'; accepted: --torch2 (LibTorch 2.x for --config=torch2)," \
+        "--cuda (and the CUDA libraries for --config=cuda)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 packages=(
   bazel-bootstrap          # Bazel 4.2.3; Kiln's WORKSPACE makes it build with no network at all.
@@ -26,6 +47,12 @@ packages=(
   python3-crcmod           # CRC-32C for that reader.
   chromium                 # Renders report.html headless in the report test; ~390 MB installed, 117 MB download.
 )
+if $torch2; then
+  packages+=(
+    python3-pip            # pip download: fetches the pinned wheels and checks their hashes.
+    unzip                  # Unpacks them.
+  )
+fi
 
 missing=()
 for package in "${packages[@]}"; do
@@ -54,4 +81,40 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | s
 if [[ "$blas" != *openblas* ]]; then
   echo "tools/setup.sh: warning: libblas.so.3 points to '${blas:-nothing}', not OpenBLAS; LibTorch will be slow." \
     "Fix: update-alternatives --config libblas.so.3-x86_64-linux-gnu" >&2
+fi
+
+# LibTorch 2.x for --config=torch2 / --config=cuda (see the top of this file).
+if $torch2; then
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  target=${KILN_TORCH2_DIR:-$HOME/.cache/kiln/torch-2.11.0-cu130}
+  wheels=$HOME/.cache/kiln/wheels
+  # Unpacks the wheels of one requirements file, once: the marker holds that file's hash, written last.
+  unpack() {
+    local requirements=$1 marker=$2
+    local want
+    want=$(sha256sum "$requirements" | cut -d' ' -f1)
+    if [[ -f "$target/$marker" && "$(cat "$target/$marker")" == "$want" ]]; then return 0; fi
+    echo "tools/setup.sh: fetching $(grep -cE '^[a-z]' "$requirements") wheel(s) of ${requirements#"$here"/}" >&2
+    mkdir -p "$wheels" "$target"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --require-hashes --python-version 3.12 \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 -r "$requirements" -d "$wheels"
+    local project version wheel
+    while read -r project version; do
+      # A wheel's file name spells its project with underscores.
+      wheel=$(ls "$wheels/${project//-/_}-$version"-*.whl)
+      # The shared libraries and headers; not LibTorch's Python parts.
+      if [[ "$project" == torch ]]; then
+        unzip -q -o "$wheel" 'torch/include/*' 'torch/lib/*' 'torch/share/*' torch/version.py \
+          -x torch/lib/libtorch_python.so -d "$target"
+      else
+        unzip -q -o "$wheel" 'nvidia/*/lib/*' -d "$target"
+      fi
+    done < <(sed -n -E 's/^([A-Za-z0-9_.-]+)==([^ ]+) .*/\1 \2/p' "$requirements")
+    echo "$want" >"$target/$marker"
+  }
+  unpack "$here/third_party/libtorch2/requirements.txt" .kiln-torch2
+  if $cuda; then unpack "$here/third_party/libtorch2/requirements-cuda.txt" .kiln-cuda; fi
+  echo "tools/setup.sh: LibTorch $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$target/torch/version.py" 2>/dev/null ||
+    echo 2.x) in $target/torch" >&2
 fi
