@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "hal/compat/c10d.h"
 #include "torch/csrc/distributed/c10d/ProcessGroupGloo.hpp"
 #include "torch/csrc/distributed/c10d/TCPStore.hpp"
 #include "torch/csrc/distributed/c10d/comm.hpp"
@@ -96,7 +97,7 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     group_options->devices.push_back(IsLoopback(address)
                                          ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                          : c10d::ProcessGroupGloo::createDefaultDevice());
-    process_group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, global_rank_, world_size_, group_options);
+    process_group_ = compat::MakeGlooProcessGroup(store_, global_rank_, world_size_, group_options);
 
     // Every rank starts from rank 0's parameters and buffers.
     std::vector<at::Tensor> states;

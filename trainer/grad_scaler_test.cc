@@ -16,6 +16,7 @@
 #include "ATen/ATen.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torch/version.h"
 #include "torch/nn/modules/linear.h"
 #include "torch/nn/utils/clip_grad.h"
 #include "torch/optim/sgd.h"
@@ -273,16 +274,33 @@ TEST(GradScalerTest, MisuseThrowsPyTorchsErrors) {
               ::testing::ThrowsMessage<c10::Error>(HasSubstr("Attempting to unscale FP16 gradients.")));
 }
 
-TEST(GradScalerTest, LibTorchHasNoCpuKernelsForTheAmpOpsSoTheScalerComputesThemItself) {
-  // Why grad_scaler.cc carries its own arithmetic: in LibTorch 1.13 these ops run on CUDA only. Should a LibTorch
-  // gain CPU kernels, this fails, and the scaler will call them (it asks the dispatcher) on CPU too.
+TEST(GradScalerTest, TheScalerUsesLibTorchsAmpOpsWhereTheyHaveCpuKernels) {
+  // Why grad_scaler.cc carries its own arithmetic: in LibTorch 1.13 these ops run on CUDA only. LibTorch 2.x has CPU
+  // kernels for them, and the scaler calls them there (it asks the dispatcher); they compute what its own
+  // arithmetic does (checked here by hand, and against the scaler's own results by the tests above under 1.13).
   at::Tensor scale = at::full({1}, 4.0, at::kFloat);
   at::Tensor tracker = at::zeros({1}, at::kInt);
-  const at::Tensor found_inf = at::zeros({1}, at::kFloat);
-  EXPECT_THROW(at::_amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 10), c10::Error);
-  std::vector<at::Tensor> tensors = {at::ones({2})};
-  at::Tensor found = at::zeros({1}, at::kFloat);
-  EXPECT_THROW(at::_amp_foreach_non_finite_check_and_unscale_(tensors, found, at::ones({1})), c10::Error);
+  at::Tensor found_inf = at::zeros({1}, at::kFloat);
+  std::vector<at::Tensor> tensors = {at::full({2}, 8.0)};
+  if (TORCH_VERSION_MAJOR < 2) {
+    EXPECT_THROW(at::_amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 10), c10::Error);
+    EXPECT_THROW(at::_amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, at::full({1}, 0.25)),
+                 c10::Error);
+    return;
+  }
+  at::_amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, at::full({1}, 0.25));
+  EXPECT_TRUE(tensors[0].equal(at::full({2}, 2.0)));
+  EXPECT_EQ(found_inf.item<float>(), 0);
+  // A clean step counts towards growth; two more (interval 3) double the scale.
+  for (int step = 0; step < 3; ++step) at::_amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 3);
+  EXPECT_EQ(scale.item<float>(), 8);
+  EXPECT_EQ(tracker.item<int>(), 0);
+  // A non-finite gradient is found, and backs the scale off.
+  tensors = {at::tensor({1.0f, std::numeric_limits<float>::infinity()})};
+  at::_amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, at::full({1}, 0.25));
+  EXPECT_EQ(found_inf.item<float>(), 1);
+  at::_amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 3);
+  EXPECT_EQ(scale.item<float>(), 4);
 }
 
 TEST(GradScalerTest, StateRoundTripsExactly) {

@@ -4,35 +4,10 @@
 
 #include "ATen/autocast_mode.h"
 #include "absl/strings/str_cat.h"
+#include "hal/compat/autocast.h"
+#include "hal/compat/version.h"
 
 namespace kiln {
-namespace {
-
-// Autocast's per-device switches in LibTorch 1.13 (ATen/autocast_mode.h).
-struct AutocastSwitch {
-  bool (*is_enabled)();
-  void (*set_enabled)(bool);
-  at::ScalarType (*get_dtype)();
-  void (*set_dtype)(at::ScalarType);
-};
-
-std::optional<AutocastSwitch> AutocastFor(c10::DeviceType device_type) {
-  switch (device_type) {
-    case c10::DeviceType::CPU:
-      return AutocastSwitch{at::autocast::is_cpu_enabled, at::autocast::set_cpu_enabled,
-                            at::autocast::get_autocast_cpu_dtype, at::autocast::set_autocast_cpu_dtype};
-    case c10::DeviceType::CUDA:
-      return AutocastSwitch{at::autocast::is_enabled, at::autocast::set_enabled, at::autocast::get_autocast_gpu_dtype,
-                            at::autocast::set_autocast_gpu_dtype};
-    case c10::DeviceType::XPU:
-      return AutocastSwitch{at::autocast::is_xpu_enabled, at::autocast::set_xpu_enabled,
-                            at::autocast::get_autocast_xpu_dtype, at::autocast::set_autocast_xpu_dtype};
-    default:
-      return std::nullopt;
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<MixedPrecision>> MixedPrecision::Create(const MixedPrecisionOptions& options) {
   const Precision precision = options.precision;
@@ -48,17 +23,17 @@ absl::StatusOr<std::unique_ptr<MixedPrecision>> MixedPrecision::Create(const Mix
                                                    " is not valid; autocast runs BFloat16 or Half"));
   }
   const std::string device = c10::DeviceTypeName(options.device_type, /*lower_case=*/true);
-  if (!AutocastFor(options.device_type).has_value()) {
-    return absl::UnimplementedError(
-        absl::StrCat("precision '", PrecisionName(precision),
-                     "' needs LibTorch's autocast, which LibTorch 1.13 has for cpu, cuda "
-                     "and xpu devices but not for ",
-                     device, " devices; use 32-true or a *-true precision the accelerator declares"));
+  if (!compat::HasAutocast(options.device_type)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "precision '", PrecisionName(precision), "' needs LibTorch's autocast, which LibTorch ",
+        compat::BuiltLibTorchVersion(), " has for ", compat::AutocastDeviceTypes(), " devices but not for ", device,
+        " devices; use 32-true or a *-true precision the accelerator declares"));
   }
-  if (options.device_type == c10::DeviceType::CPU && dtype != at::kBFloat16) {
-    return absl::UnimplementedError(absl::StrCat("precision '", PrecisionName(precision),
-                                                 "' needs float16 autocast on cpu devices, which LibTorch 1.13 does "
-                                                 "not have (its CPU autocast runs bfloat16 only); use bf16-mixed"));
+  if (!compat::HasAutocastType(options.device_type, dtype)) {
+    return absl::UnimplementedError(
+        absl::StrCat("precision '", PrecisionName(precision), "' needs ", dtype == at::kHalf ? "float16" : "bfloat16",
+                     " autocast on ", device, " devices, which LibTorch ", compat::BuiltLibTorchVersion(),
+                     " does not have (its CPU autocast runs bfloat16 only); use bf16-mixed"));
   }
   std::optional<GradScaler> scaler;
   if (precision == Precision::k16Mixed) {
@@ -78,18 +53,15 @@ absl::Status MixedPrecision::CheckDevice(const c10::Device& device) const {
 
 std::function<void()> MixedPrecision::EnterForward() {
   // As torch.autocast's __enter__ and __exit__.
-  const AutocastSwitch autocast = *AutocastFor(device_type_);
-  const bool previous_enabled = autocast.is_enabled();
-  const at::ScalarType previous_dtype = autocast.get_dtype();
+  const c10::DeviceType device_type = device_type_;
+  const compat::AutocastState previous = compat::GetAutocast(device_type);
   const bool previous_cache = at::autocast::is_autocast_cache_enabled();
-  autocast.set_dtype(autocast_dtype_);
-  autocast.set_enabled(true);
+  compat::SetAutocast(device_type, {.enabled = true, .dtype = autocast_dtype_});
   at::autocast::set_autocast_cache_enabled(true);
   at::autocast::increment_nesting();
-  return [autocast, previous_enabled, previous_dtype, previous_cache] {
+  return [device_type, previous, previous_cache] {
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    autocast.set_enabled(previous_enabled);
-    autocast.set_dtype(previous_dtype);
+    compat::SetAutocast(device_type, previous);
     at::autocast::set_autocast_cache_enabled(previous_cache);
   };
 }

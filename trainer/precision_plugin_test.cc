@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hal/compat/autocast.h"
+#include "hal/compat/version.h"
 #include "torch/nn/functional/loss.h"
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/sgd.h"
@@ -39,7 +41,7 @@ struct PluginCase {
 TEST(MakePrecisionPluginTest, ChoosesThePluginForEachPrecisionAndDevice) {
   const c10::Device cuda(c10::DeviceType::CUDA, 0);  // Only named: creating the plugin touches no device.
   const c10::Device private_use(c10::DeviceType::PrivateUse1, 0);
-  const std::vector<PluginCase> cases = {
+  std::vector<PluginCase> cases = {
       {Precision::k32True, kCpu, "base", at::kFloat, false, ""},
       {Precision::k64True, kCpu, "true", at::kDouble, false, ""},
       {Precision::kBf16True, kCpu, "true", at::kBFloat16, false, ""},
@@ -47,16 +49,28 @@ TEST(MakePrecisionPluginTest, ChoosesThePluginForEachPrecisionAndDevice) {
       {Precision::kBf16Mixed, kCpu, "mixed", at::kBFloat16, false, ""},
       {Precision::kBf16Mixed, cuda, "mixed", at::kBFloat16, false, ""},
       {Precision::k16Mixed, cuda, "mixed", at::kHalf, true, ""},
-      {Precision::k16Mixed, kCpu, "", at::kFloat, false,
-       "precision '16-mixed' needs float16 autocast on cpu devices, which LibTorch 1.13 does not have (its CPU "
-       "autocast runs bfloat16 only); use bf16-mixed"},
-      {Precision::kBf16Mixed, private_use, "", at::kFloat, false,
-       "LibTorch 1.13 has for cpu, cuda and xpu devices but not for privateuseone devices"},
-      // The hpu accelerator declares bf16-mixed, but LibTorch 1.13 has no autocast for it.
-      {Precision::kBf16Mixed, c10::Device(c10::DeviceType::HPU, 0), "", at::kFloat, false,
-       "precision 'bf16-mixed' needs LibTorch's autocast, which LibTorch 1.13 has for cpu, cuda and xpu devices but "
-       "not for hpu devices"},
   };
+  // What the LibTorch version has autocast for decides the rest (hal/compat/autocast_test checks that per version).
+  const std::string built = compat::BuiltLibTorchVersion();
+  const std::string lacks = absl::StrCat("needs LibTorch's autocast, which LibTorch ", built, " has for ",
+                                         compat::AutocastDeviceTypes(), " devices but not for ");
+  if (compat::HasAutocastType(c10::DeviceType::CPU, at::kHalf)) {
+    cases.push_back({Precision::k16Mixed, kCpu, "mixed", at::kHalf, true, ""});
+  } else {
+    cases.push_back({Precision::k16Mixed, kCpu, "", at::kFloat, false,
+                     "precision '16-mixed' needs float16 autocast on cpu devices, which LibTorch " + built +
+                         " does not have (its CPU autocast runs bfloat16 only); use bf16-mixed"});
+  }
+  // The hpu accelerator and out-of-tree devices declare bf16-mixed; LibTorch 1.13 has no autocast for them.
+  for (const c10::Device& device : {private_use, c10::Device(c10::DeviceType::HPU, 0)}) {
+    if (compat::HasAutocast(device.type())) {
+      cases.push_back({Precision::kBf16Mixed, device, "mixed", at::kBFloat16, false, ""});
+    } else {
+      cases.push_back({Precision::kBf16Mixed, device, "", at::kFloat, false,
+                       absl::StrCat("precision 'bf16-mixed' ", lacks, c10::DeviceTypeName(device.type(), true),
+                                    " devices")});
+    }
+  }
   for (const PluginCase& c : cases) {
     SCOPED_TRACE(absl::StrCat(PrecisionName(c.precision), " on ", c.device.str()));
     absl::StatusOr<std::shared_ptr<PrecisionPlugin>> plugin = MakePrecisionPlugin(c.precision, c.device);

@@ -7,6 +7,7 @@
 #include "ATen/ATen.h"
 #include "ATen/CPUGeneratorImpl.h"
 #include "absl/strings/str_cat.h"
+#include "hal/compat/optimizer_state.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
 #include "torch/optim/adagrad.h"
@@ -306,7 +307,7 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
   // Apply. Optimizers first: their archives are the likeliest to disagree with this run's configuration.
   try {
     for (size_t i = 0; i < loaded.optimizers.size(); ++i) {
-      optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+      compat::LoadOptimizer(*optimizers_.optimizers[i], loaded.optimizers[i]);
       if (absl::Status moved = MoveOptimizerState(*optimizers_.optimizers[i], strategy_->root_device());
           !moved.ok()) {
         return moved;
@@ -339,7 +340,7 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
       scheduler_steps_[i] = loaded.scheduler_steps[i];
     }
     for (size_t i = 0; i < loaded.optimizers.size(); ++i) {
-      optimizers_.optimizers[i]->load(loaded.optimizers[i]);
+      compat::LoadOptimizer(*optimizers_.optimizers[i], loaded.optimizers[i]);
       if (absl::Status moved = MoveOptimizerState(*optimizers_.optimizers[i], strategy_->root_device());
           !moved.ok()) {
         return moved;
