@@ -7,6 +7,7 @@
 
 #include "c10/util/Exception.h"
 #include "device.h"
+#include "hal/compat/privateuse1.h"
 
 namespace virtual_npu {
 namespace {
@@ -41,13 +42,13 @@ void DeleteBlock(void* context) {
   delete block;
 }
 
-class VirtualNpuAllocator final : public c10::Allocator {
+class VirtualNpuAllocator final : public kiln::compat::DeviceAllocator {
  public:
   VirtualNpuAllocator() = default;
   void set_index(c10::DeviceIndex index) { index_ = index; }
   Counters& counters() const { return counters_; }
 
-  c10::DataPtr allocate(size_t size) const override {
+  c10::DataPtr Allocate(size_t size) const override {
     const c10::Device device(kDeviceType, index_);
     if (size == 0) return c10::DataPtr(nullptr, device);
     const size_t rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
@@ -83,9 +84,9 @@ VirtualNpuAllocator& Checked(c10::DeviceIndex index) {
 }
 
 // c10's allocator for PrivateUse1, for code that asks c10::GetAllocator: it allocates on the current device.
-class CurrentDeviceAllocator final : public c10::Allocator {
+class CurrentDeviceAllocator final : public kiln::compat::DeviceAllocator {
  public:
-  c10::DataPtr allocate(size_t size) const override { return Checked(CurrentDevice()).allocate(size); }
+  c10::DataPtr Allocate(size_t size) const override { return Checked(CurrentDevice()).Allocate(size); }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 };
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 #include "c10/util/Exception.h"
+#include "hal/compat/privateuse1.h"
 
 namespace virtual_npu {
 namespace {
@@ -56,6 +57,13 @@ class VirtualNpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, VirtualNpuGuardImpl);
 
+// Named where LibTorch allows it, before any tensor can exist on the device (this runs when the library loads), with
+// the runtime hooks that a named device needs under LibTorch 2.x.
+const absl::Status naming_status = [] {
+  kiln::compat::RegisterPrivateUse1Runtime({.device_count = [] { return DeviceCountOrZero(); }});
+  return kiln::compat::NamePrivateUse1Backend(kDeviceName);
+}();
+
 }  // namespace
 
 absl::StatusOr<int> ParseDeviceCount(const char* value) {
@@ -82,11 +90,14 @@ absl::Status CheckDevice(const c10::Device& device) {
   const int count = *DeviceCount();
   if (device.type() != kDeviceType || !device.has_index() || device.index() < 0 || device.index() >= count) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", device.str(), "' is not a virtual_npu device; this process has ", count,
-                     " (privateuseone:0 to privateuseone:", count - 1, ", set by ", kDevicesVariable, ")"));
+        absl::StrCat("'", device.str(), "' is not a virtual_npu device; this process has ", count, " (",
+                     kiln::compat::PrivateUse1Name(), ":0 to ", kiln::compat::PrivateUse1Name(), ":", count - 1,
+                     ", set by ", kDevicesVariable, ")"));
   }
   return absl::OkStatus();
 }
+
+absl::Status NamingStatus() { return naming_status; }
 
 c10::DeviceIndex CurrentDevice() noexcept { return current_device; }
 

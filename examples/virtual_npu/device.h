@@ -1,7 +1,8 @@
 // The virtual NPU's device runtime: how many devices this process has, and which one the calling thread uses.
 //
-// The virtual NPU is an out-of-tree LibTorch device: tensors live under c10::DeviceType::PrivateUse1 (printed by
-// LibTorch 1.13 as "privateuseone:<index>"), in host memory obtained from its own allocator (allocator.h), and
+// The virtual NPU is an out-of-tree LibTorch device: tensors live under c10::DeviceType::PrivateUse1 (named
+// "virtual_npu:<index>" under LibTorch 2.x, which lets the device take a name; LibTorch 1.13 prints
+// "privateuseone:<index>"), in host memory obtained from its own allocator (allocator.h), and
 // every operator computes through LibTorch's CPU kernels (kernels.cc). Its numbers are therefore the CPU's, bit for
 // bit, which is what makes it a useful sample: a run on it can be checked exactly against a run on the CPU.
 //
@@ -37,6 +38,14 @@ const absl::StatusOr<int>& DeviceCount();
 
 // DeviceCount(), or 0 when the variable is invalid. Never throws.
 int DeviceCountOrZero() noexcept;
+
+// The name LibTorch gives the device type: "virtual_npu" where the LibTorch version allows a PrivateUse1 backend to
+// name itself, else "privateuseone" (kiln::compat::kCanNamePrivateUse1).
+inline constexpr char kDeviceName[] = "virtual_npu";
+
+// OK, or why the device could not take kDeviceName (another PrivateUse1 backend in the process named it first).
+// Never throws.
+absl::Status NamingStatus();
 
 // OK when `device` is a virtual NPU device that exists in this process; otherwise InvalidArgument saying which
 // devices exist. Never throws.

@@ -15,6 +15,7 @@
 #include "allocator.h"
 #include "c10/core/SymIntArrayRef.h"
 #include "device.h"
+#include "hal/compat/privateuse1.h"
 #include "torch/library.h"
 
 namespace virtual_npu {
@@ -43,7 +44,7 @@ at::Tensor Empty(c10::SymIntArrayRef size, c10::optional<at::ScalarType> dtype, 
                  c10::optional<c10::MemoryFormat> memory_format) {
   CheckFactoryOptions(layout, pin_memory);
   const c10::Device target = TargetDevice(device);
-  return at::detail::empty_generic(c10::asIntArrayRefSlow(size), DeviceAllocator(target.index()),
+  return at::detail::empty_generic(kiln::compat::AsIntArrayRef(size), DeviceAllocator(target.index()),
                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype),
                                    memory_format);
 }
@@ -54,7 +55,7 @@ at::Tensor EmptyStrided(c10::SymIntArrayRef size, c10::SymIntArrayRef stride, c1
   CheckFactoryOptions(layout, pin_memory);
   const c10::Device target = TargetDevice(device);
   return at::detail::empty_strided_generic(
-      c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), DeviceAllocator(target.index()),
+      kiln::compat::AsIntArrayRef(size), kiln::compat::AsIntArrayRef(stride), DeviceAllocator(target.index()),
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
 }
 
@@ -79,7 +80,7 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
 const at::Tensor& Resize(const at::Tensor& self, c10::SymIntArrayRef size,
                          c10::optional<c10::MemoryFormat> memory_format) {
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  at::native::resize_impl_cpu_(impl, c10::asIntArrayRefSlow(size), /*stride=*/c10::nullopt,
+  at::native::resize_impl_cpu_(impl, kiln::compat::AsIntArrayRef(size), /*stride=*/c10::nullopt,
                                /*resize_storage=*/false);
   if (impl->numel() > 0) {
     const size_t needed =
@@ -105,22 +106,23 @@ at::Tensor AsStrided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymI
                      c10::optional<c10::SymInt> storage_offset) {
   c10::optional<int64_t> offset;
   if (storage_offset.has_value()) offset = storage_offset->expect_int();
-  return at::native::as_strided_tensorimpl(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), offset);
+  return at::native::as_strided_tensorimpl(self, kiln::compat::AsIntArrayRef(size), kiln::compat::AsIntArrayRef(stride),
+                                           offset);
 }
 
 at::Tensor View(const at::Tensor& self, c10::SymIntArrayRef size) {
-  return at::native::view(self, c10::asIntArrayRefSlow(size));
+  return at::native::view(self, kiln::compat::AsIntArrayRef(size));
 }
 
 at::Tensor ReshapeAlias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
-  return at::native::_reshape_alias(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride));
+  return at::native::_reshape_alias(self, kiln::compat::AsIntArrayRef(size), kiln::compat::AsIntArrayRef(stride));
 }
 
 at::Tensor& SetStorage(at::Tensor& self, c10::Storage source, c10::SymInt storage_offset, c10::SymIntArrayRef size,
                        c10::SymIntArrayRef stride) {
   // LibTorch's CPU implementation checks that the storage is on self's device and is otherwise device-neutral.
   return at::native::set_storage_cpu_(self, std::move(source), storage_offset.expect_int(),
-                                      c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride));
+                                      kiln::compat::AsIntArrayRef(size), kiln::compat::AsIntArrayRef(stride));
 }
 
 // `module->to(device)` replaces each parameter's data in place (set_data), which LibTorch allows only between

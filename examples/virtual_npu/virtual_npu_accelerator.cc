@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "allocator.h"
 #include "device.h"
+#include "hal/compat/autocast.h"
 #include "hal/registry.h"
 #include "kernels.h"
 
@@ -52,6 +53,7 @@ int VirtualNpuAccelerator::AutoDeviceCount() const { return DeviceCountOrZero() 
 absl::Status VirtualNpuAccelerator::CheckAvailable() const {
   if (!DeviceCount().ok()) return absl::FailedPreconditionError(DeviceCount().status().message());
   if (!Priority().ok()) return absl::FailedPreconditionError(Priority().status().message());
+  if (!NamingStatus().ok()) return absl::FailedPreconditionError(NamingStatus().message());
   return absl::OkStatus();
 }
 
@@ -84,7 +86,10 @@ absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const c1
 }
 
 std::vector<kiln::Precision> VirtualNpuAccelerator::SupportedPrecisions() const {
-  return {kiln::Precision::k32True, kiln::Precision::k64True};
+  std::vector<kiln::Precision> precisions = {kiln::Precision::k32True, kiln::Precision::k64True};
+  // bf16-mixed where LibTorch has autocast for out-of-tree devices (2.x; autocast.cc registers the casts).
+  if (kiln::compat::HasAutocast(kDeviceType)) precisions.push_back(kiln::Precision::kBf16Mixed);
+  return precisions;
 }
 
 KILN_REGISTER_ACCELERATOR({

@@ -9,7 +9,8 @@
 //                 Lightning's MPS accelerator. Several devices mean one process each, and data-parallel training
 //                 needs a collective that can reduce the device's tensors; the sample has none (see collective),
 //                 so "auto" stays on one device and `fit --accelerator=virtual_npu` trains with no other flag.
-//   devices used  privateuseone:<index> (LibTorch 1.13 has no way to rename PrivateUse1).
+//   devices used  virtual_npu:<index> under LibTorch 2.x (c10::register_privateuse1_backend), privateuseone:<index>
+//                 under 1.13, which has no way to rename PrivateUse1.
 //   priority      VIRTUAL_NPU_PRIORITY (default -10). The CPU's is 0, so by default "auto" keeps training on the
 //                 CPU and the virtual NPU is used when asked for by name; VIRTUAL_NPU_PRIORITY=100 makes "auto"
 //                 choose it over every built-in accelerator. Read once, when the program starts.
@@ -19,7 +20,7 @@
 //   collective    "gloo", the host's collective, since the memory is host memory. LibTorch 1.13's Gloo process
 //                 group accepts CPU and CUDA tensors only, so a data-parallel strategy would have to stage the
 //                 virtual NPU's gradients through CPU tensors; Kiln's own strategies do not do this.
-//   precisions    32-true, 64-true.
+//   precisions    32-true, 64-true; and bf16-mixed under LibTorch 2.x, which has autocast for out-of-tree devices.
 //
 // Device statistics (GetDeviceStats), from the device's own allocator (allocator.h):
 //   memory_allocated_bytes       bytes in use on the device now

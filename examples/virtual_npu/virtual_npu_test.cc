@@ -9,6 +9,7 @@
 #include "device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hal/compat/privateuse1.h"
 #include "hal/registry.h"
 #include "kernels.h"
 #include "torch/nn/modules/linear.h"
@@ -133,6 +134,18 @@ TEST(AllocatorTest, CountsBytesInUseAndPeakPerDevice) {
   EXPECT_TRUE(accelerator.TeardownDevice(kNpu1).ok());
 }
 
+// Under LibTorch 2.x the device carries the backend's name (c10::register_privateuse1_backend) in everything LibTorch
+// prints and parses; LibTorch 1.13 cannot rename PrivateUse1.
+TEST(DeviceTest, NameOfEachVersion) {
+  EXPECT_TRUE(NamingStatus().ok()) << NamingStatus();
+  const std::string name = kiln::compat::kCanNamePrivateUse1 ? kDeviceName : "privateuseone";
+  EXPECT_EQ(c10::Device(kDeviceType, 1).str(), name + ":1");
+  EXPECT_EQ(c10::Device(name + ":1"), c10::Device(kDeviceType, 1));
+  std::ostringstream printed;
+  printed << at::ones({1}, at::TensorOptions().device(c10::Device(kDeviceType, 0))).device();
+  EXPECT_EQ(printed.str(), name + ":0");
+}
+
 TEST(AcceleratorTest, RefusesDevicesItDoesNotHave) {
   VirtualNpuAccelerator accelerator;
   EXPECT_EQ(accelerator.AutoDeviceCount(), 1);
@@ -146,7 +159,9 @@ TEST(AcceleratorTest, RefusesDevicesItDoesNotHave) {
   const c10::Device missing(kDeviceType, 2);
   absl::Status setup = accelerator.SetupDevice(missing);
   EXPECT_EQ(setup.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(setup.message(), HasSubstr("'privateuseone:2' is not a virtual_npu device; this process has 2"));
+  const std::string name = kiln::compat::kCanNamePrivateUse1 ? "virtual_npu" : "privateuseone";
+  EXPECT_THAT(setup.message(), HasSubstr("'" + name + ":2' is not a virtual_npu device; this process has 2 (" + name +
+                                         ":0 to " + name + ":1"));
   EXPECT_FALSE(accelerator.GetDeviceStats(c10::Device(c10::DeviceType::CPU)).ok());
   EXPECT_THROW(at::empty({1}, at::TensorOptions().device(missing)), c10::Error);
 }
@@ -160,12 +175,21 @@ TEST(SerializationTest, DeviceTensorsSaveAndLoadLikeCheckpointsDo) {
     archive.save_to(bytes);
   }
   // LibTorch 1.13's unpickler restores tensors only to the CPU, CUDA, XPU, HPU and meta devices: a checkpoint
-  // holding virtual NPU tensors loads with the CPU as its map location (which is what Kiln's trainer does), and
-  // fails without one.
+  // holding virtual NPU tensors loads with the CPU as its map location (which is what Kiln's trainer does, under
+  // every version, so that a checkpoint loads on a machine without the device), and fails without one. LibTorch 2.x
+  // restores them straight onto the named device.
   {
     torch::serialize::InputArchive archive;
     std::istringstream input(bytes.str());
-    EXPECT_THROW(archive.load_from(input), c10::Error);
+    if (kiln::compat::kCanNamePrivateUse1) {
+      archive.load_from(input);
+      at::Tensor loaded;
+      archive.read("t", loaded, /*is_buffer=*/true);
+      EXPECT_EQ(loaded.device(), kNpu0);
+      EXPECT_TRUE(at::equal(loaded.to(at::kCPU), cpu));
+    } else {
+      EXPECT_THROW(archive.load_from(input), c10::Error);
+    }
   }
   torch::serialize::InputArchive archive;
   std::istringstream input(bytes.str());

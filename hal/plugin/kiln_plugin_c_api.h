@@ -59,8 +59,19 @@
  *   nothing from the plugin's side. A plugin with its own hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1 and
  *   registers its device (allocator, device guard, kernels) with LibTorch when it is loaded; it must then link
  *   the same LibTorch shared libraries as the Kiln program that loads it, so that its registrations reach the
- *   process's dispatcher. LibTorch 1.13 has one PrivateUse1 slot per process: Kiln refuses a PrivateUse1 plugin
- *   when something else already registered a PrivateUse1 device.
+ *   process's dispatcher. LibTorch has one PrivateUse1 slot per process: Kiln refuses a PrivateUse1 plugin when
+ *   something else already registered a PrivateUse1 device. What the plugin's device gets depends on the LibTorch
+ *   version the Kiln program was built against (`fit --version` says which):
+ *     LibTorch 1.13: devices print as "privateuseone:N"; no autocast (declare no *-mixed precision); checkpoints
+ *       are read onto the CPU and moved to the device by the trainer.
+ *     LibTorch 2.x: the plugin may name its device (c10::register_privateuse1_backend("acme") when it is loaded),
+ *       and Kiln's plans, statistics, logs and errors then say "acme:N"; a named device must also register
+ *       at::PrivateUse1HooksInterface (at::RegisterPrivateUse1HooksInterface), which LibTorch 2.x asks for the
+ *       device count and a default generator per device (at::manual_seed does); with autocast kernels registered
+ *       for the AutocastPrivateUse1 key it can declare bf16-mixed (or 16-mixed); the trainer still reads
+ *       checkpoints onto the CPU, so that one written on the device loads on any machine. A plugin built with
+ *       Kiln's own adapter (hal/compat/privateuse1.h) gets all of this for either version; the sample
+ *       examples/virtual_npu shows it.
  */
 #ifndef KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
 #define KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_

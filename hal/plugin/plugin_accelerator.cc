@@ -149,7 +149,7 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
     return absl::FailedPreconditionError(absl::StrCat(
         "accelerator plugin '", library.path(), "' (", info.name,
         ") computes on PrivateUse1 devices, but this process already had a PrivateUse1 device registered before "
-        "the plugin was loaded, and LibTorch 1.13 has one PrivateUse1 slot per process; use a Kiln program that "
+        "the plugin was loaded, and LibTorch has one PrivateUse1 slot per process; use a Kiln program that "
         "links no other PrivateUse1 backend (see the WORKSPACE's kiln_backends)"));
   }
   return info;
