@@ -71,9 +71,16 @@ int CudaAccelerator::AutoDeviceCount() const { return LibTorchDeviceCount(); }
 
 absl::Status CudaAccelerator::CheckAvailable() const {
   if (!LibTorchHasCudaRuntime()) {
+#ifdef KILN_WITH_CUDA
     return absl::FailedPreconditionError(
-        "no CUDA device can be used: this LibTorch was built without CUDA (Debian's libtorch is CPU-only); build "
-        "Kiln with --config=cuda against a CUDA-enabled LibTorch (see README, 'CUDA backend')");
+        "no CUDA device can be used: this build links LibTorch's CUDA libraries, but they registered no CUDA runtime "
+        "(is the libtorch_cuda this program loads the one it was built with? see README, 'CUDA backend')");
+#else
+    return absl::FailedPreconditionError(
+        "no CUDA device can be used: this build of Kiln has LibTorch without CUDA (Debian's LibTorch 1.13 is "
+        "CPU-only, and --config=torch2 links LibTorch's CPU libraries alone); build Kiln with --config=cuda, after "
+        "tools/setup.sh --cuda (see README, 'CUDA backend')");
+#endif
   }
   if (LibTorchDeviceCount() <= 0) {
     return absl::FailedPreconditionError(

@@ -2,12 +2,17 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backends/hpu/bridge.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 #include "c10/util/Exception.h"
 #include "hal/registry.h"
+#include "torch/version.h"
 
 namespace kiln {
 namespace {
@@ -74,18 +79,44 @@ absl::Status HpuAccelerator::LoadBridge() const {
   absl::MutexLock lock(&mutex_);
   if (bridge_tried_) return bridge_status_;
   bridge_tried_ = true;
-  dlerror();
-  // RTLD_GLOBAL: the bridge's kernels register themselves with the LibTorch already in the process, and other
-  // Habana libraries resolve symbols against it. It is never unloaded.
-  if (dlopen(options_.bridge_library.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
-    const char* reason = dlerror();
-    bridge_status_ = absl::FailedPreconditionError(absl::StrCat(
-        "Habana's PyTorch bridge ", options_.bridge_library, " cannot be loaded (",
-        reason == nullptr ? "unknown reason" : reason,
-        "); it gives LibTorch's 'hpu' device its kernels: install Intel Gaudi's PyTorch bridge built for LibTorch "
-        "1.13 and add its folder to LD_LIBRARY_PATH"));
+  std::vector<std::string> candidates = {options_.bridge_library};
+  if (options_.bridge_library.empty()) {
+    const char* mode = std::getenv(hpu::kLazyModeVariable);
+    absl::StatusOr<std::vector<std::string>> chosen =
+        hpu::BridgeCandidates(mode ? std::optional<absl::string_view>(mode) : std::nullopt, TORCH_VERSION_MAJOR);
+    if (!chosen.ok()) {
+      bridge_status_ = absl::FailedPreconditionError(chosen.status().message());
+      return bridge_status_;
+    }
+    candidates = *std::move(chosen);
+    if (!options_.bridge_folder.empty()) {
+      for (std::string& library : candidates) library = absl::StrCat(options_.bridge_folder, "/", library);
+    }
   }
+  std::vector<std::string> failures;
+  for (const std::string& library : candidates) {
+    dlerror();
+    // RTLD_GLOBAL, as Habana's own loader does: the bridge's kernels register themselves with the LibTorch already
+    // in the process, and other Habana libraries resolve symbols against it. It is never unloaded.
+    if (dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL) != nullptr) {
+      bridge_library_ = library;
+      return bridge_status_;
+    }
+    const char* reason = dlerror();
+    failures.push_back(absl::StrCat(library, ": ", reason == nullptr ? "unknown reason" : reason));
+  }
+  bridge_status_ = absl::FailedPreconditionError(absl::StrCat(
+      "Habana's PyTorch bridge ", absl::StrJoin(candidates, " or "), " cannot be loaded (",
+      absl::StrJoin(failures, "; "),
+      "); it gives LibTorch's 'hpu' device its kernels: install Intel Gaudi's PyTorch bridge built for LibTorch ",
+      TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, " and add its folder (habana_frameworks/torch/lib) to "
+      "LD_LIBRARY_PATH"));
   return bridge_status_;
+}
+
+std::string HpuAccelerator::BridgeLibrary() const {
+  absl::MutexLock lock(&mutex_);
+  return bridge_library_.empty() ? options_.bridge_library : bridge_library_;
 }
 
 absl::Status HpuAccelerator::CheckAvailable() const {
@@ -105,9 +136,10 @@ absl::Status HpuAccelerator::SetupDevice(const c10::Device& device) {
   if (absl::Status bridge = LoadBridge(); !bridge.ok()) return bridge;
   if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::HPU)) {
     return absl::FailedPreconditionError(
-        absl::StrCat(options_.bridge_library,
+        absl::StrCat(BridgeLibrary(),
                      " was loaded, but LibTorch has no 'hpu' device implementation registered; the "
-                     "bridge must be built for the LibTorch this program links (1.13)"));
+                     "bridge must be built for the LibTorch this program links (",
+                     TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ")"));
   }
   try {
     c10::impl::getDeviceGuardImpl(c10::DeviceType::HPU)

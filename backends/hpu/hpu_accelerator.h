@@ -2,9 +2,10 @@
 //
 // Devices are found from the driver's device nodes and sysfs entries (discovery.h); only devices that are really
 // there are counted, and a failed query counts 0 with the reason, never a guess. Training also needs Habana's
-// PyTorch bridge, libhabana_pytorch_plugin.so, which gives LibTorch's `hpu` device type its kernels: it is loaded
-// with dlopen (once, process-wide, only when devices were found) by CheckAvailable and SetupDevice, and its absence
-// is an error that names it.
+// PyTorch bridge, which gives LibTorch's `hpu` device type its kernels: the library for the execution mode
+// (bridge.h: libhabana_pytorch2_plugin.so for eager mode, libhabana_pytorch_plugin.so for lazy mode, chosen by
+// PT_HPU_LAZY_MODE as Habana's loader does) is loaded with dlopen (once, process-wide, only when devices were found)
+// by CheckAvailable and SetupDevice, and its absence is an error that names every library tried.
 //
 // `devices` follows Lightning's HPU rules: "auto" means every device found, an int N (or "N") the first N; -1 and
 // lists of indices are errors, because the Habana runtime, not the user, assigns a device to each process. As in
@@ -40,8 +41,12 @@ namespace kiln {
 struct HpuOptions {
   // Where the driver's files are read: "/" on a real host; tests point it at a fake device tree.
   std::string root = "/";
-  // Habana's PyTorch bridge: a soname or a path. Tests point it at a path that does not exist, or at a stand-in.
-  std::string bridge_library = "libhabana_pytorch_plugin.so";
+  // Habana's PyTorch bridge: a soname or a path; empty (the default) picks the mode's library (bridge.h) by
+  // PT_HPU_LAZY_MODE. Tests point it at a path that does not exist, or at a stand-in.
+  std::string bridge_library;
+  // The folder the mode's bridge libraries are taken from (habana_frameworks/torch/lib); empty: the dynamic loader's
+  // search path (LD_LIBRARY_PATH). Used only when bridge_library is empty.
+  std::string bridge_folder;
 };
 
 class HpuAccelerator final : public Accelerator {
@@ -63,13 +68,17 @@ class HpuAccelerator final : public Accelerator {
   hpu::Discovery Discover() const;
 
  private:
-  // OK once the bridge is loaded; otherwise FailedPrecondition naming it. Tries dlopen once per accelerator.
+  // OK once the bridge is loaded; otherwise FailedPrecondition naming every library tried. Tries dlopen once per
+  // accelerator.
   absl::Status LoadBridge() const;
+  // The bridge library that loaded, or the one configured (for messages).
+  std::string BridgeLibrary() const;
 
   const HpuOptions options_;
   mutable absl::Mutex mutex_;
   mutable bool bridge_tried_ ABSL_GUARDED_BY(mutex_) = false;
   mutable absl::Status bridge_status_ ABSL_GUARDED_BY(mutex_);
+  mutable std::string bridge_library_ ABSL_GUARDED_BY(mutex_);
 };
 
 // Lightning's HPU rules for `devices`, with `present` devices found. Never throws.

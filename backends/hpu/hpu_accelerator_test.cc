@@ -1,11 +1,14 @@
 #include "backends/hpu/hpu_accelerator.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/hpu/bridge.h"
 #include "backends/hpu/testing/fake_device_tree.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 #include "gmock/gmock.h"
@@ -39,7 +42,7 @@ TEST(HpuAcceleratorTest, RegistersAsHpuAndIsHonestAboutThisMachine) {
   absl::StatusOr<std::shared_ptr<Accelerator>> accelerator = AcceleratorRegistry::Default().Get("hpu");
   ASSERT_TRUE(accelerator.ok());
   EXPECT_EQ((*accelerator)->ProcessGroupBackend(), "hccl");
-  EXPECT_EQ(HpuOptions{}.bridge_library, kBridge);
+  EXPECT_TRUE(HpuOptions{}.bridge_library.empty()) << "the default picks the bridge by PT_HPU_LAZY_MODE";
   EXPECT_EQ(HpuOptions{}.root, "/");
 
   const hpu::Discovery here = hpu::DiscoverDevices("/");
@@ -125,6 +128,36 @@ TEST(HpuAcceleratorTest, ABridgeThatRegistersNoHpuDeviceIsNamedToo) {
   const absl::Status setup = hpu.SetupDevice(c10::Device(c10::DeviceType::HPU));
   EXPECT_EQ(setup.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(setup.message(), HasSubstr(absl::StrCat(bridge, " was loaded, but LibTorch has no 'hpu' device")));
+}
+
+// The default bridge is the execution mode's (bridge.h), the build for Habana's PyTorch first, then the upstream one.
+TEST(HpuAcceleratorTest, TheBridgeOfTheExecutionModeIsLoaded) {
+  if (c10::impl::hasDeviceGuardImpl(c10::DeviceType::HPU)) {
+    GTEST_SKIP() << "this process's LibTorch already has an 'hpu' device (a real bridge is loaded)";
+  }
+  FakeDeviceTree tree("accelerator_mode_bridge");
+  tree.AddAccelGaudi(0);
+  // Only the eager mode's upstream build is there (a copy of the stand-in bridge under that name).
+  const std::string folder = tree.root() + "/habana_frameworks/torch/lib";
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(TestFile("libfake_habana_bridge.so"), folder + "/libhabana_pytorch2_plugin.upstream.so");
+
+  setenv(hpu::kLazyModeVariable, "1", 1);
+  const absl::Status lazy = HpuAccelerator(HpuOptions{.root = tree.root(), .bridge_folder = folder}).CheckAvailable();
+  EXPECT_EQ(lazy.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(lazy.message(), HasSubstr(absl::StrCat("Habana's PyTorch bridge ", folder,
+                                                     "/libhabana_pytorch_plugin.so or ", folder,
+                                                     "/libhabana_pytorch_plugin.upstream.so cannot be loaded")));
+  setenv(hpu::kLazyModeVariable, "lazy", 1);
+  EXPECT_THAT(HpuAccelerator(HpuOptions{.root = tree.root(), .bridge_folder = folder}).CheckAvailable().message(),
+              HasSubstr("PT_HPU_LAZY_MODE='lazy' is not a mode; set it to 1 (lazy) or 0 (eager)"));
+
+  setenv(hpu::kLazyModeVariable, "0", 1);
+  HpuAccelerator eager(HpuOptions{.root = tree.root(), .bridge_folder = folder});
+  EXPECT_TRUE(eager.CheckAvailable().ok()) << eager.CheckAvailable();
+  EXPECT_THAT(eager.SetupDevice(c10::Device(c10::DeviceType::HPU)).message(),
+              HasSubstr(folder + "/libhabana_pytorch2_plugin.upstream.so was loaded, but LibTorch has no 'hpu'"));
+  unsetenv(hpu::kLazyModeVariable);
 }
 
 TEST(HpuAcceleratorTest, EveryProcessRunsOnHpuAsInLightning) {
