@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "hal/compat/version.h"
 #include "trainer/accelerator_plugins.h"
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
@@ -34,6 +35,7 @@
 #include "trainer/cli/model_factory.h"
 #include "trainer/cli/predictions_csv.h"
 #include "trainer/cli/run_summary.h"
+#include "trainer/cli/versions.h"
 #include "trainer/loggers/atomic_file.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/tensorboard_logger.h"
@@ -54,7 +56,8 @@ constexpr char kUsage[] =
     "  bazel run //trainer:fit -- --data=my.csv --label_column=price --task=regression\n"
     "  bazel run //trainer:fit -- --model=model.pt              # a TorchScript module from Python\n"
     "  bazel run //trainer:fit -- --ckpt_path=last              # resume the newest run\n"
-    "  bazel run //trainer:fit -- --mode=predict --ckpt_path=last\n\n"
+    "  bazel run //trainer:fit -- --mode=predict --ckpt_path=last\n"
+    "  bazel run //trainer:fit -- --version                     # which LibTorch it was built with and runs with\n\n"
     "Flags are named after Lightning's Trainer arguments. Each run writes <default_root_dir>/lightning_logs/"
     "version_<N>/\n(metrics.csv, hparams.yaml, report.html, checkpoints/). Exit status: 0 done, 2 bad flags or data "
     "(nothing\nwritten), 1 training failed.";
@@ -216,6 +219,7 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
         .AddString("report", report ? report_path : "")
         .AddString("last_checkpoint", checkpoint != nullptr ? checkpoint->last_model_path() : "")
         .AddString("params_sha256", ParamsSha256(model));
+    AddVersions(json);
     if (absl::Status written = WriteOutput(outputs.summary_json, json.ToString()); !written.ok()) {
       std::cerr << "error: --summary_json: " << written.message() << std::endl;
       return kExitFailed;
@@ -240,6 +244,7 @@ int RunValidate(const FitConfig& config, LoadedData& data, SupervisedModule& mod
         .AddString("ckpt_path", config.ckpt_path)
         .AddString("accelerator", trainer.plan()->accelerator->name())
         .AddString("params_sha256", ParamsSha256(model));
+    AddVersions(json);
     if (absl::Status written = WriteOutput(config.outputs.summary_json, json.ToString()); !written.ok()) {
       std::cerr << "error: --summary_json: " << written.message() << std::endl;
       return kExitFailed;
@@ -275,6 +280,7 @@ int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& mode
         .AddString("predictions", config.outputs.predictions)
         .AddString("ckpt_path", config.ckpt_path)
         .AddString("params_sha256", ParamsSha256(model));
+    AddVersions(json);
     if (absl::Status written = WriteOutput(config.outputs.summary_json, json.ToString()); !written.ok()) {
       std::cerr << "error: --summary_json: " << written.message() << std::endl;
       return kExitFailed;
@@ -293,6 +299,12 @@ int Main(int argc, char** argv) {
     std::cout << FlagsHelp(kUsage, FitFlagGroups());
     return 0;
   }
+  if (WantsVersion(argc, argv)) {
+    std::cout << VersionText();
+    return 0;
+  }
+  // Headers of one LibTorch and libraries of another would train on a broken ABI.
+  if (absl::Status versions = compat::CheckLibTorchVersion(); !versions.ok()) UsageError(versions.message());
   if (absl::Status checked = CheckCommandLine(argc, argv); !checked.ok()) UsageError(checked.message());
   absl::ParseCommandLine(argc, argv);
   FLAGS_logtostderr = true;

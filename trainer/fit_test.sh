@@ -54,6 +54,20 @@ run_precision bf16-true bf16-true ""
 run_precision 16-mixed bf16-mixed "You passed \`Trainer(accelerator='cpu', precision='16-mixed')\` but AMP with fp16 is not supported on CPU. Using \`precision='bf16-mixed'\` instead."
 run_precision bf16 bf16-mixed "'bf16' is supported for historical reasons but its usage is discouraged. Please set your precision to 'bf16-mixed' instead!"
 
+# --version: exit 0; the LibTorch it was built against is the one it runs with, and the run summary says the same.
+version=$($fit --version)
+[[ $? -eq 0 ]] || fail "--version did not exit 0"
+echo "$version"
+built=$(sed -n 's/^LibTorch: built against \([0-9.]*\), running with .*/\1/p' <<<"$version")
+running=$(sed -n 's/^LibTorch: built against [0-9.]*, running with \([0-9][^ ]*\)$/\1/p' <<<"$version")
+[[ -n $built && ${running%%+*} == "$built" ]] || fail "--version: built '$built', running '$running': $version"
+grep -q '^CUDA: ' <<<"$version" || fail "--version names no CUDA line: $version"
+$fit --max_epochs=1 --enable_progress_bar=false --enable_checkpointing=false --summary_json="$summary" >/dev/null \
+  2>"$work/version.err" || fail "the run for the summary's versions failed: $(cat "$work/version.err")"
+grep -qF "\"libtorch_version\": \"$running\", \"libtorch_build_version\": \"$built\"" "$summary" ||
+  fail "summary's LibTorch versions are not '$running' and '$built': $(cat "$summary")"
+rm -f "$summary"
+
 # --help: exit 0, every flag of trainer/cli listed once, in groups.
 help=$($fit --help)
 [[ $? -eq 0 ]] || fail "--help did not exit 0"

@@ -1,0 +1,44 @@
+#include "trainer/cli/versions.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "hal/compat/version.h"
+
+namespace kiln {
+
+bool WantsVersion(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--version" || arg == "-version") return true;
+  }
+  return false;
+}
+
+std::string VersionText() {
+  const std::optional<std::string> runtime = compat::RuntimeLibTorchVersion();
+  std::string text =
+      absl::StrCat("fit (Kiln)\nLibTorch: built against ", compat::BuiltLibTorchVersion(), ", running with ",
+                   runtime.value_or("(a LibTorch that does not say its version)"), "\n");
+  const absl::Status agree = compat::CheckLibTorchVersion();
+  if (!agree.ok()) absl::StrAppend(&text, "error: ", agree.message(), "\n");
+  const std::optional<std::string> cuda = compat::BuiltCudaVersion();
+  absl::StrAppend(&text, "CUDA: ",
+                  cuda.has_value() ? absl::StrCat("built for CUDA ", *cuda, " (LibTorch's CUDA ",
+                                                  compat::RuntimeCudaVersion().value_or("unknown"), ")")
+                                   : std::string("none (this build links LibTorch's CPU libraries only)"),
+                  "\n");
+  return text;
+}
+
+void AddVersions(JsonObject& json) {
+  json.AddString("libtorch_version", compat::RuntimeLibTorchVersion().value_or(compat::BuiltLibTorchVersion()))
+      .AddString("libtorch_build_version", compat::BuiltLibTorchVersion());
+  if (const std::optional<std::string> cuda = compat::BuiltCudaVersion(); cuda.has_value()) {
+    json.AddString("cuda_version", *cuda);
+  }
+}
+
+}  // namespace kiln
