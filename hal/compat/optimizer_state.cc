@@ -15,6 +15,17 @@
 #include "torch/version.h"
 
 namespace kiln::compat {
+
+const torch::optim::OptimizerParamState* StateOf(const torch::optim::Optimizer& optimizer, const at::Tensor& param) {
+#if TORCH_VERSION_MAJOR >= 2
+  auto found = optimizer.state().find(param.unsafeGetTensorImpl());
+#else
+  auto found = optimizer.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+#endif
+  return found == optimizer.state().end() ? nullptr : found->second.get();
+}
+
+#if TORCH_VERSION_MAJOR >= 2
 namespace {
 
 // Everything read from the archive before the optimizer is touched.
@@ -85,6 +96,7 @@ void LoadKeyedAsText(torch::optim::Optimizer& optimizer, torch::serialize::Input
 }
 
 }  // namespace
+#endif  // TORCH_VERSION_MAJOR >= 2
 
 void LoadOptimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive) {
 #if TORCH_VERSION_MAJOR >= 2

@@ -20,6 +20,10 @@ namespace kiln::compat {
 // by Kiln; any other optimizer (LBFGS, a user's own) goes through its own load().
 void LoadOptimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive);
 
+// The state `optimizer` holds for `param`, or null. LibTorch 1.13 keys it by the parameter's address as text, 2.x by
+// the address. Never throws.
+const torch::optim::OptimizerParamState* StateOf(const torch::optim::Optimizer& optimizer, const at::Tensor& param);
+
 }  // namespace kiln::compat
 
 #endif  // KILN_HAL_COMPAT_OPTIMIZER_STATE_H_

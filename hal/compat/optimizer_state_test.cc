@@ -30,10 +30,9 @@ torch::serialize::InputArchive Reopen(torch::serialize::OutputArchive& written) 
 // Each parameter's Adam state has its shape and its first moment filled with `fill[i]`.
 bool StateFits(torch::optim::Adam& adam, const std::vector<at::Tensor>& params, const std::vector<float>& fill) {
   for (size_t i = 0; i < params.size(); ++i) {
-    auto found = adam.state().find(params[i].unsafeGetTensorImpl());
-    if (found == adam.state().end() || found->second == nullptr) return false;
-    const auto& state = static_cast<const torch::optim::AdamParamState&>(*found->second);
-    if (!state.exp_avg().sizes().equals(params[i].sizes()) || !state.exp_avg().eq(fill[i]).all().item<bool>()) {
+    const auto* state = dynamic_cast<const torch::optim::AdamParamState*>(StateOf(adam, params[i]));
+    if (state == nullptr) return false;
+    if (!state->exp_avg().sizes().equals(params[i].sizes()) || !state->exp_avg().eq(fill[i]).all().item<bool>()) {
       return false;
     }
   }
