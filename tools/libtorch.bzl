@@ -54,7 +54,8 @@ def _libtorch_repository_impl(ctx):
     cuda_home = ""
     if flavor == "cuda":
         what = "a CUDA-enabled LibTorch 2.x (`tools/setup.sh --cuda` unpacks one)"
-        for relative in ["include/c10/cuda/CUDACachingAllocator.h", "lib/libtorch_cuda.so", "lib/libc10_cuda.so"]:
+        for relative in ["include/c10/cuda/CUDACachingAllocator.h", "include/c10/core/CachingDeviceAllocator.h",
+                         "lib/libtorch_cuda.so", "lib/libc10_cuda.so"]:
             _fail_unless_exists(ctx, libtorch, relative, variable, what)
         cuda_home = ctx.os.environ.get("KILN_CUDA_HOME", "") or "/usr/local/cuda"
         what = "the CUDA toolkit (its include/ and lib64/), whose headers LibTorch's c10/cuda headers include"

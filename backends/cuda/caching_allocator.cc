@@ -17,9 +17,11 @@ absl::Status AddCachingAllocatorStats(int device_index, DeviceStats* stats) {
   namespace allocator = ::c10::cuda::CUDACachingAllocator;
   try {
     // getDeviceStats indexes per-device state that only exists once LibTorch's CUDA state is initialised.
-    at::globalContext().lazyInitCUDA();
-    const allocator::DeviceStats device_stats = allocator::getDeviceStats(device_index);
-    constexpr size_t kAll = static_cast<size_t>(allocator::StatType::AGGREGATE);
+    // --config=cuda builds against LibTorch 2.x only (tools/libtorch.bzl), whose statistics types are c10's.
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+    const c10::CachingDeviceAllocator::DeviceStats device_stats =
+        allocator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
+    constexpr size_t kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     (*stats)["allocator_allocated_bytes"] = static_cast<double>(device_stats.allocated_bytes[kAll].current);
     (*stats)["allocator_allocated_peak_bytes"] = static_cast<double>(device_stats.allocated_bytes[kAll].peak);
     (*stats)["allocator_reserved_bytes"] = static_cast<double>(device_stats.reserved_bytes[kAll].current);

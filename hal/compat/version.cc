@@ -8,7 +8,7 @@
 #include "torch/version.h"
 
 #ifdef KILN_WITH_CUDA
-#include "cuda_runtime_api.h"  // CUDA_VERSION: 13000 for CUDA 13.0
+#include "cuda_runtime_api.h"  // CUDART_VERSION: 13000 for CUDA 13.0
 #endif
 
 namespace kiln::compat {
@@ -52,7 +52,7 @@ std::optional<std::string> RuntimeLibTorchVersion() { return BuildSetting("TORCH
 
 std::optional<std::string> BuiltCudaVersion() {
 #ifdef KILN_WITH_CUDA
-  return absl::StrCat(CUDA_VERSION / 1000, ".", CUDA_VERSION % 1000 / 10);
+  return absl::StrCat(CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10);
 #else
   return std::nullopt;
 #endif
