@@ -34,10 +34,11 @@ for binary in "${binaries[@]}"; do cp "$bin/$binary" "$pack/bin/"; done
 cp tools/gpu_check_run.sh "$pack/run.sh"
 git rev-parse HEAD >"$pack/COMMIT" 2>/dev/null || echo unknown >"$pack/COMMIT"
 
-# Each binary's shared libraries, as the loader resolves them here. LibTorch's own (libtorch*, libc10*, its
-# libgomp), CUDA's (libcu*, libnv*, libnccl, libcudnn*) and the C and C++ runtimes come from the GPU machine.
+# Each binary's shared libraries, as the loader resolves them from bazel-bin (where the test binaries' RUNPATH finds
+# Kiln's own libraries). LibTorch's own (libtorch*, libc10*, its libgomp), CUDA's (libcu*, libnv*, libnccl, libcudnn*)
+# and the C and C++ runtimes come from the GPU machine.
 provided='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libtorch|libc10|libgomp|libcu|libnv|libnccl|libcaffe2)'
-for binary in "$pack"/bin/*; do
+for binary in "${binaries[@]/#/$bin/}"; do
   while read -r name path; do
     [[ "$name" =~ $provided ]] && continue
     if [[ "$path" == "not found" || ! -f "$path" ]]; then
