@@ -6,8 +6,8 @@
 #   tools/setup.sh && bazel test //...
 #
 # --torch2 also fetches the LibTorch 2.x of --config=torch2: the pinned PyPI torch wheel (third_party/libtorch2/
-# requirements.txt; pip checks its SHA-256), unpacked as pip would lay it out under $KILN_TORCH2_DIR (default
-# ~/.cache/kiln/torch-2.11.0-cu130), where tools/libtorch.bzl looks. --cuda does that and adds what --config=cuda
+# requirements.txt; pip checks its SHA-256), unpacked as pip would lay it out under ~/.cache/kiln/torch-2.11.0-cu130,
+# where tools/libtorch.bzl looks (KILN_LIBTORCH points the build at another LibTorch folder instead). --cuda does that and adds what --config=cuda
 # links beyond the CUDA toolkit (requirements-cuda.txt). Both are quick once done. The build itself fetches nothing.
 #
 #   tools/setup.sh --torch2 && bazel test --config=torch2 //...
@@ -86,7 +86,7 @@ fi
 # LibTorch 2.x for --config=torch2 / --config=cuda (see the top of this file).
 if $torch2; then
   here=$(cd "$(dirname "$0")/.." && pwd)
-  target=${KILN_TORCH2_DIR:-$HOME/.cache/kiln/torch-2.11.0-cu130}
+  target=$HOME/.cache/kiln/torch-2.11.0-cu130  # tools/libtorch.bzl's TORCH2_DEFAULT_FOLDER, less its torch/
   wheels=$HOME/.cache/kiln/wheels
   # Unpacks the wheels of one requirements file, once: the marker holds that file's hash, written last.
   unpack() {
