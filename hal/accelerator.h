@@ -62,7 +62,7 @@ class Accelerator {
   virtual int AutoDeviceCount() const = 0;
 
   // OK when this accelerator can be used in this process now. Otherwise FailedPrecondition (or Unavailable) whose
-  // message says why, in words a user can act on ("no CUDA device: this LibTorch was built without CUDA").
+  // message says why, in words a user can act on ("no CUDA device visible (CUDA_VISIBLE_DEVICES is unset)").
   // Must not throw.
   virtual absl::Status CheckAvailable() const = 0;
   bool IsAvailable() const { return CheckAvailable().ok(); }
