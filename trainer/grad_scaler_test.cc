@@ -276,8 +276,8 @@ TEST(GradScalerTest, MisuseThrowsPyTorchsErrors) {
 
 TEST(GradScalerTest, TheScalerUsesLibTorchsAmpOpsWhereTheyHaveCpuKernels) {
   // Why grad_scaler.cc carries its own arithmetic: in LibTorch 1.13 these ops run on CUDA only. LibTorch 2.x has CPU
-  // kernels for them, and the scaler calls them there (it asks the dispatcher); they compute what its own
-  // arithmetic does (checked here by hand, and against the scaler's own results by the tests above under 1.13).
+  // kernels for them, and the scaler calls them there (it asks the dispatcher); the values they must give, worked
+  // out by hand below, are what the scaler's own arithmetic gives under 1.13.
   at::Tensor scale = at::full({1}, 4.0, at::kFloat);
   at::Tensor tracker = at::zeros({1}, at::kInt);
   at::Tensor found_inf = at::zeros({1}, at::kFloat);
