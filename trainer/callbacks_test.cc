@@ -1,7 +1,10 @@
 // End-to-end tests of the built-in callbacks and of exact resumption, through the public Trainer API.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -110,6 +113,39 @@ TEST(ModelCheckpointTest, EveryNTrainStepsAndNoClobberingOfOtherRuns) {
   // Each run saved at steps 4 and 8 under the same template; nothing was overwritten.
   EXPECT_THAT(CheckpointFiles(root + "/checkpoints"),
               ElementsAre("fixed-v1.ckpt", "fixed-v2.ckpt", "fixed-v3.ckpt", "fixed.ckpt"));
+}
+
+// Every file under `root`, with its bytes.
+std::map<std::string, std::string> Snapshot(const std::string& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream file(entry.path(), std::ios::binary);
+    files[entry.path().string()] = std::string(std::istreambuf_iterator<char>(file), {});
+  }
+  return files;
+}
+
+TEST(ModelCheckpointTest, ResumingAnotherRunsCheckpointNeverTouchesItsFolder) {
+  const auto options = [](const std::string& root, int64_t epochs) {
+    auto checkpoint = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.save_top_k = 1, .save_last = true});
+    return Quiet({.max_epochs = epochs, .default_root_dir = root, .callbacks = {checkpoint}});
+  };
+  SyntheticClusters data(SmallData());
+  const std::string run_a = TempDir();
+  RecordingClassifier first;
+  ASSERT_TRUE(Trainer(options(run_a, 2)).fit(first, data).ok());
+  const std::map<std::string, std::string> before = Snapshot(run_a);
+  ASSERT_EQ(before.size(), 2u) << "epoch=1-step=20.ckpt and last.ckpt";
+
+  const std::string run_b = TempDir();
+  RecordingClassifier second;
+  Trainer resumed(options(run_b, 4));
+  ASSERT_TRUE(resumed.fit(second, data, run_a + "/checkpoints/last.ckpt").ok());
+  EXPECT_EQ(Snapshot(run_a), before) << "the other run's files were changed or deleted";
+  EXPECT_EQ(resumed.checkpoint_callback()->dirpath(), run_b + "/checkpoints");
+  EXPECT_THAT(CheckpointFiles(run_b + "/checkpoints"), ElementsAre("epoch=3-step=40.ckpt", "last.ckpt"));
+  EXPECT_EQ(resumed.checkpoint_callback()->best_model_path(), run_b + "/checkpoints/epoch=3-step=40.ckpt");
 }
 
 TEST(ModelCheckpointTest, FilenameTemplates) {

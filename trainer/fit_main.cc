@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -33,6 +34,7 @@
 #include "trainer/cli/fit_config.h"
 #include "trainer/cli/help.h"
 #include "trainer/cli/model_factory.h"
+#include "trainer/cli/output_locations.h"
 #include "trainer/cli/predictions_csv.h"
 #include "trainer/cli/run_summary.h"
 #include "trainer/cli/versions.h"
@@ -68,9 +70,10 @@ constexpr char kUsage[] =
   std::exit(kExitUsage);
 }
 
-// Errors the trainer reports before it writes anything: the user's input was wrong.
+// Errors the trainer reports before it writes anything: the user's input was wrong (or too large to load).
 bool IsInputError(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ||
+         status.code() == absl::StatusCode::kResourceExhausted ||
          status.code() == absl::StatusCode::kFailedPrecondition || status.code() == absl::StatusCode::kNotFound ||
          status.code() == absl::StatusCode::kUnimplemented;
 }
@@ -118,28 +121,25 @@ void PrintMetrics(const MetricMap& metrics) {
 int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
   TrainerOptions options = config.trainer;
   const OutputSpec& outputs = config.outputs;
-  LogDirOptions log_dir = outputs.log_dir;
-  // One version for every logger of the run, so that they share a folder.
-  if (!log_dir.version.has_value()) log_dir.version = NextVersion(log_dir.save_dir, log_dir.name);
+  // One folder for every logger of the run, claimed when the run starts (Logger::setup).
+  auto folder = std::make_shared<RunFolder>(outputs.log_dir);
   std::shared_ptr<TensorBoardLogger> tensorboard;
   for (const std::string& name : outputs.loggers) {
-    if (name == "csv") options.loggers.push_back(std::make_shared<CsvLogger>(log_dir));
+    if (name == "csv") options.loggers.push_back(std::make_shared<CsvLogger>(folder));
     if (name == "tensorboard") {
-      tensorboard = std::make_shared<TensorBoardLogger>(log_dir);
+      tensorboard = std::make_shared<TensorBoardLogger>(folder);
       tensorboard->set_session_status(SessionStatus::kFailure);  // Until fit reaches its end.
       options.loggers.push_back(tensorboard);
       options.callbacks.push_back(
           std::make_shared<OnFitEnd>([tensorboard] { tensorboard->set_session_status(SessionStatus::kSuccess); }));
     }
   }
-  const std::string run_dir = outputs.loggers.empty() ? options.default_root_dir : VersionDir(log_dir);
   const bool report = outputs.report && options.fast_dev_run == 0;
   std::shared_ptr<RunReport> run_report;
   if (report) {
     auto memory = std::make_shared<MemoryLogger>();
     options.loggers.push_back(memory);  // Last: the first logger with a folder decides where checkpoints go.
-    run_report = std::make_shared<RunReport>(memory, RunReportOptions{.title = absl::StrCat("Kiln run ", run_dir),
-                                                                      .every_n_steps = options.log_every_n_steps});
+    run_report = std::make_shared<RunReport>(memory, RunReportOptions{.every_n_steps = options.log_every_n_steps});
     options.callbacks.push_back(run_report);
   }
   if (outputs.enable_model_summary) options.callbacks.push_back(std::make_shared<ModelSummaryCallback>());
@@ -161,8 +161,10 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
 
   // With several processes, the other ranks trained the same model: rank zero alone reports and writes outputs.
   if (status.ok() && !trainer.is_global_zero()) return 0;
+  const std::string run_dir = outputs.loggers.empty() ? options.default_root_dir : folder->path();
   const std::string report_path = run_dir + "/report.html";
   if (run_report != nullptr && trainer.plan().has_value() && trainer.is_global_zero()) {
+    run_report->set_title(absl::StrCat("Kiln run ", run_dir));
     ReportTable summary{
         "summary",
         "Summary",
@@ -305,17 +307,29 @@ int Main(int argc, char** argv) {
   }
   // Headers of one LibTorch and libraries of another would train on a broken ABI.
   if (absl::Status versions = compat::CheckLibTorchVersion(); !versions.ok()) UsageError(versions.message());
-  if (absl::Status checked = CheckCommandLine(argc, argv); !checked.ok()) UsageError(checked.message());
-  absl::ParseCommandLine(argc, argv);
+  // Flag files and variables first, so that their flags meet the same checks as the command line's.
+  absl::StatusOr<std::vector<std::string>> args = ExpandCommandLine({argv, argv + argc}, UserPath);
+  if (!args.ok()) UsageError(args.status().message());
+  std::vector<char*> expanded = ArgvOf(*args);
+  const int expanded_argc = static_cast<int>(args->size());
+  if (WantsHelp(expanded_argc, expanded.data())) {
+    std::cout << FlagsHelp(kUsage, FitFlagGroups());
+    return 0;
+  }
+  if (absl::Status checked = CheckCommandLine(expanded_argc, expanded.data()); !checked.ok()) {
+    UsageError(checked.message());
+  }
+  absl::ParseCommandLine(expanded_argc, expanded.data());
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   // Plugins register their accelerators before anything resolves --accelerator.
-  if (absl::Status loaded = LoadAcceleratorPluginsFromCommandLine(argc, argv); !loaded.ok()) {
+  if (absl::Status loaded = LoadAcceleratorPluginsFromCommandLine(expanded_argc, expanded.data()); !loaded.ok()) {
     UsageError(loaded.message());
   }
 
   absl::StatusOr<FitConfig> config = FitConfigFromFlags();
   if (!config.ok()) UsageError(config.status().message());
+  if (absl::Status writable = CheckOutputLocations(*config); !writable.ok()) UsageError(writable.message());
   absl::StatusOr<LoadedData> data = LoadData(config->data);
   if (!data.ok()) UsageError(data.status().message());
   // Seed before building the model, so that its initial parameters depend on --seed alone.
@@ -337,4 +351,31 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace kiln
 
-int main(int argc, char** argv) { return kiln::Main(argc, argv); }
+// The last net under fit's promise "never an abort": an exception that escapes (from Kiln, LibTorch or a user's
+// module), here or in a background thread, ends fit with one `error:` line and exit status 1. Outputs are written
+// atomically, so nothing half-written is left behind.
+[[noreturn]] static void OnTerminate() {
+  std::string what = "an unknown exception";
+  if (std::exception_ptr current = std::current_exception()) {
+    try {
+      std::rethrow_exception(current);
+    } catch (const std::exception& error) {
+      what = error.what();
+    } catch (...) {
+    }
+  } else {
+    what = "std::terminate without an exception";
+  }
+  std::cerr << "error: internal error, training stopped: " << what << std::endl;
+  std::_Exit(kiln::kExitFailed);
+}
+
+int main(int argc, char** argv) {
+  std::set_terminate(OnTerminate);
+  try {
+    return kiln::Main(argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << "error: internal error, training stopped: " << error.what() << std::endl;
+    return kiln::kExitFailed;
+  }
+}

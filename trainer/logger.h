@@ -20,6 +20,10 @@ class Logger {
   // The folder this run writes to (checkpoints go to `<log_dir>/checkpoints` when the first logger has one);
   // empty when the logger writes no files.
   virtual std::string log_dir() const { return ""; }
+  // Called by the Trainer on the process with global rank zero alone, once per fit, validate or test, after the
+  // run's input checks (the checkpoint to resume from included) and before anything is logged or checkpointed. A
+  // logger that writes files claims its folder here (log_dir() is final afterwards); an error stops the run.
+  virtual absl::Status setup() { return absl::OkStatus(); }
   virtual absl::Status log_metrics(const MetricMap& metrics, int64_t step) = 0;
   virtual absl::Status log_hyperparams(const std::map<std::string, std::string>& params) = 0;
   // Flushes what is buffered; called at the end of every epoch and when the run ends.

@@ -306,6 +306,16 @@ absl::Status Trainer::FinishStrategy(absl::Status status) {
   return status;
 }
 
+absl::Status Trainer::SetupLoggers() {
+  if (!is_global_zero() || options_.fast_dev_run > 0) return absl::OkStatus();  // Nothing is logged then.
+  for (const auto& logger : options_.loggers) {
+    if (absl::Status status = logger->setup(); !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("logger '", logger->name(), "': ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::ShardLoaders(std::initializer_list<DataLoader*> loaders) {
   for (DataLoader* loader : loaders) {
     if (loader == nullptr) continue;
@@ -418,6 +428,8 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
     }
   }
   for (const auto& optimizer : optimizers_.optimizers) optimizer->zero_grad();
+  // After every input check, so that a run refused for its input leaves no folder behind.
+  if (absl::Status claimed = SetupLoggers(); !claimed.ok()) return claimed;
 
   status = CallUser("setup/on_fit_start", [&] {
     CallCallbacks([&](Callback& c) { c.setup(*this, model, Stage::kFit); });
@@ -723,6 +735,7 @@ absl::StatusOr<MetricMap> Trainer::Evaluate(LightningModule& model, DataModule& 
     }
   }
   const bool validating = stage == Stage::kValidate;
+  if (absl::Status claimed = SetupLoggers(); !claimed.ok()) return claimed;
   std::shared_ptr<DataLoader> loader;
   absl::Status status = CallUser("setup", [&] {
     data.setup(stage);

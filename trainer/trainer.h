@@ -185,6 +185,8 @@ class Trainer {
   absl::Status SetupStrategy(LightningModule& model);
   // Ends what SetupStrategy started: waits for (or, after a failure, stops) the other local processes.
   absl::Status FinishStrategy(absl::Status status);
+  // Logger::setup on global rank zero (the loggers claim their folders), unless fast_dev_run.
+  absl::Status SetupLoggers();
   absl::Status ShardLoaders(std::initializer_list<DataLoader*> loaders);
   absl::Status RunFit(LightningModule& model, DataModule& data, const std::string& ckpt_path);
   absl::Status RunTrainEpoch(LightningModule& model, DataLoader& train, DataLoader* val, const LoopLimits& limits);

@@ -41,6 +41,18 @@ std::string FormatValue(double value, bool integral, const std::string& spec) {
   return buffer;
 }
 
+// `a` and `b` name the same folder (after making them absolute and resolving symbolic links).
+bool SameFolder(const std::string& a, const std::string& b) {
+  std::error_code error_a, error_b;
+  const fs::path canonical_a = fs::weakly_canonical(fs::absolute(a), error_a);
+  const fs::path canonical_b = fs::weakly_canonical(fs::absolute(b), error_b);
+  return !error_a && !error_b && canonical_a == canonical_b;
+}
+
+bool InFolder(const std::string& file, const std::string& folder) {
+  return SameFolder(fs::path(file).parent_path().string(), folder);
+}
+
 std::string EncodeScores(const std::map<std::string, double>& scores) {
   std::string out;
   for (const auto& [path, score] : scores) absl::StrAppend(&out, path, "\t", absl::StrFormat("%.17g", score), "\n");
@@ -84,6 +96,7 @@ absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
 
 void ModelCheckpoint::setup(Trainer& trainer, LightningModule& module, Stage stage) {
   if (dirpath_.empty()) dirpath_ = options_.dirpath.empty() ? trainer.checkpoint_dir() : options_.dirpath;
+  ApplyRestored();
   // What a killed run's interrupted writes left behind (rank zero alone writes, so it alone cleans).
   if (trainer.is_global_zero()) RemoveStaleTemporaryFiles(dirpath_);
 }
@@ -169,6 +182,11 @@ void ModelCheckpoint::Save(Trainer& trainer) {
     saved_paths_.insert(path);
   };
   const auto remove = [&](const std::string& path) {
+    if (!InFolder(path, dirpath_)) {  // Only a hand-made checkpoint could name one; never delete it.
+      LOG(WARNING) << "ModelCheckpoint keeps " << path << ": it is not in this run's folder " << dirpath_;
+      saved_paths_.erase(path);
+      return;
+    }
     trainer.remove_checkpoint(path).IgnoreError();  // A failed write was already reported by write().
     saved_paths_.erase(path);
   };
@@ -217,8 +235,10 @@ void ModelCheckpoint::Save(Trainer& trainer) {
 }
 
 CallbackState ModelCheckpoint::state_dict() const {
+  std::error_code error;
+  const fs::path absolute = fs::absolute(dirpath_, error);  // So that a resume from another folder still matches.
   CallbackState state = {
-      {"dirpath", dirpath_},
+      {"dirpath", error ? dirpath_ : absolute.lexically_normal().string()},
       {"best_model_path", best_model_path_},
       {"last_model_path", last_model_path_},
       {"latest_path", latest_path_},
@@ -252,14 +272,35 @@ absl::Status ModelCheckpoint::load_state_dict(const CallbackState& state) {
   if (has_best_score && !absl::SimpleAtod(get("best_model_score"), &best_score)) {
     return absl::InvalidArgumentError(absl::StrCat("malformed best_model_score '", get("best_model_score"), "'"));
   }
-  if (options_.dirpath.empty() && !get("dirpath").empty()) dirpath_ = get("dirpath");
-  best_k_models_ = std::move(scores);
-  best_model_path_ = get("best_model_path");
-  last_model_path_ = get("last_model_path");
-  latest_path_ = get("latest_path");
-  last_saved_step_ = last_saved_step;
-  best_model_score_ = has_best_score ? std::optional<double>(best_score) : std::nullopt;
+  Restored restored;
+  restored.dirpath = get("dirpath");
+  restored.best_k_models = std::move(scores);
+  restored.best_model_path = get("best_model_path");
+  restored.last_model_path = get("last_model_path");
+  restored.latest_path = get("latest_path");
+  restored.last_saved_step = last_saved_step;
+  if (has_best_score) restored.best_model_score = best_score;
+  restored_ = std::move(restored);
+  if (!dirpath_.empty()) ApplyRestored();  // Already set up.
   return absl::OkStatus();
+}
+
+void ModelCheckpoint::ApplyRestored() {
+  if (!restored_.has_value() || dirpath_.empty()) return;
+  Restored restored = std::move(*restored_);
+  restored_.reset();
+  best_model_path_ = restored.best_model_path;
+  if (!SameFolder(restored.dirpath, dirpath_)) {
+    LOG(WARNING) << "The dirpath has changed from " << restored.dirpath << " to " << dirpath_
+                 << ", therefore best_model_score, last_model_path and best_k_models won't be reloaded. Only "
+                    "best_model_path will be reloaded.";
+    return;
+  }
+  best_k_models_ = std::move(restored.best_k_models);
+  last_model_path_ = restored.last_model_path;
+  latest_path_ = restored.latest_path;
+  last_saved_step_ = restored.last_saved_step;
+  best_model_score_ = restored.best_model_score;
 }
 
 }  // namespace kiln

@@ -12,6 +12,12 @@
 // gets "-v1", "-v2", ... rather than overwriting it,
 // as Lightning's version counter does.
 // A monitored metric that was never logged stops the run with Lightning's error the first time it is needed.
+//
+// Resuming: the folder is always this run's (`dirpath`, or the trainer's checkpoint_dir), never the one recorded in
+// the checkpoint. What the checkpoint says about its files (best_k_models, last_model_path, ...) is taken back only
+// when it was written for the same folder; otherwise, as in Lightning, only best_model_path is, with a warning, so
+// that a run resumed from another run's checkpoint (or from a moved folder) neither writes into nor deletes from
+// that folder. A file is only ever deleted from this run's folder.
 #ifndef KILN_TRAINER_CALLBACKS_MODEL_CHECKPOINT_H_
 #define KILN_TRAINER_CALLBACKS_MODEL_CHECKPOINT_H_
 
@@ -60,6 +66,17 @@ class ModelCheckpoint final : public Callback {
   std::string FormatFilename(int64_t epoch, int64_t step, const MetricMap& metrics) const;
 
  private:
+  // What load_state_dict read, applied by setup once this run's folder is known.
+  struct Restored {
+    std::string dirpath;
+    std::map<std::string, double> best_k_models;
+    std::string best_model_path;
+    std::optional<double> best_model_score;
+    std::string last_model_path;
+    std::string latest_path;
+    int64_t last_saved_step = -1;
+  };
+  void ApplyRestored();
   void Save(Trainer& trainer);
   // `dirpath_/stem.ckpt`, or with -v1, -v2, ... when that file exists, unless it is `replaceable` (the file this
   // save is about to delete anyway).
@@ -75,6 +92,7 @@ class ModelCheckpoint final : public Callback {
   std::string latest_path_;                      // Newest non-"last" file (for save_top_k without monitor).
   std::map<std::string, double> best_k_models_;  // Path -> monitored score.
   std::set<std::string> saved_paths_;            // Files this run saved (perhaps still being written) and kept.
+  std::optional<Restored> restored_;
 };
 
 }  // namespace kiln

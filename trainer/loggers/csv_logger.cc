@@ -11,24 +11,15 @@
 #include "trainer/loggers/hparams_yaml.h"
 
 namespace kiln {
-namespace {
-
-absl::Status MakeFolder(const std::string& folder) {
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  if (error) return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", error.message()));
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 std::string ShortestDouble(double value) {
   char buffer[64];
   const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), value);
   return std::string(buffer, result.ptr);
 }
 
-CsvLogger::CsvLogger(LogDirOptions options) : log_dir_(VersionDir(options)) {}
+CsvLogger::CsvLogger(LogDirOptions options) : CsvLogger(std::make_shared<RunFolder>(std::move(options))) {}
+
+CsvLogger::CsvLogger(std::shared_ptr<RunFolder> folder) : folder_(std::move(folder)) {}
 
 absl::Status CsvLogger::log_metrics(const MetricMap& metrics, int64_t step) {
   Row row;
@@ -63,9 +54,10 @@ absl::Status CsvLogger::WriteRows(const std::vector<Row>& rows, bool rewrite) {
 
 absl::Status CsvLogger::save() {
   if (pending_.empty() && !hparams_pending_) return absl::OkStatus();
-  if (absl::Status made = MakeFolder(log_dir_); !made.ok()) return made;
+  absl::StatusOr<std::string> folder = folder_->Claim();
+  if (!folder.ok()) return folder.status();
   if (hparams_pending_) {
-    if (absl::Status written = WriteHparamsYaml(log_dir_ + "/hparams.yaml", hparams_); !written.ok()) return written;
+    if (absl::Status written = WriteHparamsYaml(*folder + "/hparams.yaml", hparams_); !written.ok()) return written;
     hparams_pending_ = false;
   }
   if (pending_.empty()) return absl::OkStatus();

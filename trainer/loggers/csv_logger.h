@@ -5,13 +5,14 @@
 // calls it every epoch and at the end); when new names appear the file is rewritten with the wider header, as
 // Lightning does. Values are written in the shortest form that reads back as the same double.
 //
-// Nothing is created until the first save() with something to write, so a run that fails its checks leaves no
-// folder behind. Thread-safety: one thread at a time (the trainer calls loggers from the loop thread).
+// The folder is claimed by setup() (or the first save() with something to write, without a trainer), so a run that
+// fails its checks leaves no folder behind. Thread-safety: one thread at a time (the trainer calls loggers from the loop thread).
 #ifndef KILN_TRAINER_LOGGERS_CSV_LOGGER_H_
 #define KILN_TRAINER_LOGGERS_CSV_LOGGER_H_
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,22 +24,24 @@ namespace kiln {
 
 class CsvLogger final : public Logger {
  public:
-  // The version is fixed here (the next free one when unset), so that loggers built together share a folder.
   explicit CsvLogger(LogDirOptions options);
+  // Loggers of one run share `folder`, so that they write to one version.
+  explicit CsvLogger(std::shared_ptr<RunFolder> folder);
 
   std::string name() const override { return "csv"; }
-  std::string log_dir() const override { return log_dir_; }
+  std::string log_dir() const override { return folder_->path(); }
+  absl::Status setup() override { return folder_->Claim().status(); }
   absl::Status log_metrics(const MetricMap& metrics, int64_t step) override;
   absl::Status log_hyperparams(const std::map<std::string, std::string>& params) override;
   absl::Status save() override;
 
-  std::string metrics_file() const { return log_dir_ + "/metrics.csv"; }
+  std::string metrics_file() const { return log_dir() + "/metrics.csv"; }
 
  private:
   using Row = std::map<std::string, std::string>;
   absl::Status WriteRows(const std::vector<Row>& rows, bool rewrite);
 
-  std::string log_dir_;
+  std::shared_ptr<RunFolder> folder_;
   std::vector<Row> written_;  // Every row written so far, to rewrite the file when the header widens.
   std::vector<Row> pending_;
   std::vector<std::string> keys_;  // The header, sorted.

@@ -1,9 +1,15 @@
 #include "trainer/loggers/csv_logger.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <set>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "trainer/loggers/hparams_yaml.h"
@@ -39,6 +45,69 @@ TEST(LogDirTest, VersionsCountUpFromTheHighestFolder) {
   std::ofstream(root + "/lightning_logs/version_9");  // A file, not a folder.
   EXPECT_EQ(NextVersion(root, "lightning_logs"), 8);
   EXPECT_EQ(VersionDir({.save_dir = root, .name = "", .version = 3}), root + "/version_3");
+}
+
+TEST(RunFolderTest, RunsStartedTogetherClaimDifferentVersions) {
+  const std::string root = FreshDir("claim");
+  fs::create_directories(root + "/lightning_logs/version_2");
+  std::ofstream(root + "/lightning_logs/version_3");  // A file named like a version: in the way, and skipped.
+  constexpr int kRuns = 16;
+  std::vector<std::string> claimed(kRuns);
+  std::atomic<bool> go{false};
+  std::vector<std::thread> runs;
+  for (int i = 0; i < kRuns; ++i) {
+    runs.emplace_back([&, i] {
+      RunFolder folder({.save_dir = root});
+      while (!go.load()) {
+      }
+      absl::StatusOr<std::string> path = folder.Claim();
+      claimed[i] = path.ok() ? *path : path.status().ToString();
+    });
+  }
+  go = true;
+  for (std::thread& run : runs) run.join();
+  std::set<std::string> distinct(claimed.begin(), claimed.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kRuns)) << "two runs took the same folder";
+  for (int version = 4; version < 4 + kRuns; ++version) {
+    const std::string folder = root + "/lightning_logs/version_" + std::to_string(version);
+    EXPECT_EQ(distinct.count(folder), 1u) << folder;
+    EXPECT_TRUE(fs::is_directory(folder)) << folder;
+  }
+}
+
+TEST(RunFolderTest, ClaimsOnceAndReusesAGivenVersion) {
+  const std::string root = FreshDir("claim_once") + "/runs";
+  RunFolder folder({.save_dir = root});
+  EXPECT_EQ(folder.path(), root + "/lightning_logs/version_0") << "before the claim: the folder it would try";
+  EXPECT_FALSE(fs::exists(root)) << "nothing is created before the claim";
+  fs::create_directories(root + "/lightning_logs/version_0");  // Another run took it in between.
+  ASSERT_EQ(folder.Claim().value_or(""), root + "/lightning_logs/version_1");
+  EXPECT_EQ(folder.Claim().value_or(""), root + "/lightning_logs/version_1") << "a second claim is the same";
+  EXPECT_EQ(folder.path(), root + "/lightning_logs/version_1");
+
+  // A version asked for is that folder, whether it exists or not: the user chose it.
+  RunFolder given({.save_dir = root, .version = 0});
+  EXPECT_EQ(given.Claim().value_or(""), root + "/lightning_logs/version_0");
+}
+
+TEST(RunFolderTest, LoggersOfOneRunShareTheClaimedFolder) {
+  const std::string root = FreshDir("claim_shared");
+  auto folder = std::make_shared<RunFolder>(LogDirOptions{.save_dir = root});
+  CsvLogger csv(folder);
+  TensorBoardLogger tensorboard(folder);
+  fs::create_directories(root + "/lightning_logs/version_0");
+  ASSERT_TRUE(csv.setup().ok());
+  ASSERT_TRUE(tensorboard.setup().ok());
+  EXPECT_EQ(csv.log_dir(), root + "/lightning_logs/version_1");
+  EXPECT_EQ(tensorboard.log_dir(), csv.log_dir());
+}
+
+TEST(RunFolderTest, AFileInTheWayIsAnErrorNamingIt) {
+  const std::string root = FreshDir("claim_file");
+  std::ofstream(root + "/lightning_logs");
+  const absl::StatusOr<std::string> claimed = RunFolder({.save_dir = root}).Claim();
+  ASSERT_FALSE(claimed.ok());
+  EXPECT_NE(claimed.status().message().find(root + "/lightning_logs"), std::string::npos) << claimed.status();
 }
 
 TEST(CsvLoggerTest, WritesLightningsLayoutAndWidensTheHeader) {

@@ -1,19 +1,28 @@
 // Lightning's run folders: <save_dir>/<name>/version_<N>, where N counts up from 0 over the runs in the same
-// <save_dir>/<name>. Loggers of one run share one folder; checkpoints go into its `checkpoints` subfolder
-// (Trainer::checkpoint_dir).
+// <save_dir>/<name>. Loggers of one run share one folder (a RunFolder); checkpoints go into its `checkpoints`
+// subfolder (Trainer::checkpoint_dir).
+//
+// Two runs started at the same moment in the same folder get two versions: a version is taken by creating its
+// folder, which the file system does for one process only (mkdir fails with EEXIST for the other), so the loser
+// moves on to the next number. Lightning looks for the next free number and creates the folder later, which lets
+// both runs take the same one.
 #ifndef KILN_TRAINER_LOGGERS_LOG_DIR_H_
 #define KILN_TRAINER_LOGGERS_LOG_DIR_H_
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 
 namespace kiln {
 
 struct LogDirOptions {
   std::string save_dir = ".";
   std::string name = "lightning_logs";  // Empty: versions directly under save_dir.
-  std::optional<int64_t> version;       // Unset: the next free version.
+  std::optional<int64_t> version;       // Unset: the next free version, claimed (see RunFolder).
 };
 
 // One more than the highest N of the `version_<N>` folders in <save_dir>/<name>; 0 when there are none (or the
@@ -22,6 +31,30 @@ int64_t NextVersion(const std::string& save_dir, const std::string& name);
 
 // <save_dir>/<name>/version_<version or NextVersion>. Creates nothing.
 std::string VersionDir(const LogDirOptions& options);
+
+// Creates <save_dir>/<name>/version_<N> for the lowest N from NextVersion up whose folder this call creates itself,
+// and returns N: a version another process creates at the same moment is never returned. Internal error naming the
+// folder when it cannot be created (a file in the way, no permission, a name too long).
+absl::StatusOr<int64_t> ClaimVersion(const std::string& save_dir, const std::string& name);
+
+// The folder of one run, shared by its loggers. With a version given, it is that version's folder (created, or
+// reused: the user asked for it); without one, the first Claim takes a new version with ClaimVersion.
+// Thread-safe. Only the process with global rank zero claims (the Trainer calls Logger::setup there alone).
+class RunFolder {
+ public:
+  explicit RunFolder(LogDirOptions options) : options_(std::move(options)) {}
+
+  // Creates the folder on the first call and returns it; later calls return the same folder.
+  absl::StatusOr<std::string> Claim();
+  // The claimed folder; before the first Claim, the folder it would try first (VersionDir).
+  std::string path() const;
+  const LogDirOptions& options() const { return options_; }
+
+ private:
+  const LogDirOptions options_;
+  mutable std::mutex mutex_;
+  std::optional<std::string> claimed_ ABSL_GUARDED_BY(mutex_);
+};
 
 }  // namespace kiln
 

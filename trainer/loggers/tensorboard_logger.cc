@@ -24,16 +24,18 @@ std::string HostName() {
 
 }  // namespace
 
-TensorBoardLogger::TensorBoardLogger(LogDirOptions options) : log_dir_(VersionDir(options)) {}
+TensorBoardLogger::TensorBoardLogger(LogDirOptions options)
+    : TensorBoardLogger(std::make_shared<RunFolder>(std::move(options))) {}
+
+TensorBoardLogger::TensorBoardLogger(std::shared_ptr<RunFolder> folder) : folder_(std::move(folder)) {}
 
 absl::Status TensorBoardLogger::Open() {
   if (writer_ != nullptr) return absl::OkStatus();
-  std::error_code error;
-  std::filesystem::create_directories(log_dir_, error);
-  if (error) return absl::InternalError(absl::StrCat("cannot create ", log_dir_, ": ", error.message()));
+  absl::StatusOr<std::string> folder = folder_->Claim();
+  if (!folder.ok()) return folder.status();
   // SummaryWriter's name: events.out.tfevents.<seconds>.<host>.<pid>.<n>, n counting files in this process.
   static std::atomic<int> files{0};
-  const std::string path = absl::StrCat(log_dir_, "/events.out.tfevents.", absl::ToUnixSeconds(absl::Now()), ".",
+  const std::string path = absl::StrCat(*folder, "/events.out.tfevents.", absl::ToUnixSeconds(absl::Now()), ".",
                                         HostName(), ".", getpid(), ".", files++);
   absl::StatusOr<std::unique_ptr<TfRecordWriter>> writer = TfRecordWriter::Open(path);
   if (!writer.ok()) return writer.status();
@@ -54,7 +56,7 @@ absl::Status TensorBoardLogger::log_metrics(const MetricMap& metrics, int64_t st
 
 absl::Status TensorBoardLogger::log_hyperparams(const std::map<std::string, std::string>& params) {
   if (absl::Status opened = Open(); !opened.ok()) return opened;
-  if (absl::Status written = WriteHparamsYaml(log_dir_ + "/hparams.yaml", params); !written.ok()) return written;
+  if (absl::Status written = WriteHparamsYaml(log_dir() + "/hparams.yaml", params); !written.ok()) return written;
   hparams_logged_ = true;
   return writer_->Write(HParamsStartEvent(WallTime(), params));
 }

@@ -9,7 +9,7 @@
 // TensorBoard then builds the experiment from the run itself, listing every scalar of the run as a metric column
 // (Lightning instead declares a single placeholder metric, `hp_metric`). See tensorboard_events.h for the bytes.
 //
-// The file is created on the first write and flushed by save(). Thread-safety: one thread at a time.
+// The folder is claimed by setup() (or the first write, without a trainer); the file is created on the first write and flushed by save(). Thread-safety: one thread at a time.
 #ifndef KILN_TRAINER_LOGGERS_TENSORBOARD_LOGGER_H_
 #define KILN_TRAINER_LOGGERS_TENSORBOARD_LOGGER_H_
 
@@ -26,11 +26,13 @@ namespace kiln {
 
 class TensorBoardLogger final : public Logger {
  public:
-  // The version is fixed here (the next free one when unset), so that loggers built together share a folder.
   explicit TensorBoardLogger(LogDirOptions options);
+  // Loggers of one run share `folder`, so that they write to one version.
+  explicit TensorBoardLogger(std::shared_ptr<RunFolder> folder);
 
   std::string name() const override { return "tensorboard"; }
-  std::string log_dir() const override { return log_dir_; }
+  std::string log_dir() const override { return folder_->path(); }
+  absl::Status setup() override { return folder_->Claim().status(); }
   absl::Status log_metrics(const MetricMap& metrics, int64_t step) override;
   absl::Status log_hyperparams(const std::map<std::string, std::string>& params) override;
   absl::Status save() override;
@@ -45,7 +47,7 @@ class TensorBoardLogger final : public Logger {
  private:
   absl::Status Open();
 
-  std::string log_dir_;
+  std::shared_ptr<RunFolder> folder_;
   std::unique_ptr<TfRecordWriter> writer_;
   bool hparams_logged_ = false;
   bool finalized_ = false;

@@ -38,6 +38,9 @@ class RunReport final : public Callback {
   void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
 
+  // The page's title; the run's folder is only known once the run has claimed it.
+  void set_title(std::string title) { options_.title = std::move(title); }
+
   // Writes report.html to `path` (atomically). `status`: one line on how the run ended; `tables` are shown after
   // the plan and the hyper-parameters (e.g. the run's summary and its final metrics).
   absl::Status Write(const std::string& path, const std::string& status, std::vector<ReportTable> tables) const;
