@@ -1,13 +1,21 @@
 #include "trainer/cli/command_line.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
@@ -51,11 +59,137 @@ std::string Accepted(const absl::CommandLineFlag& flag) {
   return "see --help";
 }
 
+// The name and value of a `--name=value` or `-name=value` argument; false when it is not one of `names`.
+bool SourceFlag(absl::string_view arg, std::initializer_list<absl::string_view> names, std::string& name,
+                std::string& value, bool& has_value) {
+  absl::string_view body = arg;
+  if (!absl::ConsumePrefix(&body, "--") && !absl::ConsumePrefix(&body, "-")) return false;
+  const size_t equals = body.find('=');
+  const absl::string_view flag = body.substr(0, equals);
+  if (std::find(names.begin(), names.end(), flag) == names.end()) return false;
+  name = std::string(flag);
+  has_value = equals != absl::string_view::npos;
+  value = has_value ? std::string(body.substr(equals + 1)) : "";
+  return true;
+}
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& shown, const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--flagfile=", shown, ": ", std::strerror(errno), "; pass an existing file of flags"));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--flagfile=", shown, " is not a regular file; pass a text file with one --name=value per line"));
+  }
+  if (static_cast<uint64_t>(info.st_size) > kMaxFlagFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--flagfile=", shown, " is ", info.st_size,
+                                                   " bytes; a flag file holds at most ", kMaxFlagFileBytes,
+                                                   " bytes of flags"));
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::string text(kMaxFlagFileBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (file.bad()) return absl::InvalidArgumentError(absl::StrCat("--flagfile=", shown, ": cannot read it"));
+  text.resize(static_cast<size_t>(file.gcount()));
+  if (text.size() > kMaxFlagFileBytes) {  // It grew after stat.
+    return absl::InvalidArgumentError(absl::StrCat("--flagfile=", shown, " holds more than ", kMaxFlagFileBytes,
+                                                   " bytes; a flag file holds at most that"));
+  }
+  return text;
+}
+
+absl::Status Expand(const std::vector<std::string>& args, size_t first, int depth,
+                    std::string (*resolve_path)(const std::string&), std::vector<std::string>& out) {
+  bool separated = false;
+  for (size_t i = first; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    std::string name, value;
+    bool has_value = false;
+    if (separated || arg == "--" ||
+        !SourceFlag(arg, {"flagfile", "fromenv", "tryfromenv", "undefok"}, name, value, has_value)) {
+      separated = separated || arg == "--";
+      out.push_back(arg);
+      continue;
+    }
+    if (name == "undefok") {
+      return absl::InvalidArgumentError(
+          "--undefok is not accepted: fit knows every flag it takes, and refuses the ones it does not (see --help)");
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value; write --", name, "=<value>"));
+      }
+      value = args[++i];
+    }
+    if (name == "flagfile") {
+      if (depth >= kMaxFlagFileDepth) {
+        return absl::InvalidArgumentError(absl::StrCat("--flagfile=", value, ": flag files nest more than ",
+                                                       kMaxFlagFileDepth, " deep; does one name itself?"));
+      }
+      for (absl::string_view file : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        const std::string shown(file);
+        absl::StatusOr<std::string> text = ReadFlagFile(shown, resolve_path(shown));
+        if (!text.ok()) return text.status();
+        absl::StatusOr<std::vector<std::string>> inner = FlagFileArguments(*text, shown);
+        if (!inner.ok()) return inner.status();
+        if (absl::Status expanded = Expand(*inner, 0, depth + 1, resolve_path, out); !expanded.ok()) return expanded;
+      }
+      continue;
+    }
+    for (absl::string_view flag : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+      const std::string variable = absl::StrCat("FLAGS_", flag);
+      const char* set = std::getenv(variable.c_str());
+      if (set == nullptr) {
+        if (name == "tryfromenv") continue;
+        return absl::InvalidArgumentError(absl::StrCat("--fromenv=", value, ": ", variable,
+                                                       " is not set; set it, or use --tryfromenv to skip flags "
+                                                       "whose variable is unset"));
+      }
+      out.push_back(absl::StrCat("--", flag, "=", set));
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool IsHelp(absl::string_view arg) {
   return arg == "-h" || arg == "--help" || arg == "-help" || arg == "--helpfull" || arg == "--helpshort";
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> FlagFileArguments(absl::string_view text, absl::string_view source) {
+  std::vector<std::string> args;
+  int64_t number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++number;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] != '-') {
+      return absl::InvalidArgumentError(absl::StrCat("--flagfile=", source, " line ", number, ": '", line,
+                                                     "' is not a flag; write one --name=value per line"));
+    }
+    args.emplace_back(line);
+  }
+  return args;
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandCommandLine(const std::vector<std::string>& args,
+                                                           std::string (*resolve_path)(const std::string&)) {
+  std::vector<std::string> out;
+  if (args.empty()) return out;
+  out.push_back(args[0]);
+  if (absl::Status expanded = Expand(args, 1, 0, resolve_path, out); !expanded.ok()) return expanded;
+  return out;
+}
+
+std::vector<char*> ArgvOf(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  return argv;
+}
 
 bool WantsHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -68,7 +202,12 @@ bool WantsHelp(int argc, char** argv) {
 absl::Status CheckCommandLine(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
-    if (arg == "--") break;
+    if (arg == "--") {
+      if (i + 1 == argc) break;
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[i + 1],
+                                                     "' after '--'; fit takes flags only, written --name=value "
+                                                     "(see --help)"));
+    }
     if (!absl::StartsWith(arg, "-") || arg == "-") {
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected argument '", arg, "'; flags are written --name=value (see --help)"));
@@ -89,6 +228,10 @@ absl::Status CheckCommandLine(int argc, char** argv) {
     }
     if (flag == nullptr || flag->IsRetired()) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, Suggestion(name), " (see --help)"));
+    }
+    if (name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " must be expanded before the check (ExpandCommandLine)"));
     }
     if (negated) {
       if (has_value) {
