@@ -4,13 +4,17 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/cli/input_guard.h"
 #include "trainer/data/csv_table.h"
+#include "trainer/data/memory_budget.h"
 #include "trainer/data/digits.h"
 #include "trainer/data/prefetching_data_module.h"
 
 namespace kiln {
 
-absl::StatusOr<LoadedData> LoadData(const DataSpec& spec) {
+namespace {
+
+absl::StatusOr<LoadedData> Load(const DataSpec& spec) {
   LoadedData loaded;
   loaded.task = spec.task;
   const int threads = std::max(1, spec.num_workers);
@@ -19,6 +23,22 @@ absl::StatusOr<LoadedData> LoadData(const DataSpec& spec) {
       return FlagError("predict_data", spec.predict_data,
                        "the synthetic task has no file layout to predict on; drop --predict_data (predictions are "
                        "made on its validation examples) or train on a CSV file");
+    }
+    // The examples and the class centres are made whole, before training.
+    const SyntheticOptions& synthetic = spec.synthetic;
+    const uint64_t values = SaturatingMultiply(
+        static_cast<uint64_t>(synthetic.num_train) + static_cast<uint64_t>(synthetic.num_val),
+        static_cast<uint64_t>(synthetic.num_features) + 2);
+    const uint64_t centres = SaturatingMultiply(static_cast<uint64_t>(synthetic.num_classes),
+                                                static_cast<uint64_t>(synthetic.num_features));
+    if (absl::Status fits = CheckInputFits(SaturatingMultiply(std::max(values, centres), 2 * sizeof(float)),
+                                           absl::StrCat("--data=synthetic with --num_train=", synthetic.num_train,
+                                                        ", --num_val=", synthetic.num_val, ", --num_features=",
+                                                        synthetic.num_features, " and --num_classes=",
+                                                        synthetic.num_classes),
+                                           "pass smaller sizes");
+        !fits.ok()) {
+      return fits;
     }
     loaded.module = std::make_shared<SyntheticClusters>(spec.synthetic);
     loaded.num_features = spec.synthetic.num_features;
@@ -70,6 +90,14 @@ absl::StatusOr<LoadedData> LoadData(const DataSpec& spec) {
     loaded.module = std::make_shared<PrefetchingDataModule>(loaded.module, 2 * spec.num_workers);
   }
   return loaded;
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedData> LoadData(const DataSpec& spec) {
+  return GuardedLoad<LoadedData>(absl::StrCat("--data=", spec.data, ": cannot load it"),
+                                 "pass a smaller data set, or smaller sizes",
+                                 [&]() -> absl::StatusOr<LoadedData> { return Load(spec); });
 }
 
 }  // namespace kiln

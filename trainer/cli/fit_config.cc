@@ -228,7 +228,10 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   data.shuffle = absl::GetFlag(FLAGS_shuffle);
   data.normalize = absl::GetFlag(FLAGS_normalize);
   data.num_workers = absl::GetFlag(FLAGS_num_workers);
-  if (absl::Status s = AtLeast("num_workers", data.num_workers, 0, " (0: no background threads)"); !s.ok()) return s;
+  if (data.num_workers < 0 || data.num_workers > kMaxNumWorkers) {
+    return FlagError("num_workers", absl::StrCat(data.num_workers),
+                     absl::StrCat("pass an int in [0, ", kMaxNumWorkers, "] (0: no background threads)"));
+  }
   data.seed = static_cast<uint64_t>(seed);
   data.digits_path = UserPath(absl::GetFlag(FLAGS_digits_path));
   data.predict_data = UserPath(predict_data);

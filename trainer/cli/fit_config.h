@@ -22,6 +22,8 @@ namespace kiln {
 // The largest layer width, channel count or input size the flags accept (2^26), so that sizes and their products
 // stay far from int64 overflow. Whether a model of accepted sizes fits in memory is found when it is built.
 inline constexpr int64_t kMaxLayerSize = int64_t{1} << 26;
+// The most --num_workers: each worker is a thread and two batches in flight, and past a few per core they only cost.
+inline constexpr int kMaxNumWorkers = 256;
 
 struct DataSpec {
   std::string data = "synthetic";  // "synthetic", "digits", or the path of a CSV file.

@@ -2,12 +2,11 @@
 
 #include <cmath>
 #include <functional>
-#include <new>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "c10/util/Exception.h"
+#include "trainer/cli/input_guard.h"
 #include "trainer/models/conv_net.h"
 #include "trainer/models/mlp.h"
 #include "trainer/models/torchscript_module.h"
@@ -20,16 +19,9 @@ namespace {
 absl::StatusOr<std::shared_ptr<SupervisedModule>> Build(
     const std::string& model, absl::string_view flag, const std::string& sizes,
     const std::function<std::shared_ptr<SupervisedModule>()>& make) {
-  std::string reason;
-  try {
-    return make();
-  } catch (const std::bad_alloc&) {
-    reason = "out of memory";
-  } catch (const c10::Error& error) {
-    reason = error.what_without_backtrace();
-  }
-  return absl::ResourceExhaustedError(
-      absl::StrCat("--", flag, "=", sizes, ": cannot build the ", model, " model (", reason, "); pass smaller sizes"));
+  return GuardedLoad<std::shared_ptr<SupervisedModule>>(
+      absl::StrCat("--", flag, "=", sizes, ": cannot build the ", model, " model"), "pass smaller sizes",
+      [&]() -> absl::StatusOr<std::shared_ptr<SupervisedModule>> { return make(); });
 }
 
 }  // namespace

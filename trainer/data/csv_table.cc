@@ -12,6 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "trainer/data/memory_budget.h"
+#include "trainer/data/text_encoding.h"
 #include "trainer/data/text_file.h"
 
 namespace kiln {
@@ -109,17 +111,29 @@ struct RowError {
 
 }  // namespace
 
-absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& source, const CsvReadOptions& options) {
+absl::StatusOr<CsvTable> ParseCsv(absl::string_view raw_text, const std::string& source,
+                                  const CsvReadOptions& options) {
+  absl::StatusOr<absl::string_view> utf8 = Utf8Text(raw_text, source);
+  if (!utf8.ok()) return utf8.status();
+  const absl::string_view text = *utf8;
+  // Every line is indexed, and every cell becomes a float: both are bounded by the memory an input may take.
+  const uint64_t breaks = static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n')) +
+                          static_cast<uint64_t>(std::count(text.begin(), text.end(), '\r')) + 1;
+  const std::string fix = "split the file, or train from a DataModule of your own that streams it";
+  if (absl::Status fits = CheckInputFits(SaturatingMultiply(breaks, sizeof(Line)), source + "'s line index", fix);
+      !fits.ok()) {
+    return fits;
+  }
   std::vector<Line> lines;
   int64_t number = 0;
+  // Lines end with "\n" (Unix), "\r\n" (Windows) or a lone "\r" (classic Mac OS, and some spreadsheet exports).
   for (size_t start = 0; start <= text.size();) {
-    size_t end = text.find('\n', start);
+    size_t end = text.find_first_of("\r\n", start);
     if (end == absl::string_view::npos) end = text.size();
     absl::string_view line = text.substr(start, end - start);
     ++number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (!absl::StripAsciiWhitespace(line).empty()) lines.push_back({number, line});
-    start = end + 1;
+    start = end + (end + 1 < text.size() && text[end] == '\r' && text[end + 1] == '\n' ? 2 : 1);
   }
   if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat(source, " is empty; a CSV file needs data rows"));
 
@@ -194,6 +208,11 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& sou
   if (rows == 0) return absl::InvalidArgumentError(absl::StrCat(source, " has a header but no data rows"));
   const int64_t num_features = table.num_features();
 
+  if (absl::Status fits = CheckInputFits(SaturatingMultiply(static_cast<uint64_t>(rows), (num_features + 1) * 4),
+                                         source + "'s values", fix);
+      !fits.ok()) {
+    return fits;
+  }
   std::vector<float> features(static_cast<size_t>(rows * num_features));
   std::vector<std::string> label_text(read_labels && options.task == Task::kClassification ? rows : 0);
   std::vector<float> label_values(read_labels && options.task == Task::kRegression ? rows : 0);
@@ -265,11 +284,20 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& sou
     table.labels = at::from_blob(label_values.data(), {rows}, at::kFloat).clone();
     return table;
   }
-  // Classes: numeric order when every label is a number, text order otherwise.
+  // Classes: numeric order when every label is a number, text order otherwise. A number that is not finite ("nan",
+  // "inf") among numeric labels is a missing or broken value, not a class: it has no place in the order.
   bool numeric = true;
   std::vector<double> numbers(rows);
+  int64_t non_finite = -1;
   for (int64_t row = 0; row < rows && numeric; ++row) {
     numeric = IsNumber(label_text[row]) && absl::SimpleAtod(label_text[row], &numbers[row]);
+    if (numeric && !std::isfinite(numbers[row]) && non_finite < 0) non_finite = row;
+  }
+  if (numeric && non_finite >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at(lines[first_row + non_finite]), "label ", Quote(label_text[non_finite]), " (column ", label_index + 1, ", '",
+        table.label_name, "') is not a finite number, but the other labels are numbers; fill in or drop the rows "
+        "whose label is missing"));
   }
   std::vector<int64_t> classes(rows);
   if (numeric) {

@@ -5,7 +5,10 @@
 //   ...
 //
 // Cells are separated by commas; a cell may be double-quoted ("a, b", with "" for a quote inside), but a quoted cell
-// cannot span lines. Blank lines are skipped; "\r\n" line ends are accepted. Files may be gzip-compressed.
+// cannot span lines. Blank lines are skipped; lines may end with "\n", "\r\n" or a lone "\r". The text must be
+// UTF-8 (a byte-order mark is dropped; other encodings are errors: text_encoding.h). Files may be gzip-compressed.
+// A file whose text, line index or values would take more than InputMemoryBudget (memory_budget.h) is refused with
+// ResourceExhausted before they are allocated.
 //
 // The header: the first row is a header when the label column is chosen by name, or when one of its feature cells is
 // not a number, or when its label cell is not a number while the second row's is. Otherwise columns are named
@@ -13,6 +16,7 @@
 //
 // Labels: for classification, every distinct label is a class; classes are numbered in numeric order when all labels
 // are numbers (so labels 0..9 stay 0..9) and in text order otherwise, and `class_names` keeps what the file wrote.
+// Among numeric labels, "nan" or "inf" is an error naming the cell (a missing value, not a class).
 // For regression, labels must be numbers.
 //
 // Numbers (feature cells, and regression labels) must be finite as float32: "nan", "inf" and values beyond float32's
@@ -57,7 +61,8 @@ struct CsvTable {
 };
 
 // Parses CSV `text`; `source` names it in errors. Every error is InvalidArgument and names the source, the line
-// (1-based, counting the header and blank lines), the column and the cell, and what would be accepted.
+// (1-based, counting the header and blank lines), the column and the cell, and what would be accepted; except a text
+// too large for memory, which is ResourceExhausted.
 absl::StatusOr<CsvTable> ParseCsv(absl::string_view text, const std::string& source, const CsvReadOptions& options);
 
 // Reads and parses a CSV file (plain or gzip). NotFound when the file does not exist.

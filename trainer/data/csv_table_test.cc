@@ -3,12 +3,15 @@
 #include <zlib.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "ATen/ATen.h"
 #include "gtest/gtest.h"
 #include "trainer/data/digits.h"
+#include "trainer/data/memory_budget.h"
+#include "trainer/data/text_file.h"
 
 namespace kiln {
 namespace {
@@ -161,6 +164,64 @@ TEST(CsvTableTest, TruncatedGzipIsAnError) {
   absl::StatusOr<CsvTable> table = ReadCsv(truncated, {});
   ASSERT_FALSE(table.ok());
   EXPECT_NE(table.status().message().find("truncated.csv.gz"), std::string::npos) << table.status();
+}
+
+TEST(CsvTableTest, ByteOrderMarksAndEveryLineEnding) {
+  // A headerless file with a UTF-8 byte-order mark keeps its first row; a named header is found behind it.
+  absl::StatusOr<CsvTable> headerless = ParseCsv("\xEF\xBB\xBF" "1,2,0\n3,4,1\n", "t.csv", {});
+  ASSERT_TRUE(headerless.ok()) << headerless.status();
+  EXPECT_FALSE(headerless->has_header);
+  EXPECT_EQ(headerless->num_rows(), 2);
+  absl::StatusOr<CsvTable> named = ParseCsv("\xEF\xBB\xBF" "label,x\n0,1\n1,2\n", "t.csv", {.label_column = "label"});
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->label_name, "label");
+  // Unix, Windows, classic Mac OS, and a mixture: the same table, with the same line numbers in errors.
+  for (const std::string& end : {"\n", "\r\n", "\r"}) {
+    absl::StatusOr<CsvTable> table = ParseCsv("a,b\n1,0" + end + "2,1" + end + "3,0", "t.csv", {});
+    ASSERT_TRUE(table.ok()) << table.status();
+    EXPECT_EQ(table->num_rows(), 3);
+    EXPECT_TRUE(table->features.equal(at::tensor({1.f, 2.f, 3.f}).reshape({3, 1})));
+    EXPECT_EQ(ParseCsv("a,b" + end + "1,0" + end + "x,1" + end, "t.csv", {}).status().message().substr(0, 9),
+              "t.csv:3: ");
+  }
+}
+
+TEST(CsvTableTest, ANonFiniteAmongNumericLabelsIsAnError) {
+  for (const std::string& bad : {"nan", "NaN", "inf", "-inf"}) {
+    absl::StatusOr<CsvTable> table = ParseCsv("1,0\n2,1\n3," + bad + "\n4,1\n", "t.csv", {});
+    ASSERT_FALSE(table.ok()) << bad;
+    EXPECT_NE(table.status().message().find("t.csv:3: label '" + bad + "'"), std::string::npos) << table.status();
+    EXPECT_NE(table.status().message().find("is not a finite number"), std::string::npos) << table.status();
+  }
+  // Among text labels, "nan" is a class name like any other.
+  absl::StatusOr<CsvTable> text = ParseCsv("1,cat\n2,dog\n3,nan\n", "t.csv", {});
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->class_names, (std::vector<std::string>{"cat", "dog", "nan"}));
+}
+
+TEST(CsvTableTest, AFileLargerThanTheBudgetIsRefusedBeforeItIsRead) {
+  // What it inflates to counts, not the compressed size: 4 MiB of rows in a gzip file of a few KiB.
+  std::string rows;
+  while (rows.size() < (4u << 20)) rows += "1,2,3,4,5,6,7,0\n";
+  const std::string gzip = WriteGzip("bomb.csv.gz", rows);
+  absl::StatusOr<std::string> inflated = ReadTextFile(gzip, 1 << 20);
+  ASSERT_FALSE(inflated.ok());
+  EXPECT_EQ(inflated.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(inflated.status().message().find("bomb.csv.gz inflated passes 1.0 MiB, the most"), std::string::npos)
+      << inflated.status();
+  EXPECT_TRUE(ReadTextFile(gzip, 8 << 20).ok()) << "the same file within a larger budget";
+
+  // A sparse file twice the size of the memory available costs nothing to make; it is refused by its size.
+  const std::string sparse = TempPath("sparse.csv");
+  std::ofstream(sparse).close();
+  const uint64_t size = 2 * AvailableMemoryBytes();
+  std::filesystem::resize_file(sparse, size);
+  absl::StatusOr<CsvTable> table = ReadCsv(sparse, {});
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(table.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(table.status().message().find("sparse.csv (" + std::to_string(size) + " bytes) passes"), std::string::npos)
+      << table.status();
+  std::filesystem::remove(sparse);
 }
 
 TEST(DigitsTest, LoadsTheUciDigitsFromPython3Sklearn) {
