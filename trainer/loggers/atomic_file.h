@@ -11,6 +11,8 @@
 namespace kiln {
 
 // Replaces `path` with `contents`. The folder must exist. Internal error naming the path when it cannot.
+// A symbolic link is written through: the file it points to (at the end of a chain of links, even one that does not
+// exist yet) is replaced, beside itself, and the link stays; the rename alone would replace the link by a file.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
 }  // namespace kiln

@@ -1,0 +1,111 @@
+#include "trainer/cli/output_locations.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a run writes below --default_root_dir at most, e.g.
+// "/lightning_logs/version_123/checkpoints/epoch=1234-step=1234567-v12.ckpt.tmp-1234567", with room to spare for a
+// longer --log_name or filename (a --log_name longer than this is checked on its own, as a name).
+constexpr size_t kRunFolderRoom = 160;
+
+absl::Status Refuse(absl::string_view flag, const std::string& value, absl::string_view problem,
+                    absl::string_view fix) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", problem, "; ", fix));
+}
+
+}  // namespace
+
+absl::Status CheckFolderLocation(absl::string_view flag, const std::string& folder, size_t room) {
+  if (folder.size() + room >= PATH_MAX) {
+    return Refuse(flag, folder, absl::StrCat("the path is ", folder.size(), " characters, and with what fit writes "
+                                             "inside it, paths would pass the system's limit of ", PATH_MAX),
+                  "pass a shorter path");
+  }
+  std::error_code error;
+  const fs::path absolute = fs::absolute(folder, error);
+  if (error) return Refuse(flag, folder, error.message(), "pass another folder");
+  const long name_max = ::pathconf("/", _PC_NAME_MAX);
+  for (const fs::path& part : absolute) {
+    if (name_max > 0 && part.native().size() > static_cast<size_t>(name_max)) {
+      return Refuse(flag, folder,
+                    absl::StrCat("the name '", part.native().substr(0, 40), "...' is ", part.native().size(),
+                                 " characters, more than the file system's ", name_max),
+                    "pass shorter names");
+    }
+  }
+  // The nearest part of the path that exists must be a folder that takes new entries.
+  fs::path existing = absolute;
+  while (!fs::exists(existing, error) && existing.has_parent_path() && existing != existing.parent_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, error)) {
+    return Refuse(flag, folder, absl::StrCat("'", existing.string(), "' is a file, not a folder"),
+                  "pass a folder (or a path where one can be created)");
+  }
+  std::string probe = (existing / ".kiln-write-check-XXXXXX").string();
+  if (::mkdtemp(probe.data()) == nullptr) {
+    const int code = errno;
+    return Refuse(flag, folder, absl::StrCat("cannot create anything in '", existing.string(), "' (",
+                                             std::strerror(code), ")"),
+                  "pass a folder you can write to");
+  }
+  ::rmdir(probe.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status CheckFileLocation(absl::string_view flag, const std::string& file) {
+  std::error_code error;
+  if (fs::is_directory(file, error)) {
+    return Refuse(flag, file, "it is a folder", "pass the path of a file to write (it is replaced if it exists)");
+  }
+  if (file.size() >= PATH_MAX) {
+    return Refuse(flag, file, absl::StrCat("the path is longer than the system's limit of ", PATH_MAX),
+                  "pass a shorter path");
+  }
+  const fs::path parent = fs::path(file).parent_path();
+  // Room for the file's name and the temporary name it is written under.
+  return CheckFolderLocation(flag, parent.empty() ? "." : parent.string(),
+                             fs::path(file).filename().native().size() + 32);
+}
+
+absl::Status CheckOutputLocations(const FitConfig& config) {
+  const OutputSpec& outputs = config.outputs;
+  if (config.mode == "fit" && config.trainer.fast_dev_run == 0 &&
+      (!outputs.loggers.empty() || outputs.report || config.trainer.enable_checkpointing)) {
+    const long name_max = ::pathconf("/", _PC_NAME_MAX);
+    if (name_max > 0 && outputs.log_dir.name.size() > static_cast<size_t>(name_max)) {
+      return Refuse("log_name", outputs.log_dir.name.substr(0, 40) + "...",
+                    absl::StrCat("the name is ", outputs.log_dir.name.size(), " characters, more than the file "
+                                 "system's ", name_max),
+                    "pass a shorter name");
+    }
+    if (absl::Status checked = CheckFolderLocation("default_root_dir", config.trainer.default_root_dir,
+                                                   kRunFolderRoom + outputs.log_dir.name.size());
+        !checked.ok()) {
+      return checked;
+    }
+  }
+  if (config.mode == "predict") {
+    if (absl::Status checked = CheckFileLocation("predictions", outputs.predictions); !checked.ok()) return checked;
+  }
+  if (!outputs.summary_json.empty()) {
+    if (absl::Status checked = CheckFileLocation("summary_json", outputs.summary_json); !checked.ok()) return checked;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln

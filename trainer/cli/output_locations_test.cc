@@ -1,0 +1,89 @@
+#include "trainer/cli/output_locations.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Fresh(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(root != nullptr ? root : "/tmp") + "/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void ExpectRefused(const absl::Status& status, const std::string& expected) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(expected), std::string::npos)
+      << "'" << status.message() << "' lacks '" << expected << "'";
+}
+
+TEST(OutputLocationsTest, FoldersThatExistOrCanBeCreatedPassAndNothingIsLeftBehind) {
+  const std::string root = Fresh("locations_ok");
+  EXPECT_TRUE(CheckFolderLocation("default_root_dir", root, 100).ok());
+  EXPECT_TRUE(CheckFolderLocation("default_root_dir", root + "/new/deeper", 100).ok());
+  EXPECT_FALSE(fs::exists(root + "/new")) << "the check creates nothing";
+  EXPECT_TRUE(fs::is_empty(root)) << "the write probe was removed";
+  EXPECT_TRUE(CheckFileLocation("summary_json", root + "/a/summary.json").ok());
+}
+
+TEST(OutputLocationsTest, EachWayALocationCannotBeWrittenIsNamed) {
+  const std::string root = Fresh("locations_bad");
+  std::ofstream(root + "/file") << "x";
+  ExpectRefused(CheckFolderLocation("default_root_dir", root + "/file", 100),
+                "--default_root_dir=" + root + "/file: '" + root + "/file' is a file, not a folder");
+  ExpectRefused(CheckFolderLocation("default_root_dir", root + "/file/below", 100), "is a file, not a folder");
+  ExpectRefused(CheckFolderLocation("default_root_dir", "/proc/kiln_runs", 100), "cannot create anything in '/proc'");
+  ExpectRefused(CheckFolderLocation("default_root_dir", root + "/" + std::string(300, 'n'), 100),
+                "characters, more than the file system's");
+  ExpectRefused(CheckFolderLocation("default_root_dir", root + "/" + std::string(PATH_MAX - 120, 'x'), 100),
+                "paths would pass the system's limit of 4096");
+  ExpectRefused(CheckFileLocation("summary_json", root), "--summary_json=" + root + ": it is a folder");
+  ExpectRefused(CheckFileLocation("predictions", root + "/file/p.csv"), "is a file, not a folder");
+}
+
+TEST(OutputLocationsTest, AFolderWithoutWritePermission) {
+  // Root writes through permission bits, so the check runs in a child process as the user nobody when the test runs
+  // as root (as in CI), and as the test's own user otherwise. The folder is under /tmp, which nobody may enter.
+  std::string folder = "/tmp/kiln-read-only-XXXXXX";
+  ASSERT_NE(::mkdtemp(folder.data()), nullptr);
+  ASSERT_EQ(::chmod(folder.c_str(), 0555), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) {
+      std::perror("setgid/setuid(65534)");
+      ::_exit(3);
+    }
+    const absl::Status status = CheckFolderLocation("default_root_dir", folder + "/runs", 100);
+    ::_exit(status.code() == absl::StatusCode::kInvalidArgument &&
+                    status.message().find("cannot create anything in '" + folder + "' (Permission denied)") !=
+                        std::string::npos
+                ? 0
+                : 1);
+  }
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(child, &wait_status, 0), child);
+  ::chmod(folder.c_str(), 0755);
+  fs::remove_all(folder);
+  ASSERT_TRUE(WIFEXITED(wait_status));
+  EXPECT_NE(WEXITSTATUS(wait_status), 3) << "could not become the user nobody";
+  EXPECT_EQ(WEXITSTATUS(wait_status), 0) << "a folder without write permission passed the check";
+}
+
+}  // namespace
+}  // namespace kiln
