@@ -24,6 +24,7 @@ declare -A options=(
   [checkpoint_reader]="-max_len=65536 -rss_limit_mb=4096 -detect_leaks=0"
   [csv_table]="-max_len=4096 -dict=tests/fuzz/csv_table.dict"
   [plugin_tables]="-max_len=1024"
+  [run_folder]="-max_len=1024"
 )
 # Sanitizer options per target. checkpoint_reader unwinds exactly by default (see its source: a LibTorch leak is
 # suppressed by function name), which makes it ten times slower; it fuzzes with the fast unwinder and without leak
@@ -32,7 +33,7 @@ declare -A sanitizer_options=(
   [checkpoint_reader]="fast_unwind_on_malloc=1:detect_leaks=0"
 )
 replay_for_leaks=(checkpoint_reader)
-all=(devices flag_values cluster_environment checkpoint_reader csv_table plugin_tables)
+all=(devices flag_values cluster_environment checkpoint_reader csv_table plugin_tables run_folder)
 
 seconds=600
 jobs=2

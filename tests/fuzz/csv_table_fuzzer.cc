@@ -9,7 +9,8 @@
 // What must hold: no crash; an error is InvalidArgument and names the source; a table has finite float32 features
 // as wide as its feature names (the model's width in predict mode, and then no labels), as many label entries as
 // rows, and for classification class indices below the number of class names (for regression, finite values). The
-// result must not depend on the number of threads.
+// result must not depend on the number of threads, nor on the line ends ("\r\n" and a lone "\r" read as "\n") or a
+// UTF-8 byte-order mark.
 #include <string>
 
 #include "ATen/ATen.h"
@@ -75,6 +76,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (options.task == kiln::Task::kRegression) {
         KILN_FUZZ_CHECK(table.labels.isfinite().all().item<bool>(), "a non-finite label was accepted");
       }
+    }
+  }
+  // The same text with Unix line ends, and without a byte-order mark, gives the same table.
+  std::string unix_text;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') {
+      unix_text.push_back(text[i]);
+    } else if (i + 1 >= text.size() || text[i + 1] != '\n') {
+      unix_text.push_back('\n');
+    }
+  }
+  if (unix_text.rfind("\xEF\xBB\xBF", 0) == 0) unix_text.erase(0, 3);
+  if (unix_text != text) {
+    const absl::StatusOr<kiln::CsvTable> plain = kiln::ParseCsv(unix_text, "fuzz.csv", options);
+    KILN_FUZZ_CHECK(plain.ok() == one.ok(), "line ends or a byte-order mark changed whether the file parses");
+    if (one.ok()) {
+      KILN_FUZZ_CHECK(plain->features.equal(one->features) && plain->class_names == one->class_names &&
+                          plain->feature_names == one->feature_names,
+                      "line ends or a byte-order mark changed the table");
     }
   }
   if (threads % 2 == 1) {

@@ -1,16 +1,21 @@
-// Fuzz target: `//trainer:fit`'s command line, as fit_main.cc reads it: the command-line check that runs before
-// Abseil's parser (trainer/cli/command_line.h), then every flag value that is parsed or checked by hand
+// Fuzz target: `//trainer:fit`'s command line, as fit_main.cc reads it: the expansion of flag files and variables
+// (ExpandCommandLine), the command-line check that runs before Abseil's parser (trainer/cli/command_line.h), then every flag value that is parsed or checked by hand
 // (trainer/cli/fit_config.h: batch limits, --max_time, layer sizes, loggers, paths, ...), and the precision flag
 // (connector.h: ParsePrecisionFlag, shared by fit, resolve and the Trainer). `--devices` has a target of its own
 // (devices_fuzzer.cc).
 //
-// Input: the arguments after the program name, one per line ("--max_time=00:01:00:00\n--hidden_sizes=8,8").
+// Input: the arguments after the program name, one per line ("--max_time=00:01:00:00\n--hidden_sizes=8,8"); or,
+// when the first line is "#flagfile", a flag file's text, written to a file that fit is given as --flagfile.
 //
-// What must hold: no crash and no undefined behaviour; the check and the configuration fail only with
+// What must hold: no crash and no undefined behaviour; the expansion, the check and the configuration fail only with
 // InvalidArgument, and the configuration's errors name a flag ("--..."); a configuration that is accepted holds only
 // values the trainer can run with (see CheckConfig). Every input starts from the flags' defaults.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +71,7 @@ void CheckConfig(const FitConfig& config) {
   const DataSpec& data = config.data;
   KILN_FUZZ_CHECK(data.val_fraction >= 0.0 && data.val_fraction < 1.0, "val_fraction");
   KILN_FUZZ_CHECK(data.batch_size >= 1 && !data.label_column.empty(), "batch_size, label_column");
+  KILN_FUZZ_CHECK(data.num_workers >= 0 && data.num_workers <= kMaxNumWorkers, "num_workers");
 
   const ModelSpec& model = config.model;
   CheckSizes(model.hidden_sizes, "hidden_sizes");
@@ -124,15 +130,32 @@ class FlagRestorer {
 }  // namespace
 }  // namespace kiln
 
+static std::string FlagFilePath() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/flag_values_fuzz." + std::to_string(getpid()) + ".flags";
+}
+
+static std::string SamePath(const std::string& path) { return path; }
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  std::vector<std::string> arguments = {"fit"};
-  if (!text.empty()) {
-    for (absl::string_view line : absl::StrSplit(text, '\n')) arguments.emplace_back(line);
+  std::vector<std::string> given = {"fit"};
+  if (absl::StartsWith(text, "#flagfile")) {
+    const size_t newline = text.find('\n');
+    const std::string path = FlagFilePath();
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        << (newline == std::string::npos ? "" : text.substr(newline + 1));
+    given.push_back("--flagfile=" + path);
+  } else if (!text.empty()) {
+    for (absl::string_view line : absl::StrSplit(text, '\n')) given.emplace_back(line);
   }
-  std::vector<char*> argv;
-  for (std::string& argument : arguments) argv.push_back(argument.data());
-  argv.push_back(nullptr);
+  const absl::StatusOr<std::vector<std::string>> expanded = kiln::ExpandCommandLine(given, SamePath);
+  if (!expanded.ok()) {
+    KILN_FUZZ_CHECK(expanded.status().code() == absl::StatusCode::kInvalidArgument, expanded.status().ToString());
+    return 0;
+  }
+  std::vector<std::string> arguments = *expanded;
+  std::vector<char*> argv = kiln::ArgvOf(arguments);
   const int argc = static_cast<int>(arguments.size());
 
   static const kiln::FlagRestorer* const flags = new kiln::FlagRestorer();

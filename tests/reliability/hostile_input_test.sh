@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Hostile input through the real //trainer:fit binary, one check per class of failure (README, "Reliability"):
+#  1. runs never lose each other's data: two fits started at once in one folder get two complete run folders, and a
+#     resume from another run's checkpoint (or from a moved folder) writes where this run's flags say and leaves the
+#     other run's files byte for byte;
+#  2. inputs too large for memory are errors (exit 2), never aborts;
+#  3. flag files, variables and arguments after "--" meet the command line's checks: one error line, exit 2;
+#  4. data in other encodings or line endings, and NaN labels, are read right or refused, never misread;
+#  5. outputs that cannot be written are refused before training (exit 2), and a symbolic link is written through.
+set -uo pipefail
+fit=$PWD/trainer/fit
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/hostile.XXXXXX")
+cd "$work" || exit 1
+quick=(--max_epochs=2 --num_train=256 --num_val=64 --enable_progress_bar=false --num_workers=0)
+failures=0
+fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+
+# refused NAME EXPECTED ARGS...: fit must exit 2 with exactly one "error:" line containing EXPECTED, write nothing
+# under the run's root, and train nothing.
+refused() {
+  local name=$1 expected=$2
+  shift 2
+  rm -rf "$work/untouched"
+  "$fit" "${quick[@]}" --default_root_dir="$work/untouched" "$@" >"$work/$name.log" 2>&1
+  local code=$?
+  local errors
+  errors=$(grep -c '^error: ' "$work/$name.log")
+  echo "$name: exit $code; $(grep -m1 '^error: ' "$work/$name.log" | cut -c1-160)"
+  [[ $code -eq 2 ]] || fail "$name: exit status $code, not 2 (last line: $(tail -1 "$work/$name.log" | cut -c1-200))"
+  [[ $errors -eq 1 ]] || fail "$name: $errors error lines, not 1"
+  grep -qF -- "$expected" "$work/$name.log" || fail "$name: no '$expected' in: $(grep -m1 error "$work/$name.log")"
+  grep -q '^Trained on' "$work/$name.log" && fail "$name: it trained"
+  [[ ! -e "$work/untouched" ]] || fail "$name: it wrote $(find "$work/untouched" | head -3 | tr '\n' ' ')"
+}
+
+# --- 1. Data loss ---------------------------------------------------------------------------------------------
+for attempt in 1 2 3; do
+  rm -rf same
+  "$fit" "${quick[@]}" --default_root_dir=same --seed=1 >"same-a.log" 2>&1 &
+  "$fit" "${quick[@]}" --default_root_dir=same --seed=2 >"same-b.log" 2>&1 &
+  wait
+  versions=$(ls same/lightning_logs | tr '\n' ' ')
+  [[ "$versions" == "version_0 version_1 " ]] || fail "attempt $attempt: two runs at once made: $versions"
+  for v in 0 1; do
+    rows=$(grep -c '' "same/lightning_logs/version_$v/metrics.csv")
+    seeds=$(grep -c '^seed:' "same/lightning_logs/version_$v/hparams.yaml")
+    [[ -f "same/lightning_logs/version_$v/checkpoints/epoch=1-step=8.ckpt" ]] || fail "version_$v lost its checkpoint"
+    [[ $seeds -eq 1 ]] || fail "version_$v's hparams.yaml holds $seeds seeds"
+    # One header, and per epoch: 8 steps logged every 50 (none), one validation row and one epoch row: 5 lines.
+    [[ $rows -eq 5 ]] || fail "version_$v/metrics.csv has $rows lines, not 5 (rows of two runs mixed?)"
+  done
+  [[ $(grep -h '^seed:' same/lightning_logs/version_*/hparams.yaml | sort -u | wc -l) -eq 2 ]] ||
+    fail "attempt $attempt: the two folders are not the two runs"
+done
+echo "two runs at once: two complete run folders, 3 of 3 attempts"
+
+"$fit" "${quick[@]}" --default_root_dir=A >A.log 2>&1 || fail "run A failed"
+(cd A && find . -type f -exec sha256sum {} + | sort) >A.before
+"$fit" "${quick[@]}" --max_epochs=4 --default_root_dir=B \
+  --ckpt_path=A/lightning_logs/version_0/checkpoints/last.ckpt >B.log 2>&1 || fail "resuming A into B failed"
+(cd A && find . -type f -exec sha256sum {} + | sort) >A.after
+cmp -s A.before A.after || fail "resuming A's checkpoint into B changed A: $(diff A.before A.after | head -3)"
+[[ -f B/lightning_logs/version_0/checkpoints/epoch=3-step=16.ckpt ]] || fail "B has no checkpoint of its own"
+echo "a resume from another run's checkpoint wrote only under its own --default_root_dir"
+
+mv A moved
+"$fit" "${quick[@]}" --max_epochs=3 --default_root_dir=moved --ckpt_path=last >moved.log 2>&1 ||
+  fail "resuming a moved folder failed"
+[[ ! -e A ]] || fail "resuming the moved folder recreated the old one: $(find A | head -3)"
+[[ -f moved/lightning_logs/version_1/checkpoints/epoch=2-step=12.ckpt ]] || fail "the moved run wrote no checkpoint"
+echo "a moved run folder resumes in its new place"
+
+# --- 2. Inputs too large -----------------------------------------------------------------------------------
+memory_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+truncate -s "$((memory_kib * 2))K" larger-than-memory.csv  # Sparse: costs no disk.
+refused larger-than-memory "larger-than-memory.csv (" --data=larger-than-memory.csv
+refused num-workers "--num_workers='2147483647' is not valid; pass an int in [0, 256]" --num_workers=2147483647
+refused num-train "--data=synthetic with --num_train=9223372036854775807" --num_train=9223372036854775807
+refused num-classes "needs more bytes than 64 bits count" --num_classes=4611686018427387904
+refused num-val "--num_val=100000000000" --num_val=100000000000
+refused hidden-sizes "cannot build the mlp model" --hidden_sizes=20000000,20000000
+# A gzip file that inflates past what memory holds, under an address-space limit (ulimit -v) that makes that small:
+# refused by the inflation bound, or by the allocation guard when the bound left too little for parsing; either way
+# exit 2 and an error naming the file. The file itself is about 3 MiB.
+python3 -c "
+import zlib
+c = zlib.compressobj(9, zlib.DEFLATED, 31)
+row = b'1,2,3,4,5,6,7,8,0\n' * 65536
+with open('bomb.csv.gz', 'wb') as out:
+    for _ in range(1200):
+        out.write(c.compress(row))
+    out.write(c.flush())
+"
+(ulimit -v 3000000; refused gzip-bomb "bomb.csv.gz" --data=bomb.csv.gz) >gzip-bomb.out
+cat gzip-bomb.out
+grep -q '^FAIL' gzip-bomb.out && failures=$((failures + 1))
+
+# --- 3. Flag sources --------------------------------------------------------------------------------------
+printf -- '--max_epochs=ten\n' >bad-value.flags
+printf -- '--max_epoch=3\n' >unknown.flags
+printf -- '# a comment\n\n  --max_epochs=1  \n--log_every_n_steps=2\n' >good.flags
+refused flagfile-value "--max_epochs='ten' is not valid; pass an integer" --flagfile=bad-value.flags
+refused flagfile-unknown "unknown flag --max_epoch; did you mean --max_epochs?" --flagfile=unknown.flags
+refused flagfile-missing "--flagfile=missing.flags: No such file or directory" --flagfile=missing.flags
+refused flagfile-dev-zero "--flagfile=/dev/zero is not a regular file" --flagfile=/dev/zero
+FLAGS_max_epochs=abc refused fromenv-value "--max_epochs='abc' is not valid" --fromenv=max_epochs
+refused fromenv-unset "FLAGS_seed is not set" --fromenv=seed
+refused after-separator "unexpected argument '--max_epochs=1' after '--'" -- --max_epochs=1
+refused undefok "--undefok is not accepted" --undefok=frobnicate
+"$fit" "${quick[@]}" --default_root_dir=flags --flagfile=good.flags --summary_json=flags.json >flags.log 2>&1 ||
+  fail "a good flag file was refused: $(grep error flags.log)"
+grep -q '"epochs": 1,' flags.json || fail "the flag file's --max_epochs=1 was not applied"
+
+# --- 4. Bad data -------------------------------------------------------------------------------------------
+printf '\xef\xbb\xbf1,2,0\n3,4,1\n5,6,0\n7,8,1\n9,10,0\n' >bom.csv
+"$fit" "${quick[@]}" --data=bom.csv --val_fraction=0.2 --default_root_dir=bom >bom.log 2>&1 || fail "bom.csv failed"
+grep -q '^Data: bom.csv: 4 training and 1 validation rows' bom.log ||
+  fail "a byte-order mark lost a row: $(grep '^Data' bom.log)"
+printf '\xef\xbb\xbfx,y,label\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n' >bom-header.csv
+"$fit" "${quick[@]}" --data=bom-header.csv --label_column=label --default_root_dir=bom >bom-header.log 2>&1 ||
+  fail "a byte-order mark hid the header name 'label': $(grep error bom-header.log)"
+printf 'x,y,label\r1,2,0\r3,4,1\r5,6,0\r7,8,1\r9,10,1\r' >mac.csv
+"$fit" "${quick[@]}" --data=mac.csv --val_fraction=0.2 --default_root_dir=mac >mac.log 2>&1 || fail "mac.csv failed"
+grep -q '^Data: mac.csv: 4 training and 1 validation rows' mac.log || fail "CR line ends: $(grep '^Data' mac.log)"
+printf '1,2,0\n3,4,1\n5,6,nan\n7,8,1\n' >nan-label.csv
+refused nan-label "nan-label.csv:3: label 'nan' (column 3, 'column_2') is not a finite number" --data=nan-label.csv
+printf 'caf\xe9,b,label\n1,2,0\n3,4,1\n' >latin1.csv
+refused latin1 "latin1.csv:1: byte 4 of the line (0xE9) is not UTF-8" --data=latin1.csv
+printf 'a,b,label\n1,2,0\n3,4,1\n' | iconv -f UTF-8 -t UTF-16 >utf16.csv
+refused utf16 "utf16.csv is UTF-16 text" --data=utf16.csv
+
+# --- 5. Output locations -------------------------------------------------------------------------------------
+echo x >a-file
+refused root-is-file "'$work/a-file' is a file, not a folder" --default_root_dir="$work/a-file"
+refused root-read-only "cannot create anything in '/proc'" --default_root_dir=/proc/kiln-runs
+refused root-too-long "more than the file system's" --default_root_dir="$work/$(printf 'n%.0s' {1..300})"
+mkdir -p a-folder
+refused summary-is-folder "--summary_json=$work/a-folder: it is a folder" --summary_json="$work/a-folder"
+refused predictions-is-folder "--predictions=$work/a-folder: it is a folder" \
+  --mode=predict --ckpt_path="$work/B/lightning_logs/version_0/checkpoints/last.ckpt" --predictions="$work/a-folder"
+echo '{}' >target.json
+ln -s target.json link.json
+"$fit" "${quick[@]}" --default_root_dir=linked --summary_json=link.json >link.log 2>&1 || fail "link.json run failed"
+[[ -L link.json ]] || fail "the symbolic link --summary_json was replaced by a file"
+grep -q '"mode": "fit"' target.json || fail "the summary was not written through the link"
+
+if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
+echo "every hostile input held: nothing lost, nothing aborted, bad input refused before training"
