@@ -78,7 +78,11 @@ std::string FlagsHelp(const std::string& usage, const std::vector<FlagGroup>& gr
       absl::StrAppend(&out, "  --", flag->Name(), "=", Default(*flag), "\n", Wrap(flag->Help(), kIndent));
     }
   }
-  absl::StrAppend(&out, "\nBoolean flags also take the forms --flag and --noflag.\n");
+  absl::StrAppend(&out,
+                  "\nBoolean flags also take the forms --flag and --noflag. Flags may also come from\n"
+                  "--flagfile=FILE (one --name=value per line, '#' comments; at most 1 MiB) and from\n"
+                  "--fromenv=name,... (the variable FLAGS_name; --tryfromenv skips unset ones); they are\n"
+                  "checked like the command line's.\n");
   return out;
 }
 

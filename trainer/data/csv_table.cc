@@ -165,7 +165,14 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view raw_text, const std::string&
   } else {
     label_by_name = true;
     for (int64_t i = 0; i < width; ++i) {
-      if (first.values[i] == options.label_column) label_index = i;
+      if (first.values[i] != options.label_column) continue;
+      if (label_index >= 0) {  // Which one the user meant cannot be told.
+        return absl::InvalidArgumentError(absl::StrCat(
+            "label column '", options.label_column, "' appears twice in the header of ", source, " (columns ",
+            label_index + 1, " and ", i + 1, "); rename one, or pass the label column's index (e.g. ",
+            label_index, ")"));
+      }
+      label_index = i;
     }
     if (label_index < 0) {
       std::vector<std::string> names(first.values.begin(), first.values.end());

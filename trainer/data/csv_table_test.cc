@@ -199,6 +199,15 @@ TEST(CsvTableTest, ANonFiniteAmongNumericLabelsIsAnError) {
   EXPECT_EQ(text->class_names, (std::vector<std::string>{"cat", "dog", "nan"}));
 }
 
+TEST(CsvTableTest, ALabelNameTwiceInTheHeaderIsAnError) {
+  absl::StatusOr<CsvTable> table = ParseCsv("label,x,label\n0,1,1\n1,2,0\n", "t.csv", {.label_column = "label"});
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.status().message().find("label column 'label' appears twice in the header of t.csv (columns 1 and 3)"),
+            std::string::npos)
+      << table.status();
+  EXPECT_TRUE(ParseCsv("label,x,label\n0,1,1\n1,2,0\n", "t.csv", {.label_column = "2"}).ok()) << "by index";
+}
+
 TEST(CsvTableTest, AFileLargerThanTheBudgetIsRefusedBeforeItIsRead) {
   // What it inflates to counts, not the compressed size: 4 MiB of rows in a gzip file of a few KiB.
   std::string rows;

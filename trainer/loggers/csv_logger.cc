@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "trainer/loggers/atomic_file.h"
 #include "trainer/loggers/hparams_yaml.h"
 
 namespace kiln {
@@ -37,16 +38,20 @@ absl::Status CsvLogger::log_hyperparams(const std::map<std::string, std::string>
 
 absl::Status CsvLogger::WriteRows(const std::vector<Row>& rows, bool rewrite) {
   const std::string path = metrics_file();
-  std::ofstream file(path, rewrite ? std::ios::trunc : std::ios::app);
-  if (rewrite) file << absl::StrJoin(keys_, ",") << "\n";
+  std::string text;
+  if (rewrite) absl::StrAppend(&text, absl::StrJoin(keys_, ","), "\n");
   for (const Row& row : rows) {
     std::vector<std::string> cells;
     for (const std::string& key : keys_) {
       auto found = row.find(key);
       cells.push_back(found == row.end() ? "" : found->second);
     }
-    file << absl::StrJoin(cells, ",") << "\n";
+    absl::StrAppend(&text, absl::StrJoin(cells, ","), "\n");
   }
+  // A wider header rewrites the whole file: atomically, so that a kill in the middle leaves the old file whole.
+  if (rewrite) return WriteFileAtomically(path, text);
+  std::ofstream file(path, std::ios::app);
+  file << text;
   file.flush();
   if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
