@@ -39,7 +39,9 @@ void TensorDataLoader::set_epoch(int64_t epoch) {
   } else {
     order = at::arange(n, at::TensorOptions().dtype(at::kLong));
   }
-  if (world_size_ > 1) {
+  if (world_size_ > 1 && !options_.even_shards) {
+    order = order.slice(0, rank_, n, world_size_);
+  } else if (world_size_ > 1) {
     // PyTorch's DistributedSampler: pad by repeating the first examples, or trim, to a multiple of world_size.
     const int64_t total = options_.drop_last ? (n / world_size_) * world_size_
                                              : ((n + world_size_ - 1) / world_size_) * world_size_;

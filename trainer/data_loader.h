@@ -28,8 +28,11 @@ class DataLoader {
   // Batch `index` (0 <= index < num_batches()) of the current epoch. May throw c10::Error on bad tensors.
   virtual Batch get_batch(int64_t index) = 0;
   // Makes this loader yield only process `rank`'s share of each epoch, out of `world_size` processes, as
-  // PyTorch's DistributedSampler does: every rank gets the same number of batches (the epoch's examples are padded
-  // by repeating the first ones, or trimmed with drop_last). Called by distributed strategies before the first
+  // PyTorch's DistributedSampler does: rank r takes examples r, r + world_size, r + 2 x world_size, ... of the
+  // epoch's order. A training loader gives every rank the same number of batches (the epoch's examples are padded
+  // by repeating the first ones, or trimmed with drop_last); an evaluation loader may give each example once
+  // instead (TensorDataLoaderOptions::even_shards), so that metrics and predictions over the ranks are one
+  // process's. Called by distributed strategies before the first
   // epoch. The default refuses: a loader that cannot be sharded would silently train every rank on all the data.
   virtual absl::Status set_shard(int rank, int world_size) {
     if (world_size == 1) return absl::OkStatus();
@@ -43,6 +46,11 @@ struct TensorDataLoaderOptions {
   bool shuffle = false;
   bool drop_last = false;
   uint64_t seed = 0;
+  // With several processes: true, PyTorch's DistributedSampler (every shard the same size, by repeating the first
+  // examples), which training needs so that every rank takes the same number of steps; false, every example exactly
+  // once (shards differ by one at most), which evaluation needs so that its metrics over all ranks equal one
+  // process's (Lightning pads there too, and its validation metrics then depend on the number of processes).
+  bool even_shards = true;
 };
 
 // Batches of in-memory tensors (first dimension: examples).

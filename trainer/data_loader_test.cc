@@ -23,6 +23,19 @@ TEST(TensorDataLoaderTest, DropLast) {
   EXPECT_EQ(loader.num_batches(), 2);
 }
 
+TEST(TensorDataLoaderTest, ShardsPadForTrainingAndHoldEachExampleOnceForEvaluation) {
+  // 5 examples over 2 ranks: training pads to 6 (example 0 twice), evaluation splits 3 + 2.
+  const auto shard = [](bool even, int rank) {
+    TensorDataLoader loader(Range(5), Range(5), {.batch_size = 8, .even_shards = even});
+    EXPECT_TRUE(loader.set_shard(rank, 2).ok());
+    return loader.get_batch(0).target;
+  };
+  EXPECT_TRUE(shard(true, 0).equal(at::tensor({0, 2, 4}, at::kLong)));
+  EXPECT_TRUE(shard(true, 1).equal(at::tensor({1, 3, 0}, at::kLong)));
+  EXPECT_TRUE(shard(false, 0).equal(at::tensor({0, 2, 4}, at::kLong)));
+  EXPECT_TRUE(shard(false, 1).equal(at::tensor({1, 3}, at::kLong)));
+}
+
 TEST(TensorDataLoaderTest, ShufflesAsAFunctionOfSeedAndEpoch) {
   const auto epoch_order = [](uint64_t seed, int64_t epoch) {
     TensorDataLoader loader(Range(32), Range(32), {.batch_size = 32, .shuffle = true, .seed = seed});

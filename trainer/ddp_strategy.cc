@@ -1,5 +1,6 @@
 #include "trainer/ddp_strategy.h"
 
+#include <algorithm>
 #include <exception>
 #include <stdexcept>
 #include <vector>
@@ -145,6 +146,30 @@ at::Tensor DDPStrategy::ReduceMean(const at::Tensor& value) {
     std::vector<at::Tensor> tensors = {value.detach().to(at::kCPU, at::kDouble).clone()};
     process_group_->allreduce(tensors)->wait();
     return (tensors[0] / world_size_).to(value.device(), value.scalar_type());
+  });
+}
+
+std::vector<at::Tensor> DDPStrategy::AllGather(const at::Tensor& value) {
+  TORCH_CHECK(value.dim() >= 1, "AllGather needs a tensor with a first dimension, got a scalar");
+  return Collective("gathering values from every rank", [&] {
+    const at::Tensor local = value.detach().to(at::kCPU).contiguous();
+    // The first dimensions first, then every value padded to the longest, then trimmed back.
+    std::vector<at::Tensor> size = {at::scalar_tensor(local.size(0), at::kLong)};
+    std::vector<std::vector<at::Tensor>> sizes(1);
+    for (int r = 0; r < world_size_; ++r) sizes[0].push_back(at::empty_like(size[0]));
+    process_group_->allgather(sizes, size)->wait();
+    int64_t longest = 0;
+    for (const at::Tensor& s : sizes[0]) longest = std::max(longest, s.item<int64_t>());
+    std::vector<int64_t> shape = local.sizes().vec();
+    shape[0] = longest;
+    std::vector<at::Tensor> input = {at::zeros(shape, local.options())};
+    input[0].slice(0, 0, local.size(0)).copy_(local);
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < world_size_; ++r) output[0].push_back(at::empty_like(input[0]));
+    process_group_->allgather(output, input)->wait();
+    std::vector<at::Tensor> values;
+    for (int r = 0; r < world_size_; ++r) values.push_back(output[0][r].slice(0, 0, sizes[0][r].item<int64_t>()));
+    return values;
   });
 }
 

@@ -56,6 +56,7 @@ class DDPStrategy final : public Strategy {
   void Backward(const at::Tensor& loss, bool sync_gradients) override;
   void OptimizerStep(torch::optim::Optimizer& optimizer) override;
   at::Tensor ReduceMean(const at::Tensor& value) override;
+  std::vector<at::Tensor> AllGather(const at::Tensor& value) override;
   bool ReduceAny(bool decision) override;
   bool is_global_zero() const override { return global_rank_ == 0; }
   int global_rank() const override { return global_rank_; }

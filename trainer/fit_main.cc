@@ -239,6 +239,7 @@ int RunValidate(const FitConfig& config, LoadedData& data, SupervisedModule& mod
     std::cerr << "error: " << metrics.status().message() << std::endl;
     return kExitFailed;
   }
+  if (!trainer.is_global_zero()) return 0;  // The metrics are every rank's; rank zero alone reports them.
   if (!config.outputs.summary_json.empty()) {
     JsonObject json;
     json.AddString("mode", "validate")
@@ -264,6 +265,7 @@ int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& mode
     std::cerr << "error: " << predictions.status().message() << std::endl;
     return kExitFailed;
   }
+  if (!trainer.is_global_zero()) return 0;  // Every rank holds every prediction; rank zero alone writes them.
   absl::StatusOr<std::string> csv = PredictionsCsv(*predictions, data.task, data.class_names);
   if (!csv.ok()) {
     std::cerr << "error: " << csv.status().message() << std::endl;

@@ -15,6 +15,7 @@ void MetricCollector::Log(const std::string& name, const at::Tensor& value, cons
   if (on_step) {
     const std::string step_name = on_epoch ? name + "_step" : name;
     step_values_[step_name] = scalar;
+    step_sync_dist_[step_name] = options.sync_dist;
     if (options.prog_bar) latest_progress_[name] = scalar;
   }
   if (on_epoch) {
@@ -33,6 +34,33 @@ double MetricCollector::Accumulator::Mean() const {
   return (stacked * weight).sum().item<double>() / static_cast<double>(count);
 }
 
+std::map<std::string, MetricCollector::EpochTotal> MetricCollector::SyncedEpochTotals() const {
+  std::map<std::string, EpochTotal> totals;
+  for (const auto& [name, accumulator] : epoch_) {
+    if (!accumulator.sync_dist || accumulator.count == 0) continue;
+    const double mean = accumulator.Mean();
+    totals[name] = {mean * static_cast<double>(accumulator.count), static_cast<double>(accumulator.count)};
+  }
+  return totals;
+}
+
+MetricMap MetricCollector::SyncedStepValues() const {
+  MetricMap values;
+  for (const auto& [name, value] : step_values_) {
+    if (auto found = step_sync_dist_.find(name); found != step_sync_dist_.end() && found->second) {
+      values[name] = value.item<double>();
+    }
+  }
+  return values;
+}
+
+bool MetricCollector::HasSyncedStepValues() const {
+  for (const auto& [name, synced] : step_sync_dist_) {
+    if (synced && step_values_.count(name) > 0) return true;
+  }
+  return false;
+}
+
 MetricMap MetricCollector::StepMetrics() const {
   MetricMap metrics;
   for (const auto& [name, value] : step_values_) metrics[name] = value.item<double>();
@@ -42,6 +70,7 @@ MetricMap MetricCollector::StepMetrics() const {
 MetricMap MetricCollector::TakeStepMetrics() {
   MetricMap metrics = StepMetrics();
   step_values_.clear();
+  step_sync_dist_.clear();
   return metrics;
 }
 

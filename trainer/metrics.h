@@ -24,7 +24,9 @@ struct LogOptions {
   bool prog_bar = false;           // Show in the progress bar.
   std::optional<bool> on_step;     // Unset: true in training, false elsewhere.
   std::optional<bool> on_epoch;    // Unset: false in training, true elsewhere.
-  bool sync_dist = false;          // Average across processes before recording (the strategy reduces).
+  // Reduce across processes before recording: epoch values to the mean over every process's examples (weighted by
+  // batch size, as on one process), step values to the mean over processes (Lightning's sync_dist).
+  bool sync_dist = false;
 };
 
 using MetricMap = std::map<std::string, double>;
@@ -49,6 +51,19 @@ class MetricCollector {
   // The `sync_dist` flag for each name logged so far (the loop reduces those across processes).
   bool sync_dist(const std::string& name) const;
 
+  // What the loop reduces across processes, by metric name (as EpochMetrics and StepMetrics name them): for each
+  // epoch value logged with sync_dist, the batch-size-weighted sum of its values and the sum of the weights, so that
+  // the global mean weighs every example alike however the examples were split between processes; for each step
+  // value logged with sync_dist, the value.
+  struct EpochTotal {
+    double weighted_sum = 0;
+    double weight = 0;
+  };
+  std::map<std::string, EpochTotal> SyncedEpochTotals() const;
+  MetricMap SyncedStepValues() const;
+  // Whether any step value waiting to be read was logged with sync_dist (reads nothing from the device).
+  bool HasSyncedStepValues() const;
+
  private:
   // Logged values are kept as tensors and reduced when read: logging costs no arithmetic on the hot path.
   struct Accumulator {
@@ -61,6 +76,7 @@ class MetricCollector {
   };
   const bool training_;
   std::map<std::string, at::Tensor> step_values_;
+  std::map<std::string, bool> step_sync_dist_;  // By step name.
   std::map<std::string, at::Tensor> latest_progress_;
   std::map<std::string, Accumulator> epoch_;
   std::map<std::string, bool> sync_dist_;

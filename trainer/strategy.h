@@ -7,7 +7,7 @@
 // the resolved plan in Setup. One instance serves one trainer at a time.
 //
 // Collectives: every method that talks to other processes (Setup, Backward with sync, ReduceMean, ReduceAny,
-// Barrier, Teardown) must be called by every process in the same order.
+// AllGather, Barrier, Teardown) must be called by every process in the same order.
 //
 // Thread-safety: a strategy belongs to the loop thread.
 #ifndef KILN_TRAINER_STRATEGY_H_
@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "connector/plan.h"
@@ -43,6 +44,9 @@ class Strategy : public StrategyDescriptor {
   virtual at::Tensor ReduceMean(const at::Tensor& value) = 0;
   // True when `decision` is true in any process (Lightning's reduce_boolean_decision(all=False)).
   virtual bool ReduceAny(bool decision) = 0;
+  // Every process's `value`, in rank order, on the CPU. The values may differ in their first dimension (the other
+  // dimensions and the type must agree). With one process, {value}.
+  virtual std::vector<at::Tensor> AllGather(const at::Tensor& value) = 0;
   // True in the one process that logs, writes checkpoints and shows progress.
   virtual bool is_global_zero() const = 0;
   virtual int global_rank() const = 0;
@@ -64,6 +68,7 @@ class SingleDeviceStrategy final : public Strategy {
   void OptimizerStep(torch::optim::Optimizer& optimizer) override;
   at::Tensor ReduceMean(const at::Tensor& value) override { return value; }
   bool ReduceAny(bool decision) override { return decision; }
+  std::vector<at::Tensor> AllGather(const at::Tensor& value) override { return {value.cpu()}; }
   bool is_global_zero() const override { return true; }
   int global_rank() const override { return 0; }
   int world_size() const override { return 1; }

@@ -20,7 +20,8 @@ SyntheticClusters::SyntheticClusters(const SyntheticOptions& options) {
   auto [val_x, val_y] = make(options.num_val);
   train_ = std::make_shared<TensorDataLoader>(
       train_x, train_y, TensorDataLoaderOptions{options.batch_size, options.shuffle, false, options.seed});
-  val_ = std::make_shared<TensorDataLoader>(val_x, val_y, TensorDataLoaderOptions{options.batch_size, false, false, 0});
+  val_ = std::make_shared<TensorDataLoader>(
+      val_x, val_y, TensorDataLoaderOptions{.batch_size = options.batch_size, .even_shards = false});
 }
 
 }  // namespace kiln

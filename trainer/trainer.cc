@@ -306,6 +306,49 @@ absl::Status Trainer::FinishStrategy(absl::Status status) {
   return status;
 }
 
+MetricMap Trainer::GlobalMetrics(const MetricCollector& metrics, MetricMap local, bool steps) {
+  if (strategy_->world_size() <= 1) return local;
+  const std::map<std::string, MetricCollector::EpochTotal> totals = metrics.SyncedEpochTotals();
+  const MetricMap step_values = steps ? metrics.SyncedStepValues() : MetricMap();
+  if (totals.empty() && step_values.empty()) return local;
+  std::vector<double> packed;
+  for (const auto& [name, total] : totals) {
+    packed.push_back(total.weighted_sum);
+    packed.push_back(total.weight);
+  }
+  for (const auto& [name, value] : step_values) packed.push_back(value);
+  // The mean of the sums over the mean of the weights is the global weighted mean.
+  const at::Tensor mean = strategy_->ReduceMean(at::tensor(packed, at::TensorOptions().dtype(at::kDouble))).cpu();
+  const double* reduced = mean.data_ptr<double>();
+  size_t i = 0;
+  for (const auto& [name, total] : totals) {
+    if (local.count(name) > 0) local[name] = reduced[i] / reduced[i + 1];
+    i += 2;
+  }
+  for (const auto& [name, value] : step_values) {
+    if (local.count(name) > 0) local[name] = reduced[i];
+    ++i;
+  }
+  return local;
+}
+
+absl::Status Trainer::CheckNoEmptyShard(int64_t batches, absl::string_view what) {
+  if (strategy_->world_size() <= 1) return absl::OkStatus();
+  bool some_empty = false;
+  bool some_full = false;
+  absl::Status agreed = CallUser("agreeing on the batches of every rank", [&] {
+    some_empty = strategy_->ReduceAny(batches == 0);
+    some_full = strategy_->ReduceAny(batches > 0);
+  });
+  if (!agreed.ok()) return agreed;
+  if (some_empty && some_full) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " data has fewer batches than the ", strategy_->world_size(),
+        " processes (some ranks have none); give it at least one example per process, or run on fewer devices"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::SetupLoggers() {
   if (!is_global_zero() || options_.fast_dev_run > 0) return absl::OkStatus();  // Nothing is logged then.
   for (const auto& logger : options_.loggers) {
@@ -566,9 +609,17 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     if (step_now && !skip) {
       if (absl::Status stepped = OptimizerStep(model); !stepped.ok()) return stepped;
       // Step metrics stay tensors until something reads them: the loggers, now, or callback_metrics().
-      if (options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0 && is_global_zero() &&
-          !options_.loggers.empty()) {
+      // Values logged with sync_dist are reduced at the same steps on every rank, for rank zero to log.
+      const bool log_now = options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0 &&
+                           !options_.loggers.empty();
+      const bool reduce_now = log_now && strategy_->world_size() > 1 && metrics.HasSyncedStepValues();
+      if (log_now && (is_global_zero() || reduce_now)) {
         MetricMap step_metrics = metrics.StepMetrics();
+        if (reduce_now) {
+          status = CallUser("reducing sync_dist metrics",
+                            [&] { step_metrics = GlobalMetrics(metrics, std::move(step_metrics), /*steps=*/true); });
+          if (!status.ok()) return status;
+        }
         step_metrics["epoch"] = static_cast<double>(current_epoch_);
         log_metrics(step_metrics, global_step_);
       }
@@ -598,7 +649,10 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
   }
 
   Merge(callback_metrics_, metrics.StepMetrics());
-  MetricMap epoch_metrics = metrics.EpochMetrics();
+  MetricMap epoch_metrics;
+  status = CallUser("reducing sync_dist metrics",
+                    [&] { epoch_metrics = GlobalMetrics(metrics, metrics.EpochMetrics(), /*steps=*/false); });
+  if (!status.ok()) return status;
   Merge(callback_metrics_, epoch_metrics);
   for (size_t i = 0; i < optimizers_.schedulers.size(); ++i) {
     const SchedulerConfig& scheduler = optimizers_.schedulers[i];
@@ -615,11 +669,11 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     CallCallbacks([&](Callback& c) { c.on_train_epoch_end(*this, model); }, /*monitoring=*/false);
     model.on_train_epoch_end();
     model.set_metric_sink(nullptr, 0);
-    Merge(callback_metrics_, metrics.EpochMetrics());
+    epoch_metrics = GlobalMetrics(metrics, metrics.EpochMetrics(), /*steps=*/false);
+    Merge(callback_metrics_, epoch_metrics);
     CallCallbacks([&](Callback& c) { c.on_train_epoch_end(*this, model); }, /*monitoring=*/true);
   });
   if (!status.ok()) return status;
-  epoch_metrics = metrics.EpochMetrics();
   if (!epoch_metrics.empty()) {
     epoch_metrics["epoch"] = static_cast<double>(current_epoch_);
     log_metrics(epoch_metrics, global_step_);
@@ -667,6 +721,7 @@ absl::Status Trainer::OptimizerStep(LightningModule& model) {
 absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoader& loader, int64_t limit,
                                                  Stage stage) {
   const bool validating = stage == Stage::kValidate;
+  if (absl::Status agreed = CheckNoEmptyShard(limit, validating ? "validation" : "test"); !agreed.ok()) return agreed;
   MetricCollector metrics(/*training=*/false);
   SinkGuard sink_guard(model);
   model.eval();
@@ -688,12 +743,9 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
   });
   if (!status.ok()) return status;
   MetricMap result = metrics.EpochMetrics();
-  Merge(result, metrics.TakeStepMetrics());
-  status = CallUser("reducing sync_dist metrics", [&] {
-    for (auto& [name, value] : result) {
-      if (metrics.sync_dist(name)) value = strategy_->ReduceMean(at::scalar_tensor(value, at::kDouble)).item<double>();
-    }
-  });
+  Merge(result, metrics.StepMetrics());
+  status = CallUser("reducing sync_dist metrics",
+                    [&] { result = GlobalMetrics(metrics, std::move(result), /*steps=*/true); });
   if (!status.ok()) return status;
   if (!sanity_checking_) {
     Merge(callback_metrics_, result);
@@ -806,6 +858,7 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
   if (absl::Status sharded = ShardLoaders({loader.get()}); !sharded.ok()) return sharded;
   absl::StatusOr<int64_t> limit = options_.limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
   if (!limit.ok()) return limit.status();
+  if (absl::Status agreed = CheckNoEmptyShard(*limit, "predict"); !agreed.ok()) return agreed;
   std::vector<at::Tensor> predictions;
   model.eval();
   status = CallUser("predict_step", [&] {
@@ -818,7 +871,24 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
     }
   });
   if (!status.ok()) return status;
-  return predictions;
+  if (strategy_->world_size() <= 1 || predictions.empty()) return predictions;  // Empty: on every rank.
+  // Every rank gets every prediction, in the data's order: rank r predicted examples r, r + W, r + 2W, ... (the
+  // DataLoader::set_shard contract), so the gathered shards are interleaved back.
+  std::vector<at::Tensor> shards;
+  status = CallUser("gathering predictions", [&] {
+    shards = strategy_->AllGather(at::cat(predictions));
+  });
+  if (!status.ok()) return status;
+  int64_t total = 0;
+  for (const at::Tensor& shard : shards) total += shard.size(0);
+  const int64_t world = static_cast<int64_t>(shards.size());
+  std::vector<at::Tensor> rows;
+  rows.reserve(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) {
+    const at::Tensor& shard = shards[i % world];
+    if (i / world < shard.size(0)) rows.push_back(shard[i / world]);
+  }
+  return std::vector<at::Tensor>{at::stack(rows)};
 }
 
 }  // namespace kiln

@@ -137,7 +137,9 @@ class Trainer {
   // One pass over the val (test) loader; returns the epoch metrics.
   absl::StatusOr<MetricMap> validate(LightningModule& model, DataModule& data, const std::string& ckpt_path = "");
   absl::StatusOr<MetricMap> test(LightningModule& model, DataModule& data, const std::string& ckpt_path = "");
-  // predict_step over the predict loader, one tensor per batch (on the CPU).
+  // predict_step over the predict loader, one tensor per batch (on the CPU). With several processes, each predicts
+  // its shard and every rank gets one tensor with every process's predictions, in the data's order (one row per
+  // example when the loader shards each example once, as TensorDataLoader's evaluation loaders do).
   absl::StatusOr<std::vector<at::Tensor>> predict(LightningModule& model, DataModule& data,
                                                   const std::string& ckpt_path = "");
 
@@ -185,6 +187,13 @@ class Trainer {
   absl::Status SetupStrategy(LightningModule& model);
   // Ends what SetupStrategy started: waits for (or, after a failure, stops) the other local processes.
   absl::Status FinishStrategy(absl::Status status);
+  // `local` with every value logged with sync_dist replaced by its value over all processes (metrics.h): epoch
+  // values weighted by each process's examples, and, with `steps`, step values averaged. One collective for all of
+  // them; every rank calls it at the same point. Throws when the collective fails.
+  MetricMap GlobalMetrics(const MetricCollector& metrics, MetricMap local, bool steps);
+  // With several processes, an error on every rank when some have `batches` 0 and others not (`what` names the
+  // data): those would have nothing to gather or reduce while the others wait.
+  absl::Status CheckNoEmptyShard(int64_t batches, absl::string_view what);
   // Logger::setup on global rank zero (the loggers claim their folders), unless fast_dev_run.
   absl::Status SetupLoggers();
   absl::Status ShardLoaders(std::initializer_list<DataLoader*> loaders);

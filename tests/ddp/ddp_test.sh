@@ -94,6 +94,49 @@ grep -q "^error: rank 0 of 2 could not meet the other ranks at 127.0.0.1:$port w
   fail "unclear message: $(grep error "$work/alone.log")"
 [[ $elapsed -lt 30 ]] || fail "took ${elapsed}s with a 3 s timeout"
 
+echo "== validation metrics are over every rank: one checkpoint validated with 1, 2 and 3 processes"
+# 101 validation examples in batches of 16 split unevenly over 2 and 3 processes (51+50, 34+34+33): the global
+# means weigh every example once, so they equal one process's to float rounding.
+val=(--num_val=101 --batch_size=16 --enable_progress_bar=false)
+$fit "${val[@]}" --max_epochs=1 --default_root_dir="$work/val" >"$work/val-train.log" 2>&1 ||
+  fail "the run to validate failed: $(tail -3 "$work/val-train.log")"
+checkpoint=$(last "$work/val")
+for devices in 1 2 3; do
+  $fit "${val[@]}" --mode=validate --ckpt_path="$checkpoint" --accelerator=cpu --devices=$devices \
+    --summary_json="$work/val$devices.json" >"$work/val$devices.log" 2>&1 ||
+    fail "validating with $devices processes failed: $(tail -3 "$work/val$devices.log")"
+done
+python3 - "$work" <<'PY' || fail "validation metrics depend on the number of processes"
+import json, sys
+work = sys.argv[1]
+runs = {n: json.load(open(f"{work}/val{n}.json"))["final_metrics"] for n in (1, 2, 3)}
+for n in (2, 3):
+    for name in ("val_loss", "val_acc"):
+        one, many = runs[1][name], runs[n][name]
+        print(f"{name}: 1 process {one:.9f}, {n} processes {many:.9f}")
+        if abs(one - many) > 1e-6 * max(1.0, abs(one)):
+            sys.exit(1)
+PY
+for devices in 1 2 3; do
+  $fit "${val[@]}" --mode=predict --ckpt_path="$checkpoint" --accelerator=cpu --devices=$devices \
+    --predictions="$work/predictions$devices.csv" >"$work/predict$devices.log" 2>&1 ||
+    fail "predicting with $devices processes failed: $(tail -3 "$work/predict$devices.log")"
+done
+[[ $(grep -c '' "$work/predictions1.csv") -eq 102 ]] || fail "1 process wrote $(grep -c '' "$work/predictions1.csv") lines"
+python3 - "$work" <<'PY' || fail "predictions depend on the number of processes (or rows were lost)"
+import csv, sys
+work = sys.argv[1]
+rows = {n: list(csv.reader(open(f"{work}/predictions{n}.csv"))) for n in (1, 2, 3)}
+for n in (2, 3):
+    print(f"{n} processes: {len(rows[n]) - 1} predictions, 1 process: {len(rows[1]) - 1}")
+    if len(rows[n]) != len(rows[1]):
+        sys.exit(1)
+    for one, many in zip(rows[1][1:], rows[n][1:]):
+        if one[:2] != many[:2] or any(abs(float(a) - float(b)) > 1e-5 for a, b in zip(one[2:], many[2:])):
+            print("differs:", one, many)
+            sys.exit(1)
+PY
+
 echo "== a master port in use is a clear error"
 port=$(free_port)
 python3 -c "import socket,time; s=socket.socket(); s.bind(('127.0.0.1', $port)); s.listen(); time.sleep(30)" &

@@ -48,15 +48,18 @@ absl::StatusOr<std::unique_ptr<TabularData>> TabularData::Create(CsvTable table,
     train_x = (train_x - data->mean_) / data->std_;
     val_x = (val_x - data->mean_) / data->std_;
   }
-  data->train_ = data->MakeLoader(train_x, table.labels.index_select(0, train_rows), options.shuffle);
-  if (num_val > 0) data->val_ = data->MakeLoader(val_x, table.labels.index_select(0, val_rows), false);
+  data->train_ = data->MakeLoader(train_x, table.labels.index_select(0, train_rows), /*training=*/true);
+  if (num_val > 0) data->val_ = data->MakeLoader(val_x, table.labels.index_select(0, val_rows), /*training=*/false);
   return data;
 }
 
-std::shared_ptr<DataLoader> TabularData::MakeLoader(at::Tensor inputs, at::Tensor targets, bool shuffle) const {
-  return std::make_shared<TensorDataLoader>(
-      std::move(inputs), std::move(targets),
-      TensorDataLoaderOptions{options_.batch_size, shuffle, /*drop_last=*/false, options_.seed});
+std::shared_ptr<DataLoader> TabularData::MakeLoader(at::Tensor inputs, at::Tensor targets, bool training) const {
+  // Evaluation and prediction see every example once, whatever the number of processes (data_loader.h).
+  return std::make_shared<TensorDataLoader>(std::move(inputs), std::move(targets),
+                                            TensorDataLoaderOptions{.batch_size = options_.batch_size,
+                                                                    .shuffle = training && options_.shuffle,
+                                                                    .seed = options_.seed,
+                                                                    .even_shards = training});
 }
 
 absl::Status TabularData::set_predict_features(const at::Tensor& features) {

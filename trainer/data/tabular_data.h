@@ -53,7 +53,7 @@ class TabularData final : public DataModule {
 
  private:
   TabularData() = default;
-  std::shared_ptr<DataLoader> MakeLoader(at::Tensor inputs, at::Tensor targets, bool shuffle) const;
+  std::shared_ptr<DataLoader> MakeLoader(at::Tensor inputs, at::Tensor targets, bool training) const;
 
   TabularDataOptions options_;
   int64_t num_features_ = 0;

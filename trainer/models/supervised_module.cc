@@ -34,20 +34,23 @@ at::Tensor SupervisedModule::Loss(const at::Tensor& outputs, const at::Tensor& t
 
 void SupervisedModule::LogEvaluation(const std::string& prefix, const at::Tensor& outputs, const at::Tensor& target) {
   const bool validating = prefix == "val";
-  log(prefix + "_loss", Loss(outputs, target), {.prog_bar = validating});
+  log(prefix + "_loss", Loss(outputs, target), {.prog_bar = validating, .sync_dist = true});
   if (options_.task == Task::kClassification) {
-    log(prefix + "_acc", outputs.argmax(1).eq(target).to(at::kFloat).mean(), {.prog_bar = validating});
+    log(prefix + "_acc", outputs.argmax(1).eq(target).to(at::kFloat).mean(),
+        {.prog_bar = validating, .sync_dist = true});
   } else {
-    log(prefix + "_mae", (outputs - target.to(outputs.scalar_type())).abs().mean(), {.prog_bar = validating});
+    log(prefix + "_mae", (outputs - target.to(outputs.scalar_type())).abs().mean(),
+        {.prog_bar = validating, .sync_dist = true});
   }
 }
 
 at::Tensor SupervisedModule::training_step(const Batch& batch, int64_t batch_idx) {
   at::Tensor outputs = Outputs(batch);
   at::Tensor loss = Loss(outputs, batch.target);
-  log("train_loss", loss, {.prog_bar = true, .on_step = true, .on_epoch = true});
+  log("train_loss", loss, {.prog_bar = true, .on_step = true, .on_epoch = true, .sync_dist = true});
   if (options_.task == Task::kClassification) {
-    log("train_acc", outputs.argmax(1).eq(batch.target).to(at::kFloat).mean(), {.on_step = false, .on_epoch = true});
+    log("train_acc", outputs.argmax(1).eq(batch.target).to(at::kFloat).mean(),
+        {.on_step = false, .on_epoch = true, .sync_dist = true});
   }
   return loss;
 }
