@@ -49,6 +49,8 @@ std::string SlurmEnvironment::RootNodeAddress(absl::string_view nodelist) {
 }
 
 absl::StatusOr<std::string> SlurmEnvironment::MainAddress() const {
+  // As Lightning's SLURMEnvironment: a MASTER_ADDR the user set wins (an empty one counts as unset).
+  if (const std::string address = environment_.Get("MASTER_ADDR").value_or(""); !address.empty()) return address;
   const std::string root = RootNodeAddress(environment_.Get("SLURM_NODELIST").value_or(""));
   return root.empty() ? "127.0.0.1" : root;
 }

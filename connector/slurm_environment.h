@@ -10,6 +10,7 @@
 //   SLURM_NTASKS_PER_NODE  processes per node; required when SLURM_NTASKS > 1, and must equal `devices`
 //   SLURM_NNODES           nodes in the job; must equal `num_nodes` when set
 //   SLURM_NODELIST         the job's hosts ("node[3-5],gpu7"); the first is the main address (default 127.0.0.1)
+//   MASTER_ADDR            overrides that address
 //   SLURM_JOB_ID           the main port is 15000 + its last four digits (12910 without a job id)
 //   MASTER_PORT            overrides that port
 // ValidateSettings gives Lightning's messages for `--ntasks` without `--ntasks-per-node`, and for devices or

@@ -78,6 +78,14 @@ TEST(SlurmEnvironmentTest, ReadsRanksAndAddress) {
   EXPECT_TRUE(environment.ValidateSettings(2, 4).ok());
 }
 
+TEST(SlurmEnvironmentTest, MasterAddrOverridesTheFirstNodeAsInLightning) {
+  Variables variables = Srun(4, 2, 5);
+  variables["MASTER_ADDR"] = "10.0.0.7";
+  EXPECT_EQ(*SlurmEnvironment(ProcessEnvironment::FromMap(variables)).MainAddress(), "10.0.0.7");
+  variables["MASTER_ADDR"] = "";  // Empty: unset.
+  EXPECT_EQ(*SlurmEnvironment(ProcessEnvironment::FromMap(variables)).MainAddress(), "gpu12");
+}
+
 struct PortCase {
   Variables variables;
   std::optional<int> port;  // nullopt: an error containing error_part.
