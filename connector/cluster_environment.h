@@ -51,6 +51,11 @@ class ClusterEnvironment {
   // error naming MASTER_PORT; a single-process run never needs it.
   virtual absl::StatusOr<std::optional<int>> MainPort() const = 0;
 
+  // Set when the launcher itself serves the rendezvous store at MainAddress:MainPort (torchrun's agent, which sets
+  // TORCHELASTIC_USE_AGENT_STORE=True): the prefix under which this attempt's processes share it. Every rank, rank 0
+  // included, then joins that store as a client instead of serving one. Unset (the default): rank 0 serves it.
+  virtual absl::StatusOr<std::optional<std::string>> LauncherStorePrefix() const { return std::nullopt; }
+
   // The number of processes across all devices and nodes.
   virtual absl::StatusOr<int> WorldSize() const = 0;
   // Lightning's `set_world_size`: the connector proposes devices x num_nodes. Environments whose scheduler decides

@@ -244,6 +244,8 @@ class Resolver {
     if (!main_address.ok()) return in_context(main_address.status());
     absl::StatusOr<std::optional<int>> main_port = cluster->MainPort();
     if (!main_port.ok()) return in_context(main_port.status());
+    absl::StatusOr<std::optional<std::string>> store_prefix = cluster->LauncherStorePrefix();
+    if (!store_prefix.ok()) return in_context(store_prefix.status());
 
     plan_.local_rank = *local_rank;
     plan_.node_rank = *node_rank;
@@ -251,6 +253,7 @@ class Resolver {
     plan_.global_rank = *global_rank;
     plan_.main_address = *std::move(main_address);
     plan_.main_port = *main_port;
+    plan_.launcher_store_prefix = *std::move(store_prefix);
     plan_.creates_processes_externally = cluster->CreatesProcessesExternally();
     for (std::string& warning : cluster->Warnings()) plan_.warnings.push_back(std::move(warning));
     return absl::OkStatus();

@@ -880,11 +880,11 @@ TEST_F(ConnectorTest, PlanAsJson) {
             "\"strategy\": \"ddp\", \"process_group_backend\": \"hccl\", \"precision\": \"32-true\", \"num_nodes\": 1, "
             "\"world_size\": 2, \"global_rank\": 0, \"local_rank\": 0, \"node_rank\": 0, \"cluster_environment\": "
             "\"lightning\", \"creates_processes_externally\": false, \"main_address\": \"127.0.0.1\", \"main_port\": "
-            "null}");
+            "null, \"launcher_store_prefix\": null}");
   plan = Resolve({.accelerator = "npu", .devices = 1}, {{"MASTER_ADDR", "a\"b"}, {"MASTER_PORT", "80"}});
   ASSERT_TRUE(plan.ok());
   EXPECT_THAT(plan->ToJson(), HasSubstr("\"process_group_backend\": null"));
-  EXPECT_THAT(plan->ToJson(), HasSubstr("\"main_address\": \"a\\\"b\", \"main_port\": 80}"));
+  EXPECT_THAT(plan->ToJson(), HasSubstr("\"main_address\": \"a\\\"b\", \"main_port\": 80, "));
 }
 
 }  // namespace

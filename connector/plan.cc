@@ -26,7 +26,8 @@ std::string Plan::ToJson() const {
       ", \"cluster_environment\": ", JsonString(cluster_environment),
       ", \"creates_processes_externally\": ", creates_processes_externally ? "true" : "false",
       ", \"main_address\": ", JsonString(main_address),
-      ", \"main_port\": ", main_port ? absl::StrCat(*main_port) : "null", "}");
+      ", \"main_port\": ", main_port ? absl::StrCat(*main_port) : "null",
+      ", \"launcher_store_prefix\": ", launcher_store_prefix ? JsonString(*launcher_store_prefix) : "null", "}");
   // clang-format on
 }
 

@@ -36,6 +36,9 @@ struct Plan {
   bool creates_processes_externally = false;  // A launcher started the processes; Kiln must start none.
   std::string main_address;                   // Where every process meets the main one.
   std::optional<int> main_port;               // Unset: whoever starts the processes picks a free port.
+  // Set when the launcher serves the store at main_address:main_port: every rank joins it under this prefix
+  // (ClusterEnvironment::LauncherStorePrefix).
+  std::optional<std::string> launcher_store_prefix;
   std::vector<std::string> warnings;          // Shown to the user once, in order.
   std::vector<std::string> notes;             // Informational lines (why "auto" skipped an accelerator), in order.
 

@@ -22,6 +22,14 @@ absl::StatusOr<std::optional<int>> TorchElasticEnvironment::MainPort() const {
   return port->value_or(kDefaultPort);
 }
 
+absl::StatusOr<std::optional<std::string>> TorchElasticEnvironment::LauncherStorePrefix() const {
+  // torch.distributed compares the text with "True" exactly; so does Kiln.
+  if (environment_.Get("TORCHELASTIC_USE_AGENT_STORE").value_or("") != "True") return std::nullopt;
+  absl::StatusOr<int> attempt = Required("TORCHELASTIC_RESTART_COUNT");
+  if (!attempt.ok()) return attempt.status();
+  return std::optional<std::string>(absl::StrCat("/worker/attempt_", *attempt));
+}
+
 absl::Status TorchElasticEnvironment::ValidateSettings(int num_devices, int num_nodes) const {
   absl::StatusOr<int> world_size = WorldSize();
   if (!world_size.ok()) return world_size.status();

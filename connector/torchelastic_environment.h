@@ -7,6 +7,9 @@
 //   GROUP_RANK   this node's rank (default 0)
 //   MASTER_ADDR  the main process's host (default 127.0.0.1, with Lightning's warning)
 //   MASTER_PORT  its port (default 12910, with Lightning's warning)
+//   TORCHELASTIC_USE_AGENT_STORE  "True" when torchrun's agent serves the store on MASTER_PORT (its default, static
+//                rendezvous); every rank then joins it as a client under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>",
+//                as torch.distributed's env:// rendezvous does
 // ValidateSettings: devices x num_nodes must equal WORLD_SIZE (Lightning's check and message).
 //
 // Thread-safety: immutable; safe to share.
@@ -31,6 +34,7 @@ class TorchElasticEnvironment final : public ClusterEnvironment {
   bool CreatesProcessesExternally() const override { return true; }
   absl::StatusOr<std::string> MainAddress() const override;
   absl::StatusOr<std::optional<int>> MainPort() const override;
+  absl::StatusOr<std::optional<std::string>> LauncherStorePrefix() const override;
   absl::StatusOr<int> WorldSize() const override { return Required("WORLD_SIZE"); }
   absl::StatusOr<int> GlobalRank() const override { return Required("RANK"); }
   absl::StatusOr<int> LocalRank() const override { return Required("LOCAL_RANK"); }

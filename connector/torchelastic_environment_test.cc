@@ -1,6 +1,7 @@
 #include "connector/torchelastic_environment.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,23 @@ TEST(TorchElasticEnvironmentTest, DetectsTorchrunByItsRunId) {
   // torch.distributed.launch without torchrun sets ranks but no run id: Kiln's own environment handles that.
   EXPECT_FALSE(TorchElasticEnvironment::Detect(
       ProcessEnvironment::FromMap({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}})));
+}
+
+TEST(TorchElasticEnvironmentTest, TheAgentsStoreIsJoinedUnderTheAttemptsPrefix) {
+  Variables variables = Torchrun(2, 0, 0, 0);
+  EXPECT_EQ(*TorchElasticEnvironment(ProcessEnvironment::FromMap(variables)).LauncherStorePrefix(), std::nullopt);
+  variables["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  variables["TORCHELASTIC_RESTART_COUNT"] = "3";
+  EXPECT_EQ(*TorchElasticEnvironment(ProcessEnvironment::FromMap(variables)).LauncherStorePrefix(),
+            "/worker/attempt_3");
+  variables["TORCHELASTIC_USE_AGENT_STORE"] = "False";  // --standalone and the c10d rendezvous: rank 0 serves.
+  EXPECT_EQ(*TorchElasticEnvironment(ProcessEnvironment::FromMap(variables)).LauncherStorePrefix(), std::nullopt);
+  variables["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  variables.erase("TORCHELASTIC_RESTART_COUNT");
+  const absl::StatusOr<std::optional<std::string>> missing =
+      TorchElasticEnvironment(ProcessEnvironment::FromMap(variables)).LauncherStorePrefix();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("TORCHELASTIC_RESTART_COUNT is not set"));
 }
 
 struct RankCase {

@@ -46,6 +46,9 @@ packages=(
   python3-protobuf         #   (with libprotobuf-dev's struct.proto, which libtorch-dev already pulls in); ~1 MB.
   python3-crcmod           # CRC-32C for that reader.
   chromium                 # Renders report.html headless in the report test; ~390 MB installed, 117 MB download.
+  # For the launcher tests (tests/ddp:launchers_test): torchrun comes with python3-torch.
+  openmpi-bin              # mpirun; ~10 MB download.
+  iproute2                 # ip netns: two hosts made of network namespaces.
 )
 if $torch2; then
   packages+=(

@@ -1,6 +1,15 @@
 #include "trainer/ddp_strategy.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <vector>
@@ -8,11 +17,14 @@
 #include "ATen/ATen.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "hal/compat/c10d.h"
+#include "torch/csrc/distributed/c10d/PrefixStore.hpp"
 #include "torch/csrc/distributed/c10d/ProcessGroupGloo.hpp"
 #include "torch/csrc/distributed/c10d/TCPStore.hpp"
 #include "torch/csrc/distributed/c10d/comm.hpp"
+#include "trainer/gloo_devices.h"
 #include "trainer/gradient_reducer.h"
 
 namespace kiln {
@@ -21,12 +33,54 @@ namespace {
 constexpr size_t kBroadcastBucketBytes = 250 * 1024 * 1024;  // PyTorch DDP's _sync_module_states bucket.
 constexpr size_t kFirstBucketBytes = 1024 * 1024;            // PyTorch DDP's _DEFAULT_FIRST_BUCKET_BYTES.
 
+constexpr char kJoinedKey[] = "kiln/ranks_joined";
+
 std::chrono::milliseconds Millis(absl::Duration duration) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(duration));
 }
 
-bool IsLoopback(const std::string& address) {
-  return address == "localhost" || absl::StartsWith(address, "127.") || address == "::1";
+// What is left until `deadline`, at least a millisecond (c10d treats 0 as "no timeout").
+std::chrono::milliseconds Remaining(absl::Time deadline) {
+  return std::max(std::chrono::milliseconds(1), Millis(deadline - absl::Now()));
+}
+
+// Waits until something accepts TCP connections at address:port, or the deadline passes. Each attempt is a
+// non-blocking connect bounded by the time left, so a host that drops packets cannot hold it past the deadline.
+absl::Status WaitForListener(const std::string& address, int port, absl::Time deadline) {
+  addrinfo hints = {};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int error = ::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found); error != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot resolve MASTER_ADDR '", address, "': ", gai_strerror(error)));
+  }
+  std::string last_error = "nothing answered";
+  while (true) {
+    for (addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
+      const int fd = ::socket(entry->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      int error = ::connect(fd, entry->ai_addr, entry->ai_addrlen) == 0 ? 0 : errno;
+      if (error == EINPROGRESS) {
+        pollfd poll_fd = {fd, POLLOUT, 0};
+        const int wait_ms = static_cast<int>(std::min<int64_t>(1000, Remaining(deadline).count()));
+        if (::poll(&poll_fd, 1, wait_ms) == 1) {
+          socklen_t length = sizeof(error);
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+        } else {
+          error = ETIMEDOUT;
+        }
+      }
+      ::close(fd);
+      if (error == 0) {
+        ::freeaddrinfo(found);
+        return absl::OkStatus();
+      }
+      last_error = absl::StrCat("connect to ", address, ":", port, ": ", std::strerror(error));
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ::freeaddrinfo(found);
+  return absl::DeadlineExceededError(absl::StrCat("rank 0's store never answered: ", last_error));
 }
 
 }  // namespace
@@ -75,14 +129,37 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     return status;
   }
 
+  // Every wait below shares one deadline, so that joining fails within the timeout, not once per phase.
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const bool launcher_store = plan.launcher_store_prefix.has_value();
+  const bool serves_store = !launcher_store && global_rank_ == 0;
+  if (!serves_store) {
+    // TCPStore's own connect is bounded by the kernel's SYN retries (minutes) for a host that does not answer.
+    if (absl::Status answered = WaitForListener(address, port, deadline); !answered.ok()) {
+      return NotMet(address, port, answered.message());
+    }
+  }
+
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(port);
-  store_options.isServer = global_rank_ == 0;
+  // torchrun's agent (its default, static rendezvous) already serves the store: every rank joins it as a client,
+  // under this attempt's prefix, as torch.distributed's env:// rendezvous does. Otherwise rank 0 serves it.
+  store_options.isServer = serves_store;
   store_options.numWorkers = static_cast<size_t>(world_size_);
-  store_options.waitWorkers = true;
-  store_options.timeout = Millis(options_.timeout);
+  store_options.waitWorkers = false;  // The check-in below waits, against the deadline.
+  store_options.timeout = Remaining(deadline);
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(address, store_options);
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
+    store_ = store;
+    if (launcher_store) store_ = c10::make_intrusive<c10d::PrefixStore>(*plan.launcher_store_prefix, store);
+    // Every rank checks in; Gloo then connects peers that are all there, so its own wait is short.
+    store_->add(kJoinedKey, 1);
+    for (int64_t joined = 0; (joined = store_->add(kJoinedKey, 0)) < world_size_;) {
+      if (absl::Now() >= deadline) {
+        return NotMet(address, port, absl::StrCat(joined, " of ", world_size_, " ranks joined"));
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
   } catch (const std::exception& e) {
     const std::string message = e.what();
     if (absl::StrContains(message, "ddress already in use")) {
@@ -93,11 +170,24 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     return NotMet(address, port, message);
   }
 
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  absl::StatusOr<std::vector<GlooDevice>> devices =
+      ChooseGlooDevices(address, ifname != nullptr ? ifname : "", HostFacts::Probe(address));
+  if (!devices.ok()) return devices.status();
   try {
     auto group_options = c10d::ProcessGroupGloo::Options::create(Millis(options_.timeout));
-    group_options->devices.push_back(IsLoopback(address)
-                                         ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                         : c10d::ProcessGroupGloo::createDefaultDevice());
+    for (const GlooDevice& device : *devices) {
+      try {
+        group_options->devices.push_back(device.is_interface
+                                             ? c10d::ProcessGroupGloo::createDeviceForInterface(device.name)
+                                             : c10d::ProcessGroupGloo::createDeviceForHostname(device.name));
+      } catch (const std::exception& e) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            device.is_interface ? "GLOO_SOCKET_IFNAME names the interface '" : "cannot use the address '",
+            device.name, "', which Gloo cannot use (", e.what(), "); pass an interface of this host (`ip -brief "
+            "address` lists them)"));
+      }
+    }
     process_group_ = compat::MakeGlooProcessGroup(store_, global_rank_, world_size_, group_options);
 
     // Every rank starts from rank 0's parameters and buffers.
@@ -174,7 +264,7 @@ std::vector<at::Tensor> DDPStrategy::AllGather(const at::Tensor& value) {
 }
 
 bool DDPStrategy::ReduceAny(bool decision) {
-  return Collective("agreeing on whether to stop", [&] {
+  return Collective("agreeing on a decision of every rank", [&] {
     std::vector<at::Tensor> tensors = {at::scalar_tensor(decision ? 1 : 0, at::kInt)};
     c10d::AllreduceOptions max;
     max.reduceOp = c10d::ReduceOp::MAX;
