@@ -5,6 +5,12 @@
 
 namespace kiln {
 
+std::vector<at::Tensor> Strategy::AllGather(const at::Tensor& value) {
+  TORCH_CHECK(world_size() == 1, "strategy '", name(), "' runs ", world_size(),
+              " processes but does not implement Strategy::AllGather, which predicting with several processes needs");
+  return {value.cpu()};
+}
+
 Batch MoveBatch(const Batch& batch, const c10::Device& device) {
   if (batch.input.device() == device && (!batch.target.defined() || batch.target.device() == device)) return batch;
   return {batch.input.to(device), batch.target.defined() ? batch.target.to(device) : at::Tensor()};

@@ -45,8 +45,10 @@ class Strategy : public StrategyDescriptor {
   // True when `decision` is true in any process (Lightning's reduce_boolean_decision(all=False)).
   virtual bool ReduceAny(bool decision) = 0;
   // Every process's `value`, in rank order, on the CPU. The values may differ in their first dimension (the other
-  // dimensions and the type must agree). With one process, {value}.
-  virtual std::vector<at::Tensor> AllGather(const at::Tensor& value) = 0;
+  // dimensions and the type must agree). With one process, {value}. The default serves one process and throws for
+  // more (naming the strategy), so that a strategy written before this method existed still builds; the trainer
+  // calls it only to gather predictions over several processes.
+  virtual std::vector<at::Tensor> AllGather(const at::Tensor& value);
   // True in the one process that logs, writes checkpoints and shows progress.
   virtual bool is_global_zero() const = 0;
   virtual int global_rank() const = 0;
