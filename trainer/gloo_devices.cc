@@ -46,6 +46,14 @@ HostFacts HostFacts::Probe(const std::string& main_address) {
     }
     ::freeaddrinfo(found);
   }
+  found = nullptr;
+  if (::getaddrinfo(main_address.c_str(), nullptr, &hints, &found) == 0) {
+    for (addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
+      const std::string text = AddressText(entry->ai_addr);
+      if (!text.empty()) facts.main_addresses.push_back(text);
+    }
+    ::freeaddrinfo(found);
+  }
   hints.ai_socktype = SOCK_DGRAM;
   found = nullptr;
   if (::getaddrinfo(main_address.c_str(), "9", &hints, &found) == 0 && found != nullptr) {
@@ -70,7 +78,11 @@ absl::StatusOr<std::vector<GlooDevice>> ChooseGlooDevices(const std::string& mai
     devices.push_back({.is_interface = true, .name = std::string(absl::StripAsciiWhitespace(interface))});
   }
   if (!devices.empty()) return devices;
-  if (IsLoopbackAddress(main_address)) return std::vector<GlooDevice>{{.name = "127.0.0.1"}};
+  const bool main_is_loopback =
+      IsLoopbackAddress(main_address) ||
+      (!host.main_addresses.empty() &&
+       std::all_of(host.main_addresses.begin(), host.main_addresses.end(), IsLoopbackAddress));
+  if (main_is_loopback) return std::vector<GlooDevice>{{.name = "127.0.0.1"}};
   const bool usable_name =
       !host.hostname.empty() && !host.hostname_addresses.empty() &&
       std::none_of(host.hostname_addresses.begin(), host.hostname_addresses.end(), IsLoopbackAddress);

@@ -1,7 +1,8 @@
 // Which network addresses Gloo's process group uses, chosen as PyTorch users expect, and safe on a default Debian
 // install, whose /etc/hosts maps the host's own name to the loopback address 127.0.1.1:
 //   1. GLOO_SOCKET_IFNAME (a comma-separated list of interfaces, as torch.distributed reads it): those interfaces.
-//   2. A loopback MASTER_ADDR (one machine): 127.0.0.1.
+//   2. A MASTER_ADDR that is, or resolves only to, a loopback address (one machine: "localhost", or the host's own
+//      name under SLURM on a default install): 127.0.0.1.
 //   3. This host's name, when it resolves to an address that is not loopback (PyTorch's default device).
 //   4. Otherwise the address of the interface that routes to MASTER_ADDR: PyTorch would bind the loopback address
 //      here, tell the other hosts to connect to it, and strand the run until its timeout.
@@ -28,8 +29,9 @@ struct HostFacts {
   std::string hostname;
   std::vector<std::string> hostname_addresses;  // What the host name resolves to (IPv4 and IPv6, as text).
   std::optional<std::string> route_address;     // The local address of the route to the main address.
+  std::vector<std::string> main_addresses;      // What the main address resolves to.
 
-  // gethostname, getaddrinfo on it, and the source address a UDP socket connected to `main_address` gets (no
+  // gethostname, getaddrinfo on it and on `main_address`, and the source address a UDP socket connected to `main_address` gets (no
   // packet is sent). Never fails: what cannot be found is left empty.
   static HostFacts Probe(const std::string& main_address);
 };

@@ -24,6 +24,10 @@ TEST(GlooDevicesTest, ChoosesAsTheRulesSay) {
   // One machine: loopback.
   EXPECT_EQ(Names(ChooseGlooDevices("127.0.0.1", "", debian)), Names_{"127.0.0.1"});
   EXPECT_EQ(Names(ChooseGlooDevices("localhost", "", resolvable)), Names_{"127.0.0.1"});
+  // A host name that resolves to loopback (SLURM's node list on a default install) is one machine too.
+  HostFacts single = debian;
+  single.main_addresses = {"127.0.1.1"};
+  EXPECT_EQ(Names(ChooseGlooDevices("node-b", "", single)), Names_{"127.0.0.1"});
   // A host name that resolves elsewhere: PyTorch's default.
   EXPECT_EQ(Names(ChooseGlooDevices("10.0.0.1", "", resolvable)), Names_{"node-b"});
   // A default Debian install: the host name is loopback; the route to MASTER_ADDR gives the address.
@@ -44,11 +48,13 @@ TEST(GlooDevicesTest, NoWayToReachTheOthersSaysWhatToSet) {
 }
 
 TEST(GlooDevicesTest, ProbesThisMachine) {
-  // Loopback routes to loopback on any machine, network or none.
-  const HostFacts facts = HostFacts::Probe("127.0.0.1");
+  // Loopback routes to loopback on any machine, network or none; "localhost" resolves to it.
+  const HostFacts facts = HostFacts::Probe("localhost");
   EXPECT_FALSE(facts.hostname.empty());
   ASSERT_TRUE(facts.route_address.has_value());
-  EXPECT_EQ(*facts.route_address, "127.0.0.1");
+  EXPECT_TRUE(IsLoopbackAddress(*facts.route_address)) << *facts.route_address;
+  ASSERT_FALSE(facts.main_addresses.empty());
+  for (const std::string& address : facts.main_addresses) EXPECT_TRUE(IsLoopbackAddress(address)) << address;
 }
 
 }  // namespace
