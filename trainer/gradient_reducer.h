@@ -2,7 +2,8 @@
 // the backward pass has produced all of its gradients, so that communication overlaps with the rest of backward.
 //
 // This is the scheme of PyTorch's DDP (c10d::Reducer). Debian's LibTorch ships c10d's Reducer in its library but not
-// the headers it needs (torch/csrc/distributed/autograd), so Kiln drives the same building blocks itself: post
+// the headers it needs (torch/csrc/distributed/autograd; LibTorch 2.x's wheel has them: README, "Distributed
+// training"), so Kiln drives the same building blocks itself: post
 // hooks on each parameter's gradient accumulator (they fire once .grad holds the new gradient), buckets filled in
 // reverse parameter order (gradients arrive last layer first) up to a size cap with a small first bucket, and
 // c10d's ProcessGroup::allreduce for the communication. Buckets are launched strictly in order, so every process
