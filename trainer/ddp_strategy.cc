@@ -167,7 +167,12 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
           "MASTER_PORT=", port, " is already in use on this machine; pick another port, or unset MASTER_PORT to "
           "let Kiln choose a free one (", message, ")"));
     }
-    return NotMet(address, port, message);
+    // A launcher's store speaks its own PyTorch's protocol (torchrun from another PyTorch resets the connection).
+    return NotMet(address, port,
+                  launcher_store ? absl::StrCat(message, "; the launcher serves this store: it must come from a "
+                                                         "PyTorch of the same version as Kiln's LibTorch, or use "
+                                                         "torchrun --rdzv_backend=c10d, where rank 0 serves it")
+                                 : message);
   }
 
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");

@@ -36,23 +36,40 @@ same() {  # same NAME ROOT: the run's last checkpoint equals the reference bit f
   "$compare" "$checkpoint" "$reference" 0 >/dev/null || fail "$1 ended with other parameters than Kiln's own run"
 }
 
-echo "== torchrun, default static rendezvous, 1 node x 2 processes"
+# torchrun's agent serves the store in its static mode, and a TCPStore speaks its own PyTorch's protocol: Debian's
+# torchrun (1.13) and a fit built against LibTorch 2.x cannot share it (the connection is reset). That build then
+# runs torchrun with the c10d rendezvous, where rank 0 serves the store; the static mode is checked by the 1.13 suite.
+fit_libtorch=$("$fit" --version | sed -n -E 's/^LibTorch: built against ([0-9]+\.[0-9]+).*/\1/p')
+torchrun_torch=$(/usr/bin/python3 -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
+c10d_rendezvous=false
+mode="default static rendezvous (torchrun's agent serves the store)"
+if [[ "$fit_libtorch" != "$torchrun_torch" ]]; then
+  c10d_rendezvous=true
+  mode="c10d rendezvous: torchrun is PyTorch $torchrun_torch's, fit is built against LibTorch $fit_libtorch, and their store protocols differ"
+fi
+
+rendezvous() { if $c10d_rendezvous; then echo "--rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$1 --rdzv_id=kiln$1"; fi; }
+echo "== torchrun, 1 node x 2 processes, $mode"
 port=$(free_port)
-"${torchrun[@]}" --nproc_per_node=2 --master_port="$port" "$fit" "${common[@]}" --devices=2 --strategy=ddp \
+# shellcheck disable=SC2046  # rendezvous prints nothing or whole flags.
+"${torchrun[@]}" $(rendezvous "$port") --nproc_per_node=2 --master_port="$port" \
+  "$fit" "${common[@]}" --devices=2 --strategy=ddp \
   --save_last --default_root_dir="$work/torchrun12" >"$work/torchrun12.log" 2>&1 ||
   fail "torchrun 1x2 failed: $(grep -m2 error "$work/torchrun12.log")"
 same "torchrun 1x2" "$work/torchrun12"
 
-echo "== torchrun, 2 nodes x 1 process (two agents)"
+echo "== torchrun, 2 nodes x 1 process (two agents), $mode"
 port=$(free_port)
 for node in 0 1; do
-  "${torchrun[@]}" --nnodes=2 --nproc_per_node=1 --node_rank=$node --master_addr=127.0.0.1 --master_port="$port" \
+  # shellcheck disable=SC2046
+  "${torchrun[@]}" $(rendezvous "$port") --nnodes=2 --nproc_per_node=1 \
+    --node_rank=$node --master_addr=127.0.0.1 --master_port="$port" \
     "$fit" "${common[@]}" --devices=1 --num_nodes=2 --strategy=ddp --save_last \
-    --default_root_dir="$work/torchrun21-$node" >"$work/torchrun21-$node.log" 2>&1 &
+    --default_root_dir="$work/torchrun21/node$node" >"$work/torchrun21-$node.log" 2>&1 &
   pids[$node]=$!
 done
 for node in 0 1; do wait ${pids[$node]} || fail "torchrun 2x1 node $node failed: $(grep -m2 error "$work/torchrun21-$node.log")"; done
-same "torchrun 2x1" "$work/torchrun21-0"
+same "torchrun 2x1" "$work/torchrun21"  # Under the c10d rendezvous either node may be rank 0.
 
 echo "== mpirun -np 2"
 port=$(free_port)
