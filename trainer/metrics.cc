@@ -11,7 +11,6 @@ void MetricCollector::Log(const std::string& name, const at::Tensor& value, cons
   const bool on_step = options.on_step.value_or(training_);
   const bool on_epoch = options.on_epoch.value_or(!training_);
   const at::Tensor scalar = value.detach();
-  sync_dist_[name] = options.sync_dist;
   if (on_step) {
     const std::string step_name = on_epoch ? name + "_step" : name;
     step_values_[step_name] = scalar;
@@ -94,11 +93,6 @@ MetricMap MetricCollector::EpochMetrics() const {
 void MetricCollector::ResetEpoch() {
   epoch_.clear();
   latest_progress_.clear();
-}
-
-bool MetricCollector::sync_dist(const std::string& name) const {
-  auto found = sync_dist_.find(name);
-  return found != sync_dist_.end() && found->second;
 }
 
 }  // namespace kiln

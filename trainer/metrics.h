@@ -48,9 +48,6 @@ class MetricCollector {
   MetricMap EpochMetrics() const;
   void ResetEpoch();
 
-  // The `sync_dist` flag for each name logged so far (the loop reduces those across processes).
-  bool sync_dist(const std::string& name) const;
-
   // What the loop reduces across processes, by metric name (as EpochMetrics and StepMetrics name them): for each
   // epoch value logged with sync_dist, the batch-size-weighted sum of its values and the sum of the weights, so that
   // the global mean weighs every example alike however the examples were split between processes; for each step
@@ -79,7 +76,6 @@ class MetricCollector {
   std::map<std::string, bool> step_sync_dist_;  // By step name.
   std::map<std::string, at::Tensor> latest_progress_;
   std::map<std::string, Accumulator> epoch_;
-  std::map<std::string, bool> sync_dist_;
 };
 
 }  // namespace kiln
