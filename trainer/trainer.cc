@@ -882,13 +882,22 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
   int64_t total = 0;
   for (const at::Tensor& shard : shards) total += shard.size(0);
   const int64_t world = static_cast<int64_t>(shards.size());
-  std::vector<at::Tensor> rows;
-  rows.reserve(static_cast<size_t>(total));
-  for (int64_t i = 0; i < total; ++i) {
-    const at::Tensor& shard = shards[i % world];
-    if (i / world < shard.size(0)) rows.push_back(shard[i / world]);
+  // Global row i is row i / W of shard i % W; one gather, with each shard's offset in the concatenation.
+  std::vector<int64_t> offsets;
+  for (int64_t rank = 0, offset = 0; rank < world; offset += shards[rank].size(0), ++rank) {
+    if (shards[rank].size(0) != (total - rank + world - 1) / world) {
+      return absl::InternalError(absl::StrCat("predict: rank ", rank, " returned ", shards[rank].size(0),
+                                              " predictions, which does not fit ", total, " interleaved over ",
+                                              world, " ranks (the predict loader breaks DataLoader::set_shard's "
+                                              "contract)"));
+    }
+    offsets.push_back(offset);
   }
-  return std::vector<at::Tensor>{at::stack(rows)};
+  const at::Tensor row = at::arange(total, at::TensorOptions().dtype(at::kLong));
+  const at::Tensor source = at::tensor(offsets, at::TensorOptions().dtype(at::kLong))
+                                .index_select(0, row.remainder(world))
+                                .add(row.div(world, "floor"));
+  return std::vector<at::Tensor>{at::cat(shards).index_select(0, source)};
 }
 
 }  // namespace kiln
