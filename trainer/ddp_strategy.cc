@@ -193,7 +193,8 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
             "address` lists them)"));
       }
     }
-    process_group_ = compat::MakeGlooProcessGroup(store_, global_rank_, world_size_, group_options);
+    process_group_ =
+        compat::MakeGlooProcessGroup(store_, global_rank_, world_size_, group_options, Remaining(deadline));
 
     // Every rank starts from rank 0's parameters and buffers.
     std::vector<at::Tensor> states;

@@ -5,6 +5,8 @@
 #ifndef KILN_HAL_COMPAT_C10D_H_
 #define KILN_HAL_COMPAT_C10D_H_
 
+#include <chrono>
+
 #include "c10/util/intrusive_ptr.h"
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
 #include "torch/csrc/distributed/c10d/ProcessGroupGloo.hpp"
@@ -13,11 +15,12 @@
 namespace kiln::compat {
 
 // A process group of `size` ranks, this one `rank`, that runs every collective on Gloo with `options` (its
-// devices, its timeout), meeting through `store`. Blocks until every rank has joined or the options' timeout has
-// passed; throws what c10d throws (c10::Error, std::runtime_error) when they do not meet.
+// devices, and the timeout of each collective), meeting through `store`. Blocks until every rank has connected or
+// `join_timeout` has passed (Gloo's own connect included); throws what c10d throws (c10::Error,
+// std::runtime_error) when they do not meet. `options` is not changed.
 c10::intrusive_ptr<c10d::ProcessGroup> MakeGlooProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-    const c10::intrusive_ptr<c10d::ProcessGroupGloo::Options>& options);
+    const c10::intrusive_ptr<c10d::ProcessGroupGloo::Options>& options, std::chrono::milliseconds join_timeout);
 
 }  // namespace kiln::compat
 

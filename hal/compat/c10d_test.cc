@@ -40,7 +40,7 @@ int RunRank(int rank, int port) {
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  c10::intrusive_ptr<c10d::ProcessGroup> group = MakeGlooProcessGroup(store, rank, 2, options);
+  c10::intrusive_ptr<c10d::ProcessGroup> group = MakeGlooProcessGroup(store, rank, 2, options, options->timeout);
   int failures = 0;
   if (group->getRank() != rank || group->getSize() != 2) ++failures;
 
@@ -64,6 +64,43 @@ TEST(C10dTest, GlooGroupAllReducesAndBroadcastsAcrossTwoProcesses) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_EQ(failures, 0) << "rank 0's checks failed";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1 ended with status " << status;
+}
+
+// Rank `rank` of two, with a timeout of 3 s for joining and for collectives: rank 1 reaches the all-reduce 1.5 s after rank 0. Gloo connects with
+// a fifth of the timeout (c10d.cc), so rank 0 waits out this gap only if the group's collectives have the whole
+// timeout back. Returns how many checks failed.
+int RunLateRank(int rank, int port) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(port);
+  store_options.isServer = rank == 0;
+  store_options.numWorkers = 2;
+  store_options.timeout = std::chrono::seconds(30);
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
+  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(3));
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  c10::intrusive_ptr<c10d::ProcessGroup> group = MakeGlooProcessGroup(store, rank, 2, options, options->timeout);
+  int failures = options->timeout == std::chrono::seconds(3) ? 0 : 1;  // The caller's options stay as they were.
+  if (rank == 1) usleep(1500 * 1000);
+  std::vector<at::Tensor> sum = {at::full({1}, static_cast<float>(rank + 1))};
+  try {
+    group->allreduce(sum)->wait();
+    if (!sum[0].eq(3).all().item<bool>()) ++failures;
+  } catch (const std::exception&) {
+    ++failures;
+  }
+  return failures;
+}
+
+TEST(C10dTest, CollectivesWaitTheWholeTimeoutAfterConnecting) {
+  const int port = FreePort();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(RunLateRank(1, port) == 0 ? 0 : 1);
+  const int failures = RunLateRank(0, port);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(failures, 0) << "rank 0 gave up on a peer 1.5 s late, within its 3 s timeout";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1 ended with status " << status;
 }
 

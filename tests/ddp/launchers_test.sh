@@ -114,18 +114,26 @@ wait $a || fail "host A failed: $(grep -m2 error "$work/host-a.log")"
 wait $b || fail "host B failed: $(grep -m2 error "$work/host-b.log")"
 same "two hosts" "$work/host-a"
 # The control: with Gloo on loopback (what PyTorch's default device picks here, and what Kiln did), the hosts
-# never meet; GLOO_SOCKET_IFNAME is honoured.
-start=$SECONDS
+# never meet; GLOO_SOCKET_IFNAME is honoured. Both have checked in, so this is Gloo's own connect wait, which must
+# end within the timeout too.
+start=$(date +%s.%N)
 GLOO_SOCKET_IFNAME=lo on_host "$host_a" 0 10.213.7.1 "$work/lo-a.log" --default_root_dir="$work/lo-a" \
-  --process_group_timeout=5 &
+  --process_group_timeout=10 &
 a=$!
 GLOO_SOCKET_IFNAME=lo on_host "$host_b" 1 10.213.7.1 "$work/lo-b.log" --default_root_dir="$work/lo-b" \
-  --process_group_timeout=5 &
+  --process_group_timeout=10 &
 b=$!
 wait $a; code_a=$?
 wait $b; code_b=$?
+elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 [[ $code_a -ne 0 && $code_b -ne 0 ]] || fail "GLOO_SOCKET_IFNAME=lo did not strand the hosts: the check cannot fail"
-echo "GLOO_SOCKET_IFNAME=lo: both hosts failed ($code_a, $code_b) in $((SECONDS - start)) s, as they must"
+echo "GLOO_SOCKET_IFNAME=lo: both hosts failed ($code_a, $code_b) in ${elapsed} s, as they must"
+for log in "$work/lo-a.log" "$work/lo-b.log"; do
+  echo "  $(grep -m1 '^error' "$log" | cut -c1-200)"
+  grep -q "could not meet the other ranks at 10.213.7.1:29555 within 10s" "$log" ||
+    fail "$log: the error does not say what it waited for"
+done
+(( $(echo "$elapsed < 15" | bc) )) || fail "GLOO_SOCKET_IFNAME=lo: took ${elapsed} s with a 10 s timeout"
 
 echo "== timeouts are bounds: --process_group_timeout=10 ends in under 15 s"
 for case in "alone-0 0 10.213.7.1" "alone-1 1 10.213.7.1" "unreachable 1 10.213.7.9"; do
