@@ -63,7 +63,7 @@ class Resolver {
 
   absl::StatusOr<Plan> Resolve() {
     for (absl::Status (Resolver::*step)() :
-         {&Resolver::CheckNumNodes, &Resolver::ParsePrecision, &Resolver::ParseStrategyFlag,
+         {&Resolver::CheckRegistrations, &Resolver::CheckNumNodes, &Resolver::ParsePrecision, &Resolver::ParseStrategyFlag,
           &Resolver::ParseAcceleratorFlag, &Resolver::RejectZeroDevices, &Resolver::ChooseAccelerator,
           &Resolver::ParseDevices, &Resolver::ResolveClusterEnvironment, &Resolver::ChooseStrategy,
           &Resolver::ChoosePrecision}) {
@@ -73,6 +73,9 @@ class Resolver {
   }
 
  private:
+  // A backend whose registration failed before main() (a taken name) makes every answer about names doubtful.
+  absl::Status CheckRegistrations() { return registry_.StartupStatus(); }
+
   absl::Status CheckNumNodes() {
     if (options_.num_nodes < 1) {
       return absl::InvalidArgumentError(

@@ -1,9 +1,7 @@
 #include "hal/registry.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <exception>
-#include <iostream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +23,11 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name) {
         absl::StrCat("accelerator ", what, " 'auto' is reserved: it asks Kiln to choose; pick another name"));
   }
   return absl::OkStatus();
+}
+
+// " (registered in backends/cpu/cpu_accelerator.cc)", or nothing when the origin is unknown.
+std::string FromOrigin(const std::string& origin) {
+  return origin.empty() ? "" : absl::StrCat(" (registered in ", origin, ")");
 }
 
 }  // namespace
@@ -56,21 +59,24 @@ absl::Status AcceleratorRegistry::Register(AcceleratorSpec spec, RegisterOptions
   absl::MutexLock lock(&mutex_);
   auto existing = entries_.find(spec.name);
   if (existing != entries_.end() && !options.override_existing) {
-    return absl::AlreadyExistsError(absl::StrCat("accelerator '", spec.name,
-                                                 "' is already registered; pass override_existing to replace it"));
+    return absl::AlreadyExistsError(absl::StrCat("accelerator name '", spec.name, "'", FromOrigin(spec.origin),
+                                                 " is already taken by accelerator '", spec.name, "'",
+                                                 FromOrigin(existing->second.spec.origin)));
   }
-  if (aliases_.count(spec.name) > 0) {
-    return absl::AlreadyExistsError(absl::StrCat("accelerator name '", spec.name, "' is already an alias of '",
-                                                 aliases_.at(spec.name), "'"));
+  if (auto owner = aliases_.find(spec.name); owner != aliases_.end()) {
+    return absl::AlreadyExistsError(absl::StrCat("accelerator name '", spec.name, "'", FromOrigin(spec.origin),
+                                                 " is already an alias of accelerator '", owner->second, "'",
+                                                 FromOrigin(entries_.at(owner->second).spec.origin)));
   }
   for (const std::string& alias : spec.aliases) {
     auto owner = aliases_.find(alias);
     const bool taken_by_other_alias = owner != aliases_.end() && owner->second != spec.name;
     const bool taken_by_name = alias != spec.name && entries_.count(alias) > 0;
     if (taken_by_other_alias || taken_by_name) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "alias '", alias, "' of accelerator '", spec.name, "' is already taken by '",
-          taken_by_name ? alias : owner->second, "'"));
+      const std::string& taker = taken_by_name ? alias : owner->second;
+      return absl::AlreadyExistsError(absl::StrCat("alias '", alias, "' of accelerator '", spec.name, "'",
+                                                   FromOrigin(spec.origin), " is already taken by accelerator '",
+                                                   taker, "'", FromOrigin(entries_.at(taker).spec.origin)));
     }
   }
   if (existing != entries_.end()) {
@@ -145,14 +151,31 @@ std::string AcceleratorRegistry::NameList() const {
   return NameListLocked();
 }
 
+absl::Status AcceleratorRegistry::StartupStatus() const {
+  absl::MutexLock lock(&mutex_);
+  if (startup_errors_.empty()) return absl::OkStatus();
+  std::vector<absl::string_view> errors;
+  for (const absl::Status& error : startup_errors_) errors.push_back(error.message());
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the backends linked into this program do not register cleanly: ", absl::StrJoin(errors, "; "),
+      ". Every linked backend needs its own name and aliases: change the name or alias in the "
+      "KILN_REGISTER_ACCELERATOR line of the backend you own (its source file is named above), or drop one of them "
+      "from kiln_backends in the WORKSPACE"));
+}
+
+void AcceleratorRegistry::AddStartupError(absl::Status error) {
+  absl::MutexLock lock(&mutex_);
+  startup_errors_.push_back(std::move(error));
+}
+
 namespace internal {
 
-bool RegisterAcceleratorOrDie(AcceleratorSpec spec) {
-  const std::string name = spec.name;
-  if (absl::Status status = AcceleratorRegistry::Default().Register(std::move(spec)); !status.ok()) {
-    // Logging libraries may not be initialised yet during static initialisation; write directly.
-    std::cerr << "kiln: cannot register accelerator '" << name << "': " << status.message() << std::endl;
-    std::abort();
+bool RegisterAtStartup(AcceleratorSpec spec, const char* origin) {
+  spec.origin = origin;
+  AcceleratorRegistry& registry = AcceleratorRegistry::Default();
+  if (absl::Status status = registry.Register(std::move(spec)); !status.ok()) {
+    registry.AddStartupError(std::move(status));
+    return false;
   }
   return true;
 }

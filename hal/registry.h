@@ -8,7 +8,10 @@
 //                              .factory = [] { return std::make_shared<CpuAccelerator>(); }});
 //
 // The line runs during static initialisation, so the backend's cc_library must set `alwayslink = True`; otherwise
-// the linker drops the object file (nothing refers to it) and the registration with it.
+// the linker drops the object file (nothing refers to it) and the registration with it. A registration that fails
+// there (a name another linked backend has taken) cannot stop the program cleanly, so it is kept:
+// `StartupStatus()` reports it, naming both source files, and the connector refuses to resolve a plan while it
+// stands.
 //
 // Thread-safety: every method may be called from any thread; a mutex guards the table.
 #ifndef KILN_HAL_REGISTRY_H_
@@ -36,6 +39,9 @@ struct AcceleratorSpec {
   int priority = 0;                  // "auto" picks the available accelerator with the highest priority.
   // Makes the accelerator. Called at most once per registration, on first use; the instance is then shared.
   std::function<std::shared_ptr<Accelerator>()> factory;
+  // Where the registration comes from, for error messages: KILN_REGISTER_ACCELERATOR sets the source file, the
+  // plugin loader the plugin's path. Empty when the caller does not say.
+  std::string origin = {};
 };
 
 struct RegisterOptions {
@@ -71,6 +77,14 @@ class AcceleratorRegistry {
   // Registered names (not aliases), sorted, comma-separated: for error messages.
   std::string NameList() const;
 
+  // OK, or FailedPrecondition listing every KILN_REGISTER_ACCELERATOR registration that failed while the program
+  // started (a taken name or alias, an invalid name), each naming its source file and the one it collided with,
+  // and saying what to change.
+  absl::Status StartupStatus() const;
+
+  // Records a registration that failed during static initialisation (internal::RegisterAtStartup).
+  void AddStartupError(absl::Status error);
+
  private:
   struct Entry {
     AcceleratorSpec spec;
@@ -81,14 +95,16 @@ class AcceleratorRegistry {
   std::string NameListLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   mutable absl::Mutex mutex_;
+  std::vector<absl::Status> startup_errors_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mutex_);       // By lower-case name.
   std::map<std::string, std::string> aliases_ ABSL_GUARDED_BY(mutex_);  // Lower-case alias -> name.
 };
 
 namespace internal {
-// Registers into the default registry; a failure is a programming error in the backend, so it is logged and the
-// process aborts before main() runs. Returns true so that the macro can keep it in a static.
-bool RegisterAcceleratorOrDie(AcceleratorSpec spec);
+// Registers into the default registry from static initialisation, with `origin` (the registering source file). A
+// failure is kept for StartupStatus(), not thrown or aborted on: nothing can catch it before main() runs. Returns
+// whether it registered, so that the macro can keep the result in a static.
+bool RegisterAtStartup(AcceleratorSpec spec, const char* origin);
 }  // namespace internal
 
 }  // namespace kiln
@@ -98,6 +114,6 @@ bool RegisterAcceleratorOrDie(AcceleratorSpec spec);
 // Registers an AcceleratorSpec in AcceleratorRegistry::Default() at static-initialisation time.
 #define KILN_REGISTER_ACCELERATOR(...)                                    \
   [[maybe_unused]] static const bool KILN_REGISTER_ACCELERATOR_NAME_(__LINE__) = \
-      ::kiln::internal::RegisterAcceleratorOrDie(::kiln::AcceleratorSpec __VA_ARGS__)
+      ::kiln::internal::RegisterAtStartup(::kiln::AcceleratorSpec __VA_ARGS__, __FILE__)
 
 #endif  // KILN_HAL_REGISTRY_H_

@@ -73,7 +73,7 @@ TEST(RegistryTest, DuplicateNameIsAnErrorUnlessOverriding) {
   ASSERT_TRUE(registry.Register(FakeSpec("npu", 1, {"n"})).ok());
   absl::Status duplicate = registry.Register(FakeSpec("NPU", 2));
   EXPECT_EQ(duplicate.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(duplicate.message(), HasSubstr("'npu' is already registered; pass override_existing"));
+  EXPECT_THAT(duplicate.message(), HasSubstr("accelerator name 'npu' is already taken by accelerator 'npu'"));
 
   ASSERT_TRUE(registry.Register(FakeSpec("npu", 7, {"m"}), {.override_existing = true}).ok());
   EXPECT_EQ(registry.Find("npu")->priority, 7);
@@ -85,10 +85,43 @@ TEST(RegistryTest, AliasClashesAreErrors) {
   AcceleratorRegistry registry;
   ASSERT_TRUE(registry.Register(FakeSpec("cuda", 10, {"gpu"})).ok());
   EXPECT_THAT(registry.Register(FakeSpec("other", 0, {"gpu"})).message(),
-              HasSubstr("alias 'gpu' of accelerator 'other' is already taken by 'cuda'"));
-  EXPECT_THAT(registry.Register(FakeSpec("gpu")).message(), HasSubstr("'gpu' is already an alias of 'cuda'"));
+              HasSubstr("alias 'gpu' of accelerator 'other' is already taken by accelerator 'cuda'"));
+  EXPECT_THAT(registry.Register(FakeSpec("gpu")).message(), HasSubstr("'gpu' is already an alias of accelerator 'cuda'"));
   EXPECT_THAT(registry.Register(FakeSpec("x", 0, {"cuda"})).message(),
-              HasSubstr("alias 'cuda' of accelerator 'x' is already taken by 'cuda'"));
+              HasSubstr("alias 'cuda' of accelerator 'x' is already taken by accelerator 'cuda'"));
+}
+
+TEST(RegistryTest, ClashesNameWhereBothRegistrationsComeFrom) {
+  AcceleratorRegistry registry;
+  AcceleratorSpec first = FakeSpec("npu", 0, {"n"});
+  first.origin = "backends/npu/npu.cc";
+  ASSERT_TRUE(registry.Register(first).ok());
+  AcceleratorSpec second = FakeSpec("npu");
+  second.origin = "external/vendor/vendor.cc";
+  EXPECT_THAT(registry.Register(second).message(),
+              HasSubstr("accelerator name 'npu' (registered in external/vendor/vendor.cc) is already taken by "
+                        "accelerator 'npu' (registered in backends/npu/npu.cc)"));
+  AcceleratorSpec third = FakeSpec("other", 0, {"n"});
+  third.origin = "external/vendor/other.cc";
+  EXPECT_THAT(registry.Register(third).message(),
+              HasSubstr("alias 'n' of accelerator 'other' (registered in external/vendor/other.cc) is already taken "
+                        "by accelerator 'npu' (registered in backends/npu/npu.cc)"));
+}
+
+// What KILN_REGISTER_ACCELERATOR does before main(): a clash is kept, not aborted on, and StartupStatus names both
+// source files and the fix. (This test binary links no backend, so the default registry starts empty.)
+TEST(RegistryTest, AClashAtStartupIsKeptForStartupStatus) {
+  AcceleratorRegistry& registry = AcceleratorRegistry::Default();
+  EXPECT_TRUE(registry.StartupStatus().ok()) << registry.StartupStatus();
+  EXPECT_TRUE(internal::RegisterAtStartup(FakeSpec("startup_clash"), "backends/one/one.cc"));
+  EXPECT_FALSE(internal::RegisterAtStartup(FakeSpec("startup_clash"), "external/two/two.cc"));
+  const absl::Status status = registry.StartupStatus();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("accelerator name 'startup_clash' (registered in external/two/two.cc) is "
+                                          "already taken by accelerator 'startup_clash' (registered in "
+                                          "backends/one/one.cc)"));
+  EXPECT_THAT(status.message(), HasSubstr("KILN_REGISTER_ACCELERATOR line"));
+  EXPECT_EQ(registry.Find("startup_clash")->origin, "backends/one/one.cc") << "the first registration stays";
 }
 
 TEST(RegistryTest, UnknownNameListsRegisteredOnes) {

@@ -27,13 +27,14 @@ absl::StatusOr<PluginInfo> LoadAcceleratorPluginRequiringMinor(const std::string
       .aliases = info->aliases,
       .priority = info->priority,
       .factory = [library = *library, info = *info] { return std::make_shared<PluginAccelerator>(library, info); },
+      .origin = absl::StrCat("the plugin ", path),
   };
   if (absl::Status registered = registry.Register(std::move(spec)); !registered.ok()) {
     std::string advice;
     if (registered.code() == absl::StatusCode::kAlreadyExists) {
       advice = absl::StrCat(" (registered: ", registry.NameList(),
-                            "); a plugin's name and aliases must differ from every registered accelerator's, and "
-                            "each plugin is loaded once");
+                            "); a plugin's name and aliases (its Plugin_Info) must differ from every registered "
+                            "accelerator's, and each plugin is loaded once");
     }
     return absl::Status(registered.code(), absl::StrCat("accelerator plugin '", path,
                                                         "' cannot be registered: ", registered.message(), advice));

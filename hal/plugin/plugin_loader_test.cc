@@ -241,7 +241,8 @@ TEST(PluginLoaderTest, NamesAreTheRegistrysOwn) {
   EXPECT_EQ(clash.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(clash.status().message(),
               HasSubstr(absl::StrCat("accelerator plugin '", TestPlugin("indexed"),
-                                     "' cannot be registered: ", "accelerator 'test_indexed' is already registered")));
+                                     "' cannot be registered: accelerator name 'test_indexed' (registered in the plugin ",
+                                     TestPlugin("indexed"), ") is already taken by accelerator 'test_indexed'")));
   EXPECT_THAT(clash.status().message(), HasSubstr("(registered: test_indexed)"));
 }
 

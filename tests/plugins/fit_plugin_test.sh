@@ -121,7 +121,7 @@ expect_usage_error "computes on PrivateUse1 devices, but this process already ha
   - --accelerator_plugin=$tests/libtest_plugin_indexed.so --accelerator=test_indexed
 # A plugin's name must be new: a copy of the sample (another file, so loaded again) cannot register it twice.
 cp "$sample" "$tmp/copy_of_sample.so"
-expect_usage_error "accelerator plugin '$tmp/copy_of_sample.so' cannot be registered: accelerator 'sample_plugin' is already registered" \
+expect_usage_error "accelerator plugin '$tmp/copy_of_sample.so' cannot be registered: accelerator name 'sample_plugin' (registered in the plugin $tmp/copy_of_sample.so) is already taken by accelerator 'sample_plugin' (registered in the plugin $sample)" \
   - --accelerator_plugin="$sample" --accelerator_plugin="$tmp/copy_of_sample.so"
 # Without the plugin, its name is unknown.
 expect_usage_error "unknown accelerator 'sample_plugin'" - --accelerator=sample_plugin
