@@ -110,6 +110,17 @@ TEST_F(ConformanceTest, IsRegisteredUnderItsNameAndAliases) {
   }
 }
 
+// The test links every backend Kiln's programs link (the built-in ones and the WORKSPACE's kiln_backends), as fit
+// does: a name or alias another backend has taken is a failure here, naming both source files.
+TEST_F(ConformanceTest, RegistersBesideEveryLinkedBackend) {
+  const absl::Status startup = AcceleratorRegistry::Default().StartupStatus();
+  EXPECT_TRUE(startup.ok()) << startup.message();
+  absl::StatusOr<AcceleratorSpec> spec = AcceleratorRegistry::Default().Find(GetConfig().accelerator);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::cout << "note: '" << spec->name << "' comes from " << (spec->origin.empty() ? "(unknown)" : spec->origin)
+            << "; registered beside it: " << AcceleratorRegistry::Default().NameList() << "\n";
+}
+
 TEST_F(ConformanceTest, CountingAndDeclarationsNeverThrow) {
   int count = -1;
   EXPECT_NO_THROW(count = accelerator_->AutoDeviceCount());
@@ -182,6 +193,53 @@ TEST_F(ConformanceTest, AutoAndOneParseToTheCountedDevices) {
   absl::StatusOr<std::vector<int>> one = accelerator_->ParseDevices(1);
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(one->size(), 1u);
+}
+
+// Whatever form `devices` takes, ParseDevices names devices that are there. For numbered devices (the accelerator
+// takes a list of indices) every index is below the number present, a larger count or index is refused, and "auto"
+// and -1 stay within them; for devices that are processes (the CPU's), the indices are 0..n-1.
+TEST_F(ConformanceTest, IndicesStayWithinTheDevicesPresent) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  const bool numbered = accelerator_->ParseDevices(std::vector<int>{0}).ok();
+  const absl::StatusOr<std::vector<int>> all = accelerator_->ParseDevices(-1);
+  const int present = numbered && all.ok() ? static_cast<int>(all->size()) : accelerator_->AutoDeviceCount();
+  ASSERT_GE(present, 1);
+  std::vector<Devices> forms = {Devices("auto"), Devices(1), Devices("1"), Devices(present),
+                                Devices(absl::StrCat(present))};
+  if (numbered) {
+    forms.insert(forms.end(), {Devices(-1), Devices("-1"), Devices(std::vector<int>{0}),
+                               Devices(std::vector<int>{present - 1}), Devices(absl::StrCat(present - 1, ","))});
+  }
+  for (const Devices& devices : forms) {
+    SCOPED_TRACE(absl::StrCat("devices=", devices.ToString(), " with ", present,
+                              numbered ? " numbered device(s) present" : " device(s) counted"));
+    absl::StatusOr<std::vector<int>> indices = accelerator_->ParseDevices(devices);
+    if (!indices.ok()) {
+      EXPECT_EQ(indices.status().code(), absl::StatusCode::kInvalidArgument) << indices.status();
+      continue;
+    }
+    EXPECT_FALSE(indices->empty()) << "parsed to no device";
+    std::set<int> distinct(indices->begin(), indices->end());
+    EXPECT_EQ(distinct.size(), indices->size()) << "an index appears twice: " << absl::StrJoin(*indices, ",");
+    const int bound = numbered ? present : static_cast<int>(indices->size());
+    for (int index : *indices) {
+      EXPECT_TRUE(index >= 0 && index < bound)
+          << "index " << index << " is not a device here (" << absl::StrJoin(*indices, ",") << "; "
+          << (numbered ? "devices 0.." : "processes 0..") << bound - 1 << " exist)";
+    }
+    if (devices == Devices("auto")) {
+      EXPECT_EQ(static_cast<int>(indices->size()), accelerator_->AutoDeviceCount());
+    }
+  }
+  if (numbered) {
+    for (const Devices& beyond : {Devices(present + 1), Devices(std::vector<int>{present})}) {
+      absl::StatusOr<std::vector<int>> indices = accelerator_->ParseDevices(beyond);
+      EXPECT_FALSE(indices.ok()) << "devices=" << beyond.ToString() << " was accepted as "
+                                 << (indices.ok() ? absl::StrJoin(*indices, ",") : "")
+                                 << " with " << present << " device(s) present; it must be an error that says "
+                                 << "which exist";
+    }
+  }
 }
 
 TEST_F(ConformanceTest, ParallelDevicesMatchTheParsedSet) {

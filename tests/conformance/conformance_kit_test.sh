@@ -13,16 +13,18 @@ code=$?
 echo "$out" | grep -E '^\[  (FAILED|PASSED|SKIPPED) ' | sort -u
 [[ $code -eq 1 ]] || fail "the suite exited $code against the broken accelerator, wanted 1"
 checks=(IsRegisteredUnderItsNameAndAliases CountingAndDeclarationsNeverThrow ParsingRejectsBadInputWithClearErrors
-  AutoAndOneParseToTheCountedDevices ParallelDevicesMatchTheParsedSet SetupAndTeardownRepeat
-  StatisticsAreWellFormed TrainingStepsMatchTheCpu)
+  AutoAndOneParseToTheCountedDevices IndicesStayWithinTheDevicesPresent ParallelDevicesMatchTheParsedSet
+  SetupAndTeardownRepeat StatisticsAreWellFormed TrainingStepsMatchTheCpu)
 for check in "${checks[@]}"; do
   grep -qE "^\[  FAILED  \] ConformanceTest\.$check \(" <<<"$out" || fail "$check did not fail against the broken accelerator"
 done
 ran=$(grep -cE '^\[ RUN      \] ConformanceTest\.' <<<"$out")
-[[ $ran -eq ${#checks[@]} ]] || fail "the suite ran $ran checks; this test knows ${#checks[@]} (update the list)"
+# RegistersBesideEveryLinkedBackend is shown failing by the clashing backend below.
+[[ $ran -eq $((${#checks[@]} + 1)) ]] || fail "the suite ran $ran checks; this test knows $((${#checks[@]} + 1)) (update the list)"
 for why in "name() must return the registered name" "AutoDeviceCount changed between two calls" \
   "lists a precision twice" "accepted as 0" "ParallelDevices must give one device per parsed index" \
-  "set up twice" "statistic key 'Bad Key' is not lower_snake_case" "is not this accelerator's device"; do
+  "set up twice" "statistic key 'Bad Key' is not lower_snake_case" "is not this accelerator's device" \
+  "devices=2 was accepted as 0 with 1 device(s) present"; do
   grep -qF -- "$why" <<<"$out" || fail "no '$why' in the suite's output"
 done
 
@@ -34,7 +36,20 @@ echo "$out" | grep -E '^\[  (FAILED|PASSED|SKIPPED) ' | sort -u
 for check in SetupAndTeardownRepeat TrainingStepsMatchTheCpu; do
   grep -qE "^\[  FAILED  \] ConformanceTest\.$check \(" <<<"$out" || fail "$check did not fail on meta devices"
 done
-grep -qE '^\[  PASSED  \] 6 tests\.' <<<"$out" || fail "the other six checks did not pass on the meta accelerator"
+grep -qE '^\[  PASSED  \] 8 tests\.' <<<"$out" || fail "the other eight checks did not pass on the meta accelerator"
+
+# A backend that took the built-in name "cpu", linked beside the built-in backends: the program runs (no abort
+# before main), and the registration check fails naming both source files.
+out=$(tests/conformance/clashing_conformance --accelerator=cpu 2>&1)
+code=$?
+[[ $code -eq 1 ]] || fail "the suite exited $code with a clashing backend, wanted 1"
+grep -qE '^\[  FAILED  \] ConformanceTest\.RegistersBesideEveryLinkedBackend \(' <<<"$out" ||
+  fail "RegistersBesideEveryLinkedBackend did not fail with a clashing backend"
+# Which of the two registers first is the linker's choice; the message names both either way.
+for why in "accelerator name 'cpu' (registered in " "is already taken by accelerator 'cpu' (registered in " \
+  "tests/conformance/clashing_accelerator.cc" "backends/cpu/cpu_accelerator.cc" "KILN_REGISTER_ACCELERATOR line"; do
+  grep -qF -- "$why" <<<"$out" || fail "no '$why' in the suite's output with a clashing backend"
+done
 
 out=$($suite --accelerator=nobody_registered_this 2>&1)
 code=$?
