@@ -5,6 +5,7 @@
 #   connector depends on no backend and names none in its code, nor any hardware or collective backend;
 #   backends  depend on neither the connector nor the trainer, built-in and third-party ones alike, and no Kiln
 #             package names a third-party backend (they come in through the WORKSPACE's kiln_backends).
+#   trainer   its libraries depend on no backend: programs link //backends:linked.
 # The checker is first shown failing on known-bad inputs, so a broken checker cannot pass silently.
 set -uo pipefail
 
@@ -54,6 +55,8 @@ expect 0 "connector depends on no backend and not on the trainer" \
   $check deps connector $dir/connector_deps //backends //trainer //tools
 expect 0 "built-in backends depend on neither the connector nor the trainer" \
   $check deps backends $dir/backends_deps //connector //trainer //tools
+expect 0 "the trainer's libraries depend on no backend (programs link //backends:linked)" \
+  $check deps trainer $dir/trainer_deps //backends @kiln_backends @virtual_npu
 # Third-party backends (linked through the WORKSPACE's kiln_backends) sit at the same layer.
 expect 0 "third-party backends depend on neither the connector nor the trainer" \
   $check deps linked-backends $dir/linked_backends_deps //connector //trainer //tools
