@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
 #include "hal/registry.h"
+#include "trainer/accelerator_plugins.h"
 
 ABSL_FLAG(bool, stats, false, "Also print the device statistics of every available accelerator's devices.");
 
@@ -16,9 +17,19 @@ namespace kiln {
 namespace {
 
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Lists the accelerators this build of Kiln knows. Usage: accelerators [--stats]");
+  absl::SetProgramUsageMessage(
+      "Lists the accelerators this build of Kiln knows. Usage: accelerators [--stats] [--accelerator_plugin=PATH]...");
   absl::ParseCommandLine(argc, argv);
+  // Plugins register their accelerators as fit loads them (--accelerator_plugin, KILN_ACCELERATOR_PLUGINS).
+  if (absl::Status loaded = LoadAcceleratorPluginsFromCommandLine(argc, argv); !loaded.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(loaded.message()).c_str());
+    return 2;
+  }
   const AcceleratorRegistry& registry = AcceleratorRegistry::Default();
+  if (absl::Status startup = registry.StartupStatus(); !startup.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(startup.message()).c_str());
+    return 2;
+  }
   std::printf("%-12s %-12s %8s  %-9s %7s  %s\n", "NAME", "ALIASES", "PRIORITY", "AVAILABLE", "DEVICES",
               "DESCRIPTION");
   for (const AcceleratorSpec& spec : registry.List()) {

@@ -24,4 +24,11 @@ for name in cuda hpu; do
 done
 grep -qE '^cuda +gpu +20  ' <<<"$out" || fail "cuda is not listed with its alias gpu and priority 20"
 grep -qE '^hpu +- +10  ' <<<"$out" || fail "hpu is not listed with priority 10"
+# Plugins load as fit loads them: by flag and by KILN_ACCELERATOR_PLUGINS.
+plugin=examples/sample_plugin/libkiln_sample_plugin.so
+tools/accelerators --accelerator_plugin=$plugin | grep -qE '^sample_plugin +' || fail "--accelerator_plugin is not listed"
+KILN_ACCELERATOR_PLUGINS=$PWD/$plugin tools/accelerators | grep -qE '^sample_plugin +' ||
+  fail "KILN_ACCELERATOR_PLUGINS is not listed"
+if err=$(tools/accelerators --accelerator_plugin=/nonexistent/libx.so 2>&1); then fail "a missing plugin exited 0"; fi
+grep -qF "/nonexistent/libx.so" <<<"$err" || fail "the error for a missing plugin does not name it: $err"
 echo "accelerators listing ok"

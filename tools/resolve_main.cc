@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "connector/connector.h"
+#include "trainer/accelerator_plugins.h"
 #include "glog/logging.h"
 
 // The hardware flags of //trainer:fit, with the same names, defaults and meanings.
@@ -54,6 +55,10 @@ int Main(int argc, char** argv) {
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     UsageError(absl::StrCat("unexpected argument '", positional[1], "'; flags are written --name=value (see --help)"));
+  }
+  // Plugins register their accelerators as fit loads them (--accelerator_plugin, KILN_ACCELERATOR_PLUGINS).
+  if (absl::Status loaded = kiln::LoadAcceleratorPluginsFromCommandLine(argc, argv); !loaded.ok()) {
+    UsageError(std::string(loaded.message()));
   }
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = google::GLOG_WARNING;  // The connector's INFO lines are printed below as notes.

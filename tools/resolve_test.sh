@@ -42,6 +42,9 @@ check_plan 'p["strategy"] == "ddp" and p["process_group_backend"] == "gloo" and 
 p["world_size"] == 2' $resolve --accelerator=CPU --devices=2
 check_plan 'p["strategy"] == "ddp" and p["num_nodes"] == 2 and p["world_size"] == 2' $resolve --devices=1 --num_nodes=2
 check_plan 'p["strategy"] == "ddp" and p["world_size"] == 1' $resolve --strategy=ddp
+# A plugin's accelerator resolves, loaded as fit loads it.
+check_plan 'p["accelerator"] == "sample_plugin"' $resolve \
+  --accelerator_plugin=examples/sample_plugin/libkiln_sample_plugin.so --accelerator=sample_plugin
 check_plan 'p["precision"] == "64-true"' $resolve --precision=64
 
 # The CPU accelerator substitutes bf16-mixed for 16-mixed; its warning goes to standard error.
