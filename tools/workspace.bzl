@@ -1,6 +1,6 @@
 """Kiln's external repositories, for a workspace that uses Kiln as an external repository.
 
-Kiln's own WORKSPACE declares these itself. A project that brings Kiln in (to link its own accelerator backend
+Kiln's own WORKSPACE calls it as well. A project that brings Kiln in (to link its own accelerator backend
 into Kiln's programs without editing Kiln) writes, in *its* WORKSPACE:
 
     local_repository(name = "kiln", path = "/path/to/kiln")  # or an http_archive with a sha256
@@ -15,12 +15,14 @@ into Kiln's programs without editing Kiln) writes, in *its* WORKSPACE:
     kiln_backends(name = "kiln_backends", backends = ["@acme//:acme"])
 
 and builds with C++17 (`build --cxxopt=-std=c++17 --host_cxxopt=-std=c++17` in its .bazelrc, as Kiln's has). Then
-`bazel run @kiln//trainer:fit -- --accelerator=acme` trains on it.
+`bazel run @kiln//trainer:fit -- --accelerator=acme` trains on it. README.md, "Your workspace", has the complete
+files (WORKSPACE, .bazelrc, a BUILD and a program), which CI builds as written (tools/user_workspace_check.sh).
 
 `kiln_dependencies()` declares what Kiln's BUILD files refer to: the offline stand-ins for the repositories Bazel
 4.2.3 fetches by itself (rules_cc, rules_java, remote_coverage_tools; third_party/README.md), LibTorch
-(tools/libtorch.bzl) and the Debian system libraries (abseil, glog, googletest, benchmark, gloo). A repository the
-workspace has already declared under one of these names is left alone.
+(tools/libtorch.bzl) and the Debian system libraries (abseil, glog, googletest, benchmark, gloo, zlib). Kiln's own
+WORKSPACE calls it too, so a user's workspace gets exactly what Kiln builds with. A repository the workspace has
+already declared under one of these names is left alone.
 """
 
 load("//tools:libtorch.bzl", "libtorch_repository")
@@ -50,6 +52,6 @@ def kiln_dependencies():
             _kiln_stand_in(name = name, folder = name)
     if not native.existing_rule("libtorch"):
         libtorch_repository(name = "libtorch")
-    for name in ["abseil", "glog", "googletest", "benchmark", "gloo"]:
+    for name in ["abseil", "glog", "googletest", "benchmark", "gloo", "zlib"]:
         if not native.existing_rule(name):
             system_library(name = name)

@@ -21,6 +21,10 @@ grep -qx 'workspace(name = "my_npu")' "$dir/WORKSPACE" || fail "WORKSPACE does n
 grep -q 'alwayslink = True' "$dir/BUILD" || fail "the library is not alwayslink"
 grep -q 'load("@kiln//tools:conformance.bzl", "kiln_accelerator_conformance_test")' "$dir/BUILD" ||
   fail "BUILD does not load the conformance macro from @kiln"
+# Every label the README gives is one Bazel takes: a repository's label starts with '@'.
+if grep -nE '(^|[^@a-z_])(kiln|my_npu)//' "$dir/README.md"; then fail "README.md gives a label without '@' (above)"; fi
+grep -qF 'bazel run @kiln//tools:accelerators' "$dir/README.md" || fail "README.md does not list the accelerators"
+grep -qF 'kiln_dependencies()' "$dir/README.md" || fail "README.md does not say what the rest of the WORKSPACE needs"
 grep -q 'accelerator = "my_npu",' "$dir/BUILD" || fail "the conformance test does not check my_npu"
 grep -q 'class MyNpuAccelerator final : public kiln::Accelerator' "$dir/my_npu_accelerator.h" ||
   fail "no MyNpuAccelerator class in the header"
