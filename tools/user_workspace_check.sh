@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# A user's workspace, built from the README's own text: the files and commands of README "Your workspace" (each in
+# a fenced block after a `<!-- user-workspace: NAME -->` line) are copied verbatim into a new folder, with
+# /path/to/kiln replaced by this checkout, and the commands run there as a vendor would run them: the scaffold
+# writes a backend, its conformance test runs, `fit` trains on it, and a program of the user's own trains.
+#
+# A second workspace then does the same with another backend (the README's text with "acme" replaced by "zeta"),
+# and prints how many of its actions the disk cache answered: everything but that backend should come from it
+# (README, "Your workspace").
+#
+#   tools/user_workspace_check.sh [--keep]      (--keep leaves the folders and their output bases behind)
+#
+# Exit status: 0 when both workspaces build, test and train; 1 otherwise. CI runs it (.ci/run).
+set -euo pipefail
+kiln=$(cd "$(dirname "$0")/.." && pwd)
+keep=0
+[[ "${1:-}" == --keep ]] && keep=1
+readme="$kiln/README.md"
+root=$(mktemp -d /tmp/kiln-user-workspace.XXXXXX)
+
+cleanup() {
+  for ws in "$root"/*/; do
+    [[ -f "$ws/WORKSPACE" ]] || continue
+    if [[ $keep -eq 0 ]]; then (cd "$ws" && bazel clean --expunge >/dev/null 2>&1 || true); fi
+    (cd "$ws" && bazel shutdown >/dev/null 2>&1 || true)
+  done
+  if [[ $keep -eq 0 ]]; then rm -rf "$root"; else echo "kept $root"; fi
+}
+trap cleanup EXIT
+
+fail() {
+  echo "user workspace check FAILED: $*" >&2
+  exit 1
+}
+
+# The fenced block after `<!-- user-workspace: $1 -->`, without its fences.
+block() {
+  awk -v name="$1" '
+    $0 == "<!-- user-workspace: " name " -->" { found = 1; next }
+    found == 1 && /^```/ { found = 2; next }
+    found == 2 && /^```/ { exit }
+    found == 2 { print }
+  ' "$readme"
+}
+
+names=$(sed -n -E 's/^<!-- user-workspace: (.+) -->$/\1/p' "$readme")
+[[ -n "$names" ]] || fail "README.md has no <!-- user-workspace: NAME --> blocks"
+grep -qx "commands" <<<"$names" || fail "README.md has no <!-- user-workspace: commands --> block"
+
+# make_workspace DIR BACKEND: the README's files, with Kiln's path and the backend's name filled in.
+make_workspace() {
+  local dir=$1 backend=$2
+  mkdir -p "$dir"
+  local name
+  while read -r name; do
+    [[ "$name" == commands ]] && continue
+    mkdir -p "$dir/$(dirname "$name")"
+    block "$name" | sed -e "s|/path/to/kiln|$kiln|g" -e "s|acme|$backend|g" >"$dir/$name"
+    [[ -s "$dir/$name" ]] || fail "the README's block for $name is empty"
+  done <<<"$names"
+  block commands | sed -e "s|/path/to/kiln|$kiln|g" -e "s|acme|$backend|g" >"$dir/.readme_commands.sh"
+}
+
+# run_workspace DIR: runs the README's commands there; prints each bazel command's process summary.
+run_workspace() {
+  local dir=$1 log=$1/.readme_commands.log
+  local start=$SECONDS
+  echo "== $(basename "$dir"): the README's commands"
+  sed 's/^/   $ /' "$dir/.readme_commands.sh"
+  if ! (cd "$dir" && bash -euo pipefail .readme_commands.sh) >"$log" 2>&1; then
+    tail -n 60 "$log" >&2
+    fail "$(basename "$dir"): a command of the README failed (log above)"
+  fi
+  echo "   passed in $((SECONDS - start)) s"
+  grep -aE '^INFO: [0-9]+ process(es)?:' "$log" | sed 's/^/   /' || true
+}
+
+make_workspace "$root/first" acme
+run_workspace "$root/first"
+grep -aq "Trained on acme" "$root/first/.readme_commands.log" || fail "first: fit did not say it trained on acme"
+
+make_workspace "$root/second" zeta
+run_workspace "$root/second"
+grep -aq "Trained on zeta" "$root/second/.readme_commands.log" || fail "second: fit did not say it trained on zeta"
+
+# The second workspace's compile actions, and how many the disk cache answered.
+hits=0 total=0
+while read -r line; do
+  h=$(sed -n -E 's/.* ([0-9]+) remote cache hit.*/\1/p' <<<"$line")
+  t=$(sed -n -E 's/^INFO: ([0-9]+) process.*/\1/p' <<<"$line")
+  hits=$((hits + ${h:-0})) total=$((total + ${t:-0}))
+done < <(grep -aE '^INFO: [0-9]+ process(es)?:' "$root/second/.readme_commands.log")
+echo "second workspace: $hits of $total processes came from the disk cache"
+echo "user workspace check passed: both workspaces built from the README, passed conformance and trained"
