@@ -65,9 +65,9 @@ class ThirdPartyAccelerator final : public Accelerator {
     for (int index : indices) devices.emplace_back(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
     return devices;
   }
-  absl::Status SetupDevice(const c10::Device&) override { return absl::OkStatus(); }
-  absl::Status TeardownDevice(const c10::Device&) override { return absl::OkStatus(); }
-  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device&) const override { return DeviceStats{}; }
+  absl::Status SetupDevice(const LogicalDevice&) override { return absl::OkStatus(); }
+  absl::Status TeardownDevice(const LogicalDevice&) override { return absl::OkStatus(); }
+  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice&) const override { return DeviceStats{}; }
   std::string ProcessGroupBackend() const override { return options_.process_group_backend; }
   std::vector<Precision> SupportedPrecisions() const override { return options_.precisions; }
 
@@ -876,7 +876,8 @@ TEST_F(ConnectorTest, PlanAsJson) {
   absl::StatusOr<Plan> plan = Resolve({.accelerator = "npu", .devices = "0,1"});
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->ToJson(),
-            "{\"accelerator\": \"npu\", \"devices\": [\"privateuseone:0\", \"privateuseone:1\"], \"num_devices\": 2, "
+            "{\"accelerator\": \"npu\", \"devices\": [\"privateuseone:0\", \"privateuseone:1\"], \"logical_devices\": "
+            "[\"npu:0\", \"npu:1\"], \"num_devices\": 2, "
             "\"strategy\": \"ddp\", \"process_group_backend\": \"hccl\", \"precision\": \"32-true\", \"num_nodes\": 1, "
             "\"world_size\": 2, \"global_rank\": 0, \"local_rank\": 0, \"node_rank\": 0, \"cluster_environment\": "
             "\"lightning\", \"creates_processes_externally\": false, \"main_address\": \"127.0.0.1\", \"main_port\": "
@@ -885,6 +886,21 @@ TEST_F(ConnectorTest, PlanAsJson) {
   ASSERT_TRUE(plan.ok());
   EXPECT_THAT(plan->ToJson(), HasSubstr("\"process_group_backend\": null"));
   EXPECT_THAT(plan->ToJson(), HasSubstr("\"main_address\": \"a\\\"b\", \"main_port\": 80, "));
+}
+
+// A backend whose devices all compute on the host CPU keeps its own numbering in the plan (the c10 devices alone
+// read "cpu", "cpu").
+TEST_F(ConnectorTest, DevicesThatShareAComputeDeviceKeepTheirIndices) {
+  Register("sim", 0, {},
+           [] { return std::make_shared<FakeAccelerator>(FakeAcceleratorOptions{.name = "sim", .device_count = 3}); });
+  absl::StatusOr<Plan> plan = Resolve({.accelerator = "sim", .devices = "0,2", .strategy = "ddp"});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->ToJson(),
+              HasSubstr("\"devices\": [\"cpu\", \"cpu\"], \"logical_devices\": [\"sim:0\", \"sim:2\"]"));
+  ASSERT_EQ(plan->logical_devices().size(), 2u);
+  EXPECT_EQ(plan->logical_devices()[1].index, 2);
+  EXPECT_EQ(plan->logical_devices()[1].ToString(), "sim:2 (on cpu)");
+  EXPECT_EQ(plan->root_logical_device().ToString(), "sim:0 (on cpu)");
 }
 
 }  // namespace

@@ -6,14 +6,30 @@
 
 namespace kiln {
 
+std::vector<LogicalDevice> Plan::logical_devices() const {
+  std::vector<LogicalDevice> logical;
+  const std::string name = accelerator ? accelerator->name() : "";
+  for (size_t i = 0; i < devices.size(); ++i) {
+    logical.push_back({.accelerator = name,
+                       .index = i < device_indices.size() ? device_indices[i] : static_cast<int>(i),
+                       .compute = devices[i]});
+  }
+  return logical;
+}
+
 std::string Plan::ToJson() const {
   std::vector<std::string> device_names;
   for (const c10::Device& device : devices) device_names.push_back(JsonString(device.str()));
+  std::vector<std::string> logical_names;
+  for (const LogicalDevice& device : logical_devices()) {
+    logical_names.push_back(JsonString(absl::StrCat(device.accelerator, ":", device.index)));
+  }
   // One key per line, as the keys are documented.
   // clang-format off
   return absl::StrCat(
       "{\"accelerator\": ", JsonString(accelerator ? accelerator->name() : ""),
       ", \"devices\": [", absl::StrJoin(device_names, ", "), "]",
+      ", \"logical_devices\": [", absl::StrJoin(logical_names, ", "), "]",
       ", \"num_devices\": ", num_devices(),
       ", \"strategy\": ", JsonString(strategy),
       ", \"process_group_backend\": ", process_group_backend ? JsonString(*process_group_backend) : "null",

@@ -19,7 +19,7 @@ namespace kiln {
 struct Plan {
   std::shared_ptr<Accelerator> accelerator;
   std::vector<int> device_indices;   // What the accelerator parsed from `devices`.
-  std::vector<c10::Device> devices;  // One per local process (Accelerator::ParallelDevices).
+  std::vector<c10::Device> devices;  // What each local process computes on (Accelerator::ParallelDevices).
   std::string strategy;              // The strategy's name: "single_device", "ddp", or a registered/instance name.
   // The user's strategy instance, untouched; null when the strategy was named or chosen by "auto".
   std::shared_ptr<StrategyDescriptor> strategy_instance;
@@ -43,8 +43,12 @@ struct Plan {
   std::vector<std::string> notes;             // Informational lines (why "auto" skipped an accelerator), in order.
 
   int num_devices() const { return static_cast<int>(devices.size()); }
-  // This process's device.
+  // This process's c10 device: where its tensors live.
   c10::Device root_device() const { return devices.at(local_rank); }
+  // The devices as their accelerator numbers them, one per local process: the parsed index with its c10 device.
+  std::vector<LogicalDevice> logical_devices() const;
+  // This process's device, as its accelerator numbers it: what the backend is asked to set up and report on.
+  LogicalDevice root_logical_device() const { return logical_devices().at(local_rank); }
   // One JSON object with the keys documented for `//tools:resolve`.
   std::string ToJson() const;
 };

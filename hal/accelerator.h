@@ -2,9 +2,10 @@
 //
 // An `Accelerator` answers every hardware question the connector and the trainer have: what the user's `devices`
 // value means, how many devices "auto" finds, whether the hardware can be used here, which `c10::Device`s the
-// processes run on, how to set a device up and tear it down, what its statistics are, which collective backend
-// distributed training should use, and which precisions it supports. Nothing above the HAL knows any of this, so a
-// third-party accelerator plugs in by implementing this class, exactly like the built-in ones (backends/*).
+// processes compute on (a LogicalDevice keeps the accelerator's own index beside it), how to set a device up and tear
+// it down, what its statistics are, which collective backend distributed training should use, and which precisions it
+// supports. Nothing above the HAL knows any of this, so a third-party accelerator plugs in by implementing this class,
+// exactly like the built-in ones (backends/*).
 //
 // Contract for implementers:
 //  - Methods marked "must not throw" are called while probing many backends (for "auto" and listings); a failure
@@ -34,6 +35,19 @@ namespace kiln {
 // Device statistics: metric name -> value. Each backend documents the keys it reports (and their units) in its
 // header. Keys are lower_snake_case with the unit as a suffix where there is one (`rss_bytes`, `utilization_percent`).
 using DeviceStats = std::map<std::string, double>;
+
+// The device one process runs on, as its accelerator numbers it, with the c10 device its tensors live on. The two
+// differ for a backend that computes on another c10 device (a simulator or a bring-up backend on the host CPU: its
+// devices 0, 1 and 2 all compute on `cpu`), so everything that speaks of a device to a user or to the backend uses
+// this, not the c10 device alone.
+struct LogicalDevice {
+  std::string accelerator;  // The accelerator's name() ("acme").
+  int index = 0;            // The index ParseDevices gave for this process.
+  c10::Device compute = c10::Device(c10::DeviceType::CPU);  // What ParallelDevices gave for that index.
+
+  // "acme:2"; with the c10 device when its name says something else: "acme:2 (on cpu)".
+  std::string ToString() const;
+};
 
 // An accelerator's answer when asked to run at a precision it cannot run as requested, but can run in a close
 // substitute (Lightning: "16-mixed" on CPU runs as "bf16-mixed").
@@ -67,22 +81,24 @@ class Accelerator {
   virtual absl::Status CheckAvailable() const = 0;
   bool IsAvailable() const { return CheckAvailable().ok(); }
 
-  // The device each local process runs on, one entry per parsed index (so its size is the number of local
-  // processes). `indices` must come from ParseDevices; the result is unspecified otherwise. Must not throw.
+  // The c10 device each local process computes on, one entry per parsed index (so its size is the number of local
+  // processes). `indices` must come from ParseDevices; the result is unspecified otherwise. Several indices may
+  // compute on the same c10 device (a backend on the host CPU); the index stays in the LogicalDevice that Kiln
+  // builds from both and passes to the methods below. Must not throw.
   virtual std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const = 0;
 
   // Prepares `device` for use by this process (select it, create contexts). Called once per process before any
-  // tensor is moved there; an error stops the run before training. May block while the device initialises.
-  virtual absl::Status SetupDevice(const c10::Device& device) = 0;
+  // tensor is moved to `device.compute`; an error stops the run before training. May block while it initialises.
+  virtual absl::Status SetupDevice(const LogicalDevice& device) = 0;
 
   // Releases what SetupDevice and training left on `device` (cached memory, contexts). Called once when training
   // ends, also after a failed run. Setup followed by teardown may repeat in one process.
-  virtual absl::Status TeardownDevice(const c10::Device& device) = 0;
+  virtual absl::Status TeardownDevice(const LogicalDevice& device) = 0;
 
   // Current statistics of `device` (see DeviceStats). Returns an error only when `device` is not one of this
-  // accelerator's; a statistic that cannot be read is left out (or reported as an `*_available` = 0 key), it does
-  // not fail the call. Cheap enough to call every few steps; must not throw.
-  virtual absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const = 0;
+  // accelerator's (its index or its c10 device); a statistic that cannot be read is left out (or reported as an
+  // `*_available` = 0 key), it does not fail the call. Cheap enough to call every few steps; must not throw.
+  virtual absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const = 0;
 
   // The torch.distributed collective backend this accelerator prefers for data-parallel training ("gloo",
   // "nccl", "hccl", ...). Must not throw.
@@ -98,6 +114,14 @@ class Accelerator {
     return std::nullopt;
   }
 };
+
+// One LogicalDevice per parsed index, in order: `accelerator`'s ParallelDevices for `indices`, each with its index.
+std::vector<LogicalDevice> LogicalDevices(const Accelerator& accelerator, const std::vector<int>& indices);
+
+// The LogicalDevice of `accelerator` that computes on `compute`, for backends that number their devices as their
+// c10 device does (CUDA, a PrivateUse1 device): the index of `compute`, or 0 when it has none. A backend whose
+// devices share one c10 device (a simulator on the host) is reached only through LogicalDevices.
+LogicalDevice LogicalDeviceOf(const Accelerator& accelerator, const c10::Device& compute);
 
 }  // namespace kiln
 

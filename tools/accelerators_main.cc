@@ -54,10 +54,9 @@ int Main(int argc, char** argv) {
       std::printf("%-12s devices: %s\n", "", std::string(indices.status().message()).c_str());
       continue;
     }
-    std::vector<c10::Device> devices = (*accelerator)->ParallelDevices(*indices);
-    for (size_t i = 0; i < devices.size(); ++i) {
-      absl::StatusOr<DeviceStats> stats = (*accelerator)->GetDeviceStats(devices[i]);
-      std::printf("%-12s device %d (%s):\n", "", (*indices)[i], devices[i].str().c_str());
+    for (const LogicalDevice& device : LogicalDevices(**accelerator, *indices)) {
+      absl::StatusOr<DeviceStats> stats = (*accelerator)->GetDeviceStats(device);
+      std::printf("%-12s device %s:\n", "", device.ToString().c_str());
       if (!stats.ok()) {
         std::printf("%-14s error: %s\n", "", std::string(stats.status().message()).c_str());
         continue;

@@ -137,9 +137,9 @@ class @CLASS@ final : public kiln::Accelerator {
   int AutoDeviceCount() const override;
   absl::Status CheckAvailable() const override;
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
-  absl::Status SetupDevice(const c10::Device& device) override;
-  absl::Status TeardownDevice(const c10::Device& device) override;
-  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const c10::Device& device) const override;
+  absl::Status SetupDevice(const kiln::LogicalDevice& device) override;
+  absl::Status TeardownDevice(const kiln::LogicalDevice& device) override;
+  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const kiln::LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override;
   std::vector<kiln::Precision> SupportedPrecisions() const override;
 };
@@ -166,10 +166,14 @@ constexpr c10::DeviceType kDeviceType = c10::DeviceType::CPU;
 // never throw.
 int CountDevices() { return 1; }
 
-absl::Status CheckOwnDevice(const c10::Device& device) {
-  if (device.type() == kDeviceType) return absl::OkStatus();
+// `device.index` is @NAME@'s own number for the device (what ParseDevices gave); `device.compute` is the c10 device
+// its tensors live on, which for the skeleton is the host CPU for every index.
+absl::Status CheckOwnDevice(const kiln::LogicalDevice& device) {
+  if (device.compute.type() == kDeviceType && device.index >= 0 && device.index < CountDevices()) {
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("the @NAME@ accelerator got device '", device.str(), "', which is not one of its devices"));
+      absl::StrCat("the @NAME@ accelerator got device '", device.ToString(), "', which is not one of its devices"));
 }
 
 }  // namespace
@@ -189,21 +193,22 @@ absl::Status @CLASS@::CheckAvailable() const {
 }
 
 std::vector<c10::Device> @CLASS@::ParallelDevices(const std::vector<int>& indices) const {
-  // TODO: one c10::Device(kDeviceType, index) per index, for a device with numbered devices.
+  // TODO: one c10::Device(kDeviceType, index) per index, for a device LibTorch numbers. Kiln keeps each index
+  // beside its c10 device (kiln::LogicalDevice), so devices that all compute on the host stay apart.
   return std::vector<c10::Device>(indices.size(), c10::Device(kDeviceType));
 }
 
-absl::Status @CLASS@::SetupDevice(const c10::Device& device) {
+absl::Status @CLASS@::SetupDevice(const kiln::LogicalDevice& device) {
   // TODO: select the device for this process, create its context.
   return CheckOwnDevice(device);
 }
 
-absl::Status @CLASS@::TeardownDevice(const c10::Device& device) {
+absl::Status @CLASS@::TeardownDevice(const kiln::LogicalDevice& device) {
   // TODO: wait for the device, release cached memory. Set-up and tear-down may repeat in one process.
   return CheckOwnDevice(device);
 }
 
-absl::StatusOr<kiln::DeviceStats> @CLASS@::GetDeviceStats(const c10::Device& device) const {
+absl::StatusOr<kiln::DeviceStats> @CLASS@::GetDeviceStats(const kiln::LogicalDevice& device) const {
   if (absl::Status status = CheckOwnDevice(device); !status.ok()) return status;
   // TODO: utilisation, memory, temperature... A value that cannot be read is left out; it does not fail the call.
   return kiln::DeviceStats{{"devices_visible", static_cast<double>(CountDevices())}};

@@ -22,7 +22,7 @@ check_plan() {
 import json, sys
 condition, text = sys.argv[1], sys.argv[2]
 p = json.loads(text)
-keys = ["accelerator", "devices", "num_devices", "strategy", "process_group_backend", "precision", "num_nodes",
+keys = ["accelerator", "devices", "logical_devices", "num_devices", "strategy", "process_group_backend", "precision", "num_nodes",
         "world_size", "global_rank", "local_rank", "node_rank", "cluster_environment"]
 missing = [k for k in keys if k not in p]
 if missing:
@@ -39,7 +39,7 @@ p["global_rank"] == 0 and p["cluster_environment"] == "lightning"' $resolve
 # "auto" may explain, as notes, why it skipped unavailable backends; a default plan has no warning or error.
 grep -v '^note: ' "$err" | grep -q . && fail "a default plan wrote more than notes to standard error: $(cat "$err")"
 check_plan 'p["strategy"] == "ddp" and p["process_group_backend"] == "gloo" and p["devices"] == ["cpu", "cpu"] and
-p["world_size"] == 2' $resolve --accelerator=CPU --devices=2
+p["logical_devices"] == ["cpu:0", "cpu:1"] and p["world_size"] == 2' $resolve --accelerator=CPU --devices=2
 check_plan 'p["strategy"] == "ddp" and p["num_nodes"] == 2 and p["world_size"] == 2' $resolve --devices=1 --num_nodes=2
 check_plan 'p["strategy"] == "ddp" and p["world_size"] == 1' $resolve --strategy=ddp
 # A plugin's accelerator resolves, loaded as fit loads it.

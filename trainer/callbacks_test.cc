@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hal/testing/fake_accelerator.h"
 #include "torch/utils.h"
 #include "trainer/callbacks/device_stats_monitor.h"
 #include "trainer/callbacks/early_stopping.h"
@@ -278,6 +279,31 @@ TEST(MonitorsTest, LearningRateAndDeviceStatsGoToTheLogger) {
     Trainer without_logger(Quiet({.callbacks = {monitor}}));
     EXPECT_THAT(without_logger.fit(model, data).message(), HasSubstr("callback with"));
   }
+}
+
+// A backend whose devices all compute on the host CPU: the monitor asks for this process's device by the
+// accelerator's own index (the fake reports it as device_index), not for "cpu".
+TEST(MonitorsTest, DeviceStatsAreTheLogicalDevices) {
+  RecordingClassifier model;
+  SyntheticClusters data(SmallData());
+  auto logger = std::make_shared<MemoryLogger>();
+  auto simulator = std::make_shared<::kiln::testing::FakeAccelerator>(
+      ::kiln::testing::FakeAcceleratorOptions{.name = "simulator", .device_count = 3});
+  Trainer trainer(Quiet({.accelerator = simulator,
+                         .devices = std::vector<int>{2},
+                         .max_epochs = 1,
+                         .log_every_n_steps = 5,
+                         .callbacks = {std::make_shared<DeviceStatsMonitor>()},
+                         .loggers = {logger}}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  EXPECT_EQ(trainer.plan()->root_logical_device().ToString(), "simulator:2 (on cpu)");
+  int rows = 0;
+  for (const MemoryLogger::Row& row : logger->rows()) {
+    if (!row.metrics.count("DeviceStatsMonitor.on_train_batch_end/device_index")) continue;
+    ++rows;
+    EXPECT_EQ(row.metrics.at("DeviceStatsMonitor.on_train_batch_end/device_index"), 2.0);
+  }
+  EXPECT_EQ(rows, 2);
 }
 
 TEST(TimerTest, MaxTimeStopsTraining) {

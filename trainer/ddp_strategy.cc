@@ -51,7 +51,8 @@ absl::Status WaitForListener(const std::string& address, int port, absl::Time de
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (const int error = ::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found); error != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot resolve MASTER_ADDR '", address, "': ", gai_strerror(error)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve MASTER_ADDR '", address, "': ", gai_strerror(error)));
   }
   std::string last_error = "nothing answered";
   while (true) {
@@ -109,7 +110,8 @@ absl::Status DDPStrategy::NotMet(const std::string& address, int port, absl::str
 
 absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   accelerator_ = plan.accelerator;
-  device_ = plan.root_device();
+  logical_device_ = plan.root_logical_device();
+  device_ = logical_device_.compute;
   global_rank_ = plan.global_rank;
   world_size_ = plan.world_size;
   const std::string backend = plan.process_group_backend.value_or(accelerator_->ProcessGroupBackend());
@@ -125,7 +127,7 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   const std::string address = plan.main_address.empty() ? "127.0.0.1" : plan.main_address;
   const int port = *plan.main_port;
 
-  if (absl::Status status = SetupDeviceAndModel(*accelerator_, device_, model, &device_set_up_); !status.ok()) {
+  if (absl::Status status = SetupDeviceAndModel(*accelerator_, logical_device_, model, &device_set_up_); !status.ok()) {
     return status;
   }
 
@@ -222,7 +224,7 @@ absl::Status DDPStrategy::Teardown() {
   store_.reset();
   if (!device_set_up_) return absl::OkStatus();
   device_set_up_ = false;
-  return accelerator_->TeardownDevice(device_);
+  return accelerator_->TeardownDevice(logical_device_);
 }
 
 Batch DDPStrategy::BatchToDevice(const Batch& batch) const { return MoveBatch(batch, device_); }

@@ -73,7 +73,8 @@ class DDPStrategy final : public Strategy {
 
   DDPOptions options_;
   std::shared_ptr<Accelerator> accelerator_;
-  c10::Device device_ = c10::Device(c10::DeviceType::CPU);
+  LogicalDevice logical_device_;
+  c10::Device device_ = c10::Device(c10::DeviceType::CPU);  // logical_device_.compute.
   bool device_set_up_ = false;
   int global_rank_ = 0;
   int world_size_ = 1;

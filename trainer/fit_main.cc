@@ -103,10 +103,12 @@ class OnFitEnd final : public Callback {
   std::function<void()> fn_;
 };
 
-// The plan's devices as a JSON list.
+// The plan's devices as a JSON list, as their accelerator numbers them ("acme:0").
 std::string JsonDevices(const Plan& plan) {
   std::vector<std::string> devices;
-  for (const c10::Device& device : plan.devices) devices.push_back(JsonString(device.str()));
+  for (const LogicalDevice& device : plan.logical_devices()) {
+    devices.push_back(JsonString(absl::StrCat(device.accelerator, ":", device.index)));
+  }
   return absl::StrCat("[", absl::StrJoin(devices, ", "), "]");
 }
 

@@ -16,31 +16,32 @@ Batch MoveBatch(const Batch& batch, const c10::Device& device) {
   return {batch.input.to(device), batch.target.defined() ? batch.target.to(device) : at::Tensor()};
 }
 
-absl::Status SetupDeviceAndModel(Accelerator& accelerator, const c10::Device& device, torch::nn::Module& model,
+absl::Status SetupDeviceAndModel(Accelerator& accelerator, const LogicalDevice& device, torch::nn::Module& model,
                                  bool* device_set_up) {
   if (absl::Status status = accelerator.SetupDevice(device); !status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("setting up ", accelerator.name(), " device ", device.str(),
+    return absl::Status(status.code(), absl::StrCat("setting up ", accelerator.name(), " device ", device.ToString(),
                                                     " failed: ", status.message()));
   }
   *device_set_up = true;
   try {
-    model.to(device);
+    model.to(device.compute);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("moving the model to ", device.str(), " failed: ", e.what()));
+    return absl::InternalError(absl::StrCat("moving the model to ", device.ToString(), " failed: ", e.what()));
   }
   return absl::OkStatus();
 }
 
 absl::Status SingleDeviceStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   accelerator_ = plan.accelerator;
-  device_ = plan.root_device();
-  return SetupDeviceAndModel(*accelerator_, device_, model, &set_up_);
+  logical_device_ = plan.root_logical_device();
+  device_ = logical_device_.compute;
+  return SetupDeviceAndModel(*accelerator_, logical_device_, model, &set_up_);
 }
 
 absl::Status SingleDeviceStrategy::Teardown() {
   if (!set_up_) return absl::OkStatus();
   set_up_ = false;
-  return accelerator_->TeardownDevice(device_);
+  return accelerator_->TeardownDevice(logical_device_);
 }
 
 Batch SingleDeviceStrategy::BatchToDevice(const Batch& batch) const { return MoveBatch(batch, device_); }

@@ -78,7 +78,8 @@ class SingleDeviceStrategy final : public Strategy {
 
  private:
   std::shared_ptr<Accelerator> accelerator_;
-  c10::Device device_ = c10::Device(c10::DeviceType::CPU);
+  LogicalDevice logical_device_;
+  c10::Device device_ = c10::Device(c10::DeviceType::CPU);  // logical_device_.compute, kept for the step's path.
   bool set_up_ = false;
 };
 
@@ -86,7 +87,7 @@ class SingleDeviceStrategy final : public Strategy {
 Batch MoveBatch(const Batch& batch, const c10::Device& device);
 // Sets up `device` through `accelerator` and moves `model` there, with errors that name both. `*device_set_up` says
 // whether the device needs a teardown, also when moving the model failed.
-absl::Status SetupDeviceAndModel(Accelerator& accelerator, const c10::Device& device, torch::nn::Module& model,
+absl::Status SetupDeviceAndModel(Accelerator& accelerator, const LogicalDevice& device, torch::nn::Module& model,
                                  bool* device_set_up);
 
 }  // namespace kiln

@@ -35,11 +35,12 @@ std::vector<c10::Device> CpuAccelerator::ParallelDevices(const std::vector<int>&
   return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::CPU));
 }
 
-absl::Status CpuAccelerator::SetupDevice(const c10::Device& device) { return CheckCpu(device); }
+absl::Status CpuAccelerator::SetupDevice(const LogicalDevice& device) { return CheckCpu(device.compute); }
 
-absl::Status CpuAccelerator::TeardownDevice(const c10::Device& device) { return CheckCpu(device); }
+absl::Status CpuAccelerator::TeardownDevice(const LogicalDevice& device) { return CheckCpu(device.compute); }
 
-absl::StatusOr<DeviceStats> CpuAccelerator::GetDeviceStats(const c10::Device& device) const {
+absl::StatusOr<DeviceStats> CpuAccelerator::GetDeviceStats(const LogicalDevice& logical) const {
+  const c10::Device& device = logical.compute;
   if (absl::Status status = CheckCpu(device); !status.ok()) return status;
   DeviceStats stats;
   if (absl::StatusOr<std::string> status_file = cpu::ReadProcFile("/proc/self/status"); status_file.ok()) {

@@ -33,9 +33,9 @@ class CpuAccelerator final : public Accelerator {
   int AutoDeviceCount() const override { return 1; }
   absl::Status CheckAvailable() const override { return absl::OkStatus(); }
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
-  absl::Status SetupDevice(const c10::Device& device) override;
-  absl::Status TeardownDevice(const c10::Device& device) override;
-  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override;
+  absl::Status SetupDevice(const LogicalDevice& device) override;
+  absl::Status TeardownDevice(const LogicalDevice& device) override;
+  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return "gloo"; }
   std::vector<Precision> SupportedPrecisions() const override;
   std::optional<PrecisionSubstitute> SubstitutePrecision(Precision requested) const override;

@@ -44,19 +44,19 @@ TEST(CpuAcceleratorTest, DevicesAreProcessesOnThisMachine) {
 TEST(CpuAcceleratorTest, SetupAndTeardownRepeatAndRefuseOtherDevices) {
   CpuAccelerator cpu;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(cpu.SetupDevice(c10::Device(c10::DeviceType::CPU)).ok());
-    EXPECT_TRUE(cpu.TeardownDevice(c10::Device(c10::DeviceType::CPU)).ok());
+    EXPECT_TRUE(cpu.SetupDevice(LogicalDeviceOf(cpu, c10::Device(c10::DeviceType::CPU))).ok());
+    EXPECT_TRUE(cpu.TeardownDevice(LogicalDeviceOf(cpu, c10::Device(c10::DeviceType::CPU))).ok());
   }
-  absl::Status wrong = cpu.SetupDevice(c10::Device(c10::DeviceType::CUDA, 0));
+  absl::Status wrong = cpu.SetupDevice(LogicalDeviceOf(cpu, c10::Device(c10::DeviceType::CUDA, 0)));
   EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong.message(), HasSubstr("got device 'cuda:0'"));
-  EXPECT_FALSE(cpu.GetDeviceStats(c10::Device(c10::DeviceType::CUDA, 0)).ok());
+  EXPECT_FALSE(cpu.GetDeviceStats(LogicalDeviceOf(cpu, c10::Device(c10::DeviceType::CUDA, 0))).ok());
 }
 
 TEST(CpuAcceleratorTest, StatisticsAreRealReadings) {
   CpuAccelerator cpu;
   const c10::Device device(c10::DeviceType::CPU);
-  absl::StatusOr<DeviceStats> before = cpu.GetDeviceStats(device);
+  absl::StatusOr<DeviceStats> before = cpu.GetDeviceStats(LogicalDeviceOf(cpu, device));
   ASSERT_TRUE(before.ok()) << before.status();
   for (const char* key : {"process_rss_bytes", "machine_memory_total_bytes", "machine_memory_available_bytes",
                           "machine_memory_used_percent", "machine_cpu_count", "process_cpu_percent"}) {
@@ -71,7 +71,7 @@ TEST(CpuAcceleratorTest, StatisticsAreRealReadings) {
   const std::clock_t start = std::clock();
   volatile double sink = 0;
   while (std::clock() - start < CLOCKS_PER_SEC / 5) sink = sink + 1;
-  absl::StatusOr<DeviceStats> after = cpu.GetDeviceStats(device);
+  absl::StatusOr<DeviceStats> after = cpu.GetDeviceStats(LogicalDeviceOf(cpu, device));
   ASSERT_TRUE(after.ok());
   EXPECT_GT(after->at("process_rss_bytes") - before->at("process_rss_bytes"), 200.0 * 1024 * 1024);
   EXPECT_GT(after->at("process_cpu_percent"), 0.0);

@@ -98,7 +98,8 @@ std::vector<c10::Device> CudaAccelerator::ParallelDevices(const std::vector<int>
   return devices;
 }
 
-absl::Status CudaAccelerator::SetupDevice(const c10::Device& device) {
+absl::Status CudaAccelerator::SetupDevice(const LogicalDevice& logical) {
+  const c10::Device& device = logical.compute;
   if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
   if (absl::Status status = CheckAvailable(); !status.ok()) return status;
   const int index = device.has_index() ? device.index() : 0;
@@ -117,7 +118,8 @@ absl::Status CudaAccelerator::SetupDevice(const c10::Device& device) {
   return absl::OkStatus();
 }
 
-absl::Status CudaAccelerator::TeardownDevice(const c10::Device& device) {
+absl::Status CudaAccelerator::TeardownDevice(const LogicalDevice& logical) {
+  const c10::Device& device = logical.compute;
   if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
   const int index = device.has_index() ? device.index() : 0;
   // Nothing can have been set up on a device LibTorch cannot see (SetupDevice refused it): nothing to release.
@@ -151,7 +153,8 @@ const cuda::Nvml* CudaAccelerator::LoadedNvml() const {
   return nvml_.get();
 }
 
-absl::StatusOr<DeviceStats> CudaAccelerator::GetDeviceStats(const c10::Device& device) const {
+absl::StatusOr<DeviceStats> CudaAccelerator::GetDeviceStats(const LogicalDevice& logical) const {
+  const c10::Device& device = logical.compute;
   if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
   int index = device.has_index() ? device.index() : -1;
   if (index < 0) {

@@ -57,9 +57,9 @@ class CudaAccelerator final : public Accelerator {
   int AutoDeviceCount() const override;
   absl::Status CheckAvailable() const override;
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
-  absl::Status SetupDevice(const c10::Device& device) override;
-  absl::Status TeardownDevice(const c10::Device& device) override;
-  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override;
+  absl::Status SetupDevice(const LogicalDevice& device) override;
+  absl::Status TeardownDevice(const LogicalDevice& device) override;
+  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return "nccl"; }
   std::vector<Precision> SupportedPrecisions() const override;
 

@@ -145,19 +145,19 @@ TEST(CudaAcceleratorTest, ParallelDevicesAreTheParsedCudaIndices) {
 TEST(CudaAcceleratorTest, SetupRefusesOtherDevicesAndUnavailableCuda) {
   CudaAccelerator cuda;
   const c10::Device cpu(c10::DeviceType::CPU);
-  EXPECT_EQ(cuda.SetupDevice(cpu).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(cuda.SetupDevice(cpu).message(), HasSubstr("got device 'cpu'"));
-  EXPECT_EQ(cuda.TeardownDevice(cpu).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(cuda.GetDeviceStats(cpu).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda.SetupDevice(LogicalDeviceOf(cuda, cpu)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cuda.SetupDevice(LogicalDeviceOf(cuda, cpu)).message(), HasSubstr("got device 'cpu'"));
+  EXPECT_EQ(cuda.TeardownDevice(LogicalDeviceOf(cuda, cpu)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda.GetDeviceStats(LogicalDeviceOf(cuda, cpu)).status().code(), absl::StatusCode::kInvalidArgument);
 
   const absl::Status available = cuda.CheckAvailable();
   if (available.ok()) GTEST_SKIP() << "CUDA is available here; set-up on a real GPU is not what this test checks";
   const c10::Device gpu(c10::DeviceType::CUDA, 0);
-  const absl::Status setup = cuda.SetupDevice(gpu);
+  const absl::Status setup = cuda.SetupDevice(LogicalDeviceOf(cuda, gpu));
   EXPECT_EQ(setup.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(setup.message(), available.message());
   // Tear-down after a failed set-up has nothing to release, and must not fail.
-  EXPECT_TRUE(cuda.TeardownDevice(gpu).ok());
+  EXPECT_TRUE(cuda.TeardownDevice(LogicalDeviceOf(cuda, gpu)).ok());
 }
 
 TEST(CudaAcceleratorTest, StatisticsWithoutNvmlSaySoOrRefuseDevicesThatAreNotThere) {
@@ -167,7 +167,7 @@ TEST(CudaAcceleratorTest, StatisticsWithoutNvmlSaySoOrRefuseDevicesThatAreNotThe
   EXPECT_EQ(nvml.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(nvml.message(), HasSubstr(missing));
 
-  absl::StatusOr<DeviceStats> stats = cuda.GetDeviceStats(c10::Device(c10::DeviceType::CUDA, 0));
+  absl::StatusOr<DeviceStats> stats = cuda.GetDeviceStats(LogicalDeviceOf(cuda, c10::Device(c10::DeviceType::CUDA, 0)));
   if (LibTorchCount() == 0) {
     // Neither LibTorch nor NVML can see a device 0: it is not this accelerator's.
     EXPECT_EQ(stats.status().code(), absl::StatusCode::kInvalidArgument);
@@ -224,11 +224,13 @@ TEST(CudaAcceleratorTest, StatisticsComeFromTheNvmlDeviceBehindEachCudaIndex) {
     const int visible = static_cast<int>(c.nvml_index_of_cuda_index.size());
     for (int cuda_index = 0; cuda_index < visible; ++cuda_index) {
       SCOPED_TRACE(cuda_index);
-      absl::StatusOr<DeviceStats> stats = cuda.GetDeviceStats(c10::Device(c10::DeviceType::CUDA, cuda_index));
+      absl::StatusOr<DeviceStats> stats =
+          cuda.GetDeviceStats(LogicalDeviceOf(cuda, c10::Device(c10::DeviceType::CUDA, cuda_index)));
       ASSERT_TRUE(stats.ok()) << stats.status();
       EXPECT_EQ(*stats, FakeReadings(c.nvml_index_of_cuda_index[cuda_index]));
     }
-    absl::StatusOr<DeviceStats> beyond = cuda.GetDeviceStats(c10::Device(c10::DeviceType::CUDA, visible));
+    absl::StatusOr<DeviceStats> beyond =
+        cuda.GetDeviceStats(LogicalDeviceOf(cuda, c10::Device(c10::DeviceType::CUDA, visible)));
     ASSERT_FALSE(beyond.ok());
     EXPECT_THAT(beyond.status().message(), HasSubstr(absl::StrCat("CUDA device ", visible, " requested")));
   }
@@ -240,7 +242,7 @@ TEST(CudaAcceleratorTest, BareCudaDeviceMeansTheCurrentOne) {
   }
   ScopedEnv env("CUDA_VISIBLE_DEVICES", "2");
   CudaAccelerator cuda(CudaOptions{.nvml_library = TestLibrary("libfake_nvml.so")});
-  absl::StatusOr<DeviceStats> stats = cuda.GetDeviceStats(c10::Device(c10::DeviceType::CUDA));
+  absl::StatusOr<DeviceStats> stats = cuda.GetDeviceStats(LogicalDeviceOf(cuda, c10::Device(c10::DeviceType::CUDA)));
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(*stats, FakeReadings(2));
 }

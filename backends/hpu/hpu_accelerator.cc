@@ -129,7 +129,8 @@ std::vector<c10::Device> HpuAccelerator::ParallelDevices(const std::vector<int>&
   return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::HPU));
 }
 
-absl::Status HpuAccelerator::SetupDevice(const c10::Device& device) {
+absl::Status HpuAccelerator::SetupDevice(const LogicalDevice& logical) {
+  const c10::Device& device = logical.compute;
   if (absl::Status status = CheckHpuType(device); !status.ok()) return status;
   const hpu::Discovery discovery = Discover();
   if (discovery.count() == 0) return NoDevice(discovery);
@@ -151,13 +152,15 @@ absl::Status HpuAccelerator::SetupDevice(const c10::Device& device) {
   return absl::OkStatus();
 }
 
-absl::Status HpuAccelerator::TeardownDevice(const c10::Device& device) {
+absl::Status HpuAccelerator::TeardownDevice(const LogicalDevice& logical) {
+  const c10::Device& device = logical.compute;
   // The Habana runtime releases the device's memory when the process lets it go; LibTorch 1.13's device-neutral
   // interface has nothing to call before that.
   return CheckHpuType(device);
 }
 
-absl::StatusOr<DeviceStats> HpuAccelerator::GetDeviceStats(const c10::Device& device) const {
+absl::StatusOr<DeviceStats> HpuAccelerator::GetDeviceStats(const LogicalDevice& logical) const {
+  const c10::Device& device = logical.compute;
   if (absl::Status status = CheckHpuType(device); !status.ok()) return status;
   const int index = device.has_index() ? device.index() : 0;
   const std::vector<hpu::HabanaDevice> counted = Discover().counted();

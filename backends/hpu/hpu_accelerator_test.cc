@@ -94,7 +94,7 @@ TEST(HpuAcceleratorTest, WithoutDevicesItIsUnavailableAndSaysWhatItLookedFor) {
   const absl::Status available = hpu.CheckAvailable();
   EXPECT_EQ(available.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(available.message(), HasSubstr(tree.Path("dev/accel")));
-  const absl::Status setup = hpu.SetupDevice(c10::Device(c10::DeviceType::HPU));
+  const absl::Status setup = hpu.SetupDevice(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::HPU)));
   EXPECT_EQ(setup.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(setup.message(), available.message());
 }
@@ -106,14 +106,17 @@ TEST(HpuAcceleratorTest, DevicesWithoutTheBridgeStopWithAnErrorNamingIt) {
   HpuAccelerator hpu = WithoutBridge(tree);
   EXPECT_EQ(hpu.AutoDeviceCount(), 2);
   EXPECT_EQ(*hpu.ParseDevices("auto"), (std::vector<int>{0, 1}));
-  for (const absl::Status& status : {hpu.CheckAvailable(), hpu.SetupDevice(c10::Device(c10::DeviceType::HPU))}) {
+  for (const absl::Status& status :
+       {hpu.CheckAvailable(), hpu.SetupDevice(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::HPU)))}) {
     EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(status.message(),
                 HasSubstr(absl::StrCat("Habana's PyTorch bridge ", TestFile(kBridge), " cannot be loaded")));
   }
-  EXPECT_EQ(hpu.SetupDevice(c10::Device(c10::DeviceType::CPU)).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(hpu.TeardownDevice(c10::Device(c10::DeviceType::HPU)).ok());
-  EXPECT_EQ(hpu.TeardownDevice(c10::Device(c10::DeviceType::CPU)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hpu.SetupDevice(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::CPU))).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(hpu.TeardownDevice(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::HPU))).ok());
+  EXPECT_EQ(hpu.TeardownDevice(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::CPU))).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HpuAcceleratorTest, ABridgeThatRegistersNoHpuDeviceIsNamedToo) {
@@ -125,7 +128,7 @@ TEST(HpuAcceleratorTest, ABridgeThatRegistersNoHpuDeviceIsNamedToo) {
   const std::string bridge = TestFile("libfake_habana_bridge.so");
   HpuAccelerator hpu(HpuOptions{.root = tree.root(), .bridge_library = bridge});
   EXPECT_TRUE(hpu.CheckAvailable().ok()) << hpu.CheckAvailable();
-  const absl::Status setup = hpu.SetupDevice(c10::Device(c10::DeviceType::HPU));
+  const absl::Status setup = hpu.SetupDevice(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::HPU)));
   EXPECT_EQ(setup.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(setup.message(), HasSubstr(absl::StrCat(bridge, " was loaded, but LibTorch has no 'hpu' device")));
 }
@@ -155,7 +158,7 @@ TEST(HpuAcceleratorTest, TheBridgeOfTheExecutionModeIsLoaded) {
   setenv(hpu::kLazyModeVariable, "0", 1);
   HpuAccelerator eager(HpuOptions{.root = tree.root(), .bridge_folder = folder});
   EXPECT_TRUE(eager.CheckAvailable().ok()) << eager.CheckAvailable();
-  EXPECT_THAT(eager.SetupDevice(c10::Device(c10::DeviceType::HPU)).message(),
+  EXPECT_THAT(eager.SetupDevice(LogicalDeviceOf(eager, c10::Device(c10::DeviceType::HPU))).message(),
               HasSubstr(folder + "/libhabana_pytorch2_plugin.upstream.so was loaded, but LibTorch has no 'hpu'"));
   unsetenv(hpu::kLazyModeVariable);
 }
@@ -180,18 +183,19 @@ TEST(HpuAcceleratorTest, StatisticsAreReadPerDeviceAndOnlyForDevicesPresent) {
   }
   HpuAccelerator hpu = WithoutBridge(tree);
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<DeviceStats> stats = hpu.GetDeviceStats(c10::Device(c10::DeviceType::HPU, i));
+    absl::StatusOr<DeviceStats> stats = hpu.GetDeviceStats(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::HPU, i)));
     ASSERT_TRUE(stats.ok()) << stats.status();
     EXPECT_EQ(stats->at("clock_current_mhz"), static_cast<double>(clocks_mhz[i]));
     EXPECT_EQ(stats->at("device_operational"), 1);
   }
-  absl::StatusOr<DeviceStats> bare = hpu.GetDeviceStats(c10::Device(c10::DeviceType::HPU));
+  absl::StatusOr<DeviceStats> bare = hpu.GetDeviceStats(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::HPU)));
   ASSERT_TRUE(bare.ok());
   EXPECT_EQ(bare->at("clock_current_mhz"), static_cast<double>(clocks_mhz[0]));
-  absl::StatusOr<DeviceStats> beyond = hpu.GetDeviceStats(c10::Device(c10::DeviceType::HPU, 2));
+  absl::StatusOr<DeviceStats> beyond = hpu.GetDeviceStats(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::HPU, 2)));
   EXPECT_EQ(beyond.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(beyond.status().message(), HasSubstr("HPU device 2 requested, but 2 HPU device(s) are present"));
-  EXPECT_EQ(hpu.GetDeviceStats(c10::Device(c10::DeviceType::CPU)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hpu.GetDeviceStats(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::CPU))).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -64,16 +64,20 @@ std::vector<c10::Device> VirtualNpuAccelerator::ParallelDevices(const std::vecto
   return devices;
 }
 
-absl::Status VirtualNpuAccelerator::SetupDevice(const c10::Device& device) {
+absl::Status VirtualNpuAccelerator::SetupDevice(const kiln::LogicalDevice& logical) {
+  const c10::Device& device = logical.compute;
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
   SetCurrentDevice(device.index());
   ResetPeakMemoryStats(device.index());
   return absl::OkStatus();
 }
 
-absl::Status VirtualNpuAccelerator::TeardownDevice(const c10::Device& device) { return CheckDevice(device); }
+absl::Status VirtualNpuAccelerator::TeardownDevice(const kiln::LogicalDevice& device) {
+  return CheckDevice(device.compute);
+}
 
-absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const c10::Device& device) const {
+absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const kiln::LogicalDevice& logical) const {
+  const c10::Device& device = logical.compute;
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
   const MemoryStats memory = GetMemoryStats(device.index());
   return kiln::DeviceStats{

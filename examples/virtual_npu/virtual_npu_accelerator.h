@@ -55,9 +55,9 @@ class VirtualNpuAccelerator final : public kiln::Accelerator {
   int AutoDeviceCount() const override;
   absl::Status CheckAvailable() const override;
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
-  absl::Status SetupDevice(const c10::Device& device) override;
-  absl::Status TeardownDevice(const c10::Device& device) override;
-  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const c10::Device& device) const override;
+  absl::Status SetupDevice(const kiln::LogicalDevice& device) override;
+  absl::Status TeardownDevice(const kiln::LogicalDevice& device) override;
+  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const kiln::LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return "gloo"; }
   std::vector<kiln::Precision> SupportedPrecisions() const override;
 };

@@ -105,7 +105,7 @@ TEST(DeviceTest, AutogradAndModulesMatchTheCpuExactly) {
 
 TEST(AllocatorTest, CountsBytesInUseAndPeakPerDevice) {
   VirtualNpuAccelerator accelerator;
-  ASSERT_TRUE(accelerator.SetupDevice(kNpu1).ok());  // Resets device 1's peak.
+  ASSERT_TRUE(accelerator.SetupDevice(kiln::LogicalDeviceOf(accelerator, kNpu1)).ok());  // Resets device 1's peak.
   const MemoryStats before = GetMemoryStats(1);
   const MemoryStats other_before = GetMemoryStats(0);
   {
@@ -116,7 +116,7 @@ TEST(AllocatorTest, CountsBytesInUseAndPeakPerDevice) {
     EXPECT_EQ(during.active_blocks - before.active_blocks, 2);
     EXPECT_EQ(during.peak_allocated_bytes, during.allocated_bytes);
 
-    absl::StatusOr<kiln::DeviceStats> stats = accelerator.GetDeviceStats(kNpu1);
+    absl::StatusOr<kiln::DeviceStats> stats = accelerator.GetDeviceStats(kiln::LogicalDeviceOf(accelerator, kNpu1));
     ASSERT_TRUE(stats.ok()) << stats.status();
     EXPECT_EQ(stats->at("memory_allocated_bytes"), static_cast<double>(during.allocated_bytes));
     EXPECT_EQ(stats->at("memory_allocated_peak_bytes"), static_cast<double>(during.peak_allocated_bytes));
@@ -129,9 +129,9 @@ TEST(AllocatorTest, CountsBytesInUseAndPeakPerDevice) {
   EXPECT_EQ(after.peak_allocated_bytes - before.allocated_bytes, 6000) << "the peak remembers both tensors";
   EXPECT_EQ(after.total_blocks - before.total_blocks, 2);
   EXPECT_EQ(GetMemoryStats(0).total_blocks, other_before.total_blocks) << "device 0 allocated nothing";
-  ASSERT_TRUE(accelerator.SetupDevice(kNpu1).ok());
+  ASSERT_TRUE(accelerator.SetupDevice(kiln::LogicalDeviceOf(accelerator, kNpu1)).ok());
   EXPECT_EQ(GetMemoryStats(1).peak_allocated_bytes, after.allocated_bytes) << "set-up resets the peak";
-  EXPECT_TRUE(accelerator.TeardownDevice(kNpu1).ok());
+  EXPECT_TRUE(accelerator.TeardownDevice(kiln::LogicalDeviceOf(accelerator, kNpu1)).ok());
 }
 
 // Under LibTorch 2.x the device carries the backend's name (c10::register_privateuse1_backend) in everything LibTorch
@@ -157,12 +157,12 @@ TEST(AcceleratorTest, RefusesDevicesItDoesNotHave) {
   EXPECT_THAT(beyond.status().message(), HasSubstr("3 virtual_npu devices requested, but only 2 are visible"));
   EXPECT_THAT(beyond.status().message(), HasSubstr("VIRTUAL_NPU_DEVICES=unset (2 devices)"));
   const c10::Device missing(kDeviceType, 2);
-  absl::Status setup = accelerator.SetupDevice(missing);
+  absl::Status setup = accelerator.SetupDevice(kiln::LogicalDeviceOf(accelerator, missing));
   EXPECT_EQ(setup.code(), absl::StatusCode::kInvalidArgument);
   const std::string name = kiln::compat::kCanNamePrivateUse1 ? "virtual_npu" : "privateuseone";
   EXPECT_THAT(setup.message(), HasSubstr("'" + name + ":2' is not a virtual_npu device; this process has 2 (" + name +
                                          ":0 to " + name + ":1"));
-  EXPECT_FALSE(accelerator.GetDeviceStats(c10::Device(c10::DeviceType::CPU)).ok());
+  EXPECT_FALSE(accelerator.GetDeviceStats(kiln::LogicalDeviceOf(accelerator, c10::Device(c10::DeviceType::CPU))).ok());
   EXPECT_THROW(at::empty({1}, at::TensorOptions().device(missing)), c10::Error);
 }
 

@@ -245,10 +245,12 @@ std::vector<c10::Device> PluginAccelerator::ParallelDevices(const std::vector<in
   return devices;
 }
 
-absl::StatusOr<int32_t> PluginAccelerator::PluginIndex(const c10::Device& device) const {
+absl::StatusOr<int32_t> PluginAccelerator::PluginIndex(const LogicalDevice& logical) const {
+  const c10::Device& device = logical.compute;
   if (device.type() != info_.device_type) {
-    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ", device.str(),
-                                                   "; its devices are ", LowerCaseName(info_.device_type), " devices"));
+    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ",
+                                                   logical.ToString(), "; its devices are ",
+                                                   LowerCaseName(info_.device_type), " devices"));
   }
   if (info_.devices_are_processes) {
     if (device.has_index() && device.index() != 0) {
@@ -256,16 +258,17 @@ absl::StatusOr<int32_t> PluginAccelerator::PluginIndex(const c10::Device& device
                                                      "; each of its processes uses ",
                                                      LowerCaseName(info_.device_type)));
     }
-    return 0;
+    return 0;  // The C API's index for devices that are processes.
   }
-  if (!device.has_index()) {
-    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' needs a device index, got ",
-                                                   device.str(), "; use the devices ParallelDevices gives"));
+  // The plugin numbers its devices itself: its index is the logical one, whatever c10 device they compute on.
+  if (logical.index < 0 || (device.has_index() && device.index() != logical.index)) {
+    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ",
+                                                   logical.ToString(), "; use the devices ParallelDevices gives"));
   }
-  return static_cast<int32_t>(device.index());
+  return static_cast<int32_t>(logical.index);
 }
 
-absl::Status PluginAccelerator::SetupDevice(const c10::Device& device) {
+absl::Status PluginAccelerator::SetupDevice(const LogicalDevice& device) {
   absl::StatusOr<int32_t> index = PluginIndex(device);
   if (!index.ok()) return index.status();
   KILN_Device_Setup_Args args{};
@@ -274,7 +277,7 @@ absl::Status PluginAccelerator::SetupDevice(const c10::Device& device) {
   return library_->Call("Device_Setup", library_->api().Device_Setup, &args);
 }
 
-absl::Status PluginAccelerator::TeardownDevice(const c10::Device& device) {
+absl::Status PluginAccelerator::TeardownDevice(const LogicalDevice& device) {
   absl::StatusOr<int32_t> index = PluginIndex(device);
   if (!index.ok()) return index.status();
   KILN_Device_Teardown_Args args{};
@@ -283,7 +286,7 @@ absl::Status PluginAccelerator::TeardownDevice(const c10::Device& device) {
   return library_->Call("Device_Teardown", library_->api().Device_Teardown, &args);
 }
 
-absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const c10::Device& device) const {
+absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const LogicalDevice& device) const {
   absl::StatusOr<int32_t> index = PluginIndex(device);
   if (!index.ok()) return index.status();
   // The plugin copies into Kiln's buffer and says how many it has; a larger buffer is offered when it has more.

@@ -76,12 +76,12 @@ class PluginAccelerator final : public Accelerator {
   absl::Status CheckAvailable() const override;
   // Indexed: <type>:<index> for each index. Processes: the unindexed device type, once per process.
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
-  absl::Status SetupDevice(const c10::Device& device) override;
-  absl::Status TeardownDevice(const c10::Device& device) override;
+  absl::Status SetupDevice(const LogicalDevice& device) override;
+  absl::Status TeardownDevice(const LogicalDevice& device) override;
   // The plugin's Device_Stats, copied through a buffer that grows when the plugin has more. More than
   // kMaxPluginDeviceStats statistics, a NULL name, or a plugin that keeps asking for more is Internal, naming the
   // plugin.
-  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override;
+  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return info_.process_group_backend; }
   std::vector<Precision> SupportedPrecisions() const override { return info_.precisions; }
   // The plugin's Precision_Substitute; none when it errs or offers something it did not declare.
@@ -94,7 +94,7 @@ class PluginAccelerator final : public Accelerator {
   };
   absl::StatusOr<Count> CountDevices() const;
   // The plugin's index for `device`: InvalidArgument when the device is not one of this plugin's.
-  absl::StatusOr<int32_t> PluginIndex(const c10::Device& device) const;
+  absl::StatusOr<int32_t> PluginIndex(const LogicalDevice& device) const;
 
   const std::shared_ptr<const PluginLibrary> library_;  // Keeps the library's record alive; it is never unloaded.
   const PluginInfo info_;

@@ -103,17 +103,18 @@ TEST(PluginLoaderTest, CallsReachThePluginAndItsErrorsComeBackAsValues) {
   AcceleratorRegistry registry;
   std::shared_ptr<PluginAccelerator> plugin = Loaded(registry, "indexed");
   ASSERT_NE(plugin, nullptr);
-  EXPECT_TRUE(plugin->SetupDevice(c10::Device(c10::DeviceType::PrivateUse1, 2)).ok());
-  EXPECT_TRUE(plugin->TeardownDevice(c10::Device(c10::DeviceType::PrivateUse1, 2)).ok());
+  EXPECT_TRUE(plugin->SetupDevice(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 2))).ok());
+  EXPECT_TRUE(plugin->TeardownDevice(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 2))).ok());
 
   // An index the plugin does not have: its own error, with its code, prefixed by the path and the function.
-  const absl::Status setup = plugin->SetupDevice(c10::Device(c10::DeviceType::PrivateUse1, 3));
+  const absl::Status setup =
+      plugin->SetupDevice(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 3)));
   EXPECT_EQ(setup.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(setup.message(), HasSubstr(absl::StrCat("accelerator plugin '", TestPlugin("indexed"),
                                                       "': Device_Setup: test plugin has no device 3")));
   // A device of another type never reaches the plugin.
-  EXPECT_THAT(plugin->SetupDevice(c10::Device(c10::DeviceType::Meta)).message(),
-              HasSubstr("has no device meta; its devices are privateuseone devices"));
+  EXPECT_THAT(plugin->SetupDevice(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::Meta))).message(),
+              HasSubstr("has no device test_indexed:0 (on meta); its devices are privateuseone devices"));
 }
 
 TEST(PluginLoaderTest, StatisticsAreCopiedThroughABufferThatGrows) {
@@ -121,14 +122,16 @@ TEST(PluginLoaderTest, StatisticsAreCopiedThroughABufferThatGrows) {
   std::shared_ptr<PluginAccelerator> plugin = Loaded(registry, "indexed");
   ASSERT_NE(plugin, nullptr);
   // 40 statistics: more than the loader's first buffer of 32.
-  absl::StatusOr<DeviceStats> stats = plugin->GetDeviceStats(c10::Device(c10::DeviceType::PrivateUse1, 2));
+  absl::StatusOr<DeviceStats> stats =
+      plugin->GetDeviceStats(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 2)));
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->size(), 40u);
   EXPECT_EQ(stats->at("stat_00"), 200.0);
   EXPECT_EQ(stats->at("stat_39"), 239.0);
-  EXPECT_FALSE(plugin->GetDeviceStats(c10::Device(c10::DeviceType::Meta)).ok());
-  EXPECT_THAT(plugin->GetDeviceStats(c10::Device(c10::DeviceType::PrivateUse1, 5)).status().message(),
-              HasSubstr("test plugin has no device 5"));
+  EXPECT_FALSE(plugin->GetDeviceStats(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::Meta))).ok());
+  EXPECT_THAT(
+      plugin->GetDeviceStats(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 5))).status().message(),
+      HasSubstr("test plugin has no device 5"));
 }
 
 struct BrokenPlugin {
@@ -220,12 +223,13 @@ TEST(PluginLoaderTest, AFailingPluginIsAnAcceleratorWhoseEveryAnswerIsAnError) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(parsed.status().message(), HasSubstr("the test device is on fire (Devices_Count)"));
-  EXPECT_THAT(plugin->SetupDevice(c10::Device(c10::DeviceType::PrivateUse1, 0)).message(),
+  EXPECT_THAT(plugin->SetupDevice(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 0))).message(),
               HasSubstr("on fire (Device_Setup)"));
-  EXPECT_THAT(plugin->TeardownDevice(c10::Device(c10::DeviceType::PrivateUse1, 0)).message(),
+  EXPECT_THAT(plugin->TeardownDevice(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 0))).message(),
               HasSubstr("on fire (Device_Teardown)"));
-  EXPECT_THAT(plugin->GetDeviceStats(c10::Device(c10::DeviceType::PrivateUse1, 0)).status().message(),
-              HasSubstr("on fire (Device_Stats)"));
+  EXPECT_THAT(
+      plugin->GetDeviceStats(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 0))).status().message(),
+      HasSubstr("on fire (Device_Stats)"));
   EXPECT_FALSE(plugin->SubstitutePrecision(Precision::k64True).has_value());
 }
 
@@ -239,10 +243,11 @@ TEST(PluginLoaderTest, NamesAreTheRegistrysOwn) {
   absl::StatusOr<PluginInfo> clash = LoadAcceleratorPlugin(TestPlugin("indexed"), registry);
   ASSERT_FALSE(clash.ok());
   EXPECT_EQ(clash.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(clash.status().message(),
-              HasSubstr(absl::StrCat("accelerator plugin '", TestPlugin("indexed"),
-                                     "' cannot be registered: accelerator name 'test_indexed' (registered in the plugin ",
-                                     TestPlugin("indexed"), ") is already taken by accelerator 'test_indexed'")));
+  EXPECT_THAT(
+      clash.status().message(),
+      HasSubstr(absl::StrCat("accelerator plugin '", TestPlugin("indexed"),
+                             "' cannot be registered: accelerator name 'test_indexed' (registered in the plugin ",
+                             TestPlugin("indexed"), ") is already taken by accelerator 'test_indexed'")));
   EXPECT_THAT(clash.status().message(), HasSubstr("(registered: test_indexed)"));
 }
 

@@ -75,17 +75,17 @@ class ConformanceTest : public ::testing::Test {
   }
 
   // The devices of `devices`, through ParseDevices and ParallelDevices; fails the test when parsing fails.
-  std::vector<c10::Device> DevicesFor(const Devices& devices) const {
+  std::vector<LogicalDevice> DevicesFor(const Devices& devices) const {
     absl::StatusOr<std::vector<int>> indices = accelerator_->ParseDevices(devices);
     EXPECT_TRUE(indices.ok()) << "devices=" << devices.ToString() << ": " << indices.status();
     if (!indices.ok()) return {};
-    return accelerator_->ParallelDevices(*indices);
+    return LogicalDevices(*accelerator_, *indices);
   }
 
   // Every device the accelerator has here: devices=-1 where it accepts that (numbered devices), else "auto".
-  std::vector<c10::Device> AllDevices() const {
+  std::vector<LogicalDevice> AllDevices() const {
     absl::StatusOr<std::vector<int>> all = accelerator_->ParseDevices(-1);
-    return all.ok() ? accelerator_->ParallelDevices(*all) : DevicesFor("auto");
+    return all.ok() ? LogicalDevices(*accelerator_, *all) : DevicesFor("auto");
   }
 
   std::shared_ptr<Accelerator> accelerator_;
@@ -253,12 +253,14 @@ TEST_F(ConformanceTest, ParallelDevicesMatchTheParsedSet) {
     ASSERT_EQ(parallel.size(), indices->size()) << "ParallelDevices must give one device per parsed index";
     std::set<c10::DeviceIndex> distinct;
     bool all_indexed = true;
-    for (const c10::Device& device : parallel) {
+    for (const LogicalDevice& logical : LogicalDevices(*accelerator_, *indices)) {
+      const c10::Device& device = logical.compute;
       EXPECT_EQ(device.type(), parallel.front().type()) << "devices of one accelerator must share a type";
       all_indexed = all_indexed && device.has_index();
       if (device.has_index()) distinct.insert(device.index());
-      absl::StatusOr<DeviceStats> stats = accelerator_->GetDeviceStats(device);
-      EXPECT_TRUE(stats.ok()) << "the accelerator refuses its own device " << device << ": " << stats.status();
+      absl::StatusOr<DeviceStats> stats = accelerator_->GetDeviceStats(logical);
+      EXPECT_TRUE(stats.ok()) << "the accelerator refuses its own device " << logical.ToString() << ": "
+                              << stats.status();
     }
     if (all_indexed) {
       EXPECT_EQ(distinct.size(), parallel.size()) << "two processes were given the same device";
@@ -268,13 +270,13 @@ TEST_F(ConformanceTest, ParallelDevicesMatchTheParsedSet) {
 
 TEST_F(ConformanceTest, SetupAndTeardownRepeat) {
   KILN_SKIP_UNLESS_AVAILABLE();
-  for (const c10::Device& device : AllDevices()) {
+  for (const LogicalDevice& device : AllDevices()) {
     for (int round = 0; round < 3; ++round) {
-      SCOPED_TRACE(absl::StrCat(device.str(), ", round ", round));
+      SCOPED_TRACE(absl::StrCat(device.ToString(), ", round ", round));
       absl::Status setup = accelerator_->SetupDevice(device);
       ASSERT_TRUE(setup.ok()) << setup;
-      at::Tensor on_device = at::arange(16, at::kFloat).to(device);
-      EXPECT_EQ(on_device.device().type(), device.type());
+      at::Tensor on_device = at::arange(16, at::kFloat).to(device.compute);
+      EXPECT_EQ(on_device.device().type(), device.compute.type());
       EXPECT_EQ((on_device * 2).sum().to(at::kCPU).item<float>(), 240.0f);
       on_device.reset();
       absl::Status teardown = accelerator_->TeardownDevice(device);
@@ -285,10 +287,10 @@ TEST_F(ConformanceTest, SetupAndTeardownRepeat) {
 
 TEST_F(ConformanceTest, StatisticsAreWellFormed) {
   KILN_SKIP_UNLESS_AVAILABLE();
-  const std::vector<c10::Device> devices = AllDevices();
+  const std::vector<LogicalDevice> devices = AllDevices();
   ASSERT_FALSE(devices.empty());
-  for (const c10::Device& device : devices) {
-    SCOPED_TRACE(device.str());
+  for (const LogicalDevice& device : devices) {
+    SCOPED_TRACE(device.ToString());
     absl::StatusOr<DeviceStats> stats;
     EXPECT_NO_THROW(stats = accelerator_->GetDeviceStats(device));
     ASSERT_TRUE(stats.ok()) << stats.status();
@@ -297,11 +299,12 @@ TEST_F(ConformanceTest, StatisticsAreWellFormed) {
       EXPECT_TRUE(std::isfinite(value)) << "statistic '" << key << "' is " << value;
     }
   }
-  const c10::Device foreign(devices.front().type() == c10::DeviceType::Meta ? c10::DeviceType::IPU
-                                                                            : c10::DeviceType::Meta);
+  LogicalDevice foreign = devices.front();
+  foreign.compute = c10::Device(foreign.compute.type() == c10::DeviceType::Meta ? c10::DeviceType::IPU
+                                                                                : c10::DeviceType::Meta);
   absl::StatusOr<DeviceStats> refused;
   EXPECT_NO_THROW(refused = accelerator_->GetDeviceStats(foreign));
-  EXPECT_FALSE(refused.ok()) << "statistics of " << foreign << ", which is not this accelerator's device";
+  EXPECT_FALSE(refused.ok()) << "statistics of " << foreign.ToString() << ", which is not this accelerator's device";
 }
 
 // A small two-layer model trained with SGD and momentum; returns the final parameters and the losses.
@@ -344,14 +347,15 @@ TEST_F(ConformanceTest, TrainingStepsMatchTheCpu) {
   if (std::find(supported.begin(), supported.end(), Precision::k32True) == supported.end()) {
     GTEST_SKIP() << "'" << accelerator_->name() << "' does not declare 32-true, the precision this check trains in";
   }
-  const std::vector<c10::Device> devices = DevicesFor(1);
+  const std::vector<LogicalDevice> devices = DevicesFor(1);
   ASSERT_EQ(devices.size(), 1u);
-  const c10::Device device = devices.front();
-  ASSERT_TRUE(accelerator_->SetupDevice(device).ok());
+  const LogicalDevice& logical = devices.front();
+  const c10::Device device = logical.compute;
+  ASSERT_TRUE(accelerator_->SetupDevice(logical).ok());
   constexpr int kSteps = 8;
   const TrainingResult on_device = Train(device, kSteps);
   const TrainingResult on_cpu = Train(c10::Device(c10::DeviceType::CPU), kSteps);
-  EXPECT_TRUE(accelerator_->TeardownDevice(device).ok());
+  EXPECT_TRUE(accelerator_->TeardownDevice(logical).ok());
 
   EXPECT_TRUE(on_device.ran_on_device) << "parameters or gradients left " << device << " during training";
   ASSERT_EQ(on_device.losses.size(), static_cast<size_t>(kSteps));

@@ -49,23 +49,24 @@ class FakeAccelerator final : public Accelerator {
     return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::CPU));
   }
 
-  absl::Status SetupDevice(const c10::Device& device) override {
+  absl::Status SetupDevice(const LogicalDevice&) override {
     absl::MutexLock lock(&mutex_);
     ++setup_calls_;
     return absl::OkStatus();
   }
 
-  absl::Status TeardownDevice(const c10::Device& device) override {
+  absl::Status TeardownDevice(const LogicalDevice&) override {
     absl::MutexLock lock(&mutex_);
     ++teardown_calls_;
     return absl::OkStatus();
   }
 
-  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override {
-    if (!device.is_cpu()) {
-      return absl::InvalidArgumentError(absl::StrCat(options_.name, " has no device ", device.str()));
+  // Its devices all compute on the CPU; the statistics tell them apart by the logical index.
+  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override {
+    if (!device.compute.is_cpu() || device.index < 0 || device.index >= options_.device_count) {
+      return absl::InvalidArgumentError(absl::StrCat(options_.name, " has no device ", device.ToString()));
     }
-    return DeviceStats{{"fake_counter", 1.0}};
+    return DeviceStats{{"fake_counter", 1.0}, {"device_index", static_cast<double>(device.index)}};
   }
 
   std::string ProcessGroupBackend() const override { return options_.process_group_backend; }

@@ -36,15 +36,15 @@ class BrokenAccelerator final : public Accelerator {
   }
 
   // Works once only.
-  absl::Status SetupDevice(const c10::Device& device) override {
+  absl::Status SetupDevice(const LogicalDevice&) override {
     if (setups_++ > 0) return absl::InternalError("set up twice");
     return absl::OkStatus();
   }
 
-  absl::Status TeardownDevice(const c10::Device& device) override { return absl::OkStatus(); }
+  absl::Status TeardownDevice(const LogicalDevice&) override { return absl::OkStatus(); }
 
   // A bad key with a value that is not a number, for any device at all.
-  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override {
+  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice&) const override {
     return DeviceStats{{"Bad Key", std::numeric_limits<double>::quiet_NaN()}};
   }
 
@@ -70,10 +70,10 @@ class MetaAccelerator final : public Accelerator {
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override {
     return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::Meta));
   }
-  absl::Status SetupDevice(const c10::Device& device) override { return absl::OkStatus(); }
-  absl::Status TeardownDevice(const c10::Device& device) override { return absl::OkStatus(); }
-  absl::StatusOr<DeviceStats> GetDeviceStats(const c10::Device& device) const override {
-    if (device.type() != c10::DeviceType::Meta) return absl::InvalidArgumentError("not a meta device");
+  absl::Status SetupDevice(const LogicalDevice&) override { return absl::OkStatus(); }
+  absl::Status TeardownDevice(const LogicalDevice&) override { return absl::OkStatus(); }
+  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override {
+    if (device.compute.type() != c10::DeviceType::Meta) return absl::InvalidArgumentError("not a meta device");
     return DeviceStats{{"devices", 1.0}};
   }
   std::string ProcessGroupBackend() const override { return "gloo"; }

@@ -422,9 +422,9 @@ std::vector<c10::Device> CheckDevices(const PluginAccelerator& accelerator, cons
 }
 
 // SetupDevice and TeardownDevice reach the plugin with the device's index, and only for its own devices.
-void CheckSetupAndTeardown(PluginAccelerator& accelerator, const KILN_FUZZ_Script& script, const c10::Device& device,
-                           int32_t plugin_index) {
-  const auto shown = [&] { return absl::StrCat(device.str(), " as plugin index ", plugin_index); };
+void CheckSetupAndTeardown(PluginAccelerator& accelerator, const KILN_FUZZ_Script& script,
+                           const LogicalDevice& device, int32_t plugin_index) {
+  const auto shown = [&] { return absl::StrCat(device.ToString(), " as plugin index ", plugin_index); };
   KILN_FUZZ_Calls before = Calls();
   const absl::Status setup = accelerator.SetupDevice(device);
   KILN_FUZZ_Calls after = Calls();
@@ -440,7 +440,8 @@ void CheckSetupAndTeardown(PluginAccelerator& accelerator, const KILN_FUZZ_Scrip
   CheckPluginAnswer(teardown, script.teardown_error, "Device_Teardown");
 
   before = after;
-  const c10::Device other(c10::DeviceType::Meta);
+  const LogicalDevice other{
+      .accelerator = device.accelerator, .index = 0, .compute = c10::Device(c10::DeviceType::Meta)};
   KILN_FUZZ_CHECK(accelerator.SetupDevice(other).code() == absl::StatusCode::kInvalidArgument, "meta");
   KILN_FUZZ_CHECK(accelerator.TeardownDevice(other).code() == absl::StatusCode::kInvalidArgument, "meta");
   after = Calls();
@@ -448,13 +449,13 @@ void CheckSetupAndTeardown(PluginAccelerator& accelerator, const KILN_FUZZ_Scrip
                   "a device of another type reached the plugin");
 }
 
-void CheckStats(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& script, const c10::Device& device,
+void CheckStats(const PluginAccelerator& accelerator, const KILN_FUZZ_Script& script, const LogicalDevice& device,
                 int32_t plugin_index) {
   const KILN_FUZZ_Calls before = Calls();
   const absl::StatusOr<DeviceStats> stats = accelerator.GetDeviceStats(device);
   const KILN_FUZZ_Calls after = Calls();
   const auto shown = [&] {
-    return absl::StrCat(device.str(), " with ", script.num_stats[0], " then ", script.num_stats[1],
+    return absl::StrCat(device.ToString(), " with ", script.num_stats[0], " then ", script.num_stats[1],
                         " statistics: ", stats.ok() ? "OK" : stats.status().ToString());
   };
   KILN_FUZZ_CHECK(after.stats_calls > before.stats_calls && after.last_device_index == plugin_index, shown());
@@ -607,10 +608,12 @@ void FuzzPlugin(FuzzInput& input) {
 
   // A parsed device when there is one, else device 0 (or the process's device), which Kiln passes on unchecked.
   const bool processes = info->devices_are_processes;
-  const c10::Device device = !parsed.empty() ? parsed.front()
-                             : processes     ? c10::Device(info->device_type)
-                                             : c10::Device(info->device_type, 0);
-  const int32_t plugin_index = processes ? 0 : device.index();
+  const c10::Device compute = !parsed.empty() ? parsed.front()
+                              : processes     ? c10::Device(info->device_type)
+                                              : c10::Device(info->device_type, 0);
+  const LogicalDevice device{.accelerator = info->name, .index = compute.has_index() ? compute.index() : 0,
+                             .compute = compute};
+  const int32_t plugin_index = processes ? 0 : compute.index();
   CheckSetupAndTeardown(accelerator, script, device, plugin_index);
   CheckStats(accelerator, script, device, plugin_index);
   CheckSubstitute(accelerator, script, requested);

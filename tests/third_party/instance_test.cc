@@ -50,19 +50,19 @@ class NewSotaAccelerator final : public kiln::Accelerator {
     return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::CPU));
   }
 
-  absl::Status SetupDevice(const c10::Device& device) override {
+  absl::Status SetupDevice(const kiln::LogicalDevice& device) override {
     absl::MutexLock lock(&mutex_);
-    calls_.push_back(absl::StrCat("setup ", device.str()));
+    calls_.push_back(absl::StrCat("setup ", device.ToString()));
     return absl::OkStatus();
   }
 
-  absl::Status TeardownDevice(const c10::Device& device) override {
+  absl::Status TeardownDevice(const kiln::LogicalDevice& device) override {
     absl::MutexLock lock(&mutex_);
-    calls_.push_back(absl::StrCat("teardown ", device.str()));
+    calls_.push_back(absl::StrCat("teardown ", device.ToString()));
     return absl::OkStatus();
   }
 
-  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const c10::Device& device) const override {
+  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const kiln::LogicalDevice& device) const override {
     return kiln::DeviceStats{{"sota_flops_used", 0.0}};
   }
 
@@ -173,7 +173,7 @@ TEST(AcceleratorInstanceTest, TheTrainerTrainsOnAnInstanceRegisteredNowhere) {
   EXPECT_EQ(trainer->plan()->strategy, "single_device");
   EXPECT_EQ(trainer->global_step(), 30);
   EXPECT_GT(trainer->callback_metrics().at("val_acc"), 0.5) << "chance is 0.25: the model did not learn";
-  EXPECT_EQ(sota->calls(), (std::vector<std::string>{"setup cpu", "teardown cpu"}));
+  EXPECT_EQ(sota->calls(), (std::vector<std::string>{"setup new_sota:0 (on cpu)", "teardown new_sota:0 (on cpu)"}));
 
   // It computes on the host, so it must train exactly as the CPU accelerator does.
   const std::vector<at::Tensor> on_cpu = Train("cpu");

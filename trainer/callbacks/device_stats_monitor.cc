@@ -18,7 +18,8 @@ absl::Status DeviceStatsMonitor::validate_config(const Trainer& trainer) const {
 void DeviceStatsMonitor::Log(Trainer& trainer, const std::string& hook) {
   const int64_t every = trainer.options().log_every_n_steps;
   if (every <= 0 || trainer.global_step() % every != 0) return;
-  absl::StatusOr<DeviceStats> stats = trainer.plan()->accelerator->GetDeviceStats(trainer.strategy()->root_device());
+  absl::StatusOr<DeviceStats> stats =
+      trainer.plan()->accelerator->GetDeviceStats(trainer.plan()->root_logical_device());
   if (!stats.ok()) {
     LOG(WARNING) << "DeviceStatsMonitor: " << stats.status();
     return;

@@ -17,10 +17,8 @@ void RunReport::on_fit_start(Trainer& trainer, LightningModule& module) {
   start_ = absl::Now();
   const Plan& plan = *trainer.plan();
   std::vector<std::string> devices;
-  for (const c10::Device& device : plan.devices) devices.push_back(device.str());
-  device_ = plan.root_device().str() == plan.accelerator->name()
-                ? plan.accelerator->name()
-                : absl::StrCat(plan.accelerator->name(), ", ", plan.root_device().str());
+  for (const LogicalDevice& device : plan.logical_devices()) devices.push_back(device.ToString());
+  device_ = plan.root_logical_device().ToString();
   plan_.rows = {
       {"accelerator", plan.accelerator->name()},
       {"devices", absl::StrJoin(devices, ", ")},
@@ -46,7 +44,8 @@ void RunReport::on_train_epoch_end(Trainer& trainer, LightningModule& module) { 
 
 void RunReport::Sample(Trainer& trainer) {
   last_sampled_step_ = trainer.global_step();
-  absl::StatusOr<DeviceStats> stats = trainer.plan()->accelerator->GetDeviceStats(trainer.plan()->root_device());
+  absl::StatusOr<DeviceStats> stats =
+      trainer.plan()->accelerator->GetDeviceStats(trainer.plan()->root_logical_device());
   if (!stats.ok()) {
     LOG_FIRST_N(WARNING, 1) << "run report: no device statistics: " << stats.status();
     return;

@@ -1,0 +1,28 @@
+#include "hal/accelerator.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kiln {
+
+std::string LogicalDevice::ToString() const {
+  std::string name = absl::StrCat(accelerator, ":", index);
+  // A c10 device named like the logical one ("cuda:1" for cuda:1) adds nothing; one named otherwise is shown.
+  if (compute.str() != name) absl::StrAppend(&name, " (on ", compute.str(), ")");
+  return name;
+}
+
+std::vector<LogicalDevice> LogicalDevices(const Accelerator& accelerator, const std::vector<int>& indices) {
+  const std::vector<c10::Device> compute = accelerator.ParallelDevices(indices);
+  std::vector<LogicalDevice> devices;
+  devices.reserve(indices.size());
+  for (size_t i = 0; i < indices.size() && i < compute.size(); ++i) {
+    devices.push_back({.accelerator = accelerator.name(), .index = indices[i], .compute = compute[i]});
+  }
+  return devices;
+}
+
+LogicalDevice LogicalDeviceOf(const Accelerator& accelerator, const c10::Device& compute) {
+  return {.accelerator = accelerator.name(), .index = compute.has_index() ? compute.index() : 0, .compute = compute};
+}
+
+}  // namespace kiln
