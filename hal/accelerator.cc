@@ -21,6 +21,12 @@ std::vector<LogicalDevice> LogicalDevices(const Accelerator& accelerator, const 
   return devices;
 }
 
+absl::Status CheckIndexIsCompute(const LogicalDevice& device) {
+  if (!device.compute.has_index() || device.compute.index() == device.index) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("device ", device.ToString(), " is not one of ", device.accelerator,
+                                                 "'s devices: its index is not its c10 device's"));
+}
+
 LogicalDevice LogicalDeviceOf(const Accelerator& accelerator, const c10::Device& compute) {
   return {.accelerator = accelerator.name(), .index = compute.has_index() ? compute.index() : 0, .compute = compute};
 }

@@ -123,6 +123,10 @@ std::vector<LogicalDevice> LogicalDevices(const Accelerator& accelerator, const 
 // devices share one c10 device (a simulator on the host) is reached only through LogicalDevices.
 LogicalDevice LogicalDeviceOf(const Accelerator& accelerator, const c10::Device& compute);
 
+// For those same backends: OK when `device.index` is its c10 device's own index (or the c10 device has none);
+// otherwise InvalidArgument naming both, so that a logical device that is not theirs is refused.
+absl::Status CheckIndexIsCompute(const LogicalDevice& device);
+
 }  // namespace kiln
 
 #endif  // KILN_HAL_ACCELERATOR_H_

@@ -1,5 +1,6 @@
 // `bazel run //tools:accelerators`: lists every registered accelerator, whether it is available here, how many
 // devices it counts and (with --stats) each device's statistics.
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -61,7 +62,11 @@ int Main(int argc, char** argv) {
         std::printf("%-14s error: %s\n", "", std::string(stats.status().message()).c_str());
         continue;
       }
-      for (const auto& [key, value] : *stats) std::printf("%-14s %-34s %.6g\n", "", key.c_str(), value);
+      for (const auto& [key, value] : *stats) {
+        // Counts and byte sizes print whole (67108864, not 6.71089e+07); other values with 6 significant digits.
+        const bool whole = std::abs(value) < 9.0e15 && value == std::floor(value);
+        std::printf(whole ? "%-14s %-34s %.0f\n" : "%-14s %-34s %.6g\n", "", key.c_str(), value);
+      }
     }
   }
   return 0;

@@ -5,7 +5,7 @@ out=$(tools/accelerators --stats)
 echo "$out"
 fail() { echo "FAIL: $1"; exit 1; }
 grep -qE '^cpu +- +0  yes +1  ' <<<"$out" || fail "cpu is not listed as available with 1 device"
-grep -qE 'process_rss_bytes +[0-9]' <<<"$out" || fail "--stats printed no process_rss_bytes for cpu"
+grep -qE 'process_rss_bytes +[0-9]+$' <<<"$out" || fail "--stats printed no whole process_rss_bytes for cpu"
 grep -qE 'machine_memory_total_bytes +[0-9]' <<<"$out" || fail "--stats printed no machine_memory_total_bytes"
 if tools/accelerators | grep -q process_rss_bytes; then fail "statistics printed without --stats"; fi
 # The built-in hardware backends are always listed. Where one is unavailable (cuda and hpu on a machine without

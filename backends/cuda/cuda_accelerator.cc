@@ -100,6 +100,7 @@ std::vector<c10::Device> CudaAccelerator::ParallelDevices(const std::vector<int>
 
 absl::Status CudaAccelerator::SetupDevice(const LogicalDevice& logical) {
   const c10::Device& device = logical.compute;
+  if (absl::Status status = CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
   if (absl::Status status = CheckAvailable(); !status.ok()) return status;
   const int index = device.has_index() ? device.index() : 0;
@@ -120,6 +121,7 @@ absl::Status CudaAccelerator::SetupDevice(const LogicalDevice& logical) {
 
 absl::Status CudaAccelerator::TeardownDevice(const LogicalDevice& logical) {
   const c10::Device& device = logical.compute;
+  if (absl::Status status = CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
   const int index = device.has_index() ? device.index() : 0;
   // Nothing can have been set up on a device LibTorch cannot see (SetupDevice refused it): nothing to release.
@@ -155,6 +157,7 @@ const cuda::Nvml* CudaAccelerator::LoadedNvml() const {
 
 absl::StatusOr<DeviceStats> CudaAccelerator::GetDeviceStats(const LogicalDevice& logical) const {
   const c10::Device& device = logical.compute;
+  if (absl::Status status = CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
   int index = device.has_index() ? device.index() : -1;
   if (index < 0) {

@@ -131,6 +131,7 @@ std::vector<c10::Device> HpuAccelerator::ParallelDevices(const std::vector<int>&
 
 absl::Status HpuAccelerator::SetupDevice(const LogicalDevice& logical) {
   const c10::Device& device = logical.compute;
+  if (absl::Status status = CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckHpuType(device); !status.ok()) return status;
   const hpu::Discovery discovery = Discover();
   if (discovery.count() == 0) return NoDevice(discovery);
@@ -154,6 +155,7 @@ absl::Status HpuAccelerator::SetupDevice(const LogicalDevice& logical) {
 
 absl::Status HpuAccelerator::TeardownDevice(const LogicalDevice& logical) {
   const c10::Device& device = logical.compute;
+  if (absl::Status status = CheckIndexIsCompute(logical); !status.ok()) return status;
   // The Habana runtime releases the device's memory when the process lets it go; LibTorch 1.13's device-neutral
   // interface has nothing to call before that.
   return CheckHpuType(device);
@@ -161,6 +163,7 @@ absl::Status HpuAccelerator::TeardownDevice(const LogicalDevice& logical) {
 
 absl::StatusOr<DeviceStats> HpuAccelerator::GetDeviceStats(const LogicalDevice& logical) const {
   const c10::Device& device = logical.compute;
+  if (absl::Status status = CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckHpuType(device); !status.ok()) return status;
   const int index = device.has_index() ? device.index() : 0;
   const std::vector<hpu::HabanaDevice> counted = Discover().counted();

@@ -66,6 +66,7 @@ std::vector<c10::Device> VirtualNpuAccelerator::ParallelDevices(const std::vecto
 
 absl::Status VirtualNpuAccelerator::SetupDevice(const kiln::LogicalDevice& logical) {
   const c10::Device& device = logical.compute;
+  if (absl::Status status = kiln::CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
   SetCurrentDevice(device.index());
   ResetPeakMemoryStats(device.index());
@@ -73,11 +74,13 @@ absl::Status VirtualNpuAccelerator::SetupDevice(const kiln::LogicalDevice& logic
 }
 
 absl::Status VirtualNpuAccelerator::TeardownDevice(const kiln::LogicalDevice& device) {
+  if (absl::Status status = kiln::CheckIndexIsCompute(device); !status.ok()) return status;
   return CheckDevice(device.compute);
 }
 
 absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const kiln::LogicalDevice& logical) const {
   const c10::Device& device = logical.compute;
+  if (absl::Status status = kiln::CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
   const MemoryStats memory = GetMemoryStats(device.index());
   return kiln::DeviceStats{

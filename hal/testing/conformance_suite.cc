@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -285,6 +286,55 @@ TEST_F(ConformanceTest, SetupAndTeardownRepeat) {
   }
 }
 
+// hal/accelerator.h: the const methods may be called from several threads at once (the connector, the trainer and
+// tools share one instance). Four threads ask the same questions; every answer must equal the first thread's.
+TEST_F(ConformanceTest, ConstMethodsAnswerAlikeFromSeveralThreads) {
+  struct Answers {
+    std::string name, backend, parsed, precisions;
+    int count = -1;
+    bool available = false;
+    size_t stats = 0;
+    bool steady = true;  // Every round gave this thread the same count.
+  };
+  const bool usable = UnavailableReason().empty();
+  const std::vector<LogicalDevice> devices = usable ? AllDevices() : std::vector<LogicalDevice>{};
+  const auto ask = [&] {
+    Answers answers;
+    for (int round = 0; round < 20; ++round) {
+      answers.name = accelerator_->name();
+      answers.backend = accelerator_->ProcessGroupBackend();
+      absl::StatusOr<std::vector<int>> parsed = accelerator_->ParseDevices("auto");
+      answers.parsed = parsed.ok() ? absl::StrJoin(*parsed, ",") : std::string(parsed.status().message());
+      answers.precisions = PrecisionNames(accelerator_->SupportedPrecisions());
+      const int count = accelerator_->AutoDeviceCount();
+      if (round > 0 && (count != answers.count)) answers.steady = false;
+      answers.count = count;
+      answers.available = accelerator_->CheckAvailable().ok();
+      answers.stats = 0;
+      for (const LogicalDevice& device : devices) answers.stats += accelerator_->GetDeviceStats(device).ok() ? 1 : 0;
+    }
+    return answers;
+  };
+  std::vector<Answers> answers(4);
+  std::vector<std::thread> threads;
+  for (Answers& slot : answers) threads.emplace_back([&slot, &ask] { slot = ask(); });
+  for (std::thread& thread : threads) thread.join();
+  for (size_t i = 1; i < answers.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("thread ", i));
+    EXPECT_EQ(answers[i].name, answers[0].name);
+    EXPECT_EQ(answers[i].backend, answers[0].backend);
+    EXPECT_EQ(answers[i].parsed, answers[0].parsed) << "ParseDevices(\"auto\") answered differently";
+    EXPECT_EQ(answers[i].precisions, answers[0].precisions);
+    EXPECT_EQ(answers[i].count, answers[0].count) << "AutoDeviceCount answered differently from another thread";
+    EXPECT_EQ(answers[i].available, answers[0].available);
+    EXPECT_EQ(answers[i].stats, answers[0].stats);
+  }
+  for (const Answers& thread : answers) {
+    EXPECT_TRUE(thread.steady) << "AutoDeviceCount answered differently from another thread's calls in between";
+  }
+  EXPECT_EQ(answers[0].stats, devices.size()) << "a device's statistics failed while other threads asked too";
+}
+
 TEST_F(ConformanceTest, StatisticsAreWellFormed) {
   KILN_SKIP_UNLESS_AVAILABLE();
   const std::vector<LogicalDevice> devices = AllDevices();
@@ -305,6 +355,16 @@ TEST_F(ConformanceTest, StatisticsAreWellFormed) {
   absl::StatusOr<DeviceStats> refused;
   EXPECT_NO_THROW(refused = accelerator_->GetDeviceStats(foreign));
   EXPECT_FALSE(refused.ok()) << "statistics of " << foreign.ToString() << ", which is not this accelerator's device";
+  // For numbered devices, an index beyond those present is not one of its devices either, whatever it computes on.
+  absl::StatusOr<std::vector<int>> all = accelerator_->ParseDevices(-1);
+  if (accelerator_->ParseDevices(std::vector<int>{0}).ok() && all.ok()) {
+    LogicalDevice beyond = devices.back();
+    beyond.index = static_cast<int>(all->size());
+    absl::StatusOr<DeviceStats> missing;
+    EXPECT_NO_THROW(missing = accelerator_->GetDeviceStats(beyond));
+    EXPECT_FALSE(missing.ok()) << "statistics of " << beyond.ToString() << ", beyond the " << all->size()
+                               << " device(s) present";
+  }
 }
 
 // A small two-layer model trained with SGD and momentum; returns the final parameters and the losses.
