@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "ATen/ops/full.h"
@@ -29,18 +30,39 @@ int FreePort() {
   return ntohs(address.sin_port);
 }
 
-// Rank `rank` of two: all-reduces rank + 1 (the sum is 3 on both) and receives rank 0's tensor by
-// broadcast_coalesced. Returns how many checks failed.
-int RunRank(int rank, int port) {
+// Rank `rank` of two on loopback, joined through a TCPStore that rank 0 serves, with Gloo `options` whose timeout
+// serves both for joining and for collectives.
+c10::intrusive_ptr<c10d::ProcessGroup> JoinGroup(int rank, int port,
+                                                 const c10::intrusive_ptr<c10d::ProcessGroupGloo::Options>& options) {
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(port);
   store_options.isServer = rank == 0;
   store_options.numWorkers = 2;
   store_options.timeout = std::chrono::seconds(30);
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
-  auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  c10::intrusive_ptr<c10d::ProcessGroup> group = MakeGlooProcessGroup(store, rank, 2, options, options->timeout);
+  return MakeGlooProcessGroup(store, rank, 2, options, options->timeout);
+}
+
+// Runs `rank_checks` as rank 0 here and as rank 1 in a fork started before any LibTorch thread exists, on a port
+// that was free; each returns how many of its checks failed. Expects none, in either process.
+void RunTwoProcesses(int (*rank_checks)(int rank, int port), const std::string& what_failed) {
+  const int port = FreePort();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(rank_checks(1, port) == 0 ? 0 : 1);
+  const int failures = rank_checks(0, port);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(failures, 0) << what_failed;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1 ended with status " << status;
+}
+
+// Rank `rank` of two: all-reduces rank + 1 (the sum is 3 on both) and receives rank 0's tensor by
+// broadcast_coalesced. Returns how many checks failed.
+int RunRank(int rank, int port) {
+  c10::intrusive_ptr<c10d::ProcessGroup> group =
+      JoinGroup(rank, port, c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30)));
   int failures = 0;
   if (group->getRank() != rank || group->getSize() != 2) ++failures;
 
@@ -54,32 +76,17 @@ int RunRank(int rank, int port) {
   return failures;
 }
 
-// Two real processes (this one and a fork started before any LibTorch thread exists) on loopback.
+// Two real processes on loopback.
 TEST(C10dTest, GlooGroupAllReducesAndBroadcastsAcrossTwoProcesses) {
-  const int port = FreePort();
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) _exit(RunRank(1, port) == 0 ? 0 : 1);
-  const int failures = RunRank(0, port);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_EQ(failures, 0) << "rank 0's checks failed";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1 ended with status " << status;
+  RunTwoProcesses(&RunRank, "rank 0's checks failed");
 }
 
-// Rank `rank` of two, with a timeout of 3 s for joining and for collectives: rank 1 reaches the all-reduce 1.5 s after rank 0. Gloo connects with
-// a fifth of the timeout (c10d.cc), so rank 0 waits out this gap only if the group's collectives have the whole
-// timeout back. Returns how many checks failed.
+// Rank `rank` of two, with a timeout of 3 s for joining and for collectives: rank 1 reaches the all-reduce 1.5 s
+// after rank 0. Gloo connects with a fifth of the timeout (c10d.cc), so rank 0 waits out this gap only if the
+// group's collectives have the whole timeout back. Returns how many checks failed.
 int RunLateRank(int rank, int port) {
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(port);
-  store_options.isServer = rank == 0;
-  store_options.numWorkers = 2;
-  store_options.timeout = std::chrono::seconds(30);
-  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
   auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(3));
-  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  c10::intrusive_ptr<c10d::ProcessGroup> group = MakeGlooProcessGroup(store, rank, 2, options, options->timeout);
+  c10::intrusive_ptr<c10d::ProcessGroup> group = JoinGroup(rank, port, options);
   int failures = options->timeout == std::chrono::seconds(3) ? 0 : 1;  // The caller's options stay as they were.
   if (rank == 1) usleep(1500 * 1000);
   std::vector<at::Tensor> sum = {at::full({1}, static_cast<float>(rank + 1))};
@@ -93,15 +100,7 @@ int RunLateRank(int rank, int port) {
 }
 
 TEST(C10dTest, CollectivesWaitTheWholeTimeoutAfterConnecting) {
-  const int port = FreePort();
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) _exit(RunLateRank(1, port) == 0 ? 0 : 1);
-  const int failures = RunLateRank(0, port);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_EQ(failures, 0) << "rank 0 gave up on a peer 1.5 s late, within its 3 s timeout";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1 ended with status " << status;
+  RunTwoProcesses(&RunLateRank, "rank 0 gave up on a peer 1.5 s late, within its 3 s timeout");
 }
 
 }  // namespace
