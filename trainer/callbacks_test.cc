@@ -19,8 +19,8 @@
 #include "trainer/callbacks/learning_rate_monitor.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/callbacks/timer.h"
-#include "trainer/checkpoint_io.h"
-#include "trainer/logger.h"
+#include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/core/logger.h"
 #include "trainer/testing/test_support.h"
 #include "trainer/trainer.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "torch/nn/modules/container/sequential.h"
-#include "trainer/lightning_module.h"
+#include "trainer/core/lightning_module.h"
 
 namespace kiln {
 

@@ -8,7 +8,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
-#include "trainer/metrics.h"
+#include "trainer/core/metrics.h"
 
 namespace kiln {
 

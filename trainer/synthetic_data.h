@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "trainer/data_loader.h"
+#include "trainer/core/data_loader.h"
 
 namespace kiln {
 

@@ -16,12 +16,12 @@
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/callbacks/timer.h"
-#include "trainer/checkpoint_io.h"
-#include "trainer/ddp_strategy.h"
-#include "trainer/launcher.h"
-#include "trainer/precision_plugin.h"
+#include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/strategies/ddp_strategy.h"
+#include "trainer/strategies/launcher.h"
+#include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
-#include "trainer/strategy.h"
+#include "trainer/strategies/strategy.h"
 
 namespace kiln {
 namespace {
@@ -224,7 +224,7 @@ absl::Status Trainer::Prepare(Stage stage) {
   if (plan->strategy_instance != nullptr && strategy == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "strategy instance '", plan->strategy, "' describes itself to the connector but is not a kiln::Strategy; "
-        "derive it from kiln::Strategy (trainer/strategy.h) so that the trainer can run it"));
+        "derive it from kiln::Strategy (trainer/strategies/strategy.h) so that the trainer can run it"));
   }
   if (strategy == nullptr && plan->strategy == "single_device") strategy = std::make_shared<SingleDeviceStrategy>();
   if (strategy == nullptr && plan->strategy == "ddp") {

@@ -42,11 +42,11 @@
 #include "connector/options.h"
 #include "connector/plan.h"
 #include "hal/registry.h"
-#include "trainer/callback.h"
-#include "trainer/data_loader.h"
-#include "trainer/lightning_module.h"
-#include "trainer/logger.h"
-#include "trainer/metrics.h"
+#include "trainer/core/callback.h"
+#include "trainer/core/data_loader.h"
+#include "trainer/core/lightning_module.h"
+#include "trainer/core/logger.h"
+#include "trainer/core/metrics.h"
 
 namespace kiln {
 

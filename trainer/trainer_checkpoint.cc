@@ -1,141 +1,19 @@
-// Trainer::save_checkpoint and the restore path of fit/validate/test/predict. The contents are listed in trainer.h.
-#include <algorithm>
-#include <map>
+// Trainer::save_checkpoint, remove_checkpoint and the restore path of fit/validate/test/predict: where the files go
+// and when; what they hold is trainer/checkpoint/checkpoint_connector.h's.
+#include <memory>
 #include <string>
-#include <vector>
+#include <utility>
 
-#include "ATen/ATen.h"
-#include "ATen/CPUGeneratorImpl.h"
 #include "absl/strings/str_cat.h"
-#include "hal/compat/optimizer_state.h"
-#include "absl/strings/str_join.h"
 #include "glog/logging.h"
-#include "torch/optim/adagrad.h"
-#include "torch/optim/adam.h"
-#include "torch/optim/adamw.h"
-#include "torch/optim/lbfgs.h"
-#include "torch/optim/rmsprop.h"
-#include "torch/optim/sgd.h"
-#include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
-#include "trainer/checkpoint_io.h"
-#include "trainer/precision_plugin.h"
-#include "trainer/strategy.h"
+#include "trainer/checkpoint/checkpoint_connector.h"
+#include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/plugins/precision/precision_plugin.h"
+#include "trainer/strategies/strategy.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
-namespace {
-
-using torch::serialize::InputArchive;
-using torch::serialize::OutputArchive;
-
-// Every parameter and buffer of `model`, by full name, in registration order.
-std::vector<std::pair<std::string, at::Tensor>> NamedState(LightningModule& model) {
-  std::vector<std::pair<std::string, at::Tensor>> state;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) state.emplace_back(item.key(), item.value());
-  for (const auto& item : model.named_buffers(/*recurse=*/true)) state.emplace_back(item.key(), item.value());
-  return state;
-}
-
-c10::Dict<std::string, std::string> ToDict(const std::map<std::string, std::string>& map) {
-  c10::Dict<std::string, std::string> dict;
-  for (const auto& [key, value] : map) dict.insert(key, value);
-  return dict;
-}
-
-std::map<std::string, std::string> FromDict(const c10::IValue& value) {
-  std::map<std::string, std::string> map;
-  for (const auto& entry : value.toGenericDict()) map[entry.key().toStringRef()] = entry.value().toStringRef();
-  return map;
-}
-
-c10::Dict<std::string, double> ToDict(const PrecisionState& state) {
-  c10::Dict<std::string, double> dict;
-  for (const auto& [key, value] : state) dict.insert(key, value);
-  return dict;
-}
-
-PrecisionState PrecisionStateFromDict(const c10::IValue& value) {
-  TORCH_CHECK(value.isGenericDict(), "record 'precision_plugin' is not a dictionary");
-  PrecisionState state;
-  for (const auto& entry : value.toGenericDict()) {
-    TORCH_CHECK(entry.key().isString() && entry.value().isDouble(), "record 'precision_plugin' holds a ",
-                entry.value().tagKind(), " where a number was expected");
-    state[entry.key().toStringRef()] = entry.value().toDouble();
-  }
-  return state;
-}
-
-// Everything a checkpoint holds, read and checked before anything is applied.
-struct LoadedCheckpoint {
-  std::vector<at::Tensor> model;  // In NamedState order.
-  std::vector<InputArchive> optimizers;
-  std::vector<int64_t> scheduler_steps;
-  std::map<std::string, CallbackState> callbacks;
-  at::Tensor rng;
-  PrecisionState precision;  // Empty when the checkpoint has none (an older file, or a plugin without state).
-  int64_t epoch = 0;
-  int64_t batch_in_epoch = 0;
-  int64_t global_step = 0;
-};
-
-void MoveTo(at::Tensor& tensor, const c10::Device& device) {
-  if (tensor.defined() && tensor.device() != device) tensor = tensor.to(device);
-}
-
-// Checkpoints are read onto the CPU (ReadCheckpoint), so an optimizer's loaded state is there too; it goes back to
-// `device`, where the parameters are (Lightning's optimizer_to_device). LibTorch's state classes have no common way
-// to reach their tensors, so each of its optimizers is listed; another optimizer's state can only stay on the CPU.
-absl::Status MoveOptimizerState(torch::optim::Optimizer& optimizer, const c10::Device& device) {
-  if (device.is_cpu()) return absl::OkStatus();
-  for (auto& [key, state] : optimizer.state()) {
-    if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(state.get())) {
-      MoveTo(adam->exp_avg(), device);
-      MoveTo(adam->exp_avg_sq(), device);
-      MoveTo(adam->max_exp_avg_sq(), device);
-    } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(state.get())) {
-      MoveTo(adamw->exp_avg(), device);
-      MoveTo(adamw->exp_avg_sq(), device);
-      MoveTo(adamw->max_exp_avg_sq(), device);
-    } else if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(state.get())) {
-      MoveTo(sgd->momentum_buffer(), device);
-    } else if (auto* rmsprop = dynamic_cast<torch::optim::RMSpropParamState*>(state.get())) {
-      MoveTo(rmsprop->square_avg(), device);
-      MoveTo(rmsprop->momentum_buffer(), device);
-      MoveTo(rmsprop->grad_avg(), device);
-    } else if (auto* adagrad = dynamic_cast<torch::optim::AdagradParamState*>(state.get())) {
-      MoveTo(adagrad->sum(), device);
-    } else if (auto* lbfgs = dynamic_cast<torch::optim::LBFGSParamState*>(state.get())) {
-      MoveTo(lbfgs->d(), device);
-      MoveTo(lbfgs->H_diag(), device);
-      MoveTo(lbfgs->prev_flat_grad(), device);
-      for (auto* tensors : {&lbfgs->old_dirs(), &lbfgs->old_stps(), &lbfgs->ro()}) {
-        for (at::Tensor& tensor : *tensors) MoveTo(tensor, device);
-      }
-      if (lbfgs->al().has_value()) {
-        for (at::Tensor& tensor : *lbfgs->al()) MoveTo(tensor, device);
-      }
-    } else {
-      return absl::UnimplementedError(absl::StrCat(
-          "the optimizer state restored from the checkpoint cannot be moved to ", device.str(), ": its type (",
-          typeid(*state).name(), ") is not one of LibTorch's optimizers (Adam, AdamW, SGD, RMSprop, Adagrad, "
-          "LBFGS); resume on the CPU, or start this optimizer fresh"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Loop counters at or above this are taken for damage: 2^40 steps is decades of training at a microsecond a step.
-constexpr int64_t kMaxCheckpointCounter = int64_t{1} << 40;
-
-int64_t ReadInt(InputArchive& archive, const std::string& key) {
-  c10::IValue value;
-  archive.read(key, value);
-  TORCH_CHECK(value.isInt(), "record '", key, "' is not an integer");
-  return value.toInt();
-}
-
-}  // namespace
 
 absl::Status Trainer::save_checkpoint(const std::string& path) {
   if (model_ == nullptr) {
@@ -144,37 +22,9 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   }
   absl::Status status = absl::OkStatus();
   if (is_global_zero()) {
-    LightningModule& model = *model_;
-    absl::StatusOr<std::string> bytes = SerializeCheckpoint(path, [&](OutputArchive& archive) {
-      archive.write("loop_epoch", c10::IValue(next_epoch_));
-      archive.write("loop_batch_in_epoch", c10::IValue(next_batch_in_epoch_));
-      archive.write("loop_global_step", c10::IValue(global_step_));
-      OutputArchive state;
-      c10::List<std::string> names;
-      int64_t index = 0;
-      for (const auto& [name, tensor] : NamedState(model)) {
-        names.push_back(name);
-        state.write(absl::StrCat("t", index++), tensor.detach().to(at::kCPU), /*is_buffer=*/true);
-      }
-      state.write("names", c10::IValue(names));
-      archive.write("model", state);
-      archive.write("num_optimizers", c10::IValue(static_cast<int64_t>(optimizers_.optimizers.size())));
-      for (size_t i = 0; i < optimizers_.optimizers.size(); ++i) {
-        OutputArchive optimizer;
-        optimizers_.optimizers[i]->save(optimizer);
-        archive.write(absl::StrCat("optimizer_", i), optimizer);
-      }
-      archive.write("scheduler_steps", c10::IValue(scheduler_steps_));
-      c10::List<std::string> callback_keys;
-      for (const auto& callback : callbacks_) {
-        archive.write(absl::StrCat("callback_", callback_keys.size()), c10::IValue(ToDict(callback->state_dict())));
-        callback_keys.push_back(callback->state_key());
-      }
-      archive.write("callback_keys", c10::IValue(callback_keys));
-      archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
-      archive.write("hparams", c10::IValue(ToDict(model.hparams())));
-      archive.write("precision_plugin", c10::IValue(ToDict(precision_->state_dict())));
-    });
+    absl::StatusOr<std::string> bytes = DumpTrainingState(
+        path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_},
+        LoopProgress{.epoch = next_epoch_, .batch_in_epoch = next_batch_in_epoch_, .global_step = global_step_});
     if (!bytes.ok()) {
       status = bytes.status();
     } else {
@@ -209,159 +59,19 @@ absl::StatusOr<std::string> Trainer::ResolveCheckpointPath(const std::string& ck
 absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training) {
   absl::StatusOr<std::string> path = ResolveCheckpointPath(ckpt_path);
   if (!path.ok()) return path.status();
-  absl::StatusOr<std::unique_ptr<InputArchive>> opened = ReadCheckpoint(*path);
-  if (!opened.ok()) return opened.status();
-  InputArchive& archive = **opened;
-
-  // Read and check everything first: a bad file must leave the model, optimizers and callbacks untouched.
-  const std::vector<std::pair<std::string, at::Tensor>> state = NamedState(model);
-  LoadedCheckpoint loaded;
-  try {
-    InputArchive saved_model;
-    archive.read("model", saved_model);
-    c10::IValue names_value;
-    saved_model.read("names", names_value);
-    std::vector<std::string> names;
-    for (const c10::IValue& name : names_value.toListRef()) names.push_back(name.toStringRef());
-    std::map<std::string, size_t> index;
-    for (size_t i = 0; i < names.size(); ++i) index[names[i]] = i;
-    for (const auto& [name, tensor] : state) {
-      auto found = index.find(name);
-      TORCH_CHECK(found != index.end(), "it has no '", name, "' (the model's parameters do not match)");
-      at::Tensor saved;
-      saved_model.read(absl::StrCat("t", found->second), saved, /*is_buffer=*/true);
-      TORCH_CHECK(saved.sizes() == tensor.sizes() && saved.dtype() == tensor.dtype(), "'", name, "' has shape ",
-                  saved.sizes(), " and type ", saved.dtype(), ", the model has ", tensor.sizes(), " and ",
-                  tensor.dtype());
-      loaded.model.push_back(saved);
-      index.erase(found);
-    }
-    if (!index.empty()) {
-      std::vector<std::string> unexpected;
-      for (const auto& [name, i] : index) unexpected.push_back(name);
-      TORCH_CHECK(false, "it has parameters the model does not: ", absl::StrJoin(unexpected, ", "));
-    }
-    if (restore_training) {
-      loaded.epoch = ReadInt(archive, "loop_epoch");
-      loaded.batch_in_epoch = ReadInt(archive, "loop_batch_in_epoch");
-      loaded.global_step = ReadInt(archive, "loop_global_step");
-      const int64_t num_optimizers = ReadInt(archive, "num_optimizers");
-      TORCH_CHECK(num_optimizers == static_cast<int64_t>(optimizers_.optimizers.size()), "it holds ", num_optimizers,
-                  " optimizer(s) but configure_optimizers returned ", optimizers_.optimizers.size());
-      for (int64_t i = 0; i < num_optimizers; ++i) {
-        loaded.optimizers.emplace_back();
-        archive.read(absl::StrCat("optimizer_", i), loaded.optimizers.back());
-      }
-      // Counters a damaged or hand-made file could set to anything: a negative one would run the loops from far
-      // below zero, and a huge scheduler count would replay the schedule for days.
-      for (const auto& [name, value] : {std::pair<const char*, int64_t>{"loop_epoch", loaded.epoch},
-                                        {"loop_batch_in_epoch", loaded.batch_in_epoch},
-                                        {"loop_global_step", loaded.global_step}}) {
-        TORCH_CHECK(value >= 0 && value < kMaxCheckpointCounter, "record '", name, "' is ", value,
-                    ", outside [0, 2^40)");
-      }
-      c10::IValue steps;
-      archive.read("scheduler_steps", steps);
-      loaded.scheduler_steps = steps.toIntVector();
-      TORCH_CHECK(loaded.scheduler_steps.size() == optimizers_.schedulers.size(), "it holds ",
-                  loaded.scheduler_steps.size(), " scheduler(s) but configure_optimizers returned ",
-                  optimizers_.schedulers.size());
-      // A scheduler steps at most once per epoch or once per optimizer step.
-      const int64_t max_scheduler_steps = std::max(loaded.epoch, loaded.global_step) + 1;
-      for (int64_t scheduler_steps : loaded.scheduler_steps) {
-        TORCH_CHECK(scheduler_steps >= 0 && scheduler_steps <= max_scheduler_steps, "record 'scheduler_steps' holds ",
-                    scheduler_steps, ", outside [0, ", max_scheduler_steps, "] for epoch ", loaded.epoch,
-                    " and global step ", loaded.global_step);
-      }
-      c10::IValue keys;
-      archive.read("callback_keys", keys);
-      const auto& key_list = keys.toListRef();
-      for (size_t i = 0; i < key_list.size(); ++i) {
-        c10::IValue callback_state;
-        archive.read(absl::StrCat("callback_", i), callback_state);
-        loaded.callbacks[key_list[i].toStringRef()] = FromDict(callback_state);
-      }
-      archive.read("rng_cpu", loaded.rng, /*is_buffer=*/true);
-      // Checked on a scratch generator now, so that a bad state fails here rather than after the model is changed.
-      at::make_generator<at::CPUGeneratorImpl>().set_state(loaded.rng);
-      // Checkpoints written before precision plugins existed have no such record: the plugin keeps its state.
-      c10::IValue precision_state;
-      if (archive.try_read("precision_plugin", precision_state)) {
-        loaded.precision = PrecisionStateFromDict(precision_state);
-      }
-    }
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", *path, ": ",
-                                                   e.what_without_backtrace()));
-  } catch (const std::exception& e) {  // LibTorch also throws standard exceptions on damaged records.
-    return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", *path, ": ", e.what()));
-  }
-
-  if (!loaded.precision.empty()) {
-    if (absl::Status status = precision_->CheckStateDict(loaded.precision); !status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", *path,
-                                                     ": precision plugin state: ", status.message()));
-    }
-  }
-
-  // Apply. Optimizers first: their archives are the likeliest to disagree with this run's configuration.
-  try {
-    for (size_t i = 0; i < loaded.optimizers.size(); ++i) {
-      compat::LoadOptimizer(*optimizers_.optimizers[i], loaded.optimizers[i]);
-      if (absl::Status moved = MoveOptimizerState(*optimizers_.optimizers[i], strategy_->root_device());
-          !moved.ok()) {
-        return moved;
-      }
-    }
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", *path, " does not fit this run's optimizers: ",
-                                                   e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint ", *path, " does not fit this run's optimizers: ", e.what()));
-  }
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < state.size(); ++i) state[i].second.copy_(loaded.model[i]);
-  }
+  absl::StatusOr<LoopProgress> progress =
+      RestoreTrainingState(*path, TrainingState{model, optimizers_, scheduler_steps_, callbacks_, *precision_},
+                           strategy_->root_device(), restore_training);
+  if (!progress.ok()) return progress.status();
   if (restore_training) {
-    for (const auto& callback : callbacks_) {
-      auto found = loaded.callbacks.find(callback->state_key());
-      if (found == loaded.callbacks.end()) continue;
-      if (absl::Status status = callback->load_state_dict(found->second); !status.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("checkpoint ", *path, ": state of callback ",
-                                                       callback->state_key(), ": ", status.message()));
-      }
-    }
-    // A scheduler's only state is how often it stepped: replay that, then the optimizers' saved learning rates
-    // (already loaded) are what the schedule produced, so reload them over the replay.
-    for (size_t i = 0; i < loaded.scheduler_steps.size(); ++i) {
-      for (int64_t step = 0; step < loaded.scheduler_steps[i]; ++step) optimizers_.schedulers[i].scheduler->step();
-      scheduler_steps_[i] = loaded.scheduler_steps[i];
-    }
-    for (size_t i = 0; i < loaded.optimizers.size(); ++i) {
-      compat::LoadOptimizer(*optimizers_.optimizers[i], loaded.optimizers[i]);
-      if (absl::Status moved = MoveOptimizerState(*optimizers_.optimizers[i], strategy_->root_device());
-          !moved.ok()) {
-        return moved;
-      }
-    }
-    if (!loaded.precision.empty()) {
-      // Checked above, so this cannot fail.
-      if (absl::Status status = precision_->load_state_dict(loaded.precision); !status.ok()) return status;
-    }
-    {
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
-      generator.set_state(loaded.rng);
-    }
-    next_epoch_ = loaded.epoch;
-    next_batch_in_epoch_ = loaded.batch_in_epoch;
-    current_epoch_ = loaded.epoch;
-    global_step_ = loaded.global_step;
+    next_epoch_ = progress->epoch;
+    next_batch_in_epoch_ = progress->batch_in_epoch;
+    current_epoch_ = progress->epoch;
+    global_step_ = progress->global_step;
   }
   resumed_from_ = *path;
-  LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << loaded.epoch << ", batch "
-            << loaded.batch_in_epoch << ", global step " << loaded.global_step << ")";
+  LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << progress->epoch << ", batch "
+            << progress->batch_in_epoch << ", global step " << progress->global_step << ")";
   return absl::OkStatus();
 }
 

@@ -16,7 +16,7 @@
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/adam.h"
 #include "torch/serialize.h"
-#include "trainer/checkpoint_io.h"
+#include "trainer/checkpoint/checkpoint_io.h"
 
 namespace kiln {
 namespace {

@@ -18,7 +18,7 @@
 #include "torch/optim/adam.h"
 #include "trainer/data/csv_table.h"
 #include "trainer/data/prefetching_data_loader.h"
-#include "trainer/data_loader.h"
+#include "trainer/core/data_loader.h"
 
 namespace kiln {
 namespace {

@@ -26,7 +26,7 @@
 #include "torch/optim/adam.h"
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
-#include "trainer/logger.h"
+#include "trainer/core/logger.h"
 #include "trainer/trainer.h"
 
 namespace kiln {

@@ -7,7 +7,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/numbers.h"
-#include "trainer/checkpoint_io.h"
+#include "trainer/checkpoint/checkpoint_io.h"
 
 namespace {
 

@@ -32,7 +32,7 @@
 #include "torch/optim/schedulers/step_lr.h"
 #include "torch/serialize/output-archive.h"
 #include "torch/utils.h"
-#include "trainer/checkpoint_io.h"
+#include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 #include "trainer/trainer.h"

@@ -13,7 +13,7 @@
 #include "torch/optim/adam.h"
 #include "trainer/callbacks/device_stats_monitor.h"
 #include "trainer/classifier.h"
-#include "trainer/logger.h"
+#include "trainer/core/logger.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 #include "trainer/trainer.h"

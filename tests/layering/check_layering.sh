@@ -2,7 +2,8 @@
 # Checks Kiln's layering rules on the output of `bazel query deps(...)` (as genquery writes it) and on source files.
 #
 #   check_layering.sh deps  <name> <deps-file> <forbidden-package-prefix>...
-#       fails if any label in <deps-file> is inside one of the forbidden packages (e.g. //backends).
+#       fails if any label in <deps-file> is inside one of the forbidden packages (e.g. //backends). A prefix that
+#       ends in ':' (e.g. //trainer:) forbids the targets of that package only, not of its subpackages.
 #   check_layering.sh names <words-file> <source>...
 #       fails if a source file mentions any word of <words-file> (one per line) outside comments, case-insensitively.
 #
@@ -20,8 +21,9 @@ check_deps() {
   local failed=0 prefix
   for prefix in "$@"; do
     # A label is inside a package if it is the package itself, a subpackage, or a target in it.
-    local hits
-    hits=$(grep -E "^${prefix}(/|:|$)" "$deps" || true)
+    local hits pattern="^${prefix}(/|:|$)"
+    [[ "$prefix" == *: ]] && pattern="^${prefix}"
+    hits=$(grep -E "$pattern" "$deps" || true)
     if [[ -n "$hits" ]]; then
       echo "layering violation: $name depends on ${prefix}:"
       echo "$hits" | sed 's/^/  /'

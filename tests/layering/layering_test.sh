@@ -5,7 +5,9 @@
 #   connector depends on no backend and names none in its code, nor any hardware or collective backend;
 #   backends  depend on neither the connector nor the trainer, built-in and third-party ones alike, and no Kiln
 #             package names a third-party backend (they come in through the WORKSPACE's kiln_backends).
-#   trainer   its libraries depend on no backend: programs link //backends:linked.
+#   trainer   its libraries depend on no backend: programs link //backends:linked. Inside it (trainer/README.md):
+#             core uses no other room of the trainer; strategies and precision use the core only; checkpointing the
+#             core and precision; the loggers and the data the core only; the loops (//trainer) sit on top.
 # The checker is first shown failing on known-bad inputs, so a broken checker cannot pass silently.
 set -uo pipefail
 
@@ -35,6 +37,10 @@ expect 1 "checker catches a backend name in code" \
   $check names $dir/testdata/backend_words.txt $dir/testdata/names_backend.cc.txt
 expect 1 "checker catches a collective backend's name in code" \
   $check names $dir/testdata/hardware_words.txt $dir/testdata/names_collective.cc.txt
+expect 1 "checker catches a core that depends on the trainer's top package" \
+  $check deps core $dir/testdata/trainer_room_deps.txt //trainer:
+expect 0 "checker's package-only prefix (//trainer:) leaves the trainer's subpackages alone" \
+  $check deps core $dir/testdata/trainer_subpackages_deps.txt //trainer:
 expect 0 "checker ignores backend names in comments" \
   $check names $dir/testdata/backend_words.txt $dir/testdata/comment_only.cc.txt
 
@@ -57,6 +63,27 @@ expect 0 "built-in backends depend on neither the connector nor the trainer" \
   $check deps backends $dir/backends_deps //connector //trainer //tools
 expect 0 "the trainer's libraries depend on no backend (programs link //backends:linked)" \
   $check deps trainer $dir/trainer_deps //backends @kiln_backends @virtual_npu
+# The trainer's rooms. Everything above the core, for the rooms that may use only the core:
+above_core=(//trainer: //trainer/strategies //trainer/plugins //trainer/checkpoint //trainer/callbacks //trainer/cli
+  //trainer/data //trainer/loggers //trainer/models //trainer/report //backends //tools)
+expect 0 "the trainer's core uses no other room of the trainer" \
+  $check deps trainer-core $dir/trainer_core_deps "${above_core[@]}"
+if ! grep -qx '//trainer/core:core' $dir/trainer_core_deps; then
+  echo "FAIL: $dir/trainer_core_deps does not hold //trainer/core:core (is the query right?)"
+  failures=$((failures + 1))
+fi
+expect 0 "the strategies use the core only (not precision, checkpointing or the loops)" \
+  $check deps trainer-strategies $dir/trainer_strategies_deps //trainer: //trainer/plugins //trainer/checkpoint \
+  //trainer/cli //trainer/data //trainer/loggers //trainer/models //trainer/report //backends
+expect 0 "the precision plugins use the core only (not strategies, checkpointing or the loops)" \
+  $check deps trainer-precision $dir/trainer_precision_deps //trainer: //trainer/strategies //trainer/checkpoint \
+  //trainer/cli //trainer/data //trainer/loggers //trainer/models //trainer/report //backends
+expect 0 "checkpointing uses the core and precision only (not strategies or the loops)" \
+  $check deps trainer-checkpoint $dir/trainer_checkpoint_deps //trainer: //trainer/strategies //trainer/cli \
+  //trainer/data //trainer/loggers //trainer/models //trainer/report //backends
+expect 0 "the loggers and the data build on the trainer's core alone" \
+  $check deps trainer-loggers-data $dir/trainer_loggers_data_deps //trainer: //trainer/strategies //trainer/plugins \
+  //trainer/checkpoint //trainer/cli //trainer/models //trainer/report //backends
 # Third-party backends (linked through the WORKSPACE's kiln_backends) sit at the same layer.
 expect 0 "third-party backends depend on neither the connector nor the trainer" \
   $check deps linked-backends $dir/linked_backends_deps //connector //trainer //tools

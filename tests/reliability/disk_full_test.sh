@@ -2,7 +2,7 @@
 # The disk fills up while fit writes a checkpoint: a clear error naming the file, a non-zero exit, and the previous
 # checkpoint intact (byte for byte, and it still resumes). The full disk is simulated with a file-size limit
 # (ulimit -f): fit ignores SIGXFSZ, so a write past the limit fails with EFBIG, as one fails with ENOSPC on a full
-# disk (both go through the same path in trainer/checkpoint_io.cc). A small filesystem would need mount rights,
+# disk (both go through the same path in trainer/checkpoint/checkpoint_io.cc). A small filesystem would need mount rights,
 # which a Bazel sandbox does not give.
 set -uo pipefail
 fit=trainer/fit

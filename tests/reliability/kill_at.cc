@@ -4,7 +4,7 @@
 //   kill_at --watch=DIR --during_write=K --delay_us=D -- COMMAND...
 //                                    # D us after the K-th checkpoint write starts (a "*.tmp-<pid>" file appears)
 //
-// Checkpoints are written by a background thread through a temporary file and a rename (trainer/checkpoint_io.h),
+// Checkpoints are written by a background thread through a temporary file and a rename (trainer/checkpoint/checkpoint_io.h),
 // so a temporary file in DIR means a write is in progress. The folder is polled every 100 us.
 //
 // Prints one line, `killed_ms=<ms since start> in_write=<0|1> tmp_files=<n> checkpoints=<names,...>`, where

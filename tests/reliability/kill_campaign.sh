@@ -11,7 +11,7 @@
 #   1. every *.ckpt file left is complete (tests/reliability/verify_checkpoints: it loads, every CRC-32 matches);
 #   2. the run resumed with --ckpt_path=last succeeds, from a checkpoint of that folder;
 #   3. the resumed run ends with parameters bit-for-bit equal to the uninterrupted run's (params_sha256);
-#   4. the resumed run removed the temporary files the kill left (trainer/checkpoint_io.h).
+#   4. the resumed run removed the temporary files the kill left (trainer/checkpoint/checkpoint_io.h).
 # Prints one line per moment and a summary; exit status 1 if any moment fails.
 set -uo pipefail
 moments=24

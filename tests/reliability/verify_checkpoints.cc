@@ -1,9 +1,9 @@
 // Checks that every checkpoint named on the command line is complete: it reads as a Kiln checkpoint
-// (trainer/checkpoint_io.h: ReadCheckpoint, which also verifies every record's CRC-32). Prints one line per file;
+// (trainer/checkpoint/checkpoint_io.h: ReadCheckpoint, which also verifies every record's CRC-32). Prints one line per file;
 // exit status 1 when any fails, 2 without arguments.
 #include <cstdio>
 
-#include "trainer/checkpoint_io.h"
+#include "trainer/checkpoint/checkpoint_io.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "hal/registry.h"
 #include "trainer/classifier.h"
-#include "trainer/strategy.h"
+#include "trainer/strategies/strategy.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 #include "trainer/trainer.h"

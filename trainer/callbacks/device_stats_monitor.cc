@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "trainer/strategy.h"
+#include "trainer/strategies/strategy.h"
 #include "trainer/trainer.h"
 
 namespace kiln {

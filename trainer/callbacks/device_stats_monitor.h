@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "trainer/callback.h"
+#include "trainer/core/callback.h"
 
 namespace kiln {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "trainer/callback.h"
+#include "trainer/core/callback.h"
 #include "trainer/callbacks/monitor.h"
 
 namespace kiln {

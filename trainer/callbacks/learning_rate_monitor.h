@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "trainer/callback.h"
-#include "trainer/metrics.h"
+#include "trainer/core/callback.h"
+#include "trainer/core/metrics.h"
 
 namespace kiln {
 

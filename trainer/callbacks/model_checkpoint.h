@@ -26,7 +26,7 @@
 #include <set>
 #include <string>
 
-#include "trainer/callback.h"
+#include "trainer/core/callback.h"
 #include "trainer/callbacks/monitor.h"
 
 namespace kiln {

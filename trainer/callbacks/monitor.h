@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "trainer/metrics.h"
+#include "trainer/core/metrics.h"
 
 namespace kiln {
 

@@ -8,7 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "trainer/callback.h"
+#include "trainer/core/callback.h"
 
 namespace kiln {
 

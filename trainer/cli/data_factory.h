@@ -12,7 +12,7 @@
 #include "trainer/cli/fit_config.h"
 #include "trainer/data/tabular_data.h"
 #include "trainer/data/task.h"
-#include "trainer/data_loader.h"
+#include "trainer/core/data_loader.h"
 
 namespace kiln {
 

@@ -18,7 +18,7 @@
 
 #include "connector/json.h"  // JsonString, for the reports built here.
 #include "torch/nn/module.h"
-#include "trainer/metrics.h"
+#include "trainer/core/metrics.h"
 
 namespace kiln {
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <utility>
 
-#include "trainer/data_loader.h"
+#include "trainer/core/data_loader.h"
 
 namespace kiln {
 

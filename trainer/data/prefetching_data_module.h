@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "trainer/data/prefetching_data_loader.h"
-#include "trainer/data_loader.h"
+#include "trainer/core/data_loader.h"
 
 namespace kiln {
 

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "trainer/data/csv_table.h"
 #include "trainer/data/task.h"
-#include "trainer/data_loader.h"
+#include "trainer/core/data_loader.h"
 
 namespace kiln {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/logger.h"
+#include "trainer/core/logger.h"
 #include "trainer/loggers/log_dir.h"
 
 namespace kiln {

@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "trainer/logger.h"
+#include "trainer/core/logger.h"
 #include "trainer/loggers/log_dir.h"
 #include "trainer/loggers/tensorboard_events.h"
 #include "trainer/loggers/tfrecord_writer.h"

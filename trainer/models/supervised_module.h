@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "trainer/data/task.h"
-#include "trainer/lightning_module.h"
+#include "trainer/core/lightning_module.h"
 
 namespace kiln {
 

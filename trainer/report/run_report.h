@@ -18,8 +18,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "trainer/callback.h"
-#include "trainer/logger.h"
+#include "trainer/core/callback.h"
+#include "trainer/core/logger.h"
 #include "trainer/report/html_report.h"
 
 namespace kiln {

@@ -13,7 +13,7 @@
 
 #include "torch/nn/functional/loss.h"
 #include "trainer/classifier.h"
-#include "trainer/lightning_module.h"
+#include "trainer/core/lightning_module.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
 

@@ -1,0 +1,287 @@
+#include "trainer/checkpoint/zip_checksums.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kiln {
+namespace {
+
+constexpr uint32_t kLocalHeader = 0x04034b50;
+constexpr uint32_t kCentralHeader = 0x02014b50;
+constexpr uint32_t kEndOfCentralDirectory = 0x06054b50;
+constexpr uint32_t kZip64EndOfCentralDirectory = 0x06064b50;
+constexpr uint32_t kZip64Locator = 0x07064b50;
+constexpr uint16_t kZip64ExtraField = 0x0001;
+// General-purpose flags no LibTorch archive has: encrypted, compressed patch, strong encryption, encrypted directory.
+constexpr uint16_t kUnsupportedFlags = 0x0001 | 0x0020 | 0x0040 | 0x2000;
+constexpr size_t kEndSize = 22;
+constexpr size_t kLocatorSize = 20;
+constexpr size_t kZip64EndSize = 56;
+constexpr size_t kCentralSize = 46;
+constexpr size_t kLocalSize = 30;
+constexpr uint16_t kStored = 0;
+constexpr uint16_t kDeflated = 8;
+
+uint16_t U16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+uint32_t U32(const uint8_t* p) { return U16(p) | static_cast<uint32_t>(U16(p + 2)) << 16; }
+uint64_t U64(const uint8_t* p) { return U32(p) | static_cast<uint64_t>(U32(p + 4)) << 32; }
+
+absl::Status Damaged(absl::string_view why) { return absl::InvalidArgumentError(why); }
+
+// Closes the file on every path out.
+class File {
+ public:
+  explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~File() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+
+  // Exactly `size` bytes at `offset`, or false.
+  bool ReadAt(uint64_t offset, size_t size, uint8_t* out) const {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+ private:
+  int fd_;
+};
+
+struct Directory {
+  uint64_t entries = 0;
+  uint64_t size = 0;
+  uint64_t offset = 0;
+};
+
+// The central directory, from the end-of-central-directory record (and its zip64 form when the archive has one).
+absl::StatusOr<Directory> FindDirectory(const File& file, uint64_t file_size) {
+  if (file_size < kEndSize) return Damaged(absl::StrCat("it has ", file_size, " bytes, too few for a zip archive"));
+  const uint64_t tail_size = std::min<uint64_t>(file_size, kEndSize + 0xFFFF + kLocatorSize + kZip64EndSize);
+  std::vector<uint8_t> tail(tail_size);
+  if (!file.ReadAt(file_size - tail_size, tail_size, tail.data())) return Damaged("its end cannot be read");
+  // The end record is the last one whose comment runs exactly to the end of the file.
+  int64_t end = -1;
+  for (int64_t i = static_cast<int64_t>(tail_size - kEndSize); i >= 0; --i) {
+    if (U32(&tail[i]) == kEndOfCentralDirectory && i + kEndSize + U16(&tail[i + 20]) == tail_size) {
+      end = i;
+      break;
+    }
+  }
+  if (end < 0) return Damaged("it has no zip end-of-central-directory record (truncated, or not a zip archive)");
+  const uint8_t* record = &tail[end];
+  if (U16(record + 4) != 0 || U16(record + 6) != 0 || U16(record + 8) != U16(record + 10)) {
+    return Damaged("it is a multi-disk zip archive, or its end record is damaged");
+  }
+  Directory directory{U16(record + 10), U32(record + 12), U32(record + 16)};
+  const uint64_t end_offset = file_size - tail_size + end;
+  uint64_t directory_end = end_offset;
+  if (end >= static_cast<int64_t>(kLocatorSize) && U32(&tail[end - kLocatorSize]) == kZip64Locator) {
+    const uint64_t zip64_offset = U64(&tail[end - kLocatorSize + 8]);
+    uint8_t zip64[kZip64EndSize];
+    if (zip64_offset > end_offset - kLocatorSize || end_offset - kLocatorSize - zip64_offset < kZip64EndSize ||
+        !file.ReadAt(zip64_offset, kZip64EndSize, zip64) || U32(zip64) != kZip64EndOfCentralDirectory) {
+      return Damaged("its zip64 end-of-central-directory record is missing or out of place");
+    }
+    const uint8_t* locator = &tail[end - kLocatorSize];
+    if (U32(locator + 4) != 0 || U32(locator + 16) > 1 || U32(zip64 + 16) != 0 || U32(zip64 + 20) != 0 ||
+        U64(zip64 + 24) != U64(zip64 + 32)) {
+      return Damaged("its zip64 end-of-central-directory record names another disk (a multi-disk archive?)");
+    }
+    directory = Directory{U64(zip64 + 32), U64(zip64 + 40), U64(zip64 + 48)};
+    directory_end = zip64_offset;
+  }
+  if (directory.offset > directory_end || directory.size > directory_end - directory.offset) {
+    return Damaged("its central directory lies outside the file");
+  }
+  if (directory.entries > directory.size / kCentralSize) {
+    return Damaged(
+        absl::StrCat("its central directory is too small for the ", directory.entries, " records it announces"));
+  }
+  return directory;
+}
+
+struct Entry {
+  std::string name;
+  uint16_t method = 0;
+  uint32_t crc = 0;
+  uint64_t compressed_size = 0;  // In the file.
+  uint64_t size = 0;             // Once inflated.
+  uint64_t local_offset = 0;
+};
+
+// One central-directory entry at `p` (with `available` bytes left in the directory); advances `consumed`.
+absl::StatusOr<Entry> ParseEntry(const uint8_t* p, uint64_t available, uint64_t& consumed) {
+  if (available < kCentralSize || U32(p) != kCentralHeader) return Damaged("its central directory is damaged");
+  const uint16_t flags = U16(p + 8);
+  const uint16_t method = U16(p + 10);
+  Entry entry;
+  entry.crc = U32(p + 16);
+  uint64_t compressed = U32(p + 20);
+  uint64_t uncompressed = U32(p + 24);
+  const uint16_t name_length = U16(p + 28);
+  const uint16_t extra_length = U16(p + 30);
+  const uint16_t comment_length = U16(p + 32);
+  if (U16(p + 34) != 0) return Damaged("its central directory names another disk (a multi-disk archive?)");
+  entry.local_offset = U32(p + 42);
+  const uint64_t length = kCentralSize + name_length + extra_length + comment_length;
+  if (length > available) return Damaged("its central directory is damaged (an entry runs past its end)");
+  entry.name.assign(reinterpret_cast<const char*>(p + kCentralSize), name_length);
+  // miniz (inside LibTorch) takes an entry for a folder, and reads nothing from it, when its name ends with '/' or
+  // its DOS attributes say so; no record of a LibTorch archive is one.
+  if (entry.name.empty() || entry.name.back() == '/' || (U32(p + 38) & 0x10) != 0) {
+    return Damaged(absl::StrCat("record '", entry.name, "' is marked as a folder"));
+  }
+  // Sizes and offsets too large for 32 bits are in the zip64 extra field, in this order, when they are 0xFFFFFFFF.
+  const uint8_t* extra = p + kCentralSize + name_length;
+  for (uint64_t at = 0; at + 4 <= extra_length;) {
+    const uint16_t id = U16(extra + at);
+    const uint16_t size = U16(extra + at + 2);
+    if (at + 4 + size > extra_length)
+      return Damaged(absl::StrCat("record '", entry.name, "' has a damaged extra field"));
+    if (id == kZip64ExtraField) {
+      uint64_t field = at + 4;
+      for (uint64_t* value : {&uncompressed, &compressed, &entry.local_offset}) {
+        if (*value != 0xFFFFFFFF) continue;
+        if (field + 8 > at + 4 + size)
+          return Damaged(absl::StrCat("record '", entry.name, "' has a short zip64 field"));
+        *value = U64(extra + field);
+        field += 8;
+      }
+    }
+    at += 4 + size;
+  }
+  if ((flags & kUnsupportedFlags) != 0) {
+    return Damaged(absl::StrCat("record '", entry.name, "' is encrypted or a patch (flags ", flags, ")"));
+  }
+  // LibTorch stores tensors as they are and deflates some of the TorchScript code it saves beside them.
+  if (!(method == kStored && compressed == uncompressed) && method != kDeflated) {
+    return Damaged(absl::StrCat("record '", entry.name, "' is compressed with method ", method,
+                                ", which LibTorch archives do not use"));
+  }
+  entry.method = method;
+  entry.compressed_size = compressed;
+  entry.size = uncompressed;
+  consumed += length;
+  return entry;
+}
+
+// The CRC-32 of a record's content: its bytes as they are when stored, inflated when deflated (and then exactly
+// `size` bytes must come out).
+absl::StatusOr<uint32_t> RecordCrc(const File& file, uint64_t data, const Entry& entry, std::vector<uint8_t>& buffer) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto unreadable = [&] { return Damaged(absl::StrCat("record '", entry.name, "' cannot be read")); };
+  if (entry.method == kStored) {
+    for (uint64_t done = 0; done < entry.size;) {
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer.size(), entry.size - done));
+      if (!file.ReadAt(data + done, chunk, buffer.data())) return unreadable();
+      crc = crc32(crc, buffer.data(), static_cast<uInt>(chunk));
+      done += chunk;
+    }
+    return static_cast<uint32_t>(crc);
+  }
+  z_stream stream{};
+  if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) return absl::InternalError("zlib's inflateInit2 failed");
+  std::vector<uint8_t> out(buffer.size());
+  uint64_t read = 0;
+  uint64_t inflated = 0;
+  int result = Z_OK;
+  while (result != Z_STREAM_END) {
+    if (stream.avail_in == 0) {
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer.size(), entry.compressed_size - read));
+      if (chunk == 0) break;  // Out of input before the end of the stream.
+      if (!file.ReadAt(data + read, chunk, buffer.data())) {
+        inflateEnd(&stream);
+        return unreadable();
+      }
+      read += chunk;
+      stream.next_in = buffer.data();
+      stream.avail_in = static_cast<uInt>(chunk);
+    }
+    stream.next_out = out.data();
+    stream.avail_out = static_cast<uInt>(out.size());
+    result = inflate(&stream, Z_NO_FLUSH);
+    const size_t produced = out.size() - stream.avail_out;
+    inflated += produced;
+    if (inflated > entry.size) break;
+    crc = crc32(crc, out.data(), static_cast<uInt>(produced));
+    if (result != Z_OK && result != Z_STREAM_END) break;
+  }
+  inflateEnd(&stream);
+  if (result != Z_STREAM_END || inflated != entry.size) {
+    return Damaged(absl::StrCat("record '", entry.name, "' does not inflate to its ", entry.size, " bytes"));
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+}  // namespace
+
+absl::Status VerifyZipChecksums(const std::string& path) {
+  File file(path);
+  if (!file.ok()) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat info;
+  if (::fstat(file.fd(), &info) != 0) return Damaged(absl::StrCat("cannot stat it: ", std::strerror(errno)));
+  const uint64_t file_size = static_cast<uint64_t>(info.st_size);
+  absl::StatusOr<Directory> directory = FindDirectory(file, file_size);
+  if (!directory.ok()) return directory.status();
+
+  std::vector<uint8_t> central(directory->size);
+  if (!file.ReadAt(directory->offset, central.size(), central.data())) {
+    return Damaged("its central directory cannot be read");
+  }
+  std::vector<uint8_t> buffer(1 << 20);
+  uint64_t consumed = 0;
+  for (uint64_t i = 0; i < directory->entries; ++i) {
+    absl::StatusOr<Entry> entry = ParseEntry(central.data() + consumed, central.size() - consumed, consumed);
+    if (!entry.ok()) return entry.status();
+    uint8_t local[kLocalSize];
+    if (entry->local_offset > directory->offset || directory->offset - entry->local_offset < kLocalSize ||
+        !file.ReadAt(entry->local_offset, kLocalSize, local) || U32(local) != kLocalHeader) {
+      return Damaged(absl::StrCat("record '", entry->name, "' has no local header where the directory says"));
+    }
+    // LibTorch reads the local header too: it must agree with the directory.
+    const uint16_t local_name_length = U16(local + 26);
+    std::string local_name(local_name_length, '\0');
+    if ((U16(local + 6) & kUnsupportedFlags) != 0 || U16(local + 8) != entry->method ||
+        local_name_length != entry->name.size() ||
+        !file.ReadAt(entry->local_offset + kLocalSize, local_name_length,
+                     reinterpret_cast<uint8_t*>(local_name.data())) ||
+        local_name != entry->name) {
+      return Damaged(absl::StrCat("record '", entry->name, "' has a local header that disagrees with the directory"));
+    }
+    const uint64_t data = entry->local_offset + kLocalSize + local_name_length + U16(local + 28);
+    if (data > directory->offset || entry->compressed_size > directory->offset - data) {
+      return Damaged(absl::StrCat("record '", entry->name, "' runs past the end of the data (truncated?)"));
+    }
+    absl::StatusOr<uint32_t> crc = RecordCrc(file, data, *entry, buffer);
+    if (!crc.ok()) return crc.status();
+    if (*crc != entry->crc) {
+      return Damaged(absl::StrFormat("record '%s' fails its CRC-32 check (stored %08x, computed %08x)", entry->name,
+                                     entry->crc, *crc));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln

@@ -1,0 +1,30 @@
+// Checks every record of a zip archive against its CRC-32 before LibTorch parses any of it.
+//
+// A checkpoint is a LibTorch archive: a zip file of records, stored (tensors) or deflated (some TorchScript code),
+// each with a CRC-32 in the central directory. LibTorch 1.13 never checks those CRCs (its miniz is built with
+// MINIZ_DISABLE_ZIP_READER_CRC32_CHECKS), so a damaged record flows into its unpickler and TorchScript parser, which
+// may throw, or crash: a fuzzer flipped one byte of a real checkpoint and LibTorch's TorchScript type parser
+// dereferenced a wild pointer (tests/fuzz, README "Reliability"). ReadCheckpoint therefore verifies the archive first,
+// so that damage is an error that names the record, never a crash.
+//
+// What this does not do: protect against a crafted archive whose CRCs were recomputed. Like torch.load, loading a
+// checkpoint from an untrusted source is unsafe.
+//
+// Thread-safety: a pure function of the file's content. Never throws.
+#ifndef KILN_TRAINER_CHECKPOINT_ZIP_CHECKSUMS_H_
+#define KILN_TRAINER_CHECKPOINT_ZIP_CHECKSUMS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace kiln {
+
+// OK when `path` is a single-disk zip archive (zip64 included) whose records are stored or deflated, lie inside the
+// file, agree with their local headers and match their CRC-32. Otherwise InvalidArgument saying what is wrong, naming
+// the record where there is one (the path is left to the caller), or NotFound when the file cannot be opened.
+absl::Status VerifyZipChecksums(const std::string& path);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CHECKPOINT_ZIP_CHECKSUMS_H_

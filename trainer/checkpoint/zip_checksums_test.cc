@@ -1,0 +1,132 @@
+#include "trainer/checkpoint/zip_checksums.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+
+#include "ATen/ATen.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/testing/test_support.h"
+
+namespace kiln {
+namespace {
+
+using ::kiln::testing::FileBytes;
+using ::kiln::testing::Overwrite;
+using ::kiln::testing::TempDir;
+using ::testing::HasSubstr;
+
+// A real checkpoint, as Kiln writes one. With `nested`, sub-archives as the trainer writes for the model and the
+// optimizers: LibTorch then deflates some of the TorchScript code it saves.
+std::string WriteCheckpointFile(const std::string& dir, int nested = 0) {
+  const std::string path = dir + "/small.ckpt";
+  EXPECT_TRUE(WriteCheckpoint(path, [nested](torch::serialize::OutputArchive& archive) {
+                archive.write("payload", at::arange(12, at::kFloat), /*is_buffer=*/true);
+                archive.write("step", c10::IValue(int64_t{7}));
+                for (int i = 0; i < nested; ++i) {
+                  torch::serialize::OutputArchive sub;
+                  sub.write("weight_with_a_long_name_" + std::to_string(i), at::ones({2, 2}), /*is_buffer=*/true);
+                  sub.write("names", c10::IValue(c10::List<std::string>({"a", "b", "c"})));
+                  archive.write("sub_" + std::to_string(i), sub);
+                }
+              }).ok());
+  return path;
+}
+
+std::string WriteSmallCheckpoint(const std::string& dir) { return WriteCheckpointFile(dir); }
+
+// The compression methods of an archive's records, from its central directory.
+std::set<int> Methods(const std::string& bytes) {
+  std::set<int> methods;
+  for (size_t at = bytes.find("PK\x01\x02"); at != std::string::npos && at + 12 <= bytes.size();
+       at = bytes.find("PK\x01\x02", at + 4)) {
+    methods.insert(static_cast<uint8_t>(bytes[at + 10]) | static_cast<uint8_t>(bytes[at + 11]) << 8);
+  }
+  return methods;
+}
+
+TEST(ZipChecksumsTest, AcceptsWhatKilnWrites) {
+  const std::string path = WriteSmallCheckpoint(TempDir());
+  EXPECT_TRUE(VerifyZipChecksums(path).ok()) << VerifyZipChecksums(path);
+}
+
+TEST(ZipChecksumsTest, AcceptsDeflatedRecords) {
+  const std::string path = WriteCheckpointFile(TempDir(), /*nested=*/8);
+  ASSERT_EQ(Methods(FileBytes(path)), (std::set<int>{0, 8})) << "no deflated record to check";
+  EXPECT_TRUE(VerifyZipChecksums(path).ok()) << VerifyZipChecksums(path);
+}
+
+TEST(ZipChecksumsTest, RefusesWhatIsNotAZipArchive) {
+  const std::string dir = TempDir();
+  EXPECT_EQ(VerifyZipChecksums(dir + "/missing.ckpt").code(), absl::StatusCode::kNotFound);
+  Overwrite(dir + "/empty.ckpt", "");
+  EXPECT_THAT(VerifyZipChecksums(dir + "/empty.ckpt").message(), HasSubstr("too few for a zip archive"));
+  Overwrite(dir + "/text.ckpt", std::string(100, 'x'));
+  EXPECT_THAT(VerifyZipChecksums(dir + "/text.ckpt").message(), HasSubstr("no zip end-of-central-directory record"));
+}
+
+TEST(ZipChecksumsTest, EveryTruncationIsRefused) {
+  const std::string dir = TempDir();
+  const std::string bytes = FileBytes(WriteSmallCheckpoint(dir));
+  const std::string path = dir + "/truncated.ckpt";
+  for (size_t length = 0; length < bytes.size(); ++length) {
+    Overwrite(path, bytes.substr(0, length));
+    EXPECT_FALSE(VerifyZipChecksums(path).ok()) << "truncated to " << length << " of " << bytes.size() << " bytes";
+  }
+}
+
+// Every single damaged byte is either refused, or lands where it changes nothing that is read (a timestamp, the
+// gaps LibTorch leaves between records): then the checkpoint still reads back exactly.
+void CheckEverySingleByteOfDamage(int nested) {
+  const std::string dir = TempDir();
+  const std::string bytes = FileBytes(WriteCheckpointFile(dir, nested));
+  const std::string path = dir + "/damaged.ckpt";
+  Overwrite(path, bytes);
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  int refused = 0;
+  int harmless = 0;
+  for (size_t offset = 0; offset < bytes.size(); ++offset) {
+    const char damaged = static_cast<char>(bytes[offset] ^ 0x5a);
+    ASSERT_EQ(::pwrite(fd, &damaged, 1, static_cast<off_t>(offset)), 1);
+    if (!VerifyZipChecksums(path).ok()) {
+      ++refused;
+    } else {
+      ++harmless;
+      absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> archive = ReadCheckpoint(path);
+      ASSERT_TRUE(archive.ok()) << "byte " << offset << ": " << archive.status();
+      at::Tensor payload;
+      (*archive)->read("payload", payload, /*is_buffer=*/true);
+      EXPECT_TRUE(payload.equal(at::arange(12, at::kFloat))) << "byte " << offset;
+      c10::IValue step;
+      (*archive)->read("step", step);
+      EXPECT_EQ(step.toInt(), 7) << "byte " << offset;
+      for (int i = 0; i < nested; ++i) {
+        torch::serialize::InputArchive sub;
+        (*archive)->read("sub_" + std::to_string(i), sub);
+        at::Tensor weight;
+        sub.read("weight_with_a_long_name_" + std::to_string(i), weight, /*is_buffer=*/true);
+        EXPECT_TRUE(weight.equal(at::ones({2, 2}))) << "byte " << offset;
+      }
+    }
+    ASSERT_EQ(::pwrite(fd, &bytes[offset], 1, static_cast<off_t>(offset)), 1);
+  }
+  ::close(fd);
+  std::printf("%zu bytes: %d damaged bytes refused, %d harmless\n", bytes.size(), refused, harmless);
+  // The harmless bytes are the gaps between records, and header fields nobody reads (timestamps, versions, the
+  // local copies of CRCs and sizes).
+  EXPECT_GT(refused, static_cast<int>(bytes.size()) / 2);
+}
+
+TEST(ZipChecksumsTest, EverySingleByteOfDamageIsRefusedOrHarmless) { CheckEverySingleByteOfDamage(/*nested=*/0); }
+
+TEST(ZipChecksumsTest, EverySingleByteOfDamageToDeflatedRecordsIsRefusedOrHarmless) {
+  CheckEverySingleByteOfDamage(/*nested=*/8);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,100 @@
+// Data for the loops: a DataLoader yields the batches of one epoch by index; a DataModule supplies the loaders for
+// each stage, like Lightning's LightningDataModule.
+//
+// Batches are addressed by index within an epoch rather than streamed, so that the trainer can resume in the middle
+// of an epoch and shard an epoch between processes without replaying data. Shuffling is a function of (seed, epoch).
+//
+// Thread-safety: a DataLoader is used by one thread at a time; `get_batch` for different indices may run on
+// background threads once `set_epoch` has returned.
+#ifndef KILN_TRAINER_CORE_DATA_LOADER_H_
+#define KILN_TRAINER_CORE_DATA_LOADER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "ATen/core/Tensor.h"
+#include "absl/status/status.h"
+#include "trainer/core/batch.h"
+
+namespace kiln {
+
+class DataLoader {
+ public:
+  virtual ~DataLoader() = default;
+  // Batches in one epoch.
+  virtual int64_t num_batches() const = 0;
+  // Called before each epoch; a shuffling loader reorders its examples from (seed, epoch).
+  virtual void set_epoch(int64_t epoch) { (void)epoch; }
+  // Batch `index` (0 <= index < num_batches()) of the current epoch. May throw c10::Error on bad tensors.
+  virtual Batch get_batch(int64_t index) = 0;
+  // Makes this loader yield only process `rank`'s share of each epoch, out of `world_size` processes, as
+  // PyTorch's DistributedSampler does: rank r takes examples r, r + world_size, r + 2 x world_size, ... of the
+  // epoch's order. A training loader gives every rank the same number of batches (the epoch's examples are padded
+  // by repeating the first ones, or trimmed with drop_last); an evaluation loader may give each example once
+  // instead (TensorDataLoaderOptions::even_shards), so that metrics and predictions over the ranks are one
+  // process's. Called by distributed strategies before the first
+  // epoch. The default refuses: a loader that cannot be sharded would silently train every rank on all the data.
+  virtual absl::Status set_shard(int rank, int world_size) {
+    if (world_size == 1) return absl::OkStatus();
+    return absl::UnimplementedError("this DataLoader cannot be sharded between processes; implement "
+                                    "DataLoader::set_shard to train with a distributed strategy");
+  }
+};
+
+struct TensorDataLoaderOptions {
+  int64_t batch_size = 1;  // Lightning's default.
+  bool shuffle = false;
+  bool drop_last = false;
+  uint64_t seed = 0;
+  // With several processes: true, PyTorch's DistributedSampler (every shard the same size, by repeating the first
+  // examples), which training needs so that every rank takes the same number of steps; false, every example exactly
+  // once (shards differ by one at most), which evaluation needs so that its metrics over all ranks equal one
+  // process's (Lightning pads there too, and its validation metrics then depend on the number of processes).
+  bool even_shards = true;
+};
+
+// Batches of in-memory tensors (first dimension: examples).
+//
+// The epoch's order is a permutation drawn from (seed, epoch) alone, whatever the number of processes, and a shard
+// takes every world_size-th example of it. So N processes with batch size B see, between them, exactly the batches
+// that one process with batch size N x B sees: scaling out changes no result beyond floating-point rounding.
+class TensorDataLoader final : public DataLoader {
+ public:
+  TensorDataLoader(at::Tensor inputs, at::Tensor targets, TensorDataLoaderOptions options);
+
+  int64_t num_batches() const override;
+  void set_epoch(int64_t epoch) override;
+  Batch get_batch(int64_t index) override;
+  absl::Status set_shard(int rank, int world_size) override;
+
+  int64_t num_examples() const { return inputs_.size(0); }
+
+ private:
+  int64_t num_local_examples() const;
+
+  at::Tensor inputs_;
+  at::Tensor targets_;
+  TensorDataLoaderOptions options_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  int64_t epoch_ = 0;
+  at::Tensor order_;  // This process's examples for the current epoch (int64); undefined: all, in order.
+};
+
+enum class Stage { kFit, kValidate, kTest, kPredict };
+
+class DataModule {
+ public:
+  virtual ~DataModule() = default;
+  // Called once per stage before the loaders are asked for (download, split, tokenise, ...).
+  virtual void setup(Stage stage) { (void)stage; }
+  virtual std::shared_ptr<DataLoader> train_dataloader() = 0;
+  // Null when there is no such data; the matching loop is then skipped.
+  virtual std::shared_ptr<DataLoader> val_dataloader() { return nullptr; }
+  virtual std::shared_ptr<DataLoader> test_dataloader() { return nullptr; }
+  virtual std::shared_ptr<DataLoader> predict_dataloader() { return nullptr; }
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CORE_DATA_LOADER_H_

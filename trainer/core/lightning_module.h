@@ -1,0 +1,103 @@
+// The user's model: a C++ counterpart of Lightning's LightningModule.
+//
+// Subclass it, build layers with LibTorch's torch::nn as usual (it is a torch::nn::Module), and implement
+// training_step and configure_optimizers. The user-facing methods keep Lightning's snake_case names on purpose, so
+// that Lightning users find what they know; everything internal to Kiln uses Google C++ names.
+//
+// Hooks run on the loop thread. A step or hook may throw (c10::Error, std::exception): the trainer stops, tears the
+// device down and returns the error as a Status naming the hook.
+#ifndef KILN_TRAINER_CORE_LIGHTNING_MODULE_H_
+#define KILN_TRAINER_CORE_LIGHTNING_MODULE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "torch/nn/module.h"
+#include "torch/optim/optimizer.h"
+#include "torch/optim/schedulers/lr_scheduler.h"
+#include "trainer/core/batch.h"
+#include "trainer/core/metrics.h"
+
+namespace kiln {
+
+// A learning-rate scheduler and when the trainer steps it (Lightning's lr_scheduler_config).
+struct SchedulerConfig {
+  enum class Interval { kEpoch, kStep };
+  std::shared_ptr<torch::optim::LRScheduler> scheduler;
+  Interval interval = Interval::kEpoch;  // Step after every epoch, or after every optimizer step.
+  int64_t frequency = 1;                 // Every `frequency` epochs or steps.
+};
+
+// What configure_optimizers returns: one or more LibTorch optimizers over the module's parameters, and optional
+// schedulers. Every optimizer steps on every optimization step (automatic optimization).
+struct OptimizerConfig {
+  OptimizerConfig() = default;
+  template <typename T, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, T>>>
+  OptimizerConfig(std::shared_ptr<T> optimizer)  // NOLINT(google-explicit-constructor)
+      : optimizers{std::move(optimizer)} {}
+  std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers;
+  std::vector<SchedulerConfig> schedulers;
+};
+
+class LightningModule : public torch::nn::Module {
+ public:
+  ~LightningModule() override = default;
+
+  // The loss for one training batch; the trainer runs backward on it and steps the optimizers.
+  virtual at::Tensor training_step(const Batch& batch, int64_t batch_idx) = 0;
+  // Evaluation steps: log what should be measured. No gradients are recorded around them.
+  virtual void validation_step(const Batch& batch, int64_t batch_idx) {
+    (void)batch;
+    (void)batch_idx;
+  }
+  virtual void test_step(const Batch& batch, int64_t batch_idx) {
+    (void)batch;
+    (void)batch_idx;
+  }
+  // The prediction for one batch; the default runs forward() through `predict_forward`.
+  virtual at::Tensor predict_step(const Batch& batch, int64_t batch_idx) {
+    (void)batch_idx;
+    return predict_forward(batch.input);
+  }
+  virtual OptimizerConfig configure_optimizers() = 0;
+
+  // Hooks, in the order the fit loop calls them (see trainer.h for the full order).
+  virtual void on_fit_start() {}
+  virtual void on_train_epoch_start() {}
+  virtual void on_train_epoch_end() {}
+  virtual void on_validation_epoch_end() {}
+  virtual void on_test_epoch_end() {}
+  virtual void on_fit_end() {}
+
+  // Hyper-parameters, saved in checkpoints and sent to loggers (Lightning's save_hyperparameters / hparams).
+  void save_hyperparameters(std::map<std::string, std::string> hparams) { hparams_ = std::move(hparams); }
+  const std::map<std::string, std::string>& hparams() const { return hparams_; }
+
+  // Records a metric for the current step (see metrics.h for on_step/on_epoch defaults). Only valid inside a step
+  // or epoch-end hook; elsewhere it throws c10::Error, as Lightning raises.
+  void log(const std::string& name, const at::Tensor& value, LogOptions options = {});
+  void log(const std::string& name, double value, LogOptions options = {});
+
+  // Set by the trainer around each loop; not for users.
+  void set_metric_sink(MetricCollector* sink, int64_t batch_size) {
+    sink_ = sink;
+    batch_size_ = batch_size;
+  }
+
+ protected:
+  // What the default predict_step calls. Override predict_step, or this, to make predictions.
+  virtual at::Tensor predict_forward(const at::Tensor& input);
+
+ private:
+  std::map<std::string, std::string> hparams_;
+  MetricCollector* sink_ = nullptr;
+  int64_t batch_size_ = 1;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CORE_LIGHTNING_MODULE_H_

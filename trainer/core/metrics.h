@@ -1,0 +1,83 @@
+// What `LightningModule::log` records, and how the loops turn it into step and epoch metrics (Lightning's
+// ResultCollection, reduced to what Kiln needs).
+//
+// Defaults follow Lightning: in training, a value is logged per step (on_step) and not per epoch; in validation and
+// test, per epoch and not per step. With both, the step value is named `<name>_step` and the epoch value
+// `<name>_epoch`. Epoch values are means weighted by batch size. Values stay tensors until read, so logging a loss
+// does not force a device synchronisation on every step.
+//
+// Thread-safety: owned by the loop thread.
+#ifndef KILN_TRAINER_CORE_METRICS_H_
+#define KILN_TRAINER_CORE_METRICS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+
+namespace kiln {
+
+struct LogOptions {
+  bool prog_bar = false;           // Show in the progress bar.
+  std::optional<bool> on_step;     // Unset: true in training, false elsewhere.
+  std::optional<bool> on_epoch;    // Unset: false in training, true elsewhere.
+  // Reduce across processes before recording: epoch values to the mean over every process's examples (weighted by
+  // batch size, as on one process), step values to the mean over processes (Lightning's sync_dist).
+  bool sync_dist = false;
+};
+
+using MetricMap = std::map<std::string, double>;
+
+class MetricCollector {
+ public:
+  explicit MetricCollector(bool training) : training_(training) {}
+
+  // Records `value` (a scalar tensor or a number) for the current batch of `batch_size` examples.
+  void Log(const std::string& name, const at::Tensor& value, const LogOptions& options, int64_t batch_size);
+
+  // The latest value of each metric logged on_step. Reading converts tensors to numbers (a device sync).
+  MetricMap StepMetrics() const;
+  // StepMetrics, then forgets them.
+  MetricMap TakeStepMetrics();
+  // Names logged with prog_bar (their latest step or epoch value).
+  MetricMap ProgressBarMetrics() const;
+  // Batch-size-weighted means of the values logged on_epoch since the last ResetEpoch.
+  MetricMap EpochMetrics() const;
+  void ResetEpoch();
+
+  // What the loop reduces across processes, by metric name (as EpochMetrics and StepMetrics name them): for each
+  // epoch value logged with sync_dist, the batch-size-weighted sum of its values and the sum of the weights, so that
+  // the global mean weighs every example alike however the examples were split between processes; for each step
+  // value logged with sync_dist, the value.
+  struct EpochTotal {
+    double weighted_sum = 0;
+    double weight = 0;
+  };
+  std::map<std::string, EpochTotal> SyncedEpochTotals() const;
+  MetricMap SyncedStepValues() const;
+  // Whether any step value waiting to be read was logged with sync_dist (reads nothing from the device).
+  bool HasSyncedStepValues() const;
+
+ private:
+  // Logged values are kept as tensors and reduced when read: logging costs no arithmetic on the hot path.
+  struct Accumulator {
+    std::vector<at::Tensor> values;
+    std::vector<double> weights;  // Batch sizes.
+    int64_t count = 0;
+    bool prog_bar = false;
+    bool sync_dist = false;
+    double Mean() const;
+  };
+  const bool training_;
+  std::map<std::string, at::Tensor> step_values_;
+  std::map<std::string, bool> step_sync_dist_;  // By step name.
+  std::map<std::string, at::Tensor> latest_progress_;
+  std::map<std::string, Accumulator> epoch_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CORE_METRICS_H_

@@ -1,0 +1,53 @@
+#include "trainer/strategies/strategy.h"
+
+#include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
+
+namespace kiln {
+
+std::vector<at::Tensor> Strategy::AllGather(const at::Tensor& value) {
+  TORCH_CHECK(world_size() == 1, "strategy '", name(), "' runs ", world_size(),
+              " processes but does not implement Strategy::AllGather, which predicting with several processes needs");
+  return {value.cpu()};
+}
+
+Batch MoveBatch(const Batch& batch, const c10::Device& device) {
+  if (batch.input.device() == device && (!batch.target.defined() || batch.target.device() == device)) return batch;
+  return {batch.input.to(device), batch.target.defined() ? batch.target.to(device) : at::Tensor()};
+}
+
+absl::Status SetupDeviceAndModel(Accelerator& accelerator, const LogicalDevice& device, torch::nn::Module& model,
+                                 bool* device_set_up) {
+  if (absl::Status status = accelerator.SetupDevice(device); !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("setting up ", accelerator.name(), " device ", device.ToString(),
+                                                    " failed: ", status.message()));
+  }
+  *device_set_up = true;
+  try {
+    model.to(device.compute);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("moving the model to ", device.ToString(), " failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SingleDeviceStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
+  accelerator_ = plan.accelerator;
+  logical_device_ = plan.root_logical_device();
+  device_ = logical_device_.compute;
+  return SetupDeviceAndModel(*accelerator_, logical_device_, model, &set_up_);
+}
+
+absl::Status SingleDeviceStrategy::Teardown() {
+  if (!set_up_) return absl::OkStatus();
+  set_up_ = false;
+  return accelerator_->TeardownDevice(logical_device_);
+}
+
+Batch SingleDeviceStrategy::BatchToDevice(const Batch& batch) const { return MoveBatch(batch, device_); }
+
+void SingleDeviceStrategy::Backward(const at::Tensor& loss, bool sync_gradients) { loss.backward(); }
+
+void SingleDeviceStrategy::OptimizerStep(torch::optim::Optimizer& optimizer) { optimizer.step(); }
+
+}  // namespace kiln

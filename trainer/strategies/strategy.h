@@ -1,0 +1,95 @@
+// The strategy seam: how the trainer places the model and data, runs backward and steps optimizers, reduces
+// values across processes, and decides who does rank-zero work. SingleDeviceStrategy is here; DDPStrategy
+// (ddp_strategy.h) implements the same interface.
+//
+// A strategy is also a StrategyDescriptor, so users can pass an instance (`.strategy = std::make_shared<
+// DDPStrategy>(...)`); the connector reads its name and whether it is distributed, and the trainer connects it to
+// the resolved plan in Setup. One instance serves one trainer at a time.
+//
+// Collectives: every method that talks to other processes (Setup, Backward with sync, ReduceMean, ReduceAny,
+// AllGather, Barrier, Teardown) must be called by every process in the same order.
+//
+// Thread-safety: a strategy belongs to the loop thread.
+#ifndef KILN_TRAINER_STRATEGIES_STRATEGY_H_
+#define KILN_TRAINER_STRATEGIES_STRATEGY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "connector/plan.h"
+#include "connector/strategy_descriptor.h"
+#include "torch/nn/module.h"
+#include "torch/optim/optimizer.h"
+#include "trainer/core/batch.h"
+
+namespace kiln {
+
+class Strategy : public StrategyDescriptor {
+ public:
+  // Sets up this process's device through the plan's accelerator, joins the other processes (distributed
+  // strategies) and moves `model` there. Errors stop the run before training. Teardown follows it, also after a
+  // failure.
+  virtual absl::Status Setup(const Plan& plan, torch::nn::Module& model) = 0;
+  virtual absl::Status Teardown() = 0;
+
+  virtual c10::Device root_device() const = 0;
+  virtual Batch BatchToDevice(const Batch& batch) const = 0;
+  // Backward pass. `sync_gradients` is false on the batches of a gradient-accumulation window that do not end in an
+  // optimizer step, where distributed strategies skip their gradient all-reduce (Lightning's no_sync).
+  virtual void Backward(const at::Tensor& loss, bool sync_gradients) = 0;
+  virtual void OptimizerStep(torch::optim::Optimizer& optimizer) = 0;
+  // The mean of `value` over all processes (the value itself with one process).
+  virtual at::Tensor ReduceMean(const at::Tensor& value) = 0;
+  // True when `decision` is true in any process (Lightning's reduce_boolean_decision(all=False)).
+  virtual bool ReduceAny(bool decision) = 0;
+  // Every process's `value`, in rank order, on the CPU. The values may differ in their first dimension (the other
+  // dimensions and the type must agree). With one process, {value}. The default serves one process and throws for
+  // more (naming the strategy), so that a strategy written before this method existed still builds; the trainer
+  // calls it only to gather predictions over several processes.
+  virtual std::vector<at::Tensor> AllGather(const at::Tensor& value);
+  // True in the one process that logs, writes checkpoints and shows progress.
+  virtual bool is_global_zero() const = 0;
+  virtual int global_rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual void Barrier() = 0;
+};
+
+// Everything on one device of the plan's accelerator (which need not be a CPU: for a third-party accelerator, its
+// own device, unlike Lightning's fallback to the CPU).
+class SingleDeviceStrategy final : public Strategy {
+ public:
+  std::string name() const override { return "single_device"; }
+  bool IsDistributed() const override { return false; }
+  absl::Status Setup(const Plan& plan, torch::nn::Module& model) override;
+  absl::Status Teardown() override;
+  c10::Device root_device() const override { return device_; }
+  Batch BatchToDevice(const Batch& batch) const override;
+  void Backward(const at::Tensor& loss, bool sync_gradients) override;
+  void OptimizerStep(torch::optim::Optimizer& optimizer) override;
+  at::Tensor ReduceMean(const at::Tensor& value) override { return value; }
+  bool ReduceAny(bool decision) override { return decision; }
+  std::vector<at::Tensor> AllGather(const at::Tensor& value) override { return {value.cpu()}; }
+  bool is_global_zero() const override { return true; }
+  int global_rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  void Barrier() override {}
+
+ private:
+  std::shared_ptr<Accelerator> accelerator_;
+  LogicalDevice logical_device_;
+  c10::Device device_ = c10::Device(c10::DeviceType::CPU);  // logical_device_.compute, kept for the step's path.
+  bool set_up_ = false;
+};
+
+// Moves `batch` to `device` (a no-op for tensors already there). Shared by the strategies.
+Batch MoveBatch(const Batch& batch, const c10::Device& device);
+// Sets up `device` through `accelerator` and moves `model` there, with errors that name both. `*device_set_up` says
+// whether the device needs a teardown, also when moving the model failed.
+absl::Status SetupDeviceAndModel(Accelerator& accelerator, const LogicalDevice& device, torch::nn::Module& model,
+                                 bool* device_set_up);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_STRATEGIES_STRATEGY_H_
