@@ -6,7 +6,7 @@
 #include "torch/nn/modules/linear.h"
 #include "trainer/cli/predictions_csv.h"
 #include "trainer/cli/run_summary.h"
-#include "trainer/sha256.h"
+#include "trainer/cli/sha256.h"
 
 namespace kiln {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "trainer/sha256.h"
+#include "trainer/cli/sha256.h"
 
 namespace kiln {
 
