@@ -40,6 +40,7 @@ packages=(
   libbenchmark-dev         # Google Benchmark.
   zlib1g-dev               # zlib: gzip CSV files (bazel-bootstrap already pulls it in).
   libssl-dev               # OpenSSL's libcrypto: SHA-256 of the parameters (params_sha256).
+  nlohmann-json3-dev       # nlohmann/json (header-only): the plan and --summary_json.
   libyaml-cpp-dev          # yaml-cpp: writes hparams.yaml.
   libboost-dev             # Boost.CRC (header-only): CRC-32C of TFRecord files. python3-sklearn pulls it in too.
   # For //trainer:fit's data and its end-to-end tests (tests/cli):
