@@ -1,37 +1,23 @@
 #include "connector/json.h"
 
-#include "absl/strings/str_format.h"
-
 namespace kiln {
 
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
+std::string JsonLine(const nlohmann::ordered_json& value) {
+  // With an indent of 0, dump puts every member and element on a line of its own. A newline never occurs inside a
+  // string (it is escaped), so each one is layout: after a comma it becomes a space, after an opening bracket or
+  // before a closing one it goes.
+  const std::string text =
+      value.dump(/*indent=*/0, /*indent_char=*/' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  std::string line;
+  line.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\n') {
+      line += text[i];
+    } else if (i > 0 && text[i - 1] == ',') {
+      line += ' ';
     }
   }
-  return out + "\"";
+  return line;
 }
 
 }  // namespace kiln

@@ -1,7 +1,6 @@
 #include "connector/plan.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "connector/json.h"
 
 namespace kiln {
@@ -17,34 +16,35 @@ std::vector<LogicalDevice> Plan::logical_devices() const {
   return logical;
 }
 
-std::string Plan::ToJson() const {
-  std::vector<std::string> device_names;
-  for (const c10::Device& device : devices) device_names.push_back(JsonString(device.str()));
-  std::vector<std::string> logical_names;
+nlohmann::ordered_json Plan::ToJsonValue() const {
+  nlohmann::ordered_json device_names = nlohmann::ordered_json::array();
+  for (const c10::Device& device : devices) device_names.push_back(device.str());
+  nlohmann::ordered_json logical_names = nlohmann::ordered_json::array();
   for (const LogicalDevice& device : logical_devices()) {
-    logical_names.push_back(JsonString(absl::StrCat(device.accelerator, ":", device.index)));
+    logical_names.push_back(absl::StrCat(device.accelerator, ":", device.index));
   }
-  // One key per line, as the keys are documented.
-  // clang-format off
-  return absl::StrCat(
-      "{\"accelerator\": ", JsonString(accelerator ? accelerator->name() : ""),
-      ", \"devices\": [", absl::StrJoin(device_names, ", "), "]",
-      ", \"logical_devices\": [", absl::StrJoin(logical_names, ", "), "]",
-      ", \"num_devices\": ", num_devices(),
-      ", \"strategy\": ", JsonString(strategy),
-      ", \"process_group_backend\": ", process_group_backend ? JsonString(*process_group_backend) : "null",
-      ", \"precision\": ", JsonString(PrecisionName(precision)),
-      ", \"num_nodes\": ", num_nodes,
-      ", \"world_size\": ", world_size,
-      ", \"global_rank\": ", global_rank,
-      ", \"local_rank\": ", local_rank,
-      ", \"node_rank\": ", node_rank,
-      ", \"cluster_environment\": ", JsonString(cluster_environment),
-      ", \"creates_processes_externally\": ", creates_processes_externally ? "true" : "false",
-      ", \"main_address\": ", JsonString(main_address),
-      ", \"main_port\": ", main_port ? absl::StrCat(*main_port) : "null",
-      ", \"launcher_store_prefix\": ", launcher_store_prefix ? JsonString(*launcher_store_prefix) : "null", "}");
-  // clang-format on
+  // In the documented order; absent optionals are null.
+  nlohmann::ordered_json json;
+  json["accelerator"] = accelerator ? accelerator->name() : "";
+  json["devices"] = std::move(device_names);
+  json["logical_devices"] = std::move(logical_names);
+  json["num_devices"] = num_devices();
+  json["strategy"] = strategy;
+  json["process_group_backend"] = process_group_backend ? nlohmann::ordered_json(*process_group_backend) : nullptr;
+  json["precision"] = std::string(PrecisionName(precision));
+  json["num_nodes"] = num_nodes;
+  json["world_size"] = world_size;
+  json["global_rank"] = global_rank;
+  json["local_rank"] = local_rank;
+  json["node_rank"] = node_rank;
+  json["cluster_environment"] = cluster_environment;
+  json["creates_processes_externally"] = creates_processes_externally;
+  json["main_address"] = main_address;
+  json["main_port"] = main_port ? nlohmann::ordered_json(*main_port) : nullptr;
+  json["launcher_store_prefix"] = launcher_store_prefix ? nlohmann::ordered_json(*launcher_store_prefix) : nullptr;
+  return json;
 }
+
+std::string Plan::ToJson() const { return JsonLine(ToJsonValue()); }
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 #include "connector/strategy_descriptor.h"
 #include "hal/accelerator.h"
 #include "hal/precision.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace kiln {
 
@@ -39,8 +40,8 @@ struct Plan {
   // Set when the launcher serves the store at main_address:main_port: every rank joins it under this prefix
   // (ClusterEnvironment::LauncherStorePrefix).
   std::optional<std::string> launcher_store_prefix;
-  std::vector<std::string> warnings;          // Shown to the user once, in order.
-  std::vector<std::string> notes;             // Informational lines (why "auto" skipped an accelerator), in order.
+  std::vector<std::string> warnings;  // Shown to the user once, in order.
+  std::vector<std::string> notes;     // Informational lines (why "auto" skipped an accelerator), in order.
 
   int num_devices() const { return static_cast<int>(devices.size()); }
   // This process's c10 device: where its tensors live.
@@ -49,8 +50,10 @@ struct Plan {
   std::vector<LogicalDevice> logical_devices() const;
   // This process's device, as its accelerator numbers it: what the backend is asked to set up and report on.
   LogicalDevice root_logical_device() const { return logical_devices().at(local_rank); }
-  // One JSON object with the keys documented for `//tools:resolve`.
+  // One JSON object with the keys documented for `//tools:resolve`, as JsonLine (connector/json.h) writes it.
   std::string ToJson() const;
+  // The same object as a value, to be put in a larger document (fit's --summary_json).
+  nlohmann::ordered_json ToJsonValue() const;
 };
 
 }  // namespace kiln

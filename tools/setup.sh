@@ -39,11 +39,16 @@ packages=(
   libgmock-dev             # GoogleMock.
   libbenchmark-dev         # Google Benchmark.
   zlib1g-dev               # zlib: gzip CSV files (bazel-bootstrap already pulls it in).
+  libssl-dev               # OpenSSL's libcrypto: SHA-256 of the parameters (params_sha256).
+  nlohmann-json3-dev       # nlohmann/json (header-only): the plan and --summary_json.
+  libyaml-cpp-dev          # yaml-cpp: writes hparams.yaml.
+  libboost-dev             # Boost.CRC (header-only): CRC-32C of TFRecord files. python3-sklearn pulls it in too.
+  libprotobuf-dev          # Protocol Buffers 3.21: TensorBoard's event messages (libtorch-dev pulls it in too),
+  protobuf-compiler        #   compiled by its protoc; also the test reader's protoc, with python3-protobuf.
   # For //trainer:fit's data and its end-to-end tests (tests/cli):
   python3-sklearn          # The UCI digits (--data=digits); ~26 MB with python3-sklearn-lib.
   python3-torch            # Exports the TorchScript model the tests train; ~136 MB installed, 21 MB download.
-  protobuf-compiler        # protoc and python3-protobuf: an independent reader of TensorBoard event files
-  python3-protobuf         #   (with libprotobuf-dev's struct.proto, which libtorch-dev already pulls in); ~1 MB.
+  python3-protobuf         # An independent reader of TensorBoard event files (with protoc and struct.proto); ~1 MB.
   python3-crcmod           # CRC-32C for that reader.
   chromium                 # Renders report.html headless in the report test; ~390 MB installed, 117 MB download.
   # For the launcher tests (tests/ddp:launchers_test): torchrun comes with python3-torch.

@@ -20,9 +20,9 @@ files (WORKSPACE, .bazelrc, a BUILD and a program), which CI builds as written (
 
 `kiln_dependencies()` declares what Kiln's BUILD files refer to: the offline stand-ins for the repositories Bazel
 4.2.3 fetches by itself (rules_cc, rules_java, remote_coverage_tools; third_party/README.md), LibTorch
-(tools/libtorch.bzl) and the Debian system libraries (abseil, glog, googletest, benchmark, gloo, zlib). Kiln's own
-WORKSPACE calls it too, so a user's workspace gets exactly what Kiln builds with. A repository the workspace has
-already declared under one of these names is left alone.
+(tools/libtorch.bzl) and the Debian system libraries (abseil, glog, googletest, benchmark, gloo, zlib, openssl,
+nlohmann_json, yaml_cpp, boost, protobuf). Kiln's own WORKSPACE calls it too, so a user's workspace gets exactly
+what Kiln builds with. A repository the workspace has already declared under one of these names is left alone.
 """
 
 load("//tools:libtorch.bzl", "libtorch_repository")
@@ -52,6 +52,18 @@ def kiln_dependencies():
             _kiln_stand_in(name = name, folder = name)
     if not native.existing_rule("libtorch"):
         libtorch_repository(name = "libtorch")
-    for name in ["abseil", "glog", "googletest", "benchmark", "gloo", "zlib"]:
+    for name in [
+        "abseil",
+        "glog",
+        "googletest",
+        "benchmark",
+        "gloo",
+        "zlib",
+        "openssl",
+        "nlohmann_json",
+        "yaml_cpp",
+        "boost",
+        "protobuf",
+    ]:
         if not native.existing_rule(name):
             system_library(name = name)

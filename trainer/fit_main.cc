@@ -3,6 +3,7 @@
 // The flags are in trainer/cli/flags.h; `fit --help` lists them in groups. Exit status: 0 when the run finished,
 // 2 for a bad flag, bad data or a plan the connector rejects (one `error: ` line, nothing written), 1 when training
 // itself fails.
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +23,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "hal/compat/version.h"
@@ -104,12 +104,12 @@ class OnFitEnd final : public Callback {
 };
 
 // The plan's devices as a JSON list, as their accelerator numbers them ("acme:0").
-std::string JsonDevices(const Plan& plan) {
-  std::vector<std::string> devices;
+nlohmann::ordered_json JsonDevices(const Plan& plan) {
+  nlohmann::ordered_json devices = nlohmann::ordered_json::array();
   for (const LogicalDevice& device : plan.logical_devices()) {
-    devices.push_back(JsonString(absl::StrCat(device.accelerator, ":", device.index)));
+    devices.push_back(absl::StrCat(device.accelerator, ":", device.index));
   }
-  return absl::StrCat("[", absl::StrJoin(devices, ", "), "]");
+  return devices;
 }
 
 void PrintMetrics(const MetricMap& metrics) {
@@ -208,10 +208,10 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
     JsonObject json;
     json.AddString("mode", "fit")
         .Add("final_metrics", JsonMetrics(trainer.callback_metrics()))
-        .Add("epochs", absl::StrCat(trainer.current_epoch()))
-        .Add("global_step", absl::StrCat(trainer.global_step()))
-        .Add("wall_time_seconds", absl::StrFormat("%.3f", wall_seconds));
-    json.Add("plan", plan.ToJson())
+        .Add("epochs", trainer.current_epoch())
+        .Add("global_step", trainer.global_step())
+        .Add("wall_time_seconds", std::round(wall_seconds * 1000) / 1000);  // Whole milliseconds.
+    json.Add("plan", plan.ToJsonValue())
         .AddString("accelerator", plan.accelerator->name())
         .Add("devices", JsonDevices(plan))
         .AddString("strategy", plan.strategy)
@@ -282,7 +282,7 @@ int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& mode
   if (!config.outputs.summary_json.empty()) {
     JsonObject json;
     json.AddString("mode", "predict")
-        .Add("rows", absl::StrCat(rows))
+        .Add("rows", rows)
         .AddString("predictions", config.outputs.predictions)
         .AddString("ckpt_path", config.ckpt_path)
         .AddString("params_sha256", ParamsSha256(model));

@@ -6,7 +6,7 @@
 #include "torch/nn/modules/linear.h"
 #include "trainer/cli/predictions_csv.h"
 #include "trainer/cli/run_summary.h"
-#include "trainer/sha256.h"
+#include "trainer/cli/sha256.h"
 
 namespace kiln {
 namespace {
@@ -50,9 +50,30 @@ TEST(RunSummaryTest, ParamsSha256HashesEveryParameterInOrder) {
 }
 
 TEST(RunSummaryTest, JsonEscapesAndNulls) {
-  EXPECT_EQ(JsonString("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
-  EXPECT_EQ(JsonMetrics({{"a", 0.5}, {"b", NAN}}), "{\"a\": 0.5, \"b\": null}");
-  EXPECT_EQ(JsonObject().Add("n", "1").AddString("s", "x").ToString(), "{\"n\": 1, \"s\": \"x\"}\n");
+  EXPECT_EQ(JsonLine("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+  EXPECT_EQ(JsonLine(JsonMetrics({{"a", 0.5}, {"b", NAN}})), "{\"a\": 0.5, \"b\": null}");
+  EXPECT_EQ(JsonObject().Add("n", 1).AddString("s", "x").ToString(), "{\"n\": 1, \"s\": \"x\"}\n");
+}
+
+// One line, ", " and ": " as the summaries have always been written; nested values and empty containers too.
+TEST(RunSummaryTest, JsonLineLayout) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  json["z"] = nlohmann::ordered_json::array({1, "a,\nb", nlohmann::ordered_json::object({{"k", nullptr}})});
+  json["empty"] = nlohmann::ordered_json::object();
+  json["none"] = nlohmann::ordered_json::array();
+  json["x"] = 2.5;
+  EXPECT_EQ(JsonLine(json), "{\"z\": [1, \"a,\\nb\", {\"k\": null}], \"empty\": {}, \"none\": [], \"x\": 2.5}");
+}
+
+// Bytes that are not UTF-8 (a path or flag value from the user) are written as U+FFFD, not thrown about.
+TEST(RunSummaryTest, JsonReplacesInvalidUtf8) {
+  EXPECT_EQ(JsonObject()
+                .AddString("p",
+                           "a\xff\xfe"
+                           "b")
+                .ToString(),
+            "{\"p\": \"a\xef\xbf\xbd\xef\xbf\xbd"
+            "b\"}\n");
 }
 
 }  // namespace

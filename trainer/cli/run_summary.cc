@@ -1,12 +1,9 @@
 #include "trainer/cli/run_summary.h"
 
-#include <cmath>
+#include <utility>
 
 #include "ATen/ATen.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "trainer/sha256.h"
+#include "trainer/cli/sha256.h"
 
 namespace kiln {
 
@@ -19,24 +16,17 @@ std::string ParamsSha256(const torch::nn::Module& module) {
   return sha.HexDigest();
 }
 
-std::string JsonMetrics(const MetricMap& metrics) {
-  std::vector<std::string> fields;
-  for (const auto& [name, value] : metrics) {
-    fields.push_back(absl::StrCat(JsonString(name), ": ",
-                                  std::isfinite(value) ? absl::StrFormat("%.17g", value) : std::string("null")));
-  }
-  return absl::StrCat("{", absl::StrJoin(fields, ", "), "}");
+nlohmann::ordered_json JsonMetrics(const MetricMap& metrics) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : metrics) json[name] = value;  // JsonLine writes non-finite values as null.
+  return json;
 }
 
-JsonObject& JsonObject::Add(const std::string& key, const std::string& raw_json) {
-  fields_.emplace_back(key, raw_json);
+JsonObject& JsonObject::Add(const std::string& key, nlohmann::ordered_json value) {
+  fields_[key] = std::move(value);
   return *this;
 }
 
-std::string JsonObject::ToString() const {
-  std::vector<std::string> fields;
-  for (const auto& [key, value] : fields_) fields.push_back(absl::StrCat(JsonString(key), ": ", value));
-  return absl::StrCat("{", absl::StrJoin(fields, ", "), "}\n");
-}
+std::string JsonObject::ToString() const { return JsonLine(fields_) + "\n"; }
 
 }  // namespace kiln

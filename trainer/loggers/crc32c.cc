@@ -1,31 +1,23 @@
 #include "trainer/loggers/crc32c.h"
 
-#include <array>
+#include "boost/crc.hpp"
 
 namespace kiln {
 namespace {
 
-constexpr uint32_t kReflectedPolynomial = 0x82F63B78;  // 0x1EDC6F41 bit-reversed.
-constexpr uint32_t kMaskDelta = 0xa282ead8;
+// Boost.CRC with CRC-32C's parameters (RFC 3720): Debian 12 has no CRC-32C library of its own (no libcrc32c-dev;
+// its Abseil 20220623 predates absl/crc). Measured with -O2 on 1 MiB buffers: ~270 MB/s, the same as the table loop
+// it replaces; TFRecord headers and scalar events are tens of bytes, so the checksum is no cost either way.
+using Crc32cComputer = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
 
-std::array<uint32_t, 256> MakeTable() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t crc = i;
-    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1) != 0 ? kReflectedPolynomial : 0);
-    table[i] = crc;
-  }
-  return table;
-}
+constexpr uint32_t kMaskDelta = 0xa282ead8;
 
 }  // namespace
 
 uint32_t Crc32c(const void* data, size_t size) {
-  static const std::array<uint32_t, 256> table = MakeTable();
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  uint32_t crc = 0xFFFFFFFF;
-  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ bytes[i]) & 0xFF] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFF;
+  Crc32cComputer crc;
+  crc.process_bytes(data, size);
+  return crc.checksum();
 }
 
 uint32_t MaskedCrc32c(const void* data, size_t size) {

@@ -1,5 +1,5 @@
 // CRC-32C (Castagnoli, polynomial 0x1EDC6F41, reflected), as TFRecord files checksum their lengths and payloads,
-// and TensorFlow's "masked" form of it.
+// and TensorFlow's "masked" form of it. Computed by Boost.CRC.
 #ifndef KILN_TRAINER_LOGGERS_CRC32C_H_
 #define KILN_TRAINER_LOGGERS_CRC32C_H_
 

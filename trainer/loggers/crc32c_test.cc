@@ -1,12 +1,11 @@
 // CRC-32C against published test vectors (RFC 3720 appendix B.4, and the usual "123456789" check value), and the
-// protobuf varint examples from the protobuf encoding guide.
+// TFRecord framing.
 #include "trainer/loggers/crc32c.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "trainer/loggers/proto_wire.h"
 #include "trainer/loggers/tfrecord_writer.h"
 
 namespace kiln {
@@ -40,25 +39,6 @@ TEST(TfRecordTest, FrameLayout) {
   EXPECT_EQ(framed.substr(12, 3), "abc");
   const uint32_t data_crc = MaskedCrc32c("abc", 3);
   EXPECT_EQ(framed.substr(15, 4), std::string(reinterpret_cast<const char*>(&data_crc), 4));
-}
-
-TEST(ProtoWireTest, EncodingGuideExamples) {
-  ProtoWriter varint;
-  varint.Varint(1, 150);
-  EXPECT_EQ(varint.bytes(), "\x08\x96\x01");
-  ProtoWriter text;
-  text.String(2, "testing");
-  EXPECT_EQ(text.bytes(), "\x12\x07testing");
-  ProtoWriter embedded;
-  embedded.Message(3, varint);
-  EXPECT_EQ(embedded.bytes(), "\x1a\x03\x08\x96\x01");
-  ProtoWriter negative;
-  negative.Int64(1, -2);
-  EXPECT_EQ(negative.bytes(), std::string("\x08\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11));
-  ProtoWriter one;
-  one.Double(1, 1.0);
-  one.Float(2, 1.0f);
-  EXPECT_EQ(one.bytes(), std::string("\x09\0\0\0\0\0\0\xf0\x3f\x15\0\0\x80\x3f", 14));
 }
 
 }  // namespace

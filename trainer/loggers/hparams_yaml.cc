@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "trainer/loggers/atomic_file.h"
+#include "yaml-cpp/yaml.h"
 
 namespace kiln {
 namespace {
@@ -14,8 +15,8 @@ namespace {
 // starting with one that means something, and not a word YAML gives another meaning.
 bool IsPlainText(const std::string& text) {
   if (text.empty()) return false;
-  for (const char* special : {"null", "Null", "NULL", "~", "yes", "no", "on", "off", "Yes", "No", "On", "Off",
-                                     "true", "false", "True", "False", "TRUE", "FALSE"}) {
+  for (const char* special : {"null", "Null", "NULL", "~", "yes", "no", "on", "off", "Yes", "No", "On", "Off", "true",
+                              "false", "True", "False", "TRUE", "FALSE"}) {
     if (text == special) return false;
   }
   if (text[0] == '-' || text[0] == '.') return false;
@@ -28,43 +29,39 @@ bool IsPlainText(const std::string& text) {
   return !absl::SimpleAtod(text, &number);  // Would read back as a number.
 }
 
-std::string Scalar(const std::string& text) {
+// Which text is written bare: true/false and finite numbers (so that YAML reads them as a bool or a number), and
+// plain text YAML reads back unchanged. Everything else is double-quoted, which yaml.safe_load reads as a string.
+// The choice stays here: yaml-cpp's emitter quotes only what its own reader could not read back, not words such as
+// "yes" or "on", which YAML 1.1 readers (PyYAML's safe_load) read as bools.
+bool WrittenBare(const std::string& text) {
   double number = 0;
-  if (text == "true" || text == "false") return text;
+  if (text == "true" || text == "false") return true;
   if (absl::SimpleAtod(text, &number) && std::isfinite(number) && text.find_first_of(" \t") == std::string::npos) {
-    return text;
+    return true;
   }
-  if (IsPlainText(text)) return text;
-  std::string quoted = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        quoted += "\\\"";
-        break;
-      case '\\':
-        quoted += "\\\\";
-        break;
-      case '\n':
-        quoted += "\\n";
-        break;
-      case '\t':
-        quoted += "\\t";
-        break;
-      default:
-        quoted += c;
-    }
-  }
-  return quoted + "\"";
+  return IsPlainText(text);
+}
+
+void Scalar(YAML::Emitter& out, const std::string& text) {
+  if (!WrittenBare(text)) out << YAML::DoubleQuoted;
+  out << text;
 }
 
 }  // namespace
 
 std::string HparamsYaml(const std::map<std::string, std::string>& hparams) {
-  if (hparams.empty()) return "{}\n";
-  std::string out;
-  for (const auto& [key, value] : hparams)
-    absl::StrAppend(&out, IsPlainText(key) ? key : Scalar(key), ": ", Scalar(value), "\n");
-  return out;
+  // yaml-cpp writes a block mapping, one `key: value` line each (double-quoted text is never folded), "{}" when it
+  // is empty. It escapes what double quotes need and writes bytes that are not UTF-8 as U+FFFD.
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const auto& [key, value] : hparams) {
+    out << YAML::Key;
+    Scalar(out, key);
+    out << YAML::Value;
+    Scalar(out, value);
+  }
+  out << YAML::EndMap;
+  return absl::StrCat(out.c_str(), "\n");
 }
 
 absl::Status WriteHparamsYaml(const std::string& path, const std::map<std::string, std::string>& hparams) {

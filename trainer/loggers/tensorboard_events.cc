@@ -3,122 +3,82 @@
 #include <cmath>
 
 #include "absl/strings/numbers.h"
-#include "trainer/loggers/proto_wire.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/struct.pb.h"
+#include "trainer/loggers/tensorboard_event.pb.h"
 
 namespace kiln {
 namespace {
 
-// Field numbers from the public .proto files named in the header.
-namespace event {
-constexpr int kWallTime = 1;
-constexpr int kStep = 2;
-constexpr int kFileVersion = 3;
-constexpr int kSummary = 5;
-}  // namespace event
-namespace summary {
-constexpr int kValue = 1;
-}  // namespace summary
-namespace value {
-constexpr int kTag = 1;
-constexpr int kSimpleValue = 2;
-constexpr int kMetadata = 9;
-}  // namespace value
-namespace metadata {
-constexpr int kPluginData = 1;
-}  // namespace metadata
-namespace plugin_data {
-constexpr int kPluginName = 1;
-constexpr int kContent = 2;
-}  // namespace plugin_data
-namespace hparams_plugin_data {  // HParamsPluginData; version 0 is the default and is not written.
-constexpr int kSessionStartInfo = 3;
-constexpr int kSessionEndInfo = 4;
-}  // namespace hparams_plugin_data
-namespace session_start_info {
-constexpr int kHparams = 1;  // map<string, google.protobuf.Value>: entries {key = 1, value = 2}.
-constexpr int kStartTimeSecs = 5;
-}  // namespace session_start_info
-namespace session_end_info {
-constexpr int kStatus = 1;
-constexpr int kEndTimeSecs = 2;
-}  // namespace session_end_info
-namespace struct_value {  // google.protobuf.Value
-constexpr int kNumberValue = 2;
-constexpr int kStringValue = 3;
-constexpr int kBoolValue = 4;
-}  // namespace struct_value
+namespace tb = ::kiln::tensorboard;
 
-std::string SummaryEvent(double wall_time, const ProtoWriter& value) {
-  ProtoWriter summary;
-  summary.Message(summary::kValue, value);
-  ProtoWriter out;
-  out.Double(event::kWallTime, wall_time);
-  out.Message(event::kSummary, summary);
-  return out.bytes();
+// Deterministic, so that the hyper-parameter map is written in key order and equal events are equal bytes.
+std::string Serialize(const google::protobuf::MessageLite& message) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return bytes;
 }
 
-std::string HParamsEvent(double wall_time, absl::string_view tag, int data_field, const ProtoWriter& data) {
-  ProtoWriter content;
-  content.Message(data_field, data);
-  ProtoWriter plugin;
-  plugin.String(plugin_data::kPluginName, "hparams");
-  plugin.String(plugin_data::kContent, content.bytes());
-  ProtoWriter meta;
-  meta.Message(metadata::kPluginData, plugin);
-  ProtoWriter value;
-  value.String(value::kTag, tag);
-  value.Message(value::kMetadata, meta);
-  return SummaryEvent(wall_time, value);
+std::string HParamsEvent(double wall_time, absl::string_view tag, const tb::HParamsPluginData& data) {
+  tb::Event event;
+  event.set_wall_time(wall_time);
+  tb::Summary::Value* value = event.mutable_summary()->add_value();
+  value->set_tag(std::string(tag));
+  tb::SummaryMetadata::PluginData* plugin = value->mutable_metadata()->mutable_plugin_data();
+  plugin->set_plugin_name("hparams");
+  plugin->set_content(Serialize(data));
+  return Serialize(event);
 }
 
 }  // namespace
 
 std::string FileVersionEvent(double wall_time) {
-  ProtoWriter out;
-  out.Double(event::kWallTime, wall_time);
-  out.String(event::kFileVersion, "brain.Event:2");
-  return out.bytes();
+  tb::Event event;
+  event.set_wall_time(wall_time);
+  event.set_file_version("brain.Event:2");
+  return Serialize(event);
 }
 
 std::string ScalarEvent(double wall_time, int64_t step, absl::string_view tag, float simple_value) {
-  ProtoWriter value;
-  value.String(value::kTag, tag);
-  value.Float(value::kSimpleValue, simple_value);
-  ProtoWriter summary;
-  summary.Message(summary::kValue, value);
-  ProtoWriter out;
-  out.Double(event::kWallTime, wall_time);
-  out.Int64(event::kStep, step);
-  out.Message(event::kSummary, summary);
-  return out.bytes();
+  tb::Event event;
+  event.set_wall_time(wall_time);
+  event.set_step(step);
+  tb::Summary::Value* value = event.mutable_summary()->add_value();
+  value->set_tag(std::string(tag));
+  value->set_simple_value(simple_value);
+  return Serialize(event);
 }
 
 std::string HParamsStartEvent(double wall_time, const std::map<std::string, std::string>& hparams) {
-  ProtoWriter start;
+  tb::HParamsPluginData data;
+  tb::SessionStartInfo* start = data.mutable_session_start_info();
   for (const auto& [key, text] : hparams) {
-    ProtoWriter value;
+    google::protobuf::Value& value = (*start->mutable_hparams())[key];
     double number = 0;
     if (text == "true" || text == "false") {
-      value.Varint(struct_value::kBoolValue, text == "true" ? 1 : 0);
+      value.set_bool_value(text == "true");
     } else if (absl::SimpleAtod(text, &number) && std::isfinite(number)) {
-      value.Double(struct_value::kNumberValue, number);
+      value.set_number_value(number);
     } else {
-      value.String(struct_value::kStringValue, text);
+      value.set_string_value(text);
     }
-    ProtoWriter entry;
-    entry.String(1, key);
-    entry.Message(2, value);
-    start.Message(session_start_info::kHparams, entry);
   }
-  start.Double(session_start_info::kStartTimeSecs, wall_time);
-  return HParamsEvent(wall_time, "_hparams_/session_start_info", hparams_plugin_data::kSessionStartInfo, start);
+  start->set_start_time_secs(wall_time);
+  return HParamsEvent(wall_time, "_hparams_/session_start_info", data);
 }
 
 std::string HParamsEndEvent(double wall_time, SessionStatus status) {
-  ProtoWriter end;
-  end.Varint(session_end_info::kStatus, static_cast<uint64_t>(status));
-  end.Double(session_end_info::kEndTimeSecs, wall_time);
-  return HParamsEvent(wall_time, "_hparams_/session_end_info", hparams_plugin_data::kSessionEndInfo, end);
+  tb::HParamsPluginData data;
+  tb::SessionEndInfo* end = data.mutable_session_end_info();
+  end->set_status(static_cast<tb::Status>(status));
+  end->set_end_time_secs(wall_time);
+  return HParamsEvent(wall_time, "_hparams_/session_end_info", data);
 }
 
 }  // namespace kiln

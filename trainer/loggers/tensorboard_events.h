@@ -1,5 +1,6 @@
 // TensorBoard's Event protocol buffers (tensorflow/core/util/event.proto, summary.proto) and the hyper-parameter
-// summaries of its HParams plugin (tensorboard/plugins/hparams/plugin_data.proto), encoded by hand.
+// summaries of its HParams plugin (tensorboard/plugins/hparams/plugin_data.proto), serialised by libprotobuf from
+// Kiln's own definitions of them (tensorboard_event.proto, same field numbers).
 //
 // Each function returns one serialised `Event`, ready to be framed as a TFRecord:
 //   FileVersionEvent    Event{wall_time, file_version: "brain.Event:2"}: the first record of every event file.

@@ -15,6 +15,8 @@ void AppendLittleEndian(std::string& out, uint64_t value, int bytes) {
 
 }  // namespace
 
+// Kept: TFRecord's framing (two little-endian integers and two masked CRCs) is implemented only inside TensorFlow,
+// which Debian 12 does not package; libprotobuf writes the records themselves, Boost.CRC the checksums.
 std::string FrameTfRecord(absl::string_view record) {
   std::string out;
   out.reserve(record.size() + 16);
