@@ -99,6 +99,7 @@ class Module final : public LightningModule {
   at::Tensor training_step(const Batch& batch, int64_t batch_idx) override {
     at::Tensor loss = Loss(shape_, net_->forward(batch.input), batch.target);
     if (log_loss) log("train_loss", loss, {.prog_bar = true});
+    for (const std::string& name : metric_names) log(name, loss);
     return loss;
   }
   OptimizerConfig configure_optimizers() override {
@@ -107,6 +108,7 @@ class Module final : public LightningModule {
     return config;
   }
   bool log_loss = false;
+  std::vector<std::string> metric_names;  // More metrics logged every step.
 
  private:
   Shape shape_;
@@ -129,9 +131,10 @@ double HandWritten(const Shape& shape, const std::vector<Batch>& batches, int64_
 }
 
 double WithKiln(const Shape& shape, const std::vector<Batch>& batches, int64_t epochs, bool defaults,
-                const std::string& root) {
+                const std::string& root, int metrics) {
   Module module(shape);
   module.log_loss = defaults;
+  for (int i = 0; i < metrics; ++i) module.metric_names.push_back("metric_" + std::to_string(i));
   BatchesData data(&batches);
   TrainerOptions options{.accelerator = "cpu", .devices = 1, .max_epochs = epochs, .num_sanity_val_steps = 0,
                          .default_root_dir = root};
@@ -149,7 +152,7 @@ double WithKiln(const Shape& shape, const std::vector<Batch>& batches, int64_t e
   return seconds;
 }
 
-void Compare(benchmark::State& state, const Shape& shape, bool defaults) {
+void Compare(benchmark::State& state, const Shape& shape, bool defaults, int metrics = 0) {
   at::set_num_threads(1);
   const int64_t steps = state.range(0);
   const int64_t epochs = state.range(1);
@@ -165,9 +168,9 @@ void Compare(benchmark::State& state, const Shape& shape, bool defaults) {
     double kiln = 0;
     if (raw_first) {
       raw = HandWritten(shape, batches, epochs);
-      kiln = WithKiln(shape, batches, epochs, defaults, root);
+      kiln = WithKiln(shape, batches, epochs, defaults, root, metrics);
     } else {
-      kiln = WithKiln(shape, batches, epochs, defaults, root);
+      kiln = WithKiln(shape, batches, epochs, defaults, root, metrics);
       raw = HandWritten(shape, batches, epochs);
     }
     raw_first = !raw_first;
@@ -186,6 +189,8 @@ const int64_t kMediumSteps = std::getenv("KILN_BENCH_SMOKE") != nullptr ? 5 : 30
 
 void BM_TinyCallbacksOff(benchmark::State& state) { Compare(state, kTiny, false); }
 void BM_TinyDefaults(benchmark::State& state) { Compare(state, kTiny, true); }
+// Kiln's defaults with 50 more metrics logged every step (the loggers read them every log_every_n_steps).
+void BM_TinyDefaults50Metrics(benchmark::State& state) { Compare(state, kTiny, true, 50); }
 void BM_MediumCallbacksOff(benchmark::State& state) { Compare(state, kMedium, false); }
 void BM_MediumDefaults(benchmark::State& state) { Compare(state, kMedium, true); }
 
@@ -194,6 +199,7 @@ void BM_MediumDefaults(benchmark::State& state) { Compare(state, kMedium, true);
 const int64_t kEpochs = std::getenv("KILN_BENCH_SMOKE") != nullptr ? 1 : 5;
 BENCHMARK(BM_TinyCallbacksOff)->Args({kSteps, kEpochs})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TinyDefaults)->Args({kSteps, kEpochs})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TinyDefaults50Metrics)->Args({kSteps, kEpochs})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MediumCallbacksOff)->Args({kMediumSteps, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MediumDefaults)->Args({kMediumSteps, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
 

@@ -12,7 +12,9 @@ void LightningModule::log(const std::string& name, const at::Tensor& value, LogO
 }
 
 void LightningModule::log(const std::string& name, double value, LogOptions options) {
-  log(name, at::scalar_tensor(value, at::kDouble), options);
+  TORCH_CHECK(sink_ != nullptr, "You are trying to `log('", name,
+              "')` outside a step or epoch hook; log from training_step, validation_step or test_step.");
+  sink_->Log(name, value, options, batch_size_);
 }
 
 at::Tensor LightningModule::predict_forward(const at::Tensor& input) {

@@ -1,26 +1,97 @@
 #include "trainer/core/metrics.h"
 
+#include <utility>
+
 #include "ATen/ATen.h"
+#include "c10/core/GradMode.h"
 #include "c10/util/Exception.h"
 
 namespace kiln {
+namespace {
+
+// The values of `values` as numbers, the tensors brought to the host in one copy per device, type and shape
+// rather than one synchronising read each.
+std::vector<double> Read(const std::vector<const at::Tensor*>& values) {
+  c10::NoGradGuard no_grad;  // Step values keep their autograd history (metrics.h); reading records none.
+  std::vector<double> numbers(values.size());
+  std::vector<bool> done(values.size(), false);
+  for (size_t first = 0; first < values.size(); ++first) {
+    if (done[first]) continue;
+    const at::Tensor& lead = *values[first];
+    std::vector<size_t> group;
+    std::vector<at::Tensor> tensors;
+    for (size_t i = first; i < values.size(); ++i) {
+      const at::Tensor& tensor = *values[i];
+      if (done[i] || tensor.device() != lead.device() || tensor.scalar_type() != lead.scalar_type() ||
+          tensor.sizes() != lead.sizes()) {
+        continue;
+      }
+      group.push_back(i);
+      tensors.push_back(tensor);
+      done[i] = true;
+    }
+    if (group.size() == 1) {
+      numbers[first] = lead.item<double>();
+      continue;
+    }
+    const at::Tensor host = at::stack(tensors).reshape({-1}).to(at::kCPU, at::kDouble).contiguous();
+    const double* data = host.data_ptr<double>();
+    for (size_t j = 0; j < group.size(); ++j) numbers[group[j]] = data[j];
+  }
+  return numbers;
+}
+
+}  // namespace
 
 void MetricCollector::Log(const std::string& name, const at::Tensor& value, const LogOptions& options,
                           int64_t batch_size) {
   TORCH_CHECK(value.numel() == 1, "log('", name, "'): expected a scalar, got a tensor of shape ", value.sizes());
+  Record(name, Value{value, 0}, options, batch_size);
+}
+
+void MetricCollector::Log(const std::string& name, double value, const LogOptions& options, int64_t batch_size) {
+  Record(name, Value{at::Tensor(), value}, options, batch_size);
+}
+
+MetricCollector::StepSlot& MetricCollector::Slot(const std::string& name, bool suffixed) {
+  const size_t size = step_slots_.size();
+  // The names of a step come in the order they came on the step before: the expected slot is the next one.
+  for (size_t tried = 0; tried < size; ++tried) {
+    const size_t index = (next_slot_ + tried) % size;
+    StepSlot& slot = step_slots_[index];
+    if (slot.suffixed == suffixed && slot.name == name) {
+      next_slot_ = index + 1;
+      return slot;
+    }
+  }
+  step_slots_.push_back(StepSlot{.name = name, .suffixed = suffixed});
+  next_slot_ = step_slots_.size();
+  return step_slots_.back();
+}
+
+void MetricCollector::Record(const std::string& name, const Value& value, const LogOptions& options,
+                             int64_t batch_size) {
   const bool on_step = options.on_step.value_or(training_);
   const bool on_epoch = options.on_epoch.value_or(!training_);
-  const at::Tensor scalar = value.detach();
   if (on_step) {
-    const std::string step_name = on_epoch ? name + "_step" : name;
-    step_values_[step_name] = scalar;
-    step_sync_dist_[step_name] = options.sync_dist;
-    if (options.prog_bar) latest_progress_[name] = scalar;
+    StepSlot& slot = Slot(name, /*suffixed=*/on_epoch);
+    slot.value = value;
+    slot.logged = true;
+    slot.sync_dist = options.sync_dist;
+    if (options.prog_bar) {
+      slot.prog_bar = true;
+      slot.progress = value;
+      slot.progress_logged = true;
+    }
   }
   if (on_epoch) {
     Accumulator& accumulator = epoch_[on_step ? name + "_epoch" : name];
-    accumulator.values.push_back(scalar);
-    accumulator.weights.push_back(static_cast<double>(batch_size));
+    if (value.tensor.defined()) {
+      accumulator.values.push_back(value.tensor.detach());
+      accumulator.weights.push_back(static_cast<double>(batch_size));
+    } else {
+      accumulator.number_sum += value.number * static_cast<double>(batch_size);
+    }
     accumulator.count += batch_size;
     accumulator.prog_bar = options.prog_bar;
     accumulator.sync_dist = options.sync_dist;
@@ -28,9 +99,13 @@ void MetricCollector::Log(const std::string& name, const at::Tensor& value, cons
 }
 
 double MetricCollector::Accumulator::Mean() const {
-  const at::Tensor stacked = at::stack(values).reshape({-1}).to(at::kDouble);
-  const at::Tensor weight = at::tensor(weights, at::TensorOptions().dtype(at::kDouble)).to(stacked.device());
-  return (stacked * weight).sum().item<double>() / static_cast<double>(count);
+  double sum = number_sum;
+  if (!values.empty()) {
+    const at::Tensor stacked = at::stack(values).reshape({-1}).to(at::kDouble);
+    const at::Tensor weight = at::tensor(weights, at::TensorOptions().dtype(at::kDouble)).to(stacked.device());
+    sum += (stacked * weight).sum().item<double>();
+  }
+  return sum / static_cast<double>(count);
 }
 
 std::map<std::string, MetricCollector::EpochTotal> MetricCollector::SyncedEpochTotals() const {
@@ -44,38 +119,61 @@ std::map<std::string, MetricCollector::EpochTotal> MetricCollector::SyncedEpochT
 }
 
 MetricMap MetricCollector::SyncedStepValues() const {
+  MetricMap all = StepMetrics();
   MetricMap values;
-  for (const auto& [name, value] : step_values_) {
-    if (auto found = step_sync_dist_.find(name); found != step_sync_dist_.end() && found->second) {
-      values[name] = value.item<double>();
-    }
+  for (const StepSlot& slot : step_slots_) {
+    if (slot.logged && slot.sync_dist) values[slot.StepName()] = all.at(slot.StepName());
   }
   return values;
 }
 
 bool MetricCollector::HasSyncedStepValues() const {
-  for (const auto& [name, synced] : step_sync_dist_) {
-    if (synced && step_values_.count(name) > 0) return true;
+  for (const StepSlot& slot : step_slots_) {
+    if (slot.logged && slot.sync_dist) return true;
   }
   return false;
 }
 
 MetricMap MetricCollector::StepMetrics() const {
+  std::vector<const StepSlot*> slots;
+  std::vector<const at::Tensor*> tensors;
+  for (const StepSlot& slot : step_slots_) {
+    if (!slot.logged) continue;
+    slots.push_back(&slot);
+    if (slot.value.tensor.defined()) tensors.push_back(&slot.value.tensor);
+  }
+  const std::vector<double> numbers = Read(tensors);
   MetricMap metrics;
-  for (const auto& [name, value] : step_values_) metrics[name] = value.item<double>();
+  size_t next = 0;
+  for (const StepSlot* slot : slots) {
+    metrics[slot->StepName()] = slot->value.tensor.defined() ? numbers[next++] : slot->value.number;
+  }
   return metrics;
 }
 
 MetricMap MetricCollector::TakeStepMetrics() {
   MetricMap metrics = StepMetrics();
-  step_values_.clear();
-  step_sync_dist_.clear();
+  for (StepSlot& slot : step_slots_) {
+    slot.logged = false;
+    slot.value = Value();
+  }
   return metrics;
 }
 
 MetricMap MetricCollector::ProgressBarMetrics() const {
+  std::vector<const StepSlot*> slots;
+  std::vector<const at::Tensor*> tensors;
+  for (const StepSlot& slot : step_slots_) {
+    if (!slot.progress_logged) continue;
+    slots.push_back(&slot);
+    if (slot.progress.tensor.defined()) tensors.push_back(&slot.progress.tensor);
+  }
+  const std::vector<double> numbers = Read(tensors);
   MetricMap metrics;
-  for (const auto& [name, value] : latest_progress_) metrics[name] = value.item<double>();
+  size_t next = 0;
+  for (const StepSlot* slot : slots) {
+    metrics[slot->name] = slot->progress.tensor.defined() ? numbers[next++] : slot->progress.number;
+  }
   for (const auto& [name, accumulator] : epoch_) {
     if (accumulator.prog_bar && accumulator.count > 0) metrics[name] = accumulator.Mean();
   }
@@ -92,7 +190,10 @@ MetricMap MetricCollector::EpochMetrics() const {
 
 void MetricCollector::ResetEpoch() {
   epoch_.clear();
-  latest_progress_.clear();
+  for (StepSlot& slot : step_slots_) {
+    slot.progress_logged = false;
+    slot.progress = Value();
+  }
 }
 
 }  // namespace kiln

@@ -4,7 +4,13 @@
 // Defaults follow Lightning: in training, a value is logged per step (on_step) and not per epoch; in validation and
 // test, per epoch and not per step. With both, the step value is named `<name>_step` and the epoch value
 // `<name>_epoch`. Epoch values are means weighted by batch size. Values stay tensors until read, so logging a loss
-// does not force a device synchronisation on every step.
+// does not force a device synchronisation on every step, and a read brings every value of one device and type to the
+// host in one copy.
+//
+// Cost: logging is meant to be free on the step. A step value is kept as the tensor logged (no copy, no detach: it
+// holds the tensor's autograd history until the next value of that name or a read, and after backward that history
+// holds no activations); a number stays a number. A name logged in the same order as on the step before is found
+// without a lookup. Epoch values are detached, since they are kept until the epoch ends.
 //
 // Thread-safety: owned by the loop thread.
 #ifndef KILN_TRAINER_CORE_METRICS_H_
@@ -37,6 +43,7 @@ class MetricCollector {
 
   // Records `value` (a scalar tensor or a number) for the current batch of `batch_size` examples.
   void Log(const std::string& name, const at::Tensor& value, const LogOptions& options, int64_t batch_size);
+  void Log(const std::string& name, double value, const LogOptions& options, int64_t batch_size);
 
   // The latest value of each metric logged on_step. Reading converts tensors to numbers (a device sync).
   MetricMap StepMetrics() const;
@@ -62,19 +69,39 @@ class MetricCollector {
   bool HasSyncedStepValues() const;
 
  private:
-  // Logged values are kept as tensors and reduced when read: logging costs no arithmetic on the hot path.
+  // A logged value: a tensor when one was logged, else the number.
+  struct Value {
+    at::Tensor tensor;
+    double number = 0;
+  };
+  // Where a step value is kept. Slots live for the collector's lifetime, in the order names were first logged.
+  struct StepSlot {
+    std::string name;      // As logged.
+    bool suffixed = false;  // Also logged on_epoch, so the step value is `<name>_step`.
+    bool logged = false;    // Holds a value not yet taken.
+    bool sync_dist = false;
+    bool prog_bar = false;
+    bool progress_logged = false;  // `progress` holds a value since the last ResetEpoch.
+    Value value;
+    Value progress;  // The latest value for the progress bar (prog_bar), kept until ResetEpoch.
+    std::string StepName() const { return suffixed ? name + "_step" : name; }
+  };
+  // Values are kept as logged and reduced when read: logging costs no arithmetic on the hot path.
   struct Accumulator {
     std::vector<at::Tensor> values;
     std::vector<double> weights;  // Batch sizes.
+    double number_sum = 0;        // Batch-size-weighted sum of the numbers logged.
     int64_t count = 0;
     bool prog_bar = false;
     bool sync_dist = false;
     double Mean() const;
   };
+  void Record(const std::string& name, const Value& value, const LogOptions& options, int64_t batch_size);
+  StepSlot& Slot(const std::string& name, bool suffixed);
+
   const bool training_;
-  std::map<std::string, at::Tensor> step_values_;
-  std::map<std::string, bool> step_sync_dist_;  // By step name.
-  std::map<std::string, at::Tensor> latest_progress_;
+  std::vector<StepSlot> step_slots_;
+  size_t next_slot_ = 0;  // Where the next name is expected: the slot after the one logged last.
   std::map<std::string, Accumulator> epoch_;
 };
 

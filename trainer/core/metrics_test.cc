@@ -1,0 +1,106 @@
+#include "trainer/core/metrics.h"
+
+#include <string>
+
+#include "ATen/ATen.h"
+#include "gtest/gtest.h"
+
+namespace kiln {
+namespace {
+
+TEST(MetricCollectorTest, StepValuesAreTheLatestOfEachName) {
+  MetricCollector metrics(/*training=*/true);
+  for (int step = 0; step < 3; ++step) {
+    metrics.Log("loss", at::scalar_tensor(1.5 * step), {}, 8);
+    metrics.Log("lr", 0.1 * step, {}, 8);
+  }
+  const MetricMap values = metrics.StepMetrics();
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_DOUBLE_EQ(values.at("loss"), 3.0);
+  EXPECT_DOUBLE_EQ(values.at("lr"), 0.1 * 2);
+}
+
+TEST(MetricCollectorTest, NamesInAnotherOrderKeepTheirOwnValues) {
+  MetricCollector metrics(/*training=*/true);
+  metrics.Log("a", at::scalar_tensor(1.0), {}, 1);
+  metrics.Log("b", at::scalar_tensor(2.0), {}, 1);
+  metrics.Log("c", at::scalar_tensor(3.0), {}, 1);
+  // The next step logs them in reverse, and one more.
+  metrics.Log("c", at::scalar_tensor(30.0), {}, 1);
+  metrics.Log("d", at::scalar_tensor(40.0), {}, 1);
+  metrics.Log("b", at::scalar_tensor(20.0), {}, 1);
+  metrics.Log("a", at::scalar_tensor(10.0), {}, 1);
+  EXPECT_EQ(metrics.StepMetrics(), (MetricMap{{"a", 10.0}, {"b", 20.0}, {"c", 30.0}, {"d", 40.0}}));
+}
+
+// One read brings many values over in one copy; each must still be its own value, whatever its type and shape.
+TEST(MetricCollectorTest, ManyValuesOfMixedTypesAndShapesReadAsEachAlone) {
+  MetricCollector metrics(/*training=*/true);
+  MetricMap expected;
+  for (int i = 0; i < 50; ++i) {
+    const std::string name = "m" + std::to_string(i);
+    at::Tensor value = i % 3 == 0   ? at::scalar_tensor(i * 0.25, at::kFloat)
+                       : i % 3 == 1 ? at::full({1}, i * 0.5, at::kDouble)
+                                    : at::scalar_tensor(i, at::kLong);
+    expected[name] = value.item<double>();
+    metrics.Log(name, value, {}, 4);
+  }
+  metrics.Log("number", 7.0, {}, 4);
+  expected["number"] = 7.0;
+  EXPECT_EQ(metrics.StepMetrics(), expected);
+}
+
+TEST(MetricCollectorTest, StepAndEpochNamesFollowLightning) {
+  MetricCollector metrics(/*training=*/true);
+  metrics.Log("loss", at::scalar_tensor(2.0), {.on_epoch = true}, 1);
+  metrics.Log("loss", at::scalar_tensor(4.0), {.on_epoch = true}, 3);
+  metrics.Log("acc", 0.5, {.on_epoch = true}, 1);
+  metrics.Log("acc", 1.0, {.on_epoch = true}, 3);
+  EXPECT_EQ(metrics.StepMetrics(), (MetricMap{{"acc_step", 1.0}, {"loss_step", 4.0}}));
+  // Means weighted by batch size: (2*1 + 4*3) / 4 and (0.5*1 + 1*3) / 4.
+  EXPECT_EQ(metrics.EpochMetrics(), (MetricMap{{"acc_epoch", 0.875}, {"loss_epoch", 3.5}}));
+}
+
+TEST(MetricCollectorTest, ProgressBarKeepsItsValuesUntilTheEpochEnds) {
+  MetricCollector metrics(/*training=*/true);
+  metrics.Log("loss", at::scalar_tensor(2.0), {.prog_bar = true}, 1);
+  metrics.Log("other", at::scalar_tensor(1.0), {}, 1);
+  EXPECT_EQ(metrics.TakeStepMetrics(), (MetricMap{{"loss", 2.0}, {"other", 1.0}}));
+  EXPECT_TRUE(metrics.StepMetrics().empty());
+  EXPECT_EQ(metrics.ProgressBarMetrics(), (MetricMap{{"loss", 2.0}}));
+  metrics.ResetEpoch();
+  EXPECT_TRUE(metrics.ProgressBarMetrics().empty());
+}
+
+TEST(MetricCollectorTest, SyncedStepValuesAreOnlyThoseLoggedWithSyncDist) {
+  MetricCollector metrics(/*training=*/true);
+  EXPECT_FALSE(metrics.HasSyncedStepValues());
+  metrics.Log("local", at::scalar_tensor(1.0), {}, 1);
+  EXPECT_FALSE(metrics.HasSyncedStepValues());
+  metrics.Log("global", at::scalar_tensor(2.0), {.sync_dist = true}, 1);
+  EXPECT_TRUE(metrics.HasSyncedStepValues());
+  EXPECT_EQ(metrics.SyncedStepValues(), (MetricMap{{"global", 2.0}}));
+}
+
+// A step value is kept as logged, autograd history included; reading it neither needs nor records a graph.
+TEST(MetricCollectorTest, ValuesThatRequireGradReadWithoutRecordingAGraph) {
+  MetricCollector metrics(/*training=*/true);
+  at::Tensor weight = at::full({2}, 3.0).set_requires_grad(true);
+  at::Tensor loss = (weight * weight).sum();
+  metrics.Log("loss", loss, {}, 1);
+  metrics.Log("half", loss / 2, {}, 1);
+  EXPECT_EQ(metrics.StepMetrics(), (MetricMap{{"half", 9.0}, {"loss", 18.0}}));
+  loss.backward();  // The logged tensor is still the loss the step backpropagates.
+  EXPECT_TRUE(at::allclose(weight.grad(), at::full({2}, 6.0)));
+}
+
+TEST(MetricCollectorTest, ValidationDefaultsToEpochValues) {
+  MetricCollector metrics(/*training=*/false);
+  metrics.Log("val_loss", at::scalar_tensor(1.0), {}, 2);
+  metrics.Log("val_loss", at::scalar_tensor(4.0), {}, 1);
+  EXPECT_TRUE(metrics.StepMetrics().empty());
+  EXPECT_EQ(metrics.EpochMetrics(), (MetricMap{{"val_loss", 2.0}}));
+}
+
+}  // namespace
+}  // namespace kiln
