@@ -33,7 +33,8 @@ TEST(MetricCollectorTest, NamesInAnotherOrderKeepTheirOwnValues) {
   EXPECT_EQ(metrics.StepMetrics(), (MetricMap{{"a", 10.0}, {"b", 20.0}, {"c", 30.0}, {"d", 40.0}}));
 }
 
-// One read brings many values over in one copy; each must still be its own value, whatever its type and shape.
+// Values are read in place on the host (and brought over in one copy per device, type and shape from other devices,
+// which the virtual NPU's tests cover); each must still be its own value, whatever its type and shape.
 TEST(MetricCollectorTest, ManyValuesOfMixedTypesAndShapesReadAsEachAlone) {
   MetricCollector metrics(/*training=*/true);
   MetricMap expected;
@@ -45,6 +46,14 @@ TEST(MetricCollectorTest, ManyValuesOfMixedTypesAndShapesReadAsEachAlone) {
     expected[name] = value.item<double>();
     metrics.Log(name, value, {}, 4);
   }
+  for (const at::ScalarType type : {at::kHalf, at::kBFloat16, at::kBool, at::kByte, at::kChar, at::kShort, at::kInt}) {
+    const std::string name = std::string("type_") + c10::toString(type);
+    const at::Tensor value = at::scalar_tensor(1, at::TensorOptions().dtype(type));
+    expected[name] = 1.0;
+    metrics.Log(name, value, {}, 4);
+  }
+  metrics.Log("half", at::scalar_tensor(0.5, at::kHalf), {}, 4);
+  expected["half"] = 0.5;
   metrics.Log("number", 7.0, {}, 4);
   expected["number"] = 7.0;
   EXPECT_EQ(metrics.StepMetrics(), expected);
