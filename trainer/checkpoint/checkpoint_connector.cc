@@ -114,11 +114,23 @@ absl::Status MoveOptimizerState(torch::optim::Optimizer& optimizer, const c10::D
         for (at::Tensor& tensor : *lbfgs->al()) MoveTo(tensor, device);
       }
     } else {
-      return absl::UnimplementedError(absl::StrCat(
-          "the optimizer state restored from the checkpoint cannot be moved to ", device.str(), ": its type (",
-          typeid(*state).name(), ") is not one of LibTorch's optimizers (Adam, AdamW, SGD, RMSprop, Adagrad, "
-          "LBFGS); resume on the CPU, or start this optimizer fresh"));
+      return absl::UnimplementedError(
+          absl::StrCat("the optimizer state restored from the checkpoint cannot be moved to ", device.str(),
+                       ": its type (", typeid(*state).name(),
+                       ") is not one of LibTorch's optimizers (Adam, AdamW, SGD, RMSprop, Adagrad, "
+                       "LBFGS); resume on the CPU, or start this optimizer fresh"));
     }
+  }
+  return absl::OkStatus();
+}
+
+// Loads each optimizer's archive into this run's optimizer and moves its state to `device`. Throws what LibTorch
+// throws for an archive that does not fit.
+absl::Status LoadOptimizers(const TrainingState& state, std::vector<InputArchive>& archives,
+                            const c10::Device& device) {
+  for (size_t i = 0; i < archives.size(); ++i) {
+    compat::LoadOptimizer(*state.optimizers.optimizers[i], archives[i]);
+    if (absl::Status moved = MoveOptimizerState(*state.optimizers.optimizers[i], device); !moved.ok()) return moved;
   }
   return absl::OkStatus();
 }
@@ -138,35 +150,35 @@ int64_t ReadInt(InputArchive& archive, const std::string& key) {
 absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const TrainingState& state,
                                               const LoopProgress& progress) {
   return SerializeCheckpoint(path, [&](OutputArchive& archive) {
-        archive.write("loop_epoch", c10::IValue(progress.epoch));
-        archive.write("loop_batch_in_epoch", c10::IValue(progress.batch_in_epoch));
-        archive.write("loop_global_step", c10::IValue(progress.global_step));
-        OutputArchive model_state;
-        c10::List<std::string> names;
-        int64_t index = 0;
-        for (const auto& [name, tensor] : NamedState(state.model)) {
-          names.push_back(name);
-          model_state.write(absl::StrCat("t", index++), tensor.detach().to(at::kCPU), /*is_buffer=*/true);
-        }
-        model_state.write("names", c10::IValue(names));
-        archive.write("model", model_state);
-        archive.write("num_optimizers", c10::IValue(static_cast<int64_t>(state.optimizers.optimizers.size())));
-        for (size_t i = 0; i < state.optimizers.optimizers.size(); ++i) {
-          OutputArchive optimizer;
-          state.optimizers.optimizers[i]->save(optimizer);
-          archive.write(absl::StrCat("optimizer_", i), optimizer);
-        }
-        archive.write("scheduler_steps", c10::IValue(state.scheduler_steps));
-        c10::List<std::string> callback_keys;
-        for (const auto& callback : state.callbacks) {
-          archive.write(absl::StrCat("callback_", callback_keys.size()), c10::IValue(ToDict(callback->state_dict())));
-          callback_keys.push_back(callback->state_key());
-        }
-        archive.write("callback_keys", c10::IValue(callback_keys));
-        archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
-        archive.write("hparams", c10::IValue(ToDict(state.model.hparams())));
-        archive.write("precision_plugin", c10::IValue(ToDict(state.precision.state_dict())));
-      });
+    archive.write("loop_epoch", c10::IValue(progress.epoch));
+    archive.write("loop_batch_in_epoch", c10::IValue(progress.batch_in_epoch));
+    archive.write("loop_global_step", c10::IValue(progress.global_step));
+    OutputArchive model_state;
+    c10::List<std::string> names;
+    int64_t index = 0;
+    for (const auto& [name, tensor] : NamedState(state.model)) {
+      names.push_back(name);
+      model_state.write(absl::StrCat("t", index++), tensor.detach().to(at::kCPU), /*is_buffer=*/true);
+    }
+    model_state.write("names", c10::IValue(names));
+    archive.write("model", model_state);
+    archive.write("num_optimizers", c10::IValue(static_cast<int64_t>(state.optimizers.optimizers.size())));
+    for (size_t i = 0; i < state.optimizers.optimizers.size(); ++i) {
+      OutputArchive optimizer;
+      state.optimizers.optimizers[i]->save(optimizer);
+      archive.write(absl::StrCat("optimizer_", i), optimizer);
+    }
+    archive.write("scheduler_steps", c10::IValue(state.scheduler_steps));
+    c10::List<std::string> callback_keys;
+    for (const auto& callback : state.callbacks) {
+      archive.write(absl::StrCat("callback_", callback_keys.size()), c10::IValue(ToDict(callback->state_dict())));
+      callback_keys.push_back(callback->state_key());
+    }
+    archive.write("callback_keys", c10::IValue(callback_keys));
+    archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
+    archive.write("hparams", c10::IValue(ToDict(state.model.hparams())));
+    archive.write("precision_plugin", c10::IValue(ToDict(state.precision.state_dict())));
+  });
 }
 
 absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const TrainingState& state,
@@ -208,8 +220,9 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       loaded.batch_in_epoch = ReadInt(archive, "loop_batch_in_epoch");
       loaded.global_step = ReadInt(archive, "loop_global_step");
       const int64_t num_optimizers = ReadInt(archive, "num_optimizers");
-      TORCH_CHECK(num_optimizers == static_cast<int64_t>(state.optimizers.optimizers.size()), "it holds ", num_optimizers,
-                  " optimizer(s) but configure_optimizers returned ", state.optimizers.optimizers.size());
+      TORCH_CHECK(num_optimizers == static_cast<int64_t>(state.optimizers.optimizers.size()), "it holds ",
+                  num_optimizers, " optimizer(s) but configure_optimizers returned ",
+                  state.optimizers.optimizers.size());
       for (int64_t i = 0; i < num_optimizers; ++i) {
         loaded.optimizers.emplace_back();
         archive.read(absl::StrCat("optimizer_", i), loaded.optimizers.back());
@@ -253,31 +266,27 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       }
     }
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", path, ": ",
-                                                   e.what_without_backtrace()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot restore from checkpoint ", path, ": ", e.what_without_backtrace()));
   } catch (const std::exception& e) {  // LibTorch also throws standard exceptions on damaged records.
     return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", path, ": ", e.what()));
   }
 
   if (!loaded.precision.empty()) {
     if (absl::Status status = state.precision.CheckStateDict(loaded.precision); !status.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", path,
-                                                     ": precision plugin state: ", status.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot restore from checkpoint ", path, ": precision plugin state: ", status.message()));
     }
   }
 
   // Apply. Optimizers first: their archives are the likeliest to disagree with this run's configuration.
   try {
-    for (size_t i = 0; i < loaded.optimizers.size(); ++i) {
-      compat::LoadOptimizer(*state.optimizers.optimizers[i], loaded.optimizers[i]);
-      if (absl::Status moved = MoveOptimizerState(*state.optimizers.optimizers[i], device);
-          !moved.ok()) {
-        return moved;
-      }
+    if (absl::Status loaded_optimizers = LoadOptimizers(state, loaded.optimizers, device); !loaded_optimizers.ok()) {
+      return loaded_optimizers;
     }
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ",
-                                                   e.what_without_backtrace()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what()));
@@ -291,8 +300,8 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       auto found = loaded.callbacks.find(callback->state_key());
       if (found == loaded.callbacks.end()) continue;
       if (absl::Status status = callback->load_state_dict(found->second); !status.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": state of callback ",
-                                                       callback->state_key(), ": ", status.message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint ", path, ": state of callback ", callback->state_key(), ": ", status.message()));
       }
     }
     // A scheduler's only state is how often it stepped: replay that, then the optimizers' saved learning rates
@@ -301,12 +310,8 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       for (int64_t step = 0; step < loaded.scheduler_steps[i]; ++step) state.optimizers.schedulers[i].scheduler->step();
       state.scheduler_steps[i] = loaded.scheduler_steps[i];
     }
-    for (size_t i = 0; i < loaded.optimizers.size(); ++i) {
-      compat::LoadOptimizer(*state.optimizers.optimizers[i], loaded.optimizers[i]);
-      if (absl::Status moved = MoveOptimizerState(*state.optimizers.optimizers[i], device);
-          !moved.ok()) {
-        return moved;
-      }
+    if (absl::Status loaded_optimizers = LoadOptimizers(state, loaded.optimizers, device); !loaded_optimizers.ok()) {
+      return loaded_optimizers;
     }
     if (!loaded.precision.empty()) {
       // Checked above, so this cannot fail.
@@ -317,7 +322,8 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       generator.set_state(loaded.rng);
     }
   }
-  return LoopProgress{.epoch = loaded.epoch, .batch_in_epoch = loaded.batch_in_epoch, .global_step = loaded.global_step};
+  return LoopProgress{
+      .epoch = loaded.epoch, .batch_in_epoch = loaded.batch_in_epoch, .global_step = loaded.global_step};
 }
 
 }  // namespace kiln

@@ -65,6 +65,26 @@ std::vector<double> Read(const std::vector<const at::Tensor*>& values) {
   return numbers;
 }
 
+// The value `value_of` gives for each slot (null: none), named by `name_of`, the tensors read together (Read).
+template <typename Slot, typename ValueOf, typename NameOf>
+MetricMap ReadSlots(const std::vector<Slot>& slots, ValueOf value_of, NameOf name_of) {
+  std::vector<std::pair<const Slot*, decltype(value_of(slots.front()))>> picked;
+  std::vector<const at::Tensor*> tensors;
+  for (const Slot& slot : slots) {
+    const auto* value = value_of(slot);
+    if (value == nullptr) continue;
+    picked.emplace_back(&slot, value);
+    if (value->tensor.defined()) tensors.push_back(&value->tensor);
+  }
+  const std::vector<double> numbers = Read(tensors);
+  MetricMap metrics;
+  size_t next = 0;
+  for (const auto& [slot, value] : picked) {
+    metrics[name_of(*slot)] = value->tensor.defined() ? numbers[next++] : value->number;
+  }
+  return metrics;
+}
+
 }  // namespace
 
 void MetricCollector::Log(const std::string& name, const at::Tensor& value, const LogOptions& options,
@@ -159,20 +179,9 @@ bool MetricCollector::HasSyncedStepValues() const {
 }
 
 MetricMap MetricCollector::StepMetrics() const {
-  std::vector<const StepSlot*> slots;
-  std::vector<const at::Tensor*> tensors;
-  for (const StepSlot& slot : step_slots_) {
-    if (!slot.logged) continue;
-    slots.push_back(&slot);
-    if (slot.value.tensor.defined()) tensors.push_back(&slot.value.tensor);
-  }
-  const std::vector<double> numbers = Read(tensors);
-  MetricMap metrics;
-  size_t next = 0;
-  for (const StepSlot* slot : slots) {
-    metrics[slot->StepName()] = slot->value.tensor.defined() ? numbers[next++] : slot->value.number;
-  }
-  return metrics;
+  return ReadSlots(
+      step_slots_, [](const StepSlot& slot) { return slot.logged ? &slot.value : nullptr; },
+      [](const StepSlot& slot) { return slot.StepName(); });
 }
 
 MetricMap MetricCollector::TakeStepMetrics() {
@@ -185,19 +194,9 @@ MetricMap MetricCollector::TakeStepMetrics() {
 }
 
 MetricMap MetricCollector::ProgressBarMetrics() const {
-  std::vector<const StepSlot*> slots;
-  std::vector<const at::Tensor*> tensors;
-  for (const StepSlot& slot : step_slots_) {
-    if (!slot.progress_logged) continue;
-    slots.push_back(&slot);
-    if (slot.progress.tensor.defined()) tensors.push_back(&slot.progress.tensor);
-  }
-  const std::vector<double> numbers = Read(tensors);
-  MetricMap metrics;
-  size_t next = 0;
-  for (const StepSlot* slot : slots) {
-    metrics[slot->name] = slot->progress.tensor.defined() ? numbers[next++] : slot->progress.number;
-  }
+  MetricMap metrics = ReadSlots(
+      step_slots_, [](const StepSlot& slot) { return slot.progress_logged ? &slot.progress : nullptr; },
+      [](const StepSlot& slot) { return slot.name; });
   for (const auto& [name, accumulator] : epoch_) {
     if (accumulator.prog_bar && accumulator.count > 0) metrics[name] = accumulator.Mean();
   }
