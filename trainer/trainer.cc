@@ -460,6 +460,7 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   global_step_ = 0;
   next_epoch_ = 0;
   next_batch_in_epoch_ = 0;
+  batches_done_in_epoch_ = 0;
   should_stop_ = false;
   skipped_batches_ = 0;
   skip_window_ = false;
@@ -542,6 +543,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
   const int64_t first_batch = next_epoch_ == current_epoch_ ? next_batch_in_epoch_ : 0;
   next_epoch_ = current_epoch_;
   next_batch_in_epoch_ = first_batch;
+  batches_done_in_epoch_ = first_batch;
   const bool validate_this_epoch =
       val != nullptr && limits.val_batches > 0 && (current_epoch_ + 1) % options_.check_val_every_n_epoch == 0;
   model.train();
@@ -625,6 +627,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       }
     }
     next_batch_in_epoch_ = batch_idx + 1;
+    batches_done_in_epoch_ = batch_idx + 1;
     progress_->Step(batch_idx, global_step_, [&] { return metrics.ProgressBarMetrics(); });
     status = CallUser("on_train_batch_end", [&] {
       CallCallbacks([&](Callback& c) { c.on_train_batch_end(*this, model, batch, batch_idx); });

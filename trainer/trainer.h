@@ -10,18 +10,12 @@
 // hardware. Bad options are reported by fit/validate/test/predict as an InvalidArgument or FailedPrecondition
 // Status before any device is touched. The hook order is documented in callback.h.
 //
-// Checkpoints (save_checkpoint, ModelCheckpoint) hold everything needed to continue exactly:
-//   kiln_format, kiln_format_version       identify the file (checkpoint_io.h)
-//   loop/epoch, loop/batch_in_epoch         where to resume: the next batch to run
-//   loop/global_step                        optimizer steps so far
-//   model/<parameter or buffer name>        every parameter and buffer of the module, by its full name
-//   optimizer_<i>                           each optimizer's state (LibTorch's own serialisation)
-//   scheduler_<i>/steps                     how often each scheduler has stepped (replayed on load)
-//   callbacks/<state_key>                   each callback's state (text keys and values)
-//   rng/cpu                                 LibTorch's default CPU generator state
-//   precision_plugin                        the precision plugin's state: for 16-mixed the gradient scaler's scale,
-//                                           growth tracker and settings (restored exactly); empty otherwise
-//   hparams                                 the module's hyper-parameters
+// Checkpoints (save_checkpoint, ModelCheckpoint) hold everything needed to continue exactly, in the file format
+// Python's torch.save writes and with Lightning's keys (state_dict, epoch, global_step, optimizer_states,
+// lr_schedulers, callbacks, hyper_parameters, loops, plus Kiln's own section "kiln"): the full list is in
+// trainer/checkpoint/checkpoint_connector.h. In Python, torch.load(path)["state_dict"] goes into an equivalent
+// torch.nn module with load_state_dict. Kiln resumes from checkpoints Lightning wrote, and from those earlier Kiln
+// versions wrote (format 1).
 // Loading checks the whole file (and that every parameter exists with the right shape) before it changes
 // anything, so a damaged, truncated or foreign file is refused with the model untouched.
 //
@@ -230,6 +224,7 @@ class Trainer {
   int64_t max_epochs_ = 0;
   int64_t num_training_batches_ = 0;
   int64_t next_batch_in_epoch_ = 0;  // Where a checkpoint written now resumes, within next_epoch_.
+  int64_t batches_done_in_epoch_ = 0;  // Batches of current_epoch_ run so far (kept after the epoch ends).
   int64_t next_epoch_ = 0;
   bool sanity_checking_ = false;
   int64_t skipped_batches_ = 0;

@@ -24,7 +24,11 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   if (is_global_zero()) {
     absl::StatusOr<std::string> bytes = DumpTrainingState(
         path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_},
-        LoopProgress{.epoch = next_epoch_, .batch_in_epoch = next_batch_in_epoch_, .global_step = global_step_});
+        LoopProgress{.epoch = next_epoch_,
+                     .batch_in_epoch = next_batch_in_epoch_,
+                     .global_step = global_step_,
+                     .current_epoch = current_epoch_,
+                     .batches_done = batches_done_in_epoch_});
     if (!bytes.ok()) {
       status = bytes.status();
     } else {

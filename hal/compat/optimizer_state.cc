@@ -25,6 +25,20 @@ const torch::optim::OptimizerParamState* StateOf(const torch::optim::Optimizer& 
   return found == optimizer.state().end() ? nullptr : found->second.get();
 }
 
+void SetStateOf(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                std::unique_ptr<torch::optim::OptimizerParamState> state) {
+#if TORCH_VERSION_MAJOR >= 2
+  auto key = param.unsafeGetTensorImpl();
+#else
+  auto key = c10::guts::to_string(param.unsafeGetTensorImpl());
+#endif
+  if (state == nullptr) {
+    optimizer.state().erase(key);
+  } else {
+    optimizer.state()[key] = std::move(state);
+  }
+}
+
 #if TORCH_VERSION_MAJOR >= 2
 namespace {
 

@@ -11,6 +11,8 @@
 #ifndef KILN_HAL_COMPAT_OPTIMIZER_STATE_H_
 #define KILN_HAL_COMPAT_OPTIMIZER_STATE_H_
 
+#include <memory>
+
 #include "torch/optim/optimizer.h"
 #include "torch/serialize/input-archive.h"
 
@@ -23,6 +25,10 @@ void LoadOptimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputAr
 // The state `optimizer` holds for `param`, or null. LibTorch 1.13 keys it by the parameter's address as text, 2.x by
 // the address. Never throws.
 const torch::optim::OptimizerParamState* StateOf(const torch::optim::Optimizer& optimizer, const at::Tensor& param);
+
+// Sets (or, with null, removes) the state `optimizer` holds for `param`, under the key each version looks it up by.
+void SetStateOf(torch::optim::Optimizer& optimizer, const at::Tensor& param,
+                std::unique_ptr<torch::optim::OptimizerParamState> state);
 
 }  // namespace kiln::compat
 

@@ -4,7 +4,8 @@
       Saves torch.jit.script(Net) and prints the SHA-256 of its parameters in registration order (what Kiln's
       params_sha256 hashes).
   torchscript_model.py predict <model.pt> <checkpoint.ckpt> <rows.csv> <out.csv>
-      Loads Kiln's trained parameters and buffers from its checkpoint into the scripted module, in Python, and
+      Loads Kiln's trained parameters and buffers from its checkpoint (torch.load, load_state_dict) into the
+      scripted module, in Python, and
       writes its class probabilities for rows.csv, one row per line.
 """
 import hashlib
@@ -39,14 +40,9 @@ def main():
         print(params_sha256(model))
     elif sys.argv[1] == "predict":
         model = torch.jit.load(sys.argv[2])
-        checkpoint = torch.jit.load(sys.argv[3])
-        state = {name: getattr(checkpoint.model, "t%d" % i) for i, name in enumerate(checkpoint.model.names)}
-        own = dict(model.named_parameters())
-        own.update(dict(model.named_buffers()))
-        assert sorted(state) == sorted(own), (sorted(state), sorted(own))
-        with torch.no_grad():
-            for name, tensor in state.items():
-                own[name].copy_(tensor)
+        # A Kiln checkpoint is a torch.save dictionary with Lightning's keys: load_state_dict takes its state_dict.
+        checkpoint = torch.load(sys.argv[3])
+        model.load_state_dict(checkpoint["state_dict"])
         model.eval()
         rows = [[float(cell) for cell in line.split(",")] for line in open(sys.argv[4]).read().split("\n")[1:] if line]
         with torch.no_grad():

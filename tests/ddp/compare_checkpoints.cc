@@ -12,22 +12,13 @@
 namespace {
 
 std::map<std::string, at::Tensor> ModelTensors(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> archive = kiln::ReadCheckpoint(path);
-  if (!archive.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(archive.status().message()).c_str());
+  absl::StatusOr<kiln::Checkpoint> checkpoint = kiln::ReadCheckpoint(path);
+  if (!checkpoint.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(checkpoint.status().message()).c_str());
     std::exit(2);
   }
-  torch::serialize::InputArchive model;
-  (*archive)->read("model", model);
-  c10::IValue names;
-  model.read("names", names);
   std::map<std::string, at::Tensor> tensors;
-  int64_t index = 0;
-  for (const c10::IValue& name : names.toListRef()) {
-    at::Tensor tensor;
-    model.read("t" + std::to_string(index++), tensor, /*is_buffer=*/true);
-    tensors[name.toStringRef()] = tensor;
-  }
+  for (auto& [name, tensor] : kiln::CheckpointStateDict(*checkpoint)) tensors[name] = tensor;
   return tensors;
 }
 

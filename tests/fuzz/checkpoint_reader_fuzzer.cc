@@ -4,11 +4,11 @@
 // Reading one must end in a clear error or a correct restore, never a crash, hang or half-restored trainer.
 //
 // Input: the first byte chooses how the rest is used.
-//   'r'    raw: the rest is the file's bytes (LibTorch's zip archive format, as torch::save writes it);
-//   other  structured: the rest chooses, record by record, what a checkpoint holds: the right value, nothing, or a
-//          value of another type or shape (see WriteStructured). LibTorch's archive checks every record's CRC, so
+//   'r'    raw: the rest is the file's bytes (a zip archive: what torch.save writes, or format 1's LibTorch archive);
+//   other  structured: the rest chooses, entry by entry, what a checkpoint holds: the right value, nothing, or a
+//          value of another type or shape (see WriteStructured). ReadCheckpoint checks every record's CRC, so
 //          byte-level mutations of a real checkpoint rarely get past the zip layer; this mode reaches the trainer's
-//          own record checks with well-formed archives.
+//          own checks with well-formed files.
 // The file goes through ReadCheckpoint and then Trainer::fit(..., ckpt_path) on a small MLP with an Adam optimizer
 // and a StepLR scheduler (so every record has something to restore into). With KILN_CHECKPOINT_FUZZER_SAVE=<path>
 // set, each structured checkpoint is also copied there (how corpus/checkpoint_reader/raw-* were made); with
@@ -30,9 +30,10 @@
 #include "tests/fuzz/fuzz_support.h"
 #include "torch/optim/adam.h"
 #include "torch/optim/schedulers/step_lr.h"
-#include "torch/serialize/output-archive.h"
 #include "torch/utils.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/optimizer_state_dict.h"
+#include "trainer/checkpoint/torch_file.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 #include "trainer/trainer.h"
@@ -41,7 +42,6 @@ namespace kiln {
 namespace {
 
 using fuzzing::FuzzInput;
-using torch::serialize::OutputArchive;
 
 std::string& CheckpointPath() {
   static std::string* path = new std::string;
@@ -119,33 +119,20 @@ Choice Choose(FuzzInput& input) {
   return byte < 160 ? kRight : byte < 200 ? kMissing : kOther;
 }
 
-// Writes a record: its right value, nothing, or another value.
-void Record(OutputArchive& archive, FuzzInput& input, const std::string& key, const c10::IValue& right) {
-  switch (Choose(input)) {
-    case kRight:
-      archive.write(key, right);
-      break;
-    case kMissing:
-      break;
-    case kOther:
-      archive.write(key, FuzzValue(input));
-      break;
-  }
-}
+using Dict = c10::impl::GenericDict;
 
-void TensorRecord(OutputArchive& archive, FuzzInput& input, const std::string& key, const at::Tensor& right) {
+Dict NewDict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
+
+// Sets an entry: its right value, nothing, or another value.
+void Record(Dict& dict, FuzzInput& input, const std::string& key, const c10::IValue& right) {
   switch (Choose(input)) {
     case kRight:
-      archive.write(key, right, /*is_buffer=*/true);
+      dict.insert_or_assign(key, right);
       break;
     case kMissing:
       break;
     case kOther:
-      if (input.Byte() % 2 == 0) {
-        archive.write(key, FuzzTensor(input), /*is_buffer=*/true);
-      } else {
-        archive.write(key, FuzzValue(input));
-      }
+      dict.insert_or_assign(key, input.Byte() % 2 == 0 ? c10::IValue(FuzzTensor(input)) : FuzzValue(input));
       break;
   }
 }
@@ -156,71 +143,71 @@ int64_t Counter(FuzzInput& input) {
   return byte < 200 ? byte % 4 : input.Integer<int64_t>();
 }
 
-// What Trainer::save_checkpoint writes (trainer_checkpoint.cc), record by record, each as `input` chooses.
+// What Trainer::save_checkpoint writes (checkpoint_connector.cc), entry by entry, each as `input` chooses; the kiln
+// section may be missing, which makes it a checkpoint in Lightning's layout that Kiln did not write.
 std::string WriteStructured(FuzzInput& input) {
   auto model = MakeModel();
-  OutputArchive archive;
-  Record(archive, input, "kiln_format", c10::IValue(std::string("kiln.checkpoint")));
-  Record(archive, input, "kiln_format_version", c10::IValue(kCheckpointFormatVersion));
+  Dict top = NewDict();
   const int64_t epoch = Counter(input);
   const int64_t global_step = Counter(input);
-  Record(archive, input, "loop_epoch", c10::IValue(epoch));
-  Record(archive, input, "loop_batch_in_epoch", c10::IValue(Counter(input)));
-  Record(archive, input, "loop_global_step", c10::IValue(global_step));
+  Record(top, input, "epoch", epoch);
+  Record(top, input, "global_step", global_step);
+  Record(top, input, "pytorch-lightning_version", std::string("2.2.5"));
 
-  OutputArchive state;
-  c10::List<std::string> names;
-  int64_t index = 0;
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value().detach());
-  for (const auto& [name, tensor] : named) {
-    names.push_back(Choose(input) == kOther ? input.String(16) : name);
-    TensorRecord(state, input, absl::StrCat("t", index++), tensor);
+  Dict state = NewDict();
+  for (const auto& item : model->named_parameters()) {
+    Record(state, input, Choose(input) == kOther ? input.String(16) : item.key(), item.value().detach());
   }
-  if (Choose(input) == kOther) names.push_back(input.String(16));  // One more than the model has.
-  Record(state, input, "names", c10::IValue(names));
-  if (Choose(input) != kMissing) archive.write("model", state);
+  if (Choose(input) == kOther) state.insert_or_assign(input.String(16), FuzzTensor(input));  // One the model lacks.
+  Record(top, input, "state_dict", state);
+
+  Dict counts = NewDict();
+  Record(counts, input, "completed", Counter(input));
+  Dict batch_progress = NewDict();
+  Record(batch_progress, input, "current", counts);
+  Record(batch_progress, input, "is_last_batch", input.Byte() % 2 == 0);
+  Dict fit_loop = NewDict();
+  Record(fit_loop, input, "epoch_loop.batch_progress", batch_progress);
+  Dict loops = NewDict();
+  Record(loops, input, "fit_loop", fit_loop);
+  Record(top, input, "loops", loops);
 
   auto adam = std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
   for (at::Tensor& parameter : model->parameters()) parameter.mutable_grad() = at::ones_like(parameter);
   adam->step();
-  Record(archive, input, "num_optimizers", c10::IValue(int64_t{1}));
-  switch (Choose(input)) {
-    case kRight: {
-      OutputArchive optimizer;
-      adam->save(optimizer);
-      archive.write("optimizer_0", optimizer);
-      break;
-    }
-    case kMissing:
-      break;
-    case kOther: {
-      OutputArchive optimizer;
-      for (int n = input.Byte() % 4; n > 0; --n) optimizer.write(input.String(24), FuzzValue(input));
-      archive.write("optimizer_0", optimizer);
-      break;
-    }
+  c10::impl::GenericList optimizers(c10::AnyType::get());
+  Dict optimizer = OptimizerStateDict(*adam).value().toGenericDict();
+  Record(optimizer, input, "state", optimizer.at(std::string("state")));
+  Record(optimizer, input, "param_groups", optimizer.at(std::string("param_groups")));
+  if (Choose(input) != kMissing) optimizers.push_back(optimizer);
+  if (Choose(input) == kOther) optimizers.push_back(FuzzValue(input));
+  Record(top, input, "optimizer_states", optimizers);
+  Dict scheduler = NewDict();
+  Record(scheduler, input, "last_epoch", std::min(epoch, global_step));
+  c10::impl::GenericList schedulers(c10::AnyType::get());
+  schedulers.push_back(scheduler);
+  Record(top, input, "lr_schedulers", schedulers);
+  Dict callbacks = NewDict();
+  for (int64_t i = input.Byte() % 3; i > 0; --i) {
+    Dict callback_state = NewDict();
+    Record(callback_state, input, input.String(16), input.String(16));
+    Record(callbacks, input, input.String(24), callback_state);
   }
-  Record(archive, input, "scheduler_steps", c10::IValue(c10::List<int64_t>({std::min(epoch, global_step)})));
-  const int64_t callbacks = input.Byte() % 3;
-  c10::List<std::string> callback_keys;
-  for (int64_t i = 0; i < callbacks; ++i) {
-    callback_keys.push_back(input.String(24));
-    c10::Dict<std::string, std::string> callback_state;
-    callback_state.insert(input.String(16), input.String(16));
-    Record(archive, input, absl::StrCat("callback_", i), c10::IValue(callback_state));
-  }
-  Record(archive, input, "callback_keys", c10::IValue(callback_keys));
-  TensorRecord(archive, input, "rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
-  Record(archive, input, "hparams", c10::IValue(c10::Dict<std::string, std::string>()));
-  Record(archive, input, "precision_plugin", c10::IValue(c10::Dict<std::string, double>()));
+  Record(top, input, "callbacks", callbacks);
+  Record(top, input, "hyper_parameters", NewDict());
 
-  std::string bytes;
-  archive.save_to([&bytes](const void* data, size_t size) -> size_t {
-    bytes.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  return bytes;
+  Dict kiln = NewDict();
+  Record(kiln, input, "kiln_format", std::string("kiln.checkpoint"));
+  Record(kiln, input, "kiln_format_version", kCheckpointFormatVersion);
+  Dict loop = NewDict();
+  Record(loop, input, "epoch", epoch);
+  Record(loop, input, "batch_in_epoch", Counter(input));
+  Record(loop, input, "global_step", global_step);
+  Record(kiln, input, "loop", loop);
+  Record(kiln, input, "rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  Record(kiln, input, "precision_plugin", NewDict());
+  Record(top, input, "kiln", kiln);
+  return SerializeTorchFile(top).value();
 }
 
 void RestoreAndCheck(const std::string& path) {

@@ -2,12 +2,16 @@
 #include "trainer/checkpoint/checkpoint_connector.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ATen/ATen.h"
 #include "ATen/CPUGeneratorImpl.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hal/compat/optimizer_state.h"
@@ -18,14 +22,16 @@
 #include "torch/optim/rmsprop.h"
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
+#include "glog/logging.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/optimizer_state_dict.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 
 namespace kiln {
 namespace {
 
+using c10::impl::GenericDict;
 using torch::serialize::InputArchive;
-using torch::serialize::OutputArchive;
 
 // Every parameter and buffer of `model`, by full name, in registration order.
 std::vector<std::pair<std::string, at::Tensor>> NamedState(LightningModule& model) {
@@ -45,12 +51,6 @@ std::map<std::string, std::string> FromDict(const c10::IValue& value) {
   std::map<std::string, std::string> map;
   for (const auto& entry : value.toGenericDict()) map[entry.key().toStringRef()] = entry.value().toStringRef();
   return map;
-}
-
-c10::Dict<std::string, double> ToDict(const PrecisionState& state) {
-  c10::Dict<std::string, double> dict;
-  for (const auto& [key, value] : state) dict.insert(key, value);
-  return dict;
 }
 
 PrecisionState PrecisionStateFromDict(const c10::IValue& value) {
@@ -145,48 +145,10 @@ int64_t ReadInt(InputArchive& archive, const std::string& key) {
   return value.toInt();
 }
 
-}  // namespace
 
-absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const TrainingState& state,
-                                              const LoopProgress& progress) {
-  return SerializeCheckpoint(path, [&](OutputArchive& archive) {
-    archive.write("loop_epoch", c10::IValue(progress.epoch));
-    archive.write("loop_batch_in_epoch", c10::IValue(progress.batch_in_epoch));
-    archive.write("loop_global_step", c10::IValue(progress.global_step));
-    OutputArchive model_state;
-    c10::List<std::string> names;
-    int64_t index = 0;
-    for (const auto& [name, tensor] : NamedState(state.model)) {
-      names.push_back(name);
-      model_state.write(absl::StrCat("t", index++), tensor.detach().to(at::kCPU), /*is_buffer=*/true);
-    }
-    model_state.write("names", c10::IValue(names));
-    archive.write("model", model_state);
-    archive.write("num_optimizers", c10::IValue(static_cast<int64_t>(state.optimizers.optimizers.size())));
-    for (size_t i = 0; i < state.optimizers.optimizers.size(); ++i) {
-      OutputArchive optimizer;
-      state.optimizers.optimizers[i]->save(optimizer);
-      archive.write(absl::StrCat("optimizer_", i), optimizer);
-    }
-    archive.write("scheduler_steps", c10::IValue(state.scheduler_steps));
-    c10::List<std::string> callback_keys;
-    for (const auto& callback : state.callbacks) {
-      archive.write(absl::StrCat("callback_", callback_keys.size()), c10::IValue(ToDict(callback->state_dict())));
-      callback_keys.push_back(callback->state_key());
-    }
-    archive.write("callback_keys", c10::IValue(callback_keys));
-    archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state(), /*is_buffer=*/true);
-    archive.write("hparams", c10::IValue(ToDict(state.model.hparams())));
-    archive.write("precision_plugin", c10::IValue(ToDict(state.precision.state_dict())));
-  });
-}
-
-absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const TrainingState& state,
-                                                  const c10::Device& device, bool restore_training) {
-  absl::StatusOr<std::unique_ptr<InputArchive>> opened = ReadCheckpoint(path);
-  if (!opened.ok()) return opened.status();
-  InputArchive& archive = **opened;
-
+// Format 1, the LibTorch archive of earlier Kiln versions, read as those versions did.
+absl::StatusOr<LoopProgress> RestoreFormat1(const std::string& path, InputArchive& archive, const TrainingState& state,
+                                            const c10::Device& device, bool restore_training) {
   // Read and check everything first: a bad file must leave the model, optimizers and callbacks untouched.
   const std::vector<std::pair<std::string, at::Tensor>> named = NamedState(state.model);
   LoadedCheckpoint loaded;
@@ -324,6 +286,292 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
   }
   return LoopProgress{
       .epoch = loaded.epoch, .batch_in_epoch = loaded.batch_in_epoch, .global_step = loaded.global_step};
+}
+
+// Format 2 and checkpoints in Lightning's layout that Kiln did not write.
+
+GenericDict NewDict() { return GenericDict(c10::StringType::get(), c10::AnyType::get()); }
+
+void Put(GenericDict& dict, const std::string& key, c10::IValue value) { dict.insert_or_assign(key, std::move(value)); }
+
+// A hyper-parameter as Python would hold it: what reads back as the same integer, number or boolean is one.
+c10::IValue HparamValue(const std::string& text) {
+  int64_t integer = 0;
+  if (absl::SimpleAtoi(text, &integer) && absl::StrCat(integer) == text) return integer;
+  if (text == "true" || text == "True") return true;
+  if (text == "false" || text == "False") return false;
+  double number = 0;
+  const bool numeric = !text.empty() && text.find_first_not_of("0123456789+-.eE") == std::string::npos;
+  if (numeric && absl::SimpleAtod(text, &number) && std::isfinite(number)) return number;
+  return text;
+}
+
+// Reading: each accessor throws c10::Error naming the key.
+const c10::IValue& Field(const GenericDict& dict, const std::string& key, const std::string& where) {
+  auto found = dict.find(c10::IValue(key));
+  TORCH_CHECK(found != dict.end(), where, " has no '", key, "'");
+  return found->value();
+}
+
+GenericDict DictField(const GenericDict& dict, const std::string& key, const std::string& where) {
+  const c10::IValue& value = Field(dict, key, where);
+  TORCH_CHECK(value.isGenericDict(), where, ": '", key, "' is a ", value.tagKind(), ", not a dictionary");
+  return value.toGenericDict();
+}
+
+int64_t IntField(const GenericDict& dict, const std::string& key, const std::string& where) {
+  const c10::IValue& value = Field(dict, key, where);
+  TORCH_CHECK(value.isInt(), where, ": '", key, "' is a ", value.tagKind(), ", not an integer");
+  return value.toInt();
+}
+
+std::vector<c10::IValue> ListField(const GenericDict& dict, const std::string& key, const std::string& where) {
+  const c10::IValue& value = Field(dict, key, where);
+  TORCH_CHECK(value.isList(), where, ": '", key, "' is a ", value.tagKind(), ", not a list");
+  return value.toListRef().vec();
+}
+
+// Where the loops stood, from Kiln's exact record, or from Lightning's fields in a checkpoint Kiln did not write.
+LoopProgress ReadProgress(const Checkpoint& checkpoint) {
+  const GenericDict& top = checkpoint.contents;
+  LoopProgress progress;
+  progress.global_step = IntField(top, "global_step", "the checkpoint");
+  if (checkpoint.format_version >= 2) {
+    const GenericDict loop = DictField(DictField(top, kKilnSectionKey, "the checkpoint"), "loop", "'kiln'");
+    progress.epoch = IntField(loop, "epoch", "'kiln.loop'");
+    progress.batch_in_epoch = IntField(loop, "batch_in_epoch", "'kiln.loop'");
+    TORCH_CHECK(IntField(loop, "global_step", "'kiln.loop'") == progress.global_step,
+                "'kiln.loop.global_step' and 'global_step' differ");
+    return progress;
+  }
+  // Lightning: "epoch" is the epoch the loop was in; its batch progress says how far it got and whether the epoch
+  // had ended (then the next one starts from its first batch).
+  const int64_t epoch = IntField(top, "epoch", "the checkpoint");
+  const GenericDict fit_loop = DictField(DictField(top, "loops", "the checkpoint"), "fit_loop", "'loops'");
+  const GenericDict batches = DictField(fit_loop, "epoch_loop.batch_progress", "'loops.fit_loop'");
+  const int64_t done = IntField(DictField(batches, "current", "the batch progress"), "completed",
+                                "the batch progress's 'current'");
+  const c10::IValue& last = Field(batches, "is_last_batch", "the batch progress");
+  TORCH_CHECK(last.isBool(), "the batch progress's 'is_last_batch' is not True or False");
+  progress.current_epoch = epoch;
+  progress.batches_done = done;
+  progress.epoch = last.toBool() ? epoch + 1 : epoch;
+  progress.batch_in_epoch = last.toBool() ? 0 : done;
+  return progress;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const TrainingState& state,
+                                              const LoopProgress& progress) {
+  GenericDict contents = NewDict();
+  try {
+    Put(contents, "epoch", progress.current_epoch);
+    Put(contents, "global_step", progress.global_step);
+    Put(contents, "pytorch-lightning_version", std::string(kLightningLayoutVersion));
+    GenericDict model = NewDict();
+    for (const auto& [name, tensor] : NamedState(state.model)) Put(model, name, tensor.detach().to(at::kCPU));
+    Put(contents, "state_dict", model);
+
+    const bool epoch_ended = progress.epoch > progress.current_epoch;
+    const int64_t done = epoch_ended ? progress.batches_done : progress.batch_in_epoch;
+    GenericDict counts = NewDict();
+    for (const char* key : {"ready", "started", "processed", "completed"}) Put(counts, key, done);
+    GenericDict batch_progress = NewDict();
+    Put(batch_progress, "current", counts);
+    Put(batch_progress, "is_last_batch", epoch_ended);
+    GenericDict epoch_loop_state = NewDict();
+    Put(epoch_loop_state, "_batches_that_stepped", progress.global_step);
+    GenericDict fit_loop = NewDict();
+    Put(fit_loop, "epoch_loop.state_dict", epoch_loop_state);
+    Put(fit_loop, "epoch_loop.batch_progress", batch_progress);
+    GenericDict loops = NewDict();
+    Put(loops, "fit_loop", fit_loop);
+    Put(contents, "loops", loops);
+
+    GenericDict callbacks = NewDict();
+    for (const auto& callback : state.callbacks) Put(callbacks, callback->state_key(), ToDict(callback->state_dict()));
+    Put(contents, "callbacks", callbacks);
+    c10::impl::GenericList optimizers(c10::AnyType::get());
+    for (const auto& optimizer : state.optimizers.optimizers) {
+      absl::StatusOr<c10::IValue> saved = OptimizerStateDict(*optimizer);
+      if (!saved.ok()) return saved.status();
+      optimizers.push_back(*saved);
+    }
+    Put(contents, "optimizer_states", optimizers);
+    c10::impl::GenericList schedulers(c10::AnyType::get());
+    for (int64_t steps : state.scheduler_steps) {
+      GenericDict scheduler = NewDict();
+      Put(scheduler, "last_epoch", steps);
+      Put(scheduler, "_step_count", steps + 1);
+      schedulers.push_back(scheduler);
+    }
+    Put(contents, "lr_schedulers", schedulers);
+    Put(contents, "hparams_name", std::string("kwargs"));
+    GenericDict hparams = NewDict();
+    for (const auto& [key, value] : state.model.hparams()) Put(hparams, key, HparamValue(value));
+    Put(contents, "hyper_parameters", hparams);
+
+    GenericDict kiln = NewDict();
+    GenericDict loop = NewDict();
+    Put(loop, "epoch", progress.epoch);
+    Put(loop, "batch_in_epoch", progress.batch_in_epoch);
+    Put(loop, "global_step", progress.global_step);
+    Put(kiln, "loop", loop);
+    Put(kiln, "rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+    GenericDict precision = NewDict();
+    for (const auto& [key, value] : state.precision.state_dict()) Put(precision, key, value);
+    Put(kiln, "precision_plugin", precision);
+    Put(contents, kKilnSectionKey, kiln);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
+  }
+  return SerializeCheckpoint(path, std::move(contents));
+}
+
+absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const TrainingState& state,
+                                                  const c10::Device& device, bool restore_training) {
+  absl::StatusOr<Checkpoint> opened = ReadCheckpoint(path);
+  if (!opened.ok()) return opened.status();
+  if (opened->format_version == 1) return RestoreFormat1(path, *opened->archive, state, device, restore_training);
+  const Checkpoint& checkpoint = *opened;
+  const bool kiln_wrote = checkpoint.format_version >= 2;
+
+  // Read and check everything first: a bad file must leave the model, optimizers and callbacks untouched.
+  const std::vector<std::pair<std::string, at::Tensor>> named = NamedState(state.model);
+  std::vector<at::Tensor> model;
+  LoopProgress progress;
+  std::vector<std::function<void()>> load_optimizers;
+  std::vector<int64_t> scheduler_steps;
+  std::map<std::string, CallbackState> callbacks;
+  at::Tensor rng;
+  PrecisionState precision;
+  try {
+    std::map<std::string, at::Tensor> saved;
+    for (auto& [name, tensor] : CheckpointStateDict(checkpoint)) saved[name] = tensor;
+    for (const auto& [name, tensor] : named) {
+      auto found = saved.find(name);
+      TORCH_CHECK(found != saved.end(), "it has no '", name, "' (the model's parameters do not match)");
+      const at::Tensor& value = found->second;
+      TORCH_CHECK(value.sizes() == tensor.sizes() && value.dtype() == tensor.dtype(), "'", name, "' has shape ",
+                  value.sizes(), " and type ", value.dtype(), ", the model has ", tensor.sizes(), " and ",
+                  tensor.dtype());
+      model.push_back(value);
+      saved.erase(found);
+    }
+    if (!saved.empty()) {
+      std::vector<std::string> unexpected;
+      for (const auto& [name, tensor] : saved) unexpected.push_back(name);
+      TORCH_CHECK(false, "it has parameters the model does not: ", absl::StrJoin(unexpected, ", "));
+    }
+    if (restore_training) {
+      const GenericDict& top = checkpoint.contents;
+      progress = ReadProgress(checkpoint);
+      // Counters a damaged or hand-made file could set to anything: a negative one would run the loops from far
+      // below zero, and a huge scheduler count would replay the schedule for days.
+      for (const auto& [name, value] : {std::pair<const char*, int64_t>{"epoch", progress.epoch},
+                                        {"batch_in_epoch", progress.batch_in_epoch},
+                                        {"global_step", progress.global_step}}) {
+        TORCH_CHECK(value >= 0 && value < kMaxCheckpointCounter, "its ", name, " is ", value, ", outside [0, 2^40)");
+      }
+      const std::vector<c10::IValue> optimizers = ListField(top, "optimizer_states", "the checkpoint");
+      TORCH_CHECK(optimizers.size() == state.optimizers.optimizers.size(), "it holds ", optimizers.size(),
+                  " optimizer(s) but configure_optimizers returned ", state.optimizers.optimizers.size());
+      for (size_t i = 0; i < optimizers.size(); ++i) {
+        absl::StatusOr<std::function<void()>> load = PrepareOptimizerLoad(*state.optimizers.optimizers[i], optimizers[i]);
+        TORCH_CHECK(load.ok(), "optimizer ", i, ": ", load.status().message());
+        load_optimizers.push_back(std::move(*load));
+      }
+      const std::vector<c10::IValue> schedulers = ListField(top, "lr_schedulers", "the checkpoint");
+      TORCH_CHECK(schedulers.size() == state.optimizers.schedulers.size(), "it holds ", schedulers.size(),
+                  " scheduler(s) but configure_optimizers returned ", state.optimizers.schedulers.size());
+      // A scheduler steps at most once per epoch or once per optimizer step.
+      const int64_t max_scheduler_steps = std::max(progress.epoch, progress.global_step) + 1;
+      for (size_t i = 0; i < schedulers.size(); ++i) {
+        TORCH_CHECK(schedulers[i].isGenericDict(), "lr_schedulers[", i, "] is not a dictionary");
+        const int64_t steps = IntField(schedulers[i].toGenericDict(), "last_epoch", absl::StrCat("lr_schedulers[", i, "]"));
+        TORCH_CHECK(steps >= 0 && steps <= max_scheduler_steps, "lr_schedulers[", i, "] has stepped ", steps,
+                    " times, outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch, " and global step ",
+                    progress.global_step);
+        scheduler_steps.push_back(steps);
+      }
+      if (kiln_wrote) {
+        for (const auto& entry : DictField(top, "callbacks", "the checkpoint")) {
+          TORCH_CHECK(entry.key().isString() && entry.value().isGenericDict(), "'callbacks' holds a ",
+                      entry.value().tagKind(), " where a callback's state was expected");
+          CallbackState callback;
+          for (const auto& item : entry.value().toGenericDict()) {
+            TORCH_CHECK(item.key().isString() && item.value().isString(), "the state of callback ",
+                        entry.key().toStringRef(), " holds a ", item.value().tagKind(), " where text was expected");
+            callback[item.key().toStringRef()] = item.value().toStringRef();
+          }
+          callbacks[entry.key().toStringRef()] = std::move(callback);
+        }
+        const GenericDict kiln = DictField(top, kKilnSectionKey, "the checkpoint");
+        const c10::IValue& rng_value = Field(kiln, "rng_cpu", "'kiln'");
+        TORCH_CHECK(rng_value.isTensor(), "'kiln.rng_cpu' is not a tensor");
+        rng = rng_value.toTensor();
+        // Checked on a scratch generator now, so that a bad state fails here rather than after the model is changed.
+        at::make_generator<at::CPUGeneratorImpl>().set_state(rng);
+        precision = PrecisionStateFromDict(Field(kiln, "precision_plugin", "'kiln'"));
+      }
+    }
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot restore from checkpoint ", path, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", path, ": ", e.what()));
+  }
+  if (!precision.empty()) {
+    if (absl::Status status = state.precision.CheckStateDict(precision); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot restore from checkpoint ", path, ": precision plugin state: ", status.message()));
+    }
+  }
+
+  // Apply. Optimizers first: those kept as LibTorch archives are checked only as they load.
+  try {
+    for (const auto& load : load_optimizers) load();
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what()));
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < named.size(); ++i) named[i].second.copy_(model[i]);
+  }
+  if (!restore_training) return LoopProgress{};
+  for (const auto& callback : state.callbacks) {
+    auto found = callbacks.find(callback->state_key());
+    if (found == callbacks.end()) continue;
+    if (absl::Status status = callback->load_state_dict(found->second); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", path, ": state of callback ", callback->state_key(), ": ", status.message()));
+    }
+  }
+  // A scheduler's only state is how often it stepped: replay that, then put the optimizers' saved options (their
+  // learning rates, what the schedule produced) back over the replay.
+  for (size_t i = 0; i < scheduler_steps.size(); ++i) {
+    for (int64_t step = 0; step < scheduler_steps[i]; ++step) state.optimizers.schedulers[i].scheduler->step();
+    state.scheduler_steps[i] = scheduler_steps[i];
+  }
+  for (const auto& load : load_optimizers) load();
+  if (!precision.empty()) {
+    // Checked above, so this cannot fail.
+    if (absl::Status status = state.precision.load_state_dict(precision); !status.ok()) return status;
+  }
+  if (rng.defined()) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(rng);
+  }
+  if (!kiln_wrote) {
+    LOG(INFO) << "checkpoint " << path << " was not written by Kiln: its model, optimizers, schedulers and loop "
+              << "progress are restored; its callbacks' states and the random generator are not";
+  }
+  return progress;
 }
 
 }  // namespace kiln

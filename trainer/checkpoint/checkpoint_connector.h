@@ -1,5 +1,24 @@
-// What the trainer keeps in a checkpoint and how it comes back (Lightning's checkpoint connector): the records of a
-// checkpoint are listed in trainer/trainer.h; the file format and its checks are checkpoint_io.h's.
+// What the trainer keeps in a checkpoint and how it comes back (Lightning's checkpoint connector). The file format
+// and its checks are checkpoint_io.h's. A checkpoint is a dictionary with Lightning's keys:
+//   epoch                      the epoch the loop was in (Lightning's trainer.current_epoch)
+//   global_step                optimizer steps so far
+//   pytorch-lightning_version  kLightningLayoutVersion: the Lightning release whose layout this follows (Lightning's
+//                              load_from_checkpoint needs the key)
+//   state_dict                 every parameter and buffer of the module, by its full name
+//   loops                      fit_loop's "epoch_loop.batch_progress" (batches done in the epoch, is_last_batch) and
+//                              "epoch_loop.state_dict" (_batches_that_stepped), as Lightning writes them
+//   optimizer_states           each optimizer's state, as PyTorch lays it out (optimizer_state_dict.h)
+//   lr_schedulers              each scheduler's {"last_epoch", "_step_count"}, PyTorch's names for how often it
+//                              stepped (replayed on load)
+//   callbacks                  each callback's state, under its state_key (text keys and values)
+//   hyper_parameters           the module's hyper-parameters (numbers and booleans as such), hparams_name "kwargs"
+//   kiln                       Kiln's own: the format records, "loop" (the exact place to resume: epoch,
+//                              batch_in_epoch, global_step), "rng_cpu" (LibTorch's default CPU generator) and
+//                              "precision_plugin" (for 16-mixed the gradient scaler's scale, growth tracker and
+//                              settings; empty otherwise)
+// A checkpoint Kiln did not write (Lightning's, or a PyTorch program's dictionary in that layout) resumes from its
+// state_dict, optimizer_states, lr_schedulers, epoch, global_step and loops; its callbacks' states, written by other
+// callbacks, are not applied, and the generator and precision plugin keep their state.
 //
 // Thread-safety: call from the loop thread, while nothing else uses the state's objects.
 #ifndef KILN_TRAINER_CHECKPOINT_CHECKPOINT_CONNECTOR_H_
@@ -18,11 +37,17 @@
 
 namespace kiln {
 
+inline constexpr char kLightningLayoutVersion[] = "2.2.5";
+
 // Where the loops stand: what a checkpoint resumes.
 struct LoopProgress {
   int64_t epoch = 0;           // The epoch to resume in.
   int64_t batch_in_epoch = 0;  // The next batch to run in it.
   int64_t global_step = 0;     // Optimizer steps so far.
+  // What Lightning's fields say (written, and read from checkpoints Kiln did not write): the epoch the loop is in
+  // and the batches it has finished in it. At the end of an epoch `epoch` is already the next one.
+  int64_t current_epoch = 0;
+  int64_t batches_done = 0;
 };
 
 // The live objects a checkpoint captures and restores; the trainer owns them.

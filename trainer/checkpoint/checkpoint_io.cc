@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "c10/util/Exception.h"
 #include "glog/logging.h"
+#include "caffe2/serialize/inline_container.h"
+#include "trainer/checkpoint/torch_file.h"
 #include "trainer/checkpoint/zip_checksums.h"
 
 namespace kiln {
@@ -55,27 +57,24 @@ void SyncFolder(const fs::path& folder) {
 
 }  // namespace
 
-absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path,
-                                                const std::function<void(torch::serialize::OutputArchive&)>& fill) {
-  std::string bytes;
+absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
   try {
-    torch::serialize::OutputArchive archive;
-    archive.write(kFormatKey, c10::IValue(std::string(kFormatValue)));
-    archive.write(kVersionKey, c10::IValue(kCheckpointFormatVersion));
-    fill(archive);
-    archive.save_to([&bytes](const void* data, size_t size) -> size_t {
-      bytes.append(static_cast<const char*>(data), size);
-      return size;
-    });
+    const c10::IValue key{std::string(kKilnSectionKey)};
+    if (!contents.contains(key)) contents.insert(key, c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+    c10::impl::GenericDict kiln = contents.at(key).toGenericDict();
+    kiln.insert_or_assign(std::string(kFormatKey), std::string(kFormatValue));
+    kiln.insert_or_assign(std::string(kVersionKey), kCheckpointFormatVersion);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
+  absl::StatusOr<std::string> bytes = SerializeTorchFile(contents);
+  if (!bytes.ok()) return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ",
+                                                             bytes.status().message()));
   return bytes;
 }
 
-absl::Status WriteCheckpoint(const std::string& path,
-                             const std::function<void(torch::serialize::OutputArchive&)>& fill) {
-  absl::StatusOr<std::string> bytes = SerializeCheckpoint(path, fill);
+absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
+  absl::StatusOr<std::string> bytes = SerializeCheckpoint(path, std::move(contents));
   if (!bytes.ok()) return bytes.status();
   return WriteFileAtomically(path, *bytes);
 }
@@ -102,7 +101,111 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(const std::string& path) {
+namespace {
+
+absl::Status Damaged(const std::string& path, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("checkpoint ", path, " is damaged, truncated or not a checkpoint: ", what));
+}
+
+absl::Status CheckVersion(const std::string& path, int64_t version) {
+  if (version < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has format version ", version,
+                                                   ", which no Kiln writes (versions start at 1); it is damaged"));
+  }
+  if (version > kCheckpointFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has format version ", version,
+                                                   ", newer than this Kiln reads (", kCheckpointFormatVersion,
+                                                   "); upgrade Kiln"));
+  }
+  return absl::OkStatus();
+}
+
+// Format 1: the LibTorch archive (a TorchScript module's zip) Kiln wrote before format 2.
+absl::Status ReadFormat1(const std::string& path, Checkpoint& checkpoint) {
+  auto archive = std::make_unique<torch::serialize::InputArchive>();
+  try {
+    // Onto the CPU, whatever device wrote it: LibTorch 1.13 restores tensors directly only to the CPU, CUDA, XPU
+    // and HPU (an out-of-tree device's tensors fail), and a checkpoint should load on any machine. The trainer moves
+    // what it restores to its own device.
+    archive->load_from(path, c10::Device(c10::DeviceType::CPU));
+  } catch (const c10::Error& e) {
+    return Damaged(path, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // LibTorch's unpickler also throws standard exceptions on damaged archives (std::out_of_range from a map's
+    // at(), found by tests/fuzz:checkpoint_reader).
+    return Damaged(path, e.what());
+  }
+  c10::IValue format;
+  c10::IValue version;
+  try {
+    if (!archive->try_read(kFormatKey, format) || !format.isString() || format.toStringRef() != kFormatValue) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("file ", path, " is not a Kiln checkpoint (it has no kiln_format record); pass a .ckpt "
+                       "file written by Kiln or Lightning"));
+    }
+    if (!archive->try_read(kVersionKey, version) || !version.isInt()) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has no readable format version"));
+    }
+  } catch (const c10::Error& e) {
+    return Damaged(path, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Damaged(path, e.what());
+  }
+  // Format 1 files say 1; anything else in a LibTorch archive is damage.
+  if (version.toInt() != 1) {
+    if (absl::Status status = CheckVersion(path, version.toInt()); !status.ok()) return status;
+    return Damaged(path, absl::StrCat("a LibTorch archive with format version ", version.toInt()));
+  }
+  checkpoint.format_version = 1;
+  checkpoint.archive = std::move(archive);
+  return absl::OkStatus();
+}
+
+// Formats 2 and 0: a torch.save dictionary.
+absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchStreamReader& reader,
+                            Checkpoint& checkpoint) {
+  absl::StatusOr<c10::IValue> value = ReadTorchFile(reader);
+  if (!value.ok()) return Damaged(path, value.status().message());
+  if (!value->isGenericDict()) {
+    return absl::InvalidArgumentError(absl::StrCat("file ", path, " holds a ", value->tagKind(),
+                                                   ", not a checkpoint's dictionary; pass a .ckpt file written by "
+                                                   "Kiln or Lightning"));
+  }
+  checkpoint.contents = value->toGenericDict();
+  const c10::IValue kiln_key{std::string(kKilnSectionKey)};
+  if (checkpoint.contents.contains(kiln_key)) {
+    const c10::IValue& kiln = checkpoint.contents.at(kiln_key);
+    if (!kiln.isGenericDict()) return Damaged(path, "its 'kiln' section is not a dictionary");
+    const c10::impl::GenericDict section = kiln.toGenericDict();
+    const c10::IValue format_key{std::string(kFormatKey)};
+    const c10::IValue version_key{std::string(kVersionKey)};
+    if (!section.contains(format_key) || !section.at(format_key).isString() ||
+        section.at(format_key).toStringRef() != kFormatValue) {
+      return Damaged(path, "its 'kiln' section has no kiln_format");
+    }
+    if (!section.contains(version_key) || !section.at(version_key).isInt()) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has no readable format version"));
+    }
+    const int64_t version = section.at(version_key).toInt();
+    if (absl::Status status = CheckVersion(path, version); !status.ok()) return status;
+    if (version < 2) return Damaged(path, absl::StrCat("a torch.save dictionary with format version ", version));
+    checkpoint.format_version = version;
+  } else {
+    checkpoint.format_version = 0;
+  }
+  const c10::IValue state_key{std::string("state_dict")};
+  if (!checkpoint.contents.contains(state_key) || !checkpoint.contents.at(state_key).isGenericDict()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "file ", path, " is a torch.save file but not a checkpoint: it has no 'state_dict' dictionary; pass a .ckpt "
+        "file written by Kiln or Lightning, or a torch.save dictionary in Lightning's layout"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   std::error_code error;
   if (!fs::exists(path, error)) {
     return absl::NotFoundError(absl::StrCat("checkpoint ", path, " does not exist; pass an existing .ckpt file, ",
@@ -116,48 +219,44 @@ absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(c
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
                                                    "archive: ", verified.message()));
   }
-  auto archive = std::make_unique<torch::serialize::InputArchive>();
+  Checkpoint checkpoint;
+  bool torchscript = false;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   try {
-    // Onto the CPU, whatever device wrote it: LibTorch 1.13 restores tensors directly only to the CPU, CUDA, XPU
-    // and HPU (an out-of-tree device's tensors fail), and a checkpoint should load on any machine. The trainer moves
-    // what it restores to its own device.
-    archive->load_from(path, c10::Device(c10::DeviceType::CPU));
+    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+    // A TorchScript module's archive (what format 1 is) has constants; torch.save's files do not.
+    torchscript = reader->hasRecord("constants.pkl");
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
-                                                   "archive: ", e.what_without_backtrace()));
+    return Damaged(path, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    // LibTorch's unpickler also throws standard exceptions on damaged archives (std::out_of_range from a map's
-    // at(), found by tests/fuzz:checkpoint_reader).
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
-                                                   "archive: ", e.what()));
+    return Damaged(path, e.what());
   }
-  c10::IValue format;
-  c10::IValue version;
-  try {
-    if (!archive->try_read(kFormatKey, format) || !format.isString() || format.toStringRef() != kFormatValue) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("file ", path, " is not a Kiln checkpoint (it has no kiln_format record); pass a .ckpt "
-                       "file written by Kiln"));
+  absl::Status status = torchscript ? ReadFormat1(path, checkpoint) : ReadDictionary(path, *reader, checkpoint);
+  if (!status.ok()) return status;
+  return checkpoint;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> CheckpointStateDict(const Checkpoint& checkpoint) {
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  if (checkpoint.format_version == 1) {
+    torch::serialize::InputArchive model;
+    checkpoint.archive->read("model", model);
+    c10::IValue names;
+    model.read("names", names);
+    int64_t index = 0;
+    for (const c10::IValue& name : names.toListRef()) {
+      at::Tensor tensor;
+      model.read(absl::StrCat("t", index++), tensor, /*is_buffer=*/true);
+      state.emplace_back(name.toStringRef(), tensor);
     }
-    if (!archive->try_read(kVersionKey, version) || !version.isInt()) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has no readable format version"));
-    }
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint ", path, " is damaged: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged: ", e.what()));
+    return state;
   }
-  if (version.toInt() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has format version ", version.toInt(),
-                                                   ", which no Kiln writes (versions start at 1); it is damaged"));
+  for (const auto& entry : checkpoint.contents.at(std::string("state_dict")).toGenericDict()) {
+    TORCH_CHECK(entry.key().isString() && entry.value().isTensor(), "'state_dict' holds a ", entry.value().tagKind(),
+                " under ", entry.key(), " where a named tensor was expected");
+    state.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
   }
-  if (version.toInt() > kCheckpointFormatVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has format version ", version.toInt(),
-                                                   ", newer than this Kiln reads (", kCheckpointFormatVersion,
-                                                   "); upgrade Kiln"));
-  }
-  return archive;
+  return state;
 }
 
 int RemoveStaleTemporaryFiles(const std::string& dir) {
@@ -198,7 +297,7 @@ absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root) {
     return a.first != b.first ? a.first > b.first : a.second > b.second;
   });
   for (const auto& [time, file] : candidates) {
-    absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> archive = ReadCheckpoint(file);
+    absl::StatusOr<Checkpoint> archive = ReadCheckpoint(file);
     if (archive.ok()) return file;
     LOG(WARNING) << "ckpt_path=\"last\" skips " << file << ": " << archive.status().message();
   }

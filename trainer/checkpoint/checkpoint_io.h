@@ -1,10 +1,15 @@
 // Checkpoint files: atomic writes, validated reads, and finding the newest complete one.
 //
-// A Kiln checkpoint is a LibTorch serialize archive (the zip format torch::save writes) whose record
-// "kiln_format" is "kiln.checkpoint" and "kiln_format_version" is kCheckpointFormatVersion. What else it holds is
-// written by the trainer (see Trainer::save_checkpoint in trainer.h for the contents).
+// A Kiln checkpoint (format 2) is what Python's torch.save writes for a dictionary (torch_file.h), with Lightning's
+// keys (state_dict, epoch, global_step, optimizer_states, lr_schedulers, callbacks, hyper_parameters, loops; see
+// checkpoint_connector.h) and Kiln's own section under "kiln", whose "kiln_format" is "kiln.checkpoint" and
+// "kiln_format_version" kCheckpointFormatVersion. Kiln also reads
+//   - format 1, the LibTorch serialize archive (the zip format torch::save writes for an OutputArchive) that Kiln
+//     wrote until format 2; its records "kiln_format" and "kiln_format_version" identify it;
+//   - a torch.save dictionary in Lightning's layout that Kiln did not write: Lightning's own checkpoints, or a
+//     dictionary a PyTorch program saved (format 0 below).
 //
-// Writing is atomic: the archive is serialised in memory, written beside the target as `<name>.tmp-<pid>`, flushed
+// Writing is atomic: the file is serialised in memory, written beside the target as `<name>.tmp-<pid>`, flushed
 // to disk (fsync), renamed over the target, and the folder is flushed. A crash at any moment leaves either the old
 // file or the new one, never a half-written file under the checkpoint's name. A failed write (a full disk, say)
 // removes its temporary file and returns an error naming the path; the previous checkpoint is untouched.
@@ -21,28 +26,39 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "ATen/core/Dict.h"
+#include "ATen/core/ivalue.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "torch/serialize/input-archive.h"
-#include "torch/serialize/output-archive.h"
 
 namespace kiln {
 
-inline constexpr int64_t kCheckpointFormatVersion = 1;
+inline constexpr int64_t kCheckpointFormatVersion = 2;
 inline constexpr char kCheckpointExtension[] = ".ckpt";
+inline constexpr char kKilnSectionKey[] = "kiln";
 
-// Serialises what `fill` writes (plus the format records) into the bytes of a checkpoint file. `fill` may throw
-// c10::Error; that is returned as an error naming `path` (used in messages only).
-absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path,
-                                                const std::function<void(torch::serialize::OutputArchive&)>& fill);
+// A checkpoint as read.
+struct Checkpoint {
+  // 2: Kiln's torch.save dictionary; 1: the LibTorch archive earlier Kiln versions wrote (in `archive`); 0: a
+  // torch.save dictionary in Lightning's layout that Kiln did not write (Lightning's, or a PyTorch program's).
+  int64_t format_version = 0;
+  c10::impl::GenericDict contents{c10::StringType::get(), c10::AnyType::get()};  // Formats 0 and 2.
+  std::unique_ptr<torch::serialize::InputArchive> archive;                         // Format 1.
+};
+
+// The bytes of a checkpoint file holding `contents` (a dictionary with string keys), after setting the format
+// records in its "kiln" section (created when missing). Errors name `path` (used in messages only).
+absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents);
 
 // Writes `bytes` atomically to `path` (see above), creating missing folders.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 // SerializeCheckpoint, then WriteFileAtomically.
-absl::Status WriteCheckpoint(const std::string& path,
-                             const std::function<void(torch::serialize::OutputArchive&)>& fill);
+absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents);
 
 // Writes checkpoint files on a background thread, in the order they were submitted, so that training does not wait
 // for the disk (each write still goes through WriteFileAtomically, so every file on disk is complete). Removals are
@@ -88,11 +104,15 @@ class CheckpointWriter {
   std::thread thread_;
 };
 
-// Opens `path` and checks that it is a complete Kiln checkpoint of a version this build reads. Errors name the
-// file and what is wrong: missing (NotFound), unreadable, truncated or damaged, not a Kiln checkpoint, or written
-// by a newer Kiln (all InvalidArgument except NotFound). Every tensor is read onto the CPU, whichever device wrote
-// it.
-absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> ReadCheckpoint(const std::string& path);
+// Opens `path` and checks that it is a complete checkpoint of a format this build reads (see above). Errors name
+// the file and what is wrong: missing (NotFound), unreadable, truncated or damaged, not a checkpoint (a torch.save
+// file with no "state_dict", another kind of file), or written by a newer Kiln (all InvalidArgument except NotFound).
+// Every tensor is read onto the CPU, whichever device wrote it.
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+
+// Every parameter and buffer a checkpoint holds, by name, in the order stored. Throws c10::Error when that part of
+// the file is damaged.
+std::vector<std::pair<std::string, at::Tensor>> CheckpointStateDict(const Checkpoint& checkpoint);
 
 // Removes the temporary files (`<name>.tmp-<pid>`) that writes interrupted by a crash or a kill left in `dir` (not
 // recursively): those whose process no longer runs on this machine. Each file removed is logged. A missing folder

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "torch/serialize.h"
+#include "trainer/checkpoint/torch_file.h"
 #include "trainer/testing/test_support.h"
 
 namespace kiln {
@@ -24,19 +25,29 @@ using ::kiln::testing::Overwrite;
 using ::kiln::testing::TempDir;
 using ::testing::HasSubstr;
 
-absl::Status WriteTensor(const std::string& path, const at::Tensor& tensor) {
-  return WriteCheckpoint(path, [&](torch::serialize::OutputArchive& archive) {
-    archive.write("payload", tensor, /*is_buffer=*/true);
-  });
+c10::impl::GenericDict NewDict() { return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()); }
+
+c10::impl::GenericDict WithTensor(const at::Tensor& tensor) {
+  c10::impl::GenericDict state = NewDict();
+  state.insert(std::string("payload"), tensor);
+  c10::impl::GenericDict contents = NewDict();
+  contents.insert(std::string("state_dict"), state);
+  return contents;
 }
 
-at::Tensor ReadTensor(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> archive = ReadCheckpoint(path);
-  EXPECT_TRUE(archive.ok()) << archive.status();
-  at::Tensor tensor;
-  (*archive)->read("payload", tensor, /*is_buffer=*/true);
-  return tensor;
+absl::Status WriteTensor(const std::string& path, const at::Tensor& tensor) {
+  return WriteCheckpoint(path, WithTensor(tensor));
 }
+
+at::Tensor ReadTensor(const absl::StatusOr<Checkpoint>& checkpoint) {
+  EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_EQ(checkpoint->format_version, kCheckpointFormatVersion);
+  const std::vector<std::pair<std::string, at::Tensor>> state = CheckpointStateDict(*checkpoint);
+  EXPECT_EQ(state.size(), 1u);
+  return state.at(0).second;
+}
+
+at::Tensor ReadTensor(const std::string& path) { return ReadTensor(ReadCheckpoint(path)); }
 
 TEST(CheckpointIoTest, RoundTripsAndLeavesNoTemporaryFiles) {
   const std::string dir = TempDir() + "/nested/folder";
@@ -64,6 +75,17 @@ TEST(CheckpointIoTest, RefusesMissingForeignTruncatedAndDamagedFiles) {
   torch::save(at::ones({3}), foreign);  // A real LibTorch archive, but not a Kiln checkpoint.
   EXPECT_THAT(ReadCheckpoint(foreign).status().message(), HasSubstr("foreign.ckpt is not a Kiln checkpoint"));
 
+  // What torch.save writes, but for a dictionary that is not a checkpoint, and for something that is no dictionary.
+  const std::string no_state = dir + "/no_state.ckpt";
+  c10::impl::GenericDict other = NewDict();
+  other.insert(std::string("weights"), at::ones({3}));
+  Overwrite(no_state, SerializeTorchFile(other).value());
+  EXPECT_THAT(ReadCheckpoint(no_state).status().message(), HasSubstr("no_state.ckpt is a torch.save file but not a "
+                                                                     "checkpoint: it has no 'state_dict'"));
+  const std::string list = dir + "/list.ckpt";
+  Overwrite(list, SerializeTorchFile(c10::impl::GenericList(c10::AnyType::get())).value());
+  EXPECT_THAT(ReadCheckpoint(list).status().message(), HasSubstr("list.ckpt holds a GenericList, not a checkpoint"));
+
   const std::string text = dir + "/text.ckpt";
   Overwrite(text, "hello, I am not a checkpoint\n");
   EXPECT_THAT(ReadCheckpoint(text).status().message(), HasSubstr("text.ckpt is damaged, truncated"));
@@ -77,17 +99,9 @@ TEST(CheckpointIoTest, RefusesMissingForeignTruncatedAndDamagedFiles) {
   std::string flipped = bytes;
   for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 64; ++i) flipped[i] = static_cast<char>(~flipped[i]);
   Overwrite(damaged, flipped);
-  absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> opened = ReadCheckpoint(damaged);
+  absl::StatusOr<Checkpoint> opened = ReadCheckpoint(damaged);
   bool refused = !opened.ok();
-  if (!refused) {
-    try {
-      at::Tensor tensor;
-      (*opened)->read("payload", tensor, true);
-      refused = !tensor.equal(ReadTensor(good));
-    } catch (const c10::Error&) {
-      refused = true;
-    }
-  }
+  if (!refused) refused = !ReadTensor(opened).equal(ReadTensor(good));
   EXPECT_TRUE(refused) << "a damaged checkpoint was read back as if it were intact";
 
   const std::string folder = dir + "/folder.ckpt";
@@ -102,6 +116,16 @@ TEST(CheckpointIoTest, NewerFormatVersionIsRefused) {
   archive.write("kiln_format_version", c10::IValue(kCheckpointFormatVersion + 1));
   archive.save_to(path);
   EXPECT_THAT(ReadCheckpoint(path).status().message(), HasSubstr("newer than this Kiln reads"));
+
+  // The same in today's format.
+  const std::string dict_path = TempDir() + "/future2.ckpt";
+  c10::impl::GenericDict contents = WithTensor(at::ones({2}));
+  c10::impl::GenericDict kiln = NewDict();
+  kiln.insert(std::string("kiln_format"), std::string("kiln.checkpoint"));
+  kiln.insert(std::string("kiln_format_version"), kCheckpointFormatVersion + 1);
+  contents.insert(std::string("kiln"), kiln);
+  Overwrite(dict_path, SerializeTorchFile(contents).value());
+  EXPECT_THAT(ReadCheckpoint(dict_path).status().message(), HasSubstr("newer than this Kiln reads"));
 }
 
 TEST(CheckpointIoTest, AFailedWriteKeepsThePreviousCheckpoint) {
@@ -166,12 +190,8 @@ TEST(CheckpointIoTest, FindLastPicksTheNewestCompleteCheckpoint) {
 
 TEST(CheckpointWriterTest, WritesInOrderAndRemovesOnlyAfterNewerFilesAreOnDisk) {
   const std::string dir = TempDir();
-  absl::StatusOr<std::string> first = SerializeCheckpoint("a", [](torch::serialize::OutputArchive& archive) {
-    archive.write("payload", at::ones({3}), true);
-  });
-  absl::StatusOr<std::string> second = SerializeCheckpoint("b", [](torch::serialize::OutputArchive& archive) {
-    archive.write("payload", at::zeros({3}), true);
-  });
+  absl::StatusOr<std::string> first = SerializeCheckpoint("a", WithTensor(at::ones({3})));
+  absl::StatusOr<std::string> second = SerializeCheckpoint("b", WithTensor(at::zeros({3})));
   ASSERT_TRUE(first.ok() && second.ok());
   CheckpointWriter writer;
   ASSERT_TRUE(writer.Submit(dir + "/a.ckpt", *first).ok());
@@ -188,9 +208,7 @@ TEST(CheckpointWriterTest, WritesInOrderAndRemovesOnlyAfterNewerFilesAreOnDisk) 
 TEST(CheckpointWriterTest, SubmitWaitsForTheDiskWhenThePendingBytesWouldPassTheBound) {
   const std::string dir = TempDir();
   // 32 MB of checkpoint: its write (with fsync) takes far longer than queueing does.
-  absl::StatusOr<std::string> big = SerializeCheckpoint("big", [](torch::serialize::OutputArchive& archive) {
-    archive.write("payload", at::ones({8 << 20}), true);
-  });
+  absl::StatusOr<std::string> big = SerializeCheckpoint("big", WithTensor(at::ones({8 << 20})));
   ASSERT_TRUE(big.ok());
   const uintmax_t size = big->size();
   CheckpointWriter writer(/*max_pending_bytes=*/size + 1);
@@ -208,9 +226,7 @@ TEST(CheckpointWriterTest, AFailedWriteIsReportedAndStopsLaterRemovals) {
   const std::string dir = TempDir();
   Overwrite(dir + "/blocker", "x");
   ASSERT_TRUE(WriteTensor(dir + "/old.ckpt", at::ones({1})).ok());
-  absl::StatusOr<std::string> bytes = SerializeCheckpoint("x", [](torch::serialize::OutputArchive& archive) {
-    archive.write("payload", at::ones({1}), true);
-  });
+  absl::StatusOr<std::string> bytes = SerializeCheckpoint("x", WithTensor(at::ones({1})));
   ASSERT_TRUE(bytes.ok());
   CheckpointWriter writer;
   ASSERT_TRUE(writer.Submit(dir + "/blocker/new.ckpt", *bytes).ok());

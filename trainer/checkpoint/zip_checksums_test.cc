@@ -9,6 +9,7 @@
 #include "ATen/ATen.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "torch/serialize/output-archive.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/testing/test_support.h"
 
@@ -20,20 +21,33 @@ using ::kiln::testing::Overwrite;
 using ::kiln::testing::TempDir;
 using ::testing::HasSubstr;
 
-// A real checkpoint, as Kiln writes one. With `nested`, sub-archives as the trainer writes for the model and the
-// optimizers: LibTorch then deflates some of the TorchScript code it saves.
-std::string WriteCheckpointFile(const std::string& dir, int nested = 0) {
+// A real checkpoint. With nested < 0, as Kiln writes one now (a torch.save dictionary, whose records are all
+// stored); otherwise a format-1 file, as earlier Kiln versions wrote (a LibTorch archive) with `nested`
+// sub-archives as the trainer wrote for the model and the optimizers: LibTorch then deflates some of the
+// TorchScript code it saves.
+std::string WriteCheckpointFile(const std::string& dir, int nested = -1) {
   const std::string path = dir + "/small.ckpt";
-  EXPECT_TRUE(WriteCheckpoint(path, [nested](torch::serialize::OutputArchive& archive) {
-                archive.write("payload", at::arange(12, at::kFloat), /*is_buffer=*/true);
-                archive.write("step", c10::IValue(int64_t{7}));
-                for (int i = 0; i < nested; ++i) {
-                  torch::serialize::OutputArchive sub;
-                  sub.write("weight_with_a_long_name_" + std::to_string(i), at::ones({2, 2}), /*is_buffer=*/true);
-                  sub.write("names", c10::IValue(c10::List<std::string>({"a", "b", "c"})));
-                  archive.write("sub_" + std::to_string(i), sub);
-                }
-              }).ok());
+  if (nested < 0) {
+    c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+    state.insert(std::string("payload"), at::arange(12, at::kFloat));
+    c10::impl::GenericDict contents(c10::StringType::get(), c10::AnyType::get());
+    contents.insert(std::string("state_dict"), state);
+    contents.insert(std::string("step"), int64_t{7});
+    EXPECT_TRUE(WriteCheckpoint(path, contents).ok());
+    return path;
+  }
+  torch::serialize::OutputArchive archive;
+  archive.write("kiln_format", c10::IValue(std::string("kiln.checkpoint")));
+  archive.write("kiln_format_version", c10::IValue(int64_t{1}));
+  archive.write("payload", at::arange(12, at::kFloat), /*is_buffer=*/true);
+  archive.write("step", c10::IValue(int64_t{7}));
+  for (int i = 0; i < nested; ++i) {
+    torch::serialize::OutputArchive sub;
+    sub.write("weight_with_a_long_name_" + std::to_string(i), at::ones({2, 2}), /*is_buffer=*/true);
+    sub.write("names", c10::IValue(c10::List<std::string>({"a", "b", "c"})));
+    archive.write("sub_" + std::to_string(i), sub);
+  }
+  archive.save_to(path);
   return path;
 }
 
@@ -97,17 +111,31 @@ void CheckEverySingleByteOfDamage(int nested) {
       ++refused;
     } else {
       ++harmless;
-      absl::StatusOr<std::unique_ptr<torch::serialize::InputArchive>> archive = ReadCheckpoint(path);
-      ASSERT_TRUE(archive.ok()) << "byte " << offset << ": " << archive.status();
+      absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(path);
+      ASSERT_TRUE(checkpoint.ok()) << "byte " << offset << ": " << checkpoint.status();
+      if (nested < 0) {
+        ASSERT_EQ(checkpoint->format_version, kCheckpointFormatVersion);
+        EXPECT_TRUE(checkpoint->contents.at(std::string("state_dict"))
+                        .toGenericDict()
+                        .at(std::string("payload"))
+                        .toTensor()
+                        .equal(at::arange(12, at::kFloat)))
+            << "byte " << offset;
+        EXPECT_EQ(checkpoint->contents.at(std::string("step")).toInt(), 7) << "byte " << offset;
+        ASSERT_EQ(::pwrite(fd, &bytes[offset], 1, static_cast<off_t>(offset)), 1);
+        continue;
+      }
+      ASSERT_EQ(checkpoint->format_version, 1);
+      torch::serialize::InputArchive& archive = *checkpoint->archive;
       at::Tensor payload;
-      (*archive)->read("payload", payload, /*is_buffer=*/true);
+      archive.read("payload", payload, /*is_buffer=*/true);
       EXPECT_TRUE(payload.equal(at::arange(12, at::kFloat))) << "byte " << offset;
       c10::IValue step;
-      (*archive)->read("step", step);
+      archive.read("step", step);
       EXPECT_EQ(step.toInt(), 7) << "byte " << offset;
       for (int i = 0; i < nested; ++i) {
         torch::serialize::InputArchive sub;
-        (*archive)->read("sub_" + std::to_string(i), sub);
+        archive.read("sub_" + std::to_string(i), sub);
         at::Tensor weight;
         sub.read("weight_with_a_long_name_" + std::to_string(i), weight, /*is_buffer=*/true);
         EXPECT_TRUE(weight.equal(at::ones({2, 2}))) << "byte " << offset;
@@ -122,7 +150,11 @@ void CheckEverySingleByteOfDamage(int nested) {
   EXPECT_GT(refused, static_cast<int>(bytes.size()) / 2);
 }
 
-TEST(ZipChecksumsTest, EverySingleByteOfDamageIsRefusedOrHarmless) { CheckEverySingleByteOfDamage(/*nested=*/0); }
+TEST(ZipChecksumsTest, EverySingleByteOfDamageIsRefusedOrHarmless) { CheckEverySingleByteOfDamage(/*nested=*/-1); }
+
+TEST(ZipChecksumsTest, EverySingleByteOfDamageToAFormat1FileIsRefusedOrHarmless) {
+  CheckEverySingleByteOfDamage(/*nested=*/0);
+}
 
 TEST(ZipChecksumsTest, EverySingleByteOfDamageToDeflatedRecordsIsRefusedOrHarmless) {
   CheckEverySingleByteOfDamage(/*nested=*/8);

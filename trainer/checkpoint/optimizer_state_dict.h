@@ -1,0 +1,41 @@
+// An optimizer's state in the layout PyTorch's Optimizer.state_dict() gives, for LibTorch's optimizers:
+//
+//   {"state": {<index>: {"step": <float64 tensor>, "exp_avg": <tensor>, ...}},
+//    "param_groups": [{"lr": ..., "betas": (..., ...), ..., "params": [<index>, ...]}]}
+//
+// Parameters are numbered across the groups in order, as PyTorch does, and each parameter's state and each group's
+// options carry PyTorch's names, so that torch.optim.<Same>.load_state_dict accepts what Kiln writes and Kiln loads
+// what PyTorch wrote. Differences, all of which load both ways:
+//   - "step" is a float64 tensor (PyTorch writes float32, which stops counting exactly past 2^24 steps); either is
+//     read.
+//   - The options LibTorch has no counterpart for are written with PyTorch's defaults (maximize False, foreach and
+//     fused None, capturable and differentiable False) and, on reading, must have those values, except foreach,
+//     fused, capturable and differentiable, which only choose a kernel.
+// Covered: SGD, Adam, AdamW, RMSprop, Adagrad. Any other optimizer (LBFGS, a user's own) is written as LibTorch's own
+// serialisation, in a uint8 tensor under "kiln_libtorch_archive", beside empty "state" and its "param_groups".
+#ifndef KILN_TRAINER_CHECKPOINT_OPTIMIZER_STATE_DICT_H_
+#define KILN_TRAINER_CHECKPOINT_OPTIMIZER_STATE_DICT_H_
+
+#include <functional>
+
+#include "ATen/core/ivalue.h"
+#include "absl/status/statusor.h"
+#include "torch/optim/optimizer.h"
+
+namespace kiln {
+
+// `optimizer`'s state dict, with every tensor copied to the CPU. Thread-compatible: reads `optimizer`.
+absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& optimizer);
+
+// Reads `state_dict` (as above, written by Kiln or by PyTorch) for `optimizer` and checks all of it: the number of
+// groups and of parameters in each, every option and every state tensor's shape. Returns what puts it into
+// `optimizer` (the state's tensors already on their parameters' devices); until that runs, `optimizer` is untouched.
+// It may run more than once (each run puts the same state back), and must not outlive `optimizer`. For the
+// optimizers read from LibTorch's archive, it throws c10::Error when the archive does not fit.
+// InvalidArgument names the group, parameter or key that does not fit.
+absl::StatusOr<std::function<void()>> PrepareOptimizerLoad(torch::optim::Optimizer& optimizer,
+                                                            const c10::IValue& state_dict);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CHECKPOINT_OPTIMIZER_STATE_DICT_H_

@@ -1,0 +1,36 @@
+// Files in the format torch.save writes, read and written with LibTorch's own pickler and zip container: a zip
+// archive holding `<name>/data.pkl` (a protocol-2 pickle of one value) and one record per tensor storage under
+// `<name>/data/`. Python's torch.load reads what SerializeTorchFile writes, with the default weights_only=True of
+// PyTorch 2.6 and later too: the pickle names only the globals that setting allows (tensor rebuilding, storage
+// types, OrderedDict). ReadTorchFile reads what Python's torch.save wrote (python_pickle.h says how).
+//
+// Thread-safety: pure functions of their arguments and the file.
+#ifndef KILN_TRAINER_CHECKPOINT_TORCH_FILE_H_
+#define KILN_TRAINER_CHECKPOINT_TORCH_FILE_H_
+
+#include <string>
+
+#include "ATen/core/ivalue.h"
+#include "absl/status/statusor.h"
+
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+}  // namespace caffe2::serialize
+
+namespace kiln {
+
+// The bytes of a torch.save file holding `value`: dictionaries, lists, tuples, None, booleans, integers, floats,
+// strings and tensors (on any device; their data is copied to the CPU). Typed LibTorch containers (c10::List<int64_t>,
+// c10::Dict<std::string, double>, ...) are written as plain Python lists and dicts, so that no TorchScript type tag
+// reaches the file. InternalError when LibTorch's pickler refuses a value (an object of a TorchScript class).
+absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value);
+
+// The value of the torch.save file `reader` has open, with every tensor on the CPU. What Python wrote is read as
+// python_pickle.h describes; a dictionary's own attributes (kDictStateKey) are dropped, and a pickled
+// torch.nn.Parameter becomes its tensor. InvalidArgument, naming what is wrong, for a file that does not hold a
+// readable pickle; the zip's CRCs are the caller's to check (zip_checksums.h).
+absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader& reader);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CHECKPOINT_TORCH_FILE_H_
