@@ -160,8 +160,11 @@ ModelCheckpoint* Trainer::checkpoint_callback() const {
 
 void Trainer::log_metrics(const MetricMap& metrics, int64_t step) {
   if (!is_global_zero() || metrics.empty() || options_.fast_dev_run > 0 || sanity_checking_) return;
+  // Every row says its epoch, as Lightning's loggers do, so that a table of them groups by epoch.
+  MetricMap rows = metrics;
+  rows.emplace("epoch", static_cast<double>(current_epoch_));
   for (const auto& logger : options_.loggers) {
-    if (absl::Status status = logger->log_metrics(metrics, step); !status.ok()) {
+    if (absl::Status status = logger->log_metrics(rows, step); !status.ok()) {
       LOG(WARNING) << "logger '" << logger->name() << "' failed: " << status;
     }
   }
@@ -461,6 +464,7 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   next_epoch_ = 0;
   next_batch_in_epoch_ = 0;
   batches_done_in_epoch_ = 0;
+  batches_that_stepped_ = 0;
   should_stop_ = false;
   skipped_batches_ = 0;
   skip_window_ = false;
@@ -622,8 +626,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
                             [&] { step_metrics = GlobalMetrics(metrics, std::move(step_metrics), /*steps=*/true); });
           if (!status.ok()) return status;
         }
-        step_metrics["epoch"] = static_cast<double>(current_epoch_);
-        log_metrics(step_metrics, global_step_);
+        log_metrics(step_metrics, logged_step());
       }
     }
     next_batch_in_epoch_ = batch_idx + 1;
@@ -642,6 +645,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       if (!val_metrics.ok()) return val_metrics.status();
       model.train();
     }
+    batches_that_stepped_ = global_step_;
     // Every rank must stop at the same batch: a stop that one rank decided (its timer, say) is shared.
     if (strategy_->world_size() > 1) {
       status = CallUser("agreeing on should_stop", [&] { should_stop_ = strategy_->ReduceAny(should_stop_); });
@@ -678,8 +682,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
   });
   if (!status.ok()) return status;
   if (!epoch_metrics.empty()) {
-    epoch_metrics["epoch"] = static_cast<double>(current_epoch_);
-    log_metrics(epoch_metrics, global_step_);
+    // Lightning logs the epoch's metrics at the step of its last batch.
+    log_metrics(epoch_metrics, std::max<int64_t>(0, logged_step() - 1));
   }
   for (const auto& logger : options_.loggers) {
     if (!is_global_zero()) break;  // Only rank zero logs.
@@ -752,7 +756,7 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
   if (!status.ok()) return status;
   if (!sanity_checking_) {
     Merge(callback_metrics_, result);
-    log_metrics(result, global_step_);
+    log_metrics(result, logged_step());
   }
   status = CallUser(validating ? "on_validation_end" : "on_test_end", [&] {
     if (validating) {

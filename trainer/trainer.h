@@ -152,6 +152,9 @@ class Trainer {
   const MetricMap& callback_metrics() const;
   int64_t current_epoch() const { return current_epoch_; }
   int64_t global_step() const { return global_step_; }
+  // The step loggers get, as Lightning numbers its rows (its epoch loop's _batches_that_stepped): during a training
+  // batch, the optimizer steps before this batch's (so with log_every_n_steps=50 the rows are at steps 49, 99, ...,
+  // and validation and the epoch's metrics share the step of the batch they follow); otherwise global_step().
   // Batches skipped for a non-finite loss (on_nonfinite_loss="skip") in the last fit.
   int64_t skipped_batches() const { return skipped_batches_; }
   int64_t num_training_batches() const { return num_training_batches_; }
@@ -163,7 +166,9 @@ class Trainer {
   const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const { return optimizers_.optimizers; }
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return options_.loggers; }
   // Sends `metrics` to every logger at `step` (rank zero only).
+  // Sends `metrics`, with the current epoch added as "epoch" unless given, to every logger (rank zero only).
   void log_metrics(const MetricMap& metrics, int64_t step);
+  int64_t logged_step() const { return batches_that_stepped_; }
   // Where ModelCheckpoint writes by default: <first logger's log_dir>/checkpoints, else <default_root_dir>/checkpoints.
   std::string checkpoint_dir() const;
   // The first ModelCheckpoint among the callbacks (null if none).
@@ -225,6 +230,7 @@ class Trainer {
   int64_t num_training_batches_ = 0;
   int64_t next_batch_in_epoch_ = 0;  // Where a checkpoint written now resumes, within next_epoch_.
   int64_t batches_done_in_epoch_ = 0;  // Batches of current_epoch_ run so far (kept after the epoch ends).
+  int64_t batches_that_stepped_ = 0;   // logged_step(): global_step_, updated once a training batch is done.
   int64_t next_epoch_ = 0;
   bool sanity_checking_ = false;
   int64_t skipped_batches_ = 0;

@@ -22,13 +22,13 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   }
   absl::Status status = absl::OkStatus();
   if (is_global_zero()) {
-    absl::StatusOr<std::string> bytes = DumpTrainingState(
-        path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_},
-        LoopProgress{.epoch = next_epoch_,
-                     .batch_in_epoch = next_batch_in_epoch_,
-                     .global_step = global_step_,
-                     .current_epoch = current_epoch_,
-                     .batches_done = batches_done_in_epoch_});
+    absl::StatusOr<std::string> bytes =
+        DumpTrainingState(path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_},
+                          LoopProgress{.epoch = next_epoch_,
+                                       .batch_in_epoch = next_batch_in_epoch_,
+                                       .global_step = global_step_,
+                                       .current_epoch = current_epoch_,
+                                       .batches_done = batches_done_in_epoch_});
     if (!bytes.ok()) {
       status = bytes.status();
     } else {
@@ -72,10 +72,14 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
     next_batch_in_epoch_ = progress->batch_in_epoch;
     current_epoch_ = progress->epoch;
     global_step_ = progress->global_step;
+    batches_that_stepped_ = global_step_;
+    LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << progress->epoch << ", batch "
+              << progress->batch_in_epoch << ", global step " << progress->global_step << ")";
+  } else {
+    LOG(INFO) << "Loaded the model from checkpoint " << *path << " (saved in epoch " << progress->current_epoch
+              << ", at global step " << progress->global_step << ")";
   }
   resumed_from_ = *path;
-  LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << progress->epoch << ", batch "
-            << progress->batch_in_epoch << ", global step " << progress->global_step << ")";
   return absl::OkStatus();
 }
 

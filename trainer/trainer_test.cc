@@ -16,6 +16,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
 #include "trainer/classifier.h"
+#include "trainer/core/logger.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 
@@ -102,6 +103,33 @@ TEST(TrainerTest, LoopOptionsChangeStepsAndValidations) {
     EXPECT_EQ(trainer.global_step(), c.expected_global_step);
     EXPECT_EQ(model.validation_steps, c.expected_validation_steps);
   }
+}
+
+// Lightning 2.2.5's CSVLogger, for 8 training batches per epoch, 2 epochs, log_every_n_steps=3, train_loss logged on
+// step and epoch and val_loss on epoch, writes its rows at these steps and epochs (run on 2026-12-02, in this
+// order): step rows at 2 and 5, the validation row and the epoch row at 7, then 8, 11, 14 and 15, 15.
+TEST(TrainerTest, RowsAreNumberedAsLightningNumbersThemAndEachSaysItsEpoch) {
+  SyntheticOptions data_options = SmallData();
+  data_options.num_train = 8 * 64;
+  SyntheticClusters data(data_options);
+  RecordingClassifier model;
+  auto memory = std::make_shared<MemoryLogger>();
+  Trainer trainer(Quiet({.max_epochs = 2, .num_sanity_val_steps = 0, .log_every_n_steps = 3,
+                         .loggers = {memory}, .enable_checkpointing = false}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  std::vector<std::pair<int64_t, double>> rows;
+  for (const MemoryLogger::Row& row : memory->rows()) {
+    ASSERT_TRUE(row.metrics.count("epoch")) << "a row at step " << row.step << " has no epoch";
+    rows.emplace_back(row.step, row.metrics.at("epoch"));
+  }
+  EXPECT_THAT(rows, ElementsAre(std::pair<int64_t, double>{2, 0}, std::pair<int64_t, double>{5, 0},
+                                std::pair<int64_t, double>{7, 0}, std::pair<int64_t, double>{7, 0},
+                                std::pair<int64_t, double>{8, 1}, std::pair<int64_t, double>{11, 1},
+                                std::pair<int64_t, double>{14, 1}, std::pair<int64_t, double>{15, 1},
+                                std::pair<int64_t, double>{15, 1}));
+  ASSERT_EQ(memory->rows().size(), 9u);
+  EXPECT_TRUE(memory->rows()[2].metrics.count("val_loss")) << "validation comes before the epoch's row";
+  EXPECT_TRUE(memory->rows()[3].metrics.count("train_loss_epoch"));
 }
 
 TEST(TrainerTest, FastDevRunWritesNoCheckpoints) {

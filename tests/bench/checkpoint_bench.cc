@@ -14,12 +14,12 @@
 
 #include "ATen/ATen.h"
 #include "benchmark/benchmark.h"
+#include "torch/csrc/jit/serialization/pickle.h"
 #include "torch/nn/functional/loss.h"
 #include "torch/nn/modules/activation.h"
 #include "torch/nn/modules/container/sequential.h"
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/adam.h"
-#include "torch/csrc/jit/serialization/pickle.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
 
@@ -134,8 +134,7 @@ void BM_CheckpointWriteDurableAndAsync(benchmark::State& state) {
   double raw = 0;
   for (auto _ : state) {
     auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::string> bytes =
-        SerializeCheckpoint(async_path, model.Contents());
+    absl::StatusOr<std::string> bytes = SerializeCheckpoint(async_path, model.Contents());
     absl::Status submitted = writer.Submit(async_path, std::move(bytes).value());
     waited += Seconds(start);
     if (!submitted.ok()) state.SkipWithError(std::string(submitted.message()).c_str());

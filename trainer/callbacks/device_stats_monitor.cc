@@ -26,7 +26,7 @@ void DeviceStatsMonitor::Log(Trainer& trainer, const std::string& hook) {
   }
   MetricMap metrics;
   for (const auto& [key, value] : *stats) metrics[absl::StrCat("DeviceStatsMonitor.", hook, "/", key)] = value;
-  trainer.log_metrics(metrics, trainer.global_step());
+  trainer.log_metrics(metrics, trainer.logged_step());
 }
 
 void DeviceStatsMonitor::on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,

@@ -31,8 +31,8 @@ LearningRateMonitor::LearningRateMonitor(std::optional<std::string> logging_inte
 
 absl::Status LearningRateMonitor::validate_config(const Trainer& trainer) const {
   if (logging_interval_.has_value() && *logging_interval_ != "step" && *logging_interval_ != "epoch") {
-    return absl::InvalidArgumentError(absl::StrCat("logging_interval should be `step` or `epoch` or `None`, got '",
-                                                   *logging_interval_, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("logging_interval should be `step` or `epoch` or `None`, got '", *logging_interval_, "'"));
   }
   if (trainer.loggers().empty()) {
     return absl::InvalidArgumentError(
@@ -60,11 +60,12 @@ void LearningRateMonitor::on_train_batch_start(Trainer& trainer, LightningModule
                                                int64_t batch_idx) {
   if (logging_interval_ == "epoch") return;
   const int64_t every = trainer.options().log_every_n_steps;
-  if (every > 0 && trainer.global_step() % every == 0) trainer.log_metrics(LearningRates(trainer), trainer.global_step());
+  if (every > 0 && trainer.global_step() % every == 0)
+    trainer.log_metrics(LearningRates(trainer), trainer.logged_step());
 }
 
 void LearningRateMonitor::on_train_epoch_start(Trainer& trainer, LightningModule& module) {
-  if (logging_interval_ == "epoch") trainer.log_metrics(LearningRates(trainer), trainer.global_step());
+  if (logging_interval_ == "epoch") trainer.log_metrics(LearningRates(trainer), trainer.logged_step());
 }
 
 }  // namespace kiln

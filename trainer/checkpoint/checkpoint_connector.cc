@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "glog/logging.h"
 #include "hal/compat/optimizer_state.h"
 #include "torch/optim/adagrad.h"
 #include "torch/optim/adam.h"
@@ -22,7 +23,6 @@
 #include "torch/optim/rmsprop.h"
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
-#include "glog/logging.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
 #include "trainer/plugins/precision/precision_plugin.h"
@@ -144,7 +144,6 @@ int64_t ReadInt(InputArchive& archive, const std::string& key) {
   TORCH_CHECK(value.isInt(), "record '", key, "' is not an integer");
   return value.toInt();
 }
-
 
 // Format 1, the LibTorch archive of earlier Kiln versions, read as those versions did.
 absl::StatusOr<LoopProgress> RestoreFormat1(const std::string& path, InputArchive& archive, const TrainingState& state,
@@ -349,8 +348,8 @@ LoopProgress ReadProgress(const Checkpoint& checkpoint) {
   const int64_t epoch = IntField(top, "epoch", "the checkpoint");
   const GenericDict fit_loop = DictField(DictField(top, "loops", "the checkpoint"), "fit_loop", "'loops'");
   const GenericDict batches = DictField(fit_loop, "epoch_loop.batch_progress", "'loops.fit_loop'");
-  const int64_t done = IntField(DictField(batches, "current", "the batch progress"), "completed",
-                                "the batch progress's 'current'");
+  const int64_t done =
+      IntField(DictField(batches, "current", "the batch progress"), "completed", "the batch progress's 'current'");
   const c10::IValue& last = Field(batches, "is_last_batch", "the batch progress");
   TORCH_CHECK(last.isBool(), "the batch progress's 'is_last_batch' is not True or False");
   progress.current_epoch = epoch;
@@ -478,7 +477,8 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       TORCH_CHECK(optimizers.size() == state.optimizers.optimizers.size(), "it holds ", optimizers.size(),
                   " optimizer(s) but configure_optimizers returned ", state.optimizers.optimizers.size());
       for (size_t i = 0; i < optimizers.size(); ++i) {
-        absl::StatusOr<std::function<void()>> load = PrepareOptimizerLoad(*state.optimizers.optimizers[i], optimizers[i]);
+        absl::StatusOr<std::function<void()>> load =
+            PrepareOptimizerLoad(*state.optimizers.optimizers[i], optimizers[i]);
         TORCH_CHECK(load.ok(), "optimizer ", i, ": ", load.status().message());
         load_optimizers.push_back(std::move(*load));
       }
@@ -489,7 +489,8 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       const int64_t max_scheduler_steps = std::max(progress.epoch, progress.global_step) + 1;
       for (size_t i = 0; i < schedulers.size(); ++i) {
         TORCH_CHECK(schedulers[i].isGenericDict(), "lr_schedulers[", i, "] is not a dictionary");
-        const int64_t steps = IntField(schedulers[i].toGenericDict(), "last_epoch", absl::StrCat("lr_schedulers[", i, "]"));
+        const int64_t steps =
+            IntField(schedulers[i].toGenericDict(), "last_epoch", absl::StrCat("lr_schedulers[", i, "]"));
         TORCH_CHECK(steps >= 0 && steps <= max_scheduler_steps, "lr_schedulers[", i, "] has stepped ", steps,
                     " times, outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch, " and global step ",
                     progress.global_step);
@@ -543,7 +544,17 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < named.size(); ++i) named[i].second.copy_(model[i]);
   }
-  if (!restore_training) return LoopProgress{};
+  if (!restore_training) {
+    // Where the checkpoint was saved, for messages only.
+    LoopProgress saved;
+    const GenericDict& top = checkpoint.contents;
+    for (auto [key, field] :
+         {std::pair<const char*, int64_t*>{"epoch", &saved.current_epoch}, {"global_step", &saved.global_step}}) {
+      auto found = top.find(c10::IValue(std::string(key)));
+      if (found != top.end() && found->value().isInt()) *field = found->value().toInt();
+    }
+    return saved;
+  }
   for (const auto& callback : state.callbacks) {
     auto found = callbacks.find(callback->state_key());
     if (found == callbacks.end()) continue;

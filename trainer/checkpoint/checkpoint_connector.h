@@ -67,7 +67,8 @@ absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const Tra
 // optimizers (their state moved to `device`, where the parameters are), the schedulers, the callbacks' and the
 // precision plugin's state and the CPU generator. Everything is read and checked before anything changes, so a
 // damaged, truncated or foreign file, or one that does not fit this model and configuration, is refused with the
-// state untouched. Returns where the loops stood (zeros without `restore_training`).
+// state untouched. Returns where the loops stood; without `restore_training`, only the epoch and global step the
+// checkpoint was saved at (current_epoch, global_step), for messages, or zeros for a format-1 file.
 absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const TrainingState& state,
                                                   const c10::Device& device, bool restore_training);
 

@@ -16,8 +16,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "c10/util/Exception.h"
-#include "glog/logging.h"
 #include "caffe2/serialize/inline_container.h"
+#include "glog/logging.h"
 #include "trainer/checkpoint/torch_file.h"
 #include "trainer/checkpoint/zip_checksums.h"
 
@@ -60,7 +60,8 @@ void SyncFolder(const fs::path& folder) {
 absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
   try {
     const c10::IValue key{std::string(kKilnSectionKey)};
-    if (!contents.contains(key)) contents.insert(key, c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+    if (!contents.contains(key))
+      contents.insert(key, c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
     c10::impl::GenericDict kiln = contents.at(key).toGenericDict();
     kiln.insert_or_assign(std::string(kFormatKey), std::string(kFormatValue));
     kiln.insert_or_assign(std::string(kVersionKey), kCheckpointFormatVersion);
@@ -68,8 +69,8 @@ absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::im
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
   absl::StatusOr<std::string> bytes = SerializeTorchFile(contents);
-  if (!bytes.ok()) return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ",
-                                                             bytes.status().message()));
+  if (!bytes.ok())
+    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", bytes.status().message()));
   return bytes;
 }
 
@@ -141,7 +142,8 @@ absl::Status ReadFormat1(const std::string& path, Checkpoint& checkpoint) {
   try {
     if (!archive->try_read(kFormatKey, format) || !format.isString() || format.toStringRef() != kFormatValue) {
       return absl::InvalidArgumentError(
-          absl::StrCat("file ", path, " is not a Kiln checkpoint (it has no kiln_format record); pass a .ckpt "
+          absl::StrCat("file ", path,
+                       " is not a Kiln checkpoint (it has no kiln_format record); pass a .ckpt "
                        "file written by Kiln or Lightning"));
     }
     if (!archive->try_read(kVersionKey, version) || !version.isInt()) {
@@ -196,9 +198,10 @@ absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchS
   }
   const c10::IValue state_key{std::string("state_dict")};
   if (!checkpoint.contents.contains(state_key) || !checkpoint.contents.at(state_key).isGenericDict()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "file ", path, " is a torch.save file but not a checkpoint: it has no 'state_dict' dictionary; pass a .ckpt "
-        "file written by Kiln or Lightning, or a torch.save dictionary in Lightning's layout"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("file ", path,
+                     " is a torch.save file but not a checkpoint: it has no 'state_dict' dictionary; pass a .ckpt "
+                     "file written by Kiln or Lightning, or a torch.save dictionary in Lightning's layout"));
   }
   return absl::OkStatus();
 }
@@ -208,8 +211,8 @@ absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchS
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   std::error_code error;
   if (!fs::exists(path, error)) {
-    return absl::NotFoundError(absl::StrCat("checkpoint ", path, " does not exist; pass an existing .ckpt file, ",
-                                            "\"last\" or \"best\""));
+    return absl::NotFoundError(
+        absl::StrCat("checkpoint ", path, " does not exist; pass an existing .ckpt file, ", "\"last\" or \"best\""));
   }
   if (!fs::is_regular_file(path, error)) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is not a regular file"));
@@ -293,9 +296,8 @@ absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root) {
       candidates.emplace_back(it->last_write_time(error), file);
     }
   }
-  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second > b.second;
-  });
+  std::sort(candidates.begin(), candidates.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second > b.second; });
   for (const auto& [time, file] : candidates) {
     absl::StatusOr<Checkpoint> archive = ReadCheckpoint(file);
     if (archive.ok()) return file;
@@ -326,9 +328,8 @@ CheckpointWriter::~CheckpointWriter() {
 
 absl::Status CheckpointWriter::Submit(std::string path, std::string bytes) {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] {
-    return !error_.ok() || pending_bytes_ == 0 || pending_bytes_ + bytes.size() <= max_pending_bytes_;
-  });
+  changed_.wait(
+      lock, [&] { return !error_.ok() || pending_bytes_ == 0 || pending_bytes_ + bytes.size() <= max_pending_bytes_; });
   if (!error_.ok()) return error_;
   pending_bytes_ += bytes.size();
   queue_.push_back(std::make_unique<Task>(Task{std::move(path), std::move(bytes), false}));

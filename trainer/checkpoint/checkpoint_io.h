@@ -47,7 +47,7 @@ struct Checkpoint {
   // torch.save dictionary in Lightning's layout that Kiln did not write (Lightning's, or a PyTorch program's).
   int64_t format_version = 0;
   c10::impl::GenericDict contents{c10::StringType::get(), c10::AnyType::get()};  // Formats 0 and 2.
-  std::unique_ptr<torch::serialize::InputArchive> archive;                         // Format 1.
+  std::unique_ptr<torch::serialize::InputArchive> archive;                       // Format 1.
 };
 
 // The bytes of a checkpoint file holding `contents` (a dictionary with string keys), after setting the format

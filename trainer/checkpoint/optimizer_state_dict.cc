@@ -41,7 +41,9 @@ Kind KindOf(const torch::optim::Optimizer& optimizer) {
 
 GenericDict NewDict() { return GenericDict(c10::StringType::get(), c10::AnyType::get()); }
 
-void Put(GenericDict& dict, const char* key, IValue value) { dict.insert_or_assign(std::string(key), std::move(value)); }
+void Put(GenericDict& dict, const char* key, IValue value) {
+  dict.insert_or_assign(std::string(key), std::move(value));
+}
 
 void PutTensor(GenericDict& dict, const char* key, const at::Tensor& tensor) {
   if (tensor.defined()) Put(dict, key, tensor.detach().to(at::kCPU));
@@ -77,12 +79,15 @@ GenericDict GroupOptions(Kind kind, const OptimizerOptions& options) {
                                : static_cast<const torch::optim::AdamOptions&>(options).betas();
       Put(group, "lr", options.get_lr());
       Put(group, "betas", c10::ivalue::Tuple::create(std::get<0>(betas), std::get<1>(betas)));
-      Put(group, "eps", adamw ? static_cast<const torch::optim::AdamWOptions&>(options).eps()
-                              : static_cast<const torch::optim::AdamOptions&>(options).eps());
-      Put(group, "weight_decay", adamw ? static_cast<const torch::optim::AdamWOptions&>(options).weight_decay()
-                                       : static_cast<const torch::optim::AdamOptions&>(options).weight_decay());
-      Put(group, "amsgrad", adamw ? static_cast<const torch::optim::AdamWOptions&>(options).amsgrad()
-                                  : static_cast<const torch::optim::AdamOptions&>(options).amsgrad());
+      Put(group, "eps",
+          adamw ? static_cast<const torch::optim::AdamWOptions&>(options).eps()
+                : static_cast<const torch::optim::AdamOptions&>(options).eps());
+      Put(group, "weight_decay",
+          adamw ? static_cast<const torch::optim::AdamWOptions&>(options).weight_decay()
+                : static_cast<const torch::optim::AdamOptions&>(options).weight_decay());
+      Put(group, "amsgrad",
+          adamw ? static_cast<const torch::optim::AdamWOptions&>(options).amsgrad()
+                : static_cast<const torch::optim::AdamOptions&>(options).amsgrad());
       break;
     }
     case Kind::kRmsprop: {
@@ -371,13 +376,15 @@ absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& op
 }
 
 absl::StatusOr<std::function<void()>> PrepareOptimizerLoad(torch::optim::Optimizer& optimizer,
-                                                            const c10::IValue& state_dict) {
+                                                           const c10::IValue& state_dict) {
   try {
     const Kind kind = KindOf(optimizer);
     const Reader top(state_dict, "the optimizer state");
     if (kind == Kind::kOther) {
-      TORCH_CHECK(top.Has(kArchiveKey), "the optimizer is not one of LibTorch's SGD, Adam, AdamW, RMSprop or Adagrad, "
-                  "and the checkpoint holds no LibTorch archive of its state (", kArchiveKey, ") to load it from");
+      TORCH_CHECK(top.Has(kArchiveKey),
+                  "the optimizer is not one of LibTorch's SGD, Adam, AdamW, RMSprop or Adagrad, "
+                  "and the checkpoint holds no LibTorch archive of its state (",
+                  kArchiveKey, ") to load it from");
       const at::Tensor bytes = top.Get(kArchiveKey).toTensor().contiguous();
       auto archive = std::make_shared<torch::serialize::InputArchive>();
       archive->load_from(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
@@ -412,8 +419,8 @@ absl::StatusOr<std::function<void()>> PrepareOptimizerLoad(torch::optim::Optimiz
         auto found = saved_state.find(IValue(index));
         std::unique_ptr<OptimizerParamState> state;
         if (found != saved_state.end()) {
-          state = ReadState(kind, Reader(found->value(), absl::StrCat("the state of parameter ", index)),
-                            live.params()[j]);
+          state =
+              ReadState(kind, Reader(found->value(), absl::StrCat("the state of parameter ", index)), live.params()[j]);
         }
         pending->push_back(Pending{live.params()[j], std::move(state)});
       }

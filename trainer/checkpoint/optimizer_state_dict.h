@@ -34,7 +34,7 @@ absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& op
 // optimizers read from LibTorch's archive, it throws c10::Error when the archive does not fit.
 // InvalidArgument names the group, parameter or key that does not fit.
 absl::StatusOr<std::function<void()>> PrepareOptimizerLoad(torch::optim::Optimizer& optimizer,
-                                                            const c10::IValue& state_dict);
+                                                           const c10::IValue& state_dict);
 
 }  // namespace kiln
 

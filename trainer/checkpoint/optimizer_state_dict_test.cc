@@ -38,7 +38,8 @@ std::vector<Case> Cases() {
       {"AdamAmsgrad", [](auto p) { return std::make_unique<Adam>(p, AdamOptions(0.01).amsgrad(true)); }},
       {"AdamW", [](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(0.01).amsgrad(true)); }},
       {"SGD", [](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9).nesterov(true)); }},
-      {"RMSprop", [](auto p) { return std::make_unique<RMSprop>(p, RMSpropOptions(0.01).momentum(0.5).centered(true)); }},
+      {"RMSprop",
+       [](auto p) { return std::make_unique<RMSprop>(p, RMSpropOptions(0.01).momentum(0.5).centered(true)); }},
       {"Adagrad", [](auto p) { return std::make_unique<Adagrad>(p, AdagradOptions(0.1).lr_decay(0.01)); }},
       {"LBFGS", [](auto p) { return std::make_unique<LBFGS>(p, LBFGSOptions(0.1).history_size(3)); }},
   };
@@ -146,14 +147,20 @@ TEST(OptimizerStateDictTest, WhatDoesNotFitIsRefusedAndChangesNothing) {
   }
   {
     c10::impl::GenericDict copy = ThroughAFile(good).toGenericDict();
-    copy.at(std::string("state")).toGenericDict().at(int64_t{0}).toGenericDict().insert_or_assign(
-        std::string("exp_avg"), at::zeros({7}));
+    copy.at(std::string("state"))
+        .toGenericDict()
+        .at(int64_t{0})
+        .toGenericDict()
+        .insert_or_assign(std::string("exp_avg"), at::zeros({7}));
     refuse(copy, "the state of parameter 0: 'exp_avg' has shape [7] but its parameter has [2, 3]");
   }
   {
     c10::impl::GenericDict copy = ThroughAFile(good).toGenericDict();
-    copy.at(std::string("state")).toGenericDict().at(int64_t{1}).toGenericDict().insert_or_assign(
-        std::string("step"), at::scalar_tensor(1.5));
+    copy.at(std::string("state"))
+        .toGenericDict()
+        .at(int64_t{1})
+        .toGenericDict()
+        .insert_or_assign(std::string("step"), at::scalar_tensor(1.5));
     refuse(copy, "'step' is 1.5, not a whole number of steps");
   }
   refuse(c10::IValue(int64_t{3}), "the optimizer state is a Int, not a dictionary");

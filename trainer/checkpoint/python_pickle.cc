@@ -382,8 +382,8 @@ class Rewriter {
         return absl::OkStatus();
       }
       default:
-        return Error(absl::StrCat("opcode 0x", absl::Hex(static_cast<uint8_t>(op)),
-                                  " ('", std::string(1, op), "'), which LibTorch does not read and torch.save "
+        return Error(absl::StrCat("opcode 0x", absl::Hex(static_cast<uint8_t>(op)), " ('", std::string(1, op),
+                                  "'), which LibTorch does not read and torch.save "
                                   "does not write"));
     }
   }

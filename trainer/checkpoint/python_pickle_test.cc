@@ -56,8 +56,8 @@ c10::impl::GenericDict Dict(const absl::StatusOr<c10::IValue>& value) {
 TEST(PythonPickleTest, OrderedDictsAreDictionariesOfTheirOwnEvenWhenTheClassIsMemoized) {
   // {"a": OrderedDict(x=1), "b": OrderedDict(y=2)}: the second call reuses the memoized class.
   const std::string pickle = kProto + "}" + Put(0) + "(" + Unicode("a") + Global("collections", "OrderedDict") +
-                             Put(1) + ")R" + Put(2) + "(" + Unicode("x") + Int(1) + "u" + Unicode("b") + Get(1) +
-                             ")R" + Put(3) + "(" + Unicode("y") + Int(2) + "uu.";
+                             Put(1) + ")R" + Put(2) + "(" + Unicode("x") + Int(1) + "u" + Unicode("b") + Get(1) + ")R" +
+                             Put(3) + "(" + Unicode("y") + Int(2) + "uu.";
   const c10::impl::GenericDict dict = Dict(Read(pickle));
   const c10::impl::GenericDict a = dict.at(std::string("a")).toGenericDict();
   const c10::impl::GenericDict b = dict.at(std::string("b")).toGenericDict();
@@ -138,8 +138,7 @@ TEST(PythonPickleTest, WhatCannotBeReadIsRefusedNamingTheByte) {
               HasSubstr("wider than 64 bits"));
   EXPECT_THAT(RewritePythonPickle(kProto + "u.").status().message(), HasSubstr("needs a MARK"));
   EXPECT_THAT(RewritePythonPickle(kProto + "NN.").status().message(), HasSubstr("leaves 2 values"));
-  EXPECT_THAT(RewritePythonPickle(kProto + Unicode("abc").substr(0, 6)).status().message(),
-              HasSubstr("truncated"));
+  EXPECT_THAT(RewritePythonPickle(kProto + Unicode("abc").substr(0, 6)).status().message(), HasSubstr("truncated"));
   // A class used as a value, not called.
   EXPECT_THAT(RewritePythonPickle(kProto + "(" + Global("argparse", "Namespace") + "t.").status().message(),
               HasSubstr("the class argparse.Namespace is used as a value"));

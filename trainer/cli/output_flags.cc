@@ -5,7 +5,7 @@
 #include "absl/flags/flag.h"
 #include "trainer/cli/flags.h"
 
-ABSL_FLAG(std::string, logger, "csv",
+ABSL_FLAG(std::string, logger, "csv,tensorboard",
           "Loggers, comma-separated: \"csv\" (metrics.csv, hparams.yaml), \"tensorboard\" (event files TensorBoard "
           "reads), or \"none\". They share <default_root_dir>/<log_name>/version_<N>.");
 // Lightning's logger arguments `name` and `version`; Abseil itself owns --version.
