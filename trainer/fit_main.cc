@@ -13,30 +13,35 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "hal/compat/version.h"
-#include "trainer/accelerator_plugins.h"
 #include "torch/utils.h"
+#include "trainer/accelerator_plugins.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/cli/command_line.h"
 #include "trainer/cli/data_factory.h"
 #include "trainer/cli/fit_config.h"
+#include "trainer/cli/flags.h"
 #include "trainer/cli/help.h"
 #include "trainer/cli/model_factory.h"
 #include "trainer/cli/output_locations.h"
 #include "trainer/cli/predictions_csv.h"
 #include "trainer/cli/run_summary.h"
+#include "trainer/cli/saved_run.h"
 #include "trainer/cli/versions.h"
 #include "trainer/loggers/atomic_file.h"
 #include "trainer/loggers/csv_logger.h"
@@ -72,8 +77,7 @@ constexpr char kUsage[] =
 
 // Errors the trainer reports before it writes anything: the user's input was wrong (or too large to load).
 bool IsInputError(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kInvalidArgument ||
-         status.code() == absl::StatusCode::kResourceExhausted ||
+  return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kResourceExhausted ||
          status.code() == absl::StatusCode::kFailedPrecondition || status.code() == absl::StatusCode::kNotFound ||
          status.code() == absl::StatusCode::kUnimplemented;
 }
@@ -331,8 +335,24 @@ int Main(int argc, char** argv) {
     UsageError(loaded.message());
   }
 
+  // --mode=validate and --mode=predict take the model and data flags left out from the checkpoint.
+  std::optional<SavedRun> saved;
+  const std::string ckpt_path = absl::GetFlag(FLAGS_ckpt_path);
+  if (absl::GetFlag(FLAGS_mode) != "fit" && !ckpt_path.empty() && ckpt_path != "best") {
+    absl::StatusOr<SavedRun> run = ApplySavedRun(ckpt_path == "last" ? ckpt_path : UserPath(ckpt_path),
+                                                 UserPath(absl::GetFlag(FLAGS_default_root_dir)), *args);
+    if (!run.ok()) UsageError(run.status().message());
+    saved = *std::move(run);
+    if (!saved->taken.empty()) {
+      std::cerr << "From " << saved->path << ": " << absl::StrJoin(saved->taken, " ") << std::endl;
+    }
+  }
   absl::StatusOr<FitConfig> config = FitConfigFromFlags();
   if (!config.ok()) UsageError(config.status().message());
+  if (saved.has_value()) {
+    config->ckpt_path = saved->path;
+    config->data.saved_state = saved->data_state;
+  }
   if (absl::Status writable = CheckOutputLocations(*config); !writable.ok()) UsageError(writable.message());
   absl::StatusOr<LoadedData> data = LoadData(config->data);
   if (!data.ok()) UsageError(data.status().message());
@@ -344,7 +364,10 @@ int Main(int argc, char** argv) {
   hparams["data"] = config->data.data;
   hparams["batch_size"] = absl::StrCat(config->data.batch_size);
   hparams["seed"] = absl::StrCat(*config->trainer.seed);
-  if (data->table != nullptr) hparams["val_fraction"] = absl::StrCat(config->data.val_fraction);
+  if (data->table != nullptr) {
+    hparams["val_fraction"] = absl::StrCat(config->data.val_fraction);
+    hparams["label_column"] = config->data.label_column;
+  }
   (*model)->save_hyperparameters(std::move(hparams));
 
   if (config->mode == "validate") return RunValidate(*config, *data, **model);

@@ -190,8 +190,10 @@ expect_usage_error "--mode=predict needs --ckpt_path" --mode=predict
 expect_usage_error "--mode=validate needs --ckpt_path" --mode=validate
 expect_usage_error "--ckpt_path='best' is not valid; \"best\" only exists during fit" --mode=predict --ckpt_path=best
 expect_usage_error "--predict_data='x.csv' is not valid; it is only read with --mode=predict" --predict_data=x.csv
-expect_usage_error "the synthetic task has no file layout to predict on" --mode=predict --ckpt_path=last \
-  --predict_data="$work/two_columns.csv"
+# The default run's checkpoint says it trained on the synthetic task, which --predict_data cannot be.
+expect_usage_error "the synthetic task has no file layout to predict on" --mode=predict \
+  --ckpt_path="$work/default/lightning_logs/version_0/checkpoints/last.ckpt" --predict_data="$work/two_columns.csv"
+expect_usage_error "ckpt_path=\"last\" found no complete checkpoint under" --mode=predict --ckpt_path=last
 echo "checked $case_number bad-input cases"
 
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi

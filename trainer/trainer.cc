@@ -382,8 +382,10 @@ absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::s
   {
     TeardownGuard teardown(*strategy_);
     model_ = &model;
+    data_ = &data;
     status = RunFit(model, data, ckpt_path);
     model_ = nullptr;
+    data_ = nullptr;
     // Every checkpoint this fit saved is on disk before fit returns.
     if (checkpoint_writer_ != nullptr) {
       if (absl::Status written = checkpoint_writer_->Flush(); !written.ok() && status.ok()) status = written;
@@ -471,7 +473,8 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   callback_metrics_.clear();
   resumed_from_.clear();
   if (!ckpt_path.empty()) {
-    if (absl::Status restored = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/true); !restored.ok()) {
+    if (absl::Status restored = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/true, &data);
+        !restored.ok()) {
       return restored;
     }
   }

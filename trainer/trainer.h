@@ -206,7 +206,9 @@ class Trainer {
   absl::StatusOr<std::vector<at::Tensor>> Predict(LightningModule& model, DataModule& data,
                                                   const std::string& ckpt_path);
   absl::Status OptimizerStep(LightningModule& model);
-  absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training);
+  // `data` (with restore_training) gets its state back from the checkpoint.
+  absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
+                                 DataModule* data = nullptr);
   absl::StatusOr<std::string> ResolveCheckpointPath(const std::string& ckpt_path) const;
   template <typename Hook>
   void CallCallbacks(Hook&& hook, std::optional<bool> monitoring = std::nullopt);
@@ -220,6 +222,7 @@ class Trainer {
   std::unique_ptr<ProgressReporter> progress_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   LightningModule* model_ = nullptr;  // The module of the running fit, for save_checkpoint.
+  DataModule* data_ = nullptr;        // Its data, for save_checkpoint.
   OptimizerConfig optimizers_;
   std::vector<int64_t> scheduler_steps_;
   mutable MetricMap callback_metrics_;

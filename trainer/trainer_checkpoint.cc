@@ -23,7 +23,7 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   absl::Status status = absl::OkStatus();
   if (is_global_zero()) {
     absl::StatusOr<std::string> bytes =
-        DumpTrainingState(path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_},
+        DumpTrainingState(path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_},
                           LoopProgress{.epoch = next_epoch_,
                                        .batch_in_epoch = next_batch_in_epoch_,
                                        .global_step = global_step_,
@@ -60,11 +60,12 @@ absl::StatusOr<std::string> Trainer::ResolveCheckpointPath(const std::string& ck
   return ckpt_path;
 }
 
-absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training) {
+absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
+                                        DataModule* data) {
   absl::StatusOr<std::string> path = ResolveCheckpointPath(ckpt_path);
   if (!path.ok()) return path.status();
   absl::StatusOr<LoopProgress> progress =
-      RestoreTrainingState(*path, TrainingState{model, optimizers_, scheduler_steps_, callbacks_, *precision_},
+      RestoreTrainingState(*path, TrainingState{model, optimizers_, scheduler_steps_, callbacks_, *precision_, data},
                            strategy_->root_device(), restore_training);
   if (!progress.ok()) return progress.status();
   if (restore_training) {

@@ -1,10 +1,10 @@
 #include "trainer/trainer.h"
 
 #include <cmath>
-#include <limits>
-#include <set>
 #include <filesystem>
+#include <limits>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,12 +78,17 @@ TEST(TrainerTest, LoopOptionsChangeStepsAndValidations) {
       {"limit_train fraction", {.max_epochs = 2, .limit_train_batches = 0.5, .num_sanity_val_steps = 0}, 10, 10, 8},
       {"limit_val count", {.max_epochs = 2, .limit_val_batches = 1, .num_sanity_val_steps = 0}, 20, 20, 2},
       {"limit_val zero", {.max_epochs = 2, .limit_val_batches = 0.0}, 20, 20, 0},
-      {"check_val_every_n_epoch", {.max_epochs = 4, .check_val_every_n_epoch = 2, .num_sanity_val_steps = 0},
-       40, 40, 8},
-      {"val_check_interval fraction", {.max_epochs = 1, .val_check_interval = 0.5, .num_sanity_val_steps = 0},
-       10, 10, 8},
-      {"val_check_interval count", {.max_epochs = 1, .val_check_interval = 3, .num_sanity_val_steps = 0}, 10, 10,
-       12},
+      {"check_val_every_n_epoch",
+       {.max_epochs = 4, .check_val_every_n_epoch = 2, .num_sanity_val_steps = 0},
+       40,
+       40,
+       8},
+      {"val_check_interval fraction",
+       {.max_epochs = 1, .val_check_interval = 0.5, .num_sanity_val_steps = 0},
+       10,
+       10,
+       8},
+      {"val_check_interval count", {.max_epochs = 1, .val_check_interval = 3, .num_sanity_val_steps = 0}, 10, 10, 12},
       {"sanity default", {.max_epochs = 1}, 10, 10, 2 + 4},
       {"sanity all", {.max_epochs = 1, .num_sanity_val_steps = -1}, 10, 10, 4 + 4},
       {"accumulate", {.max_epochs = 2, .num_sanity_val_steps = 0, .accumulate_grad_batches = 3}, 20, 8, 8},
@@ -114,8 +119,11 @@ TEST(TrainerTest, RowsAreNumberedAsLightningNumbersThemAndEachSaysItsEpoch) {
   SyntheticClusters data(data_options);
   RecordingClassifier model;
   auto memory = std::make_shared<MemoryLogger>();
-  Trainer trainer(Quiet({.max_epochs = 2, .num_sanity_val_steps = 0, .log_every_n_steps = 3,
-                         .loggers = {memory}, .enable_checkpointing = false}));
+  Trainer trainer(Quiet({.max_epochs = 2,
+                         .num_sanity_val_steps = 0,
+                         .log_every_n_steps = 3,
+                         .loggers = {memory},
+                         .enable_checkpointing = false}));
   ASSERT_TRUE(trainer.fit(model, data).ok());
   std::vector<std::pair<int64_t, double>> rows;
   for (const MemoryLogger::Row& row : memory->rows()) {
@@ -163,7 +171,8 @@ TEST(TrainerTest, OverfitBatchesSeesTheSameBatchesEveryEpoch) {
 class GradientProbe : public Callback {
  public:
   std::string state_key() const override { return "GradientProbe"; }
-  void on_before_optimizer_step(Trainer& trainer, LightningModule& module, torch::optim::Optimizer& optimizer) override {
+  void on_before_optimizer_step(Trainer& trainer, LightningModule& module,
+                                torch::optim::Optimizer& optimizer) override {
     double squares = 0;
     double largest = 0;
     for (const at::Tensor& parameter : module.parameters()) {
@@ -196,8 +205,8 @@ TEST(TrainerTest, GradientClippingByNormAndByValue) {
     torch::manual_seed(3);
     RecordingClassifier model;
     SyntheticClusters data(SmallData());
-    Trainer trainer(Quiet({.max_epochs = 1, .gradient_clip_val = clip, .gradient_clip_algorithm = algorithm,
-                           .callbacks = {clipped}}));
+    Trainer trainer(Quiet(
+        {.max_epochs = 1, .gradient_clip_val = clip, .gradient_clip_algorithm = algorithm, .callbacks = {clipped}}));
     ASSERT_TRUE(trainer.fit(model, data).ok());
     // Clipping happens before on_before_optimizer_step, so the probe sees clipped gradients.
     ASSERT_EQ(clipped->norms.size(), 10u);
@@ -241,7 +250,10 @@ TEST(TrainerTest, TrainsOnAnUnregisteredAcceleratorInstance) {
   auto accelerator = std::make_shared<kiln::testing::FakeAccelerator>(options);
   RecordingClassifier model;
   SyntheticClusters data(SmallData());
-  Trainer trainer({.accelerator = accelerator, .devices = "3,", .max_epochs = 1, .default_root_dir = TempDir(),
+  Trainer trainer({.accelerator = accelerator,
+                   .devices = "3,",
+                   .max_epochs = 1,
+                   .default_root_dir = TempDir(),
                    .enable_progress_bar = false});
   ASSERT_TRUE(trainer.fit(model, data).ok());
   EXPECT_EQ(trainer.plan()->accelerator->name(), "new_sota");
@@ -260,7 +272,8 @@ TEST(TrainerTest, BadOptionsFailBeforeTraining) {
   const std::vector<ErrorCase> cases = {
       {{.accelerator = "tpu"}, "unknown accelerator 'tpu'"},
       {{.accelerator = "cpu", .devices = 1, .num_nodes = 2}, "num_nodes=2 needs MASTER_ADDR and MASTER_PORT set"},
-      {{.accelerator = "cpu", .devices = 2, .strategy = "fsdp"}, "You selected an invalid strategy name: `strategy='fsdp'`"},
+      {{.accelerator = "cpu", .devices = 2, .strategy = "fsdp"},
+       "You selected an invalid strategy name: `strategy='fsdp'`"},
       {{.accelerator = "cpu", .devices = 1, .precision = "16-true"},
        "precision '16-true' is not supported by the cpu accelerator"},
       {{.max_steps = -5}, "max_steps=-5 must be -1"},
@@ -302,7 +315,10 @@ TEST(TrainerTest, AnExceptionInAStepBecomesAStatusAndTheDeviceIsTornDown) {
   RecordingClassifier model;
   model.throw_at_step = 3;
   SyntheticClusters data(SmallData());
-  Trainer trainer({.accelerator = accelerator, .devices = 1, .max_epochs = 1, .default_root_dir = TempDir(),
+  Trainer trainer({.accelerator = accelerator,
+                   .devices = 1,
+                   .max_epochs = 1,
+                   .default_root_dir = TempDir(),
                    .enable_progress_bar = false});
   absl::Status status = trainer.fit(model, data);
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);

@@ -69,9 +69,11 @@ ls -R "$run"
 header=$(head -1 "$run/metrics.csv")
 [[ "$header" == "epoch,step,train_acc,train_loss_epoch,train_loss_step,val_acc,val_loss" ]] ||
   fail "metrics.csv header is '$header'"
-# One validation row per epoch, at steps 8, 16, ... (480 rows, batches of 64: 8 steps per epoch).
-val_steps=$(awk -F, 'NR > 1 && $6 != "" {printf "%s ", $2}' "$run/metrics.csv")
-[[ "$val_steps" == "$(seq -s ' ' 8 8 120) " ]] || fail "validation rows at steps '$val_steps'"
+# One validation row per epoch (480 rows, batches of 64: 8 steps per epoch), numbered as Lightning numbers them:
+# at the step of the epoch's last batch, counted from 0 (7, 15, ...), and with its epoch.
+val_rows=$(awk -F, 'NR > 1 && $6 != "" {printf "%s:%s ", $1, $2}' "$run/metrics.csv")
+expected=$(for e in $(seq 0 14); do printf "%s:%s " "$e" $((8 * e + 7)); done)
+[[ "$val_rows" == "$expected" ]] || fail "validation rows (epoch:step) are '$val_rows', not '$expected'"
 grep -qx "data: flowers.csv" "$run/hparams.yaml" || fail "hparams.yaml lacks the data: $(cat "$run/hparams.yaml")"
 grep -qx "num_outputs: 3" "$run/hparams.yaml" || fail "hparams.yaml lacks num_outputs"
 [[ -s "$run/report.html" && -s "$run/checkpoints/last.ckpt" ]] || fail "no report.html or last.ckpt"
@@ -90,6 +92,23 @@ accuracy=$(paste -d, <(tail -n +2 unseen_predictions.csv) unseen_labels.txt |
 echo "accuracy on unseen rows: $accuracy"
 at_least "$accuracy" 0.9 || fail "predictions on unseen rows: accuracy '$accuracy' (or probabilities not summing to 1)"
 
+# Predicting and validating need only the checkpoint and the data to run on: from another folder, where
+# flowers.csv is not, with no model or data flags, the same predictions; and validation of the training file with
+# the checkpoint's statistics gives the training run's last val_acc.
+mkdir elsewhere
+checkpoint=$work/$run/checkpoints/last.ckpt
+(cd elsewhere && $fit --mode=predict --ckpt_path="$checkpoint" --predict_data="$work/unseen.csv" \
+  --predictions=alone.csv >alone.out 2>alone.err) || fail "predict from the checkpoint alone failed: $(tail -3 elsewhere/alone.err)"
+grep -q "^From .*last.ckpt: --model=mlp .*--data=flowers.csv" elsewhere/alone.err ||
+  fail "predict did not say what it took from the checkpoint: $(head -3 elsewhere/alone.err)"
+grep -q "epoch 14" elsewhere/alone.err || fail "predict did not say the checkpoint's epoch: $(grep -i checkpoint elsewhere/alone.err)"
+cmp -s elsewhere/alone.csv unseen_predictions.csv || fail "predictions from the checkpoint alone differ"
+(cd elsewhere && $fit --mode=validate --ckpt_path="$checkpoint" --data="$work/flowers.csv" >validate.out \
+  2>validate.err) || fail "validate from the checkpoint failed: $(tail -3 elsewhere/validate.err)"
+trained=$(awk '$1 == "val_acc" {print $2}' plain.out)
+validated=$(awk '$1 == "val_acc" {print $2}' elsewhere/validate.out)
+[[ -n "$trained" && "$validated" == "$trained" ]] || fail "validate gave val_acc '$validated', training ended at '$trained'"
+
 # Regression, label by index; predictions on a file that still has its label column (which is skipped).
 $fit --data=linear.csv --task=regression --label_column=0 --max_epochs=20 --enable_progress_bar=false \
   --default_root_dir=reg >reg.out 2>reg.err || fail "the regression run failed: $(tail -3 reg.err)"
@@ -103,6 +122,36 @@ unseen_mae=$(paste -d, <(tail -n +2 reg/predictions.csv) <(tail -n +2 linear_uns
   awk -F, '{ d = $2 - $3; s += (d < 0 ? -d : d) } END { print s / NR }')
 echo "mean absolute error on unseen rows: $unseen_mae"
 awk -v m="${unseen_mae:-99}" 'BEGIN {exit !(m < 0.3)}' || fail "regression predictions: mean absolute error $unseen_mae"
+
+# A target in large units (around 5000, spread about 2000): the model learns it standardised with the training
+# rows' statistics, so it does far better than always predicting the mean, and answers in the target's units.
+$python - <<'PY' || exit 1
+import random
+random.seed(8)
+with open("big.csv", "w") as f, open("big_unseen.csv", "w") as g:
+    f.write("a,b,target\n")
+    g.write("a,b,target\n")
+    for i in range(1200):
+        a, b = random.uniform(-2, 2), random.uniform(-2, 2)
+        (f if i < 1000 else g).write("%.4f,%.4f,%.2f\n" % (a, b, 5000 + 800 * (3 * a - 2 * b) + random.gauss(0, 50)))
+PY
+baseline=$($python -c "
+rows = [float(l.split(',')[2]) for l in open('big.csv').read().split()[1:]]
+mean = sum(rows) / len(rows)
+print(sum(abs(r - mean) for r in rows) / len(rows))")
+$fit --data=big.csv --task=regression --max_epochs=20 --enable_progress_bar=false --default_root_dir=big \
+  >big.out 2>big.err || fail "the large-target run failed: $(tail -3 big.err)"
+big_mae=$(awk '$1 == "val_mae" {print $2}' big.out)
+echo "large target: val_mae $big_mae, always predicting the mean: $baseline"
+awk -v m="${big_mae:-1e9}" -v b="$baseline" 'BEGIN {exit !(m < 0.1 * b)}' ||
+  fail "val_mae $big_mae is not below a tenth of the mean predictor's $baseline"
+$fit --mode=predict --ckpt_path=last --default_root_dir=big --predict_data=big_unseen.csv >/dev/null 2>big_predict.err ||
+  fail "large-target predict failed: $(tail -3 big_predict.err)"
+big_unseen=$(paste -d, <(tail -n +2 big/predictions.csv) <(tail -n +2 big_unseen.csv) |
+  awk -F, '{ d = $2 - $5; s += (d < 0 ? -d : d) } END { print s / NR }')
+echo "large target: mean absolute error on unseen rows $big_unseen"
+awk -v m="${big_unseen:-1e9}" -v b="$baseline" 'BEGIN {exit !(m < 0.1 * b)}' ||
+  fail "large-target predictions are not in the target's units: mean absolute error $big_unseen"
 
 # The UCI digits that python3-sklearn ships, with the small ConvNet on 8x8 images.
 $fit --data=digits --model=cnn --max_epochs=10 --enable_progress_bar=false --default_root_dir=digits \

@@ -411,6 +411,10 @@ absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const Tra
     for (const auto& [key, value] : state.model.hparams()) Put(hparams, key, HparamValue(value));
     Put(contents, "hyper_parameters", hparams);
 
+    if (state.data != nullptr && !state.data->state_key().empty()) {
+      Put(contents, state.data->state_key(), state.data->state_dict());
+    }
+
     GenericDict kiln = NewDict();
     GenericDict loop = NewDict();
     Put(loop, "epoch", progress.epoch);
@@ -530,7 +534,17 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
     }
   }
 
-  // Apply. Optimizers first: those kept as LibTorch archives are checked only as they load.
+  // Apply. The data first: only the data module can check its state, as it loads it. Then the optimizers: those
+  // kept as LibTorch archives are checked only as they load.
+  if (restore_training && state.data != nullptr && !state.data->state_key().empty()) {
+    auto found = checkpoint.contents.find(c10::IValue(state.data->state_key()));
+    if (found != checkpoint.contents.end()) {
+      if (absl::Status status = state.data->load_state_dict(found->value()); !status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": the state of the data ('",
+                                                       state.data->state_key(), "'): ", status.message()));
+      }
+    }
+  }
   try {
     for (const auto& load : load_optimizers) load();
   } catch (const c10::Error& e) {

@@ -12,6 +12,8 @@
 //                              stepped (replayed on load)
 //   callbacks                  each callback's state, under its state_key (text keys and values)
 //   hyper_parameters           the module's hyper-parameters (numbers and booleans as such), hparams_name "kwargs"
+//   <the data's state_key()>   the data module's state_dict(), as Lightning keeps a datamodule's (the built-in
+//                              tables': "TabularData", their columns, classes and feature statistics)
 //   kiln                       Kiln's own: the format records, "loop" (the exact place to resume: epoch,
 //                              batch_in_epoch, global_step), "rng_cpu" (LibTorch's default CPU generator) and
 //                              "precision_plugin" (for 16-mixed the gradient scaler's scale, growth tracker and
@@ -32,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "c10/core/Device.h"
 #include "trainer/core/callback.h"
+#include "trainer/core/data_loader.h"
 #include "trainer/core/lightning_module.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 
@@ -57,6 +60,7 @@ struct TrainingState {
   std::vector<int64_t>& scheduler_steps;  // How often each of optimizers.schedulers has stepped.
   const std::vector<std::shared_ptr<Callback>>& callbacks;
   PrecisionPlugin& precision;
+  DataModule* data = nullptr;  // Its state_dict() is saved under its state_key(); null or an empty key: none.
 };
 
 // The bytes of a checkpoint of `state` at `progress`; `path` names the file in errors.

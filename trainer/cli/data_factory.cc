@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "trainer/cli/input_guard.h"
 #include "trainer/data/csv_table.h"
-#include "trainer/data/memory_budget.h"
 #include "trainer/data/digits.h"
+#include "trainer/data/memory_budget.h"
 #include "trainer/data/prefetching_data_module.h"
 
 namespace kiln {
@@ -26,17 +26,16 @@ absl::StatusOr<LoadedData> Load(const DataSpec& spec) {
     }
     // The examples and the class centres are made whole, before training.
     const SyntheticOptions& synthetic = spec.synthetic;
-    const uint64_t values = SaturatingMultiply(
-        static_cast<uint64_t>(synthetic.num_train) + static_cast<uint64_t>(synthetic.num_val),
-        static_cast<uint64_t>(synthetic.num_features) + 2);
-    const uint64_t centres = SaturatingMultiply(static_cast<uint64_t>(synthetic.num_classes),
-                                                static_cast<uint64_t>(synthetic.num_features));
-    if (absl::Status fits = CheckInputFits(SaturatingMultiply(std::max(values, centres), 2 * sizeof(float)),
-                                           absl::StrCat("--data=synthetic with --num_train=", synthetic.num_train,
-                                                        ", --num_val=", synthetic.num_val, ", --num_features=",
-                                                        synthetic.num_features, " and --num_classes=",
-                                                        synthetic.num_classes),
-                                           "pass smaller sizes");
+    const uint64_t values =
+        SaturatingMultiply(static_cast<uint64_t>(synthetic.num_train) + static_cast<uint64_t>(synthetic.num_val),
+                           static_cast<uint64_t>(synthetic.num_features) + 2);
+    const uint64_t centres =
+        SaturatingMultiply(static_cast<uint64_t>(synthetic.num_classes), static_cast<uint64_t>(synthetic.num_features));
+    if (absl::Status fits = CheckInputFits(
+            SaturatingMultiply(std::max(values, centres), 2 * sizeof(float)),
+            absl::StrCat("--data=synthetic with --num_train=", synthetic.num_train, ", --num_val=", synthetic.num_val,
+                         ", --num_features=", synthetic.num_features, " and --num_classes=", synthetic.num_classes),
+            "pass smaller sizes");
         !fits.ok()) {
       return fits;
     }
@@ -47,6 +46,27 @@ absl::StatusOr<LoadedData> Load(const DataSpec& spec) {
     loaded.description = absl::StrCat("synthetic: ", spec.synthetic.num_train, " training and ", spec.synthetic.num_val,
                                       " validation examples, ", spec.synthetic.num_features, " features, ",
                                       spec.synthetic.num_classes, " classes");
+  } else if (spec.saved_state.isGenericDict() && !spec.predict_data.empty()) {
+    // Rows to predict on, scaled with the checkpoint's statistics: the training file is not needed.
+    absl::StatusOr<std::unique_ptr<TabularData>> data = TabularData::FromState(spec.saved_state, spec.batch_size);
+    if (!data.ok()) return data.status();
+    absl::StatusOr<CsvTable> rows = ReadCsv(spec.predict_data, {.label_column = spec.label_column,
+                                                                .task = (*data)->task(),
+                                                                .num_features = (*data)->num_features(),
+                                                                .num_threads = threads});
+    if (absl::IsNotFound(rows.status())) {
+      return FlagError("predict_data", spec.predict_data, "no such file; pass an existing CSV file");
+    }
+    if (!rows.ok()) return rows.status();
+    if (absl::Status set = (*data)->set_predict_features(rows->features); !set.ok()) return set;
+    loaded.task = (*data)->task();
+    loaded.table = data->get();
+    loaded.num_features = (*data)->num_features();
+    loaded.num_outputs = (*data)->num_outputs();
+    loaded.class_names = (*data)->class_names();
+    loaded.description = absl::StrCat(spec.predict_data, ": ", rows->num_rows(), " rows to predict on, ",
+                                      loaded.num_features, " features, scaled as the checkpoint's training rows");
+    loaded.module = std::shared_ptr<TabularData>(std::move(data).value());
   } else {
     absl::StatusOr<CsvTable> table =
         spec.data == "digits"
@@ -57,14 +77,29 @@ absl::StatusOr<LoadedData> Load(const DataSpec& spec) {
     }
     if (!table.ok()) return table.status();
     const std::string source = spec.data == "digits" ? "digits" : spec.data;
-    absl::StatusOr<std::unique_ptr<TabularData>> data =
-        TabularData::Create(*std::move(table), {.task = spec.task,
-                                                .val_fraction = spec.val_fraction,
-                                                .batch_size = spec.batch_size,
-                                                .shuffle = spec.shuffle,
-                                                .seed = spec.seed,
-                                                .normalize = spec.normalize});
+    TabularDataOptions options{.task = spec.task,
+                               .val_fraction = spec.val_fraction,
+                               .batch_size = spec.batch_size,
+                               .shuffle = spec.shuffle,
+                               .seed = spec.seed,
+                               .normalize = spec.normalize};
+    std::unique_ptr<TabularData> saved;
+    if (spec.saved_state.isGenericDict()) {
+      // The checkpoint's statistics and classes, not this file's.
+      absl::StatusOr<std::unique_ptr<TabularData>> from_state = TabularData::FromState(spec.saved_state, 1);
+      if (!from_state.ok()) return from_state.status();
+      saved = *std::move(from_state);
+      options.normalize = saved->statistics().feature_mean.defined();
+      if (options.normalize) options.statistics = saved->statistics();
+    }
+    absl::StatusOr<std::unique_ptr<TabularData>> data = TabularData::Create(*std::move(table), options);
     if (!data.ok()) return data.status();
+    if (saved != nullptr) {
+      if (absl::Status fits = (*data)->load_state_dict(spec.saved_state); !fits.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--data=", spec.data, " does not fit the checkpoint's table: ", fits.message()));
+      }
+    }
     loaded.table = data->get();
     loaded.num_features = (*data)->num_features();
     loaded.num_outputs = (*data)->num_outputs();

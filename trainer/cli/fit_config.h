@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
 #include "trainer/data/task.h"
 #include "trainer/loggers/log_dir.h"
@@ -38,6 +39,9 @@ struct DataSpec {
   std::string digits_path;
   SyntheticOptions synthetic;
   std::string predict_data;  // A CSV file to predict on; empty: the validation rows.
+  // --mode=validate/predict: the checkpoint's "TabularData" (saved_run.h), or None. With it, a table uses the
+  // checkpoint's classes and feature statistics, and rows to predict on need no training file.
+  c10::IValue saved_state;
 };
 
 struct ModelSpec {

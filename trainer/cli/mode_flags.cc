@@ -6,7 +6,8 @@
 
 ABSL_FLAG(std::string, mode, "fit",
           "\"fit\" (train), \"validate\" (evaluate --ckpt_path on the validation data) or \"predict\" (write "
-          "predictions of --ckpt_path to --predictions). Pass the same model and data flags as for fit.");
+          "predictions of --ckpt_path to --predictions). Model and data flags left out are the checkpoint's, and a "
+          "table's classes and feature scaling come from it: the training file is not needed to predict.");
 ABSL_FLAG(std::string, predict_data, "",
           "--mode=predict: a CSV file of rows to predict on (feature columns, with or without the label column); "
           "empty: the validation rows.");

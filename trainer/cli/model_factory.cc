@@ -95,6 +95,11 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
   if (absl::Status checked = model->CheckOutputShape(data.num_features, data.num_outputs); !checked.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--model=", spec.model, ": ", checked.message()));
   }
+  // Regression learns standardised targets: the training rows' mean and spread (restored from a checkpoint's
+  // buffers when there is one).
+  if (data.table != nullptr) {
+    model->set_target_statistics(data.table->statistics().target_mean, data.table->statistics().target_std);
+  }
   model->save_hyperparameters(std::move(hparams));
   return model;
 }

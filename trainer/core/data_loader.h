@@ -11,8 +11,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ATen/core/Tensor.h"
+#include "ATen/core/ivalue.h"
 #include "absl/status/status.h"
 #include "trainer/core/batch.h"
 
@@ -93,6 +95,17 @@ class DataModule {
   virtual std::shared_ptr<DataLoader> val_dataloader() { return nullptr; }
   virtual std::shared_ptr<DataLoader> test_dataloader() { return nullptr; }
   virtual std::shared_ptr<DataLoader> predict_dataloader() { return nullptr; }
+
+  // What a checkpoint keeps of the data, as Lightning keeps a LightningDataModule's state_dict(): written under
+  // state_key() (by default nothing is written), and given to load_state_dict when a fit resumes from the
+  // checkpoint. The state holds what torch.save can: dictionaries, lists, numbers, strings, tensors. An error from
+  // load_state_dict stops the resume, naming the checkpoint.
+  virtual std::string state_key() const { return ""; }
+  virtual c10::IValue state_dict() const { return c10::IValue(); }
+  virtual absl::Status load_state_dict(const c10::IValue& state) {
+    (void)state;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace kiln

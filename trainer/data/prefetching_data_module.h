@@ -26,6 +26,9 @@ class PrefetchingDataModule final : public DataModule {
   std::shared_ptr<DataLoader> val_dataloader() override { return Wrap(inner_->val_dataloader()); }
   std::shared_ptr<DataLoader> test_dataloader() override { return Wrap(inner_->test_dataloader()); }
   std::shared_ptr<DataLoader> predict_dataloader() override { return Wrap(inner_->predict_dataloader()); }
+  std::string state_key() const override { return inner_->state_key(); }
+  c10::IValue state_dict() const override { return inner_->state_dict(); }
+  absl::Status load_state_dict(const c10::IValue& state) override { return inner_->load_state_dict(state); }
 
   const std::shared_ptr<DataModule>& inner() const { return inner_; }
 

@@ -47,9 +47,17 @@ absl::Status TensorBoardLogger::log_metrics(const MetricMap& metrics, int64_t st
   if (absl::Status opened = Open(); !opened.ok()) return opened;
   const double now = WallTime();
   for (const auto& [tag, value] : metrics) {
+    // Rows logged at one step all say their epoch (Lightning's validation and epoch rows share a step): a scalar
+    // already written at this step with this value is not written again.
+    const auto written_before = last_written_.find(tag);
+    if (written_before != last_written_.end() && written_before->second.first == step &&
+        written_before->second.second == static_cast<float>(value)) {
+      continue;
+    }
     if (absl::Status written = writer_->Write(ScalarEvent(now, step, tag, static_cast<float>(value))); !written.ok()) {
       return written;
     }
+    last_written_[tag] = {step, static_cast<float>(value)};
   }
   return absl::OkStatus();
 }

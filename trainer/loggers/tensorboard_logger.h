@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "trainer/core/logger.h"
 #include "trainer/loggers/log_dir.h"
@@ -52,6 +53,7 @@ class TensorBoardLogger final : public Logger {
   bool hparams_logged_ = false;
   bool finalized_ = false;
   SessionStatus session_status_ = SessionStatus::kUnknown;
+  std::map<std::string, std::pair<int64_t, float>> last_written_;  // Each scalar's last step and value.
 };
 
 }  // namespace kiln

@@ -15,6 +15,24 @@ std::string Shape(const at::Tensor& tensor) { return absl::StrCat("[", absl::Str
 
 }  // namespace
 
+SupervisedModule::SupervisedModule(SupervisedOptions options) : options_(std::move(options)) {
+  if (options_.task == Task::kRegression) {
+    target_mean_ = register_buffer("target_mean", at::zeros({}));
+    target_std_ = register_buffer("target_std", at::ones({}));
+  }
+}
+
+void SupervisedModule::set_target_statistics(double mean, double std) {
+  if (options_.task != Task::kRegression) return;
+  torch::NoGradGuard no_grad;
+  target_mean_.fill_(mean);
+  target_std_.fill_(std);
+}
+
+at::Tensor SupervisedModule::Unstandardise(const at::Tensor& outputs) const {
+  return outputs * target_std_.to(outputs.scalar_type()) + target_mean_.to(outputs.scalar_type());
+}
+
 at::Tensor SupervisedModule::Outputs(const Batch& batch) {
   at::Tensor input = batch.input;
   if (!options_.input_shape.empty()) {
@@ -29,7 +47,9 @@ at::Tensor SupervisedModule::Outputs(const Batch& batch) {
 
 at::Tensor SupervisedModule::Loss(const at::Tensor& outputs, const at::Tensor& target) const {
   if (options_.task == Task::kClassification) return torch::nn::functional::cross_entropy(outputs, target);
-  return torch::nn::functional::mse_loss(outputs, target.to(outputs.scalar_type()));
+  const at::Tensor standardised = (target.to(outputs.scalar_type()) - target_mean_.to(outputs.scalar_type())) /
+                                  target_std_.to(outputs.scalar_type());
+  return torch::nn::functional::mse_loss(outputs, standardised);
 }
 
 void SupervisedModule::LogEvaluation(const std::string& prefix, const at::Tensor& outputs, const at::Tensor& target) {
@@ -39,7 +59,7 @@ void SupervisedModule::LogEvaluation(const std::string& prefix, const at::Tensor
     log(prefix + "_acc", outputs.argmax(1).eq(target).to(at::kFloat).mean(),
         {.prog_bar = validating, .sync_dist = true});
   } else {
-    log(prefix + "_mae", (outputs - target.to(outputs.scalar_type())).abs().mean(),
+    log(prefix + "_mae", (Unstandardise(outputs) - target.to(outputs.scalar_type())).abs().mean(),
         {.prog_bar = validating, .sync_dist = true});
   }
 }
@@ -65,7 +85,7 @@ void SupervisedModule::test_step(const Batch& batch, int64_t batch_idx) {
 
 at::Tensor SupervisedModule::predict_step(const Batch& batch, int64_t batch_idx) {
   at::Tensor outputs = Outputs(batch);
-  return options_.task == Task::kClassification ? outputs.softmax(1) : outputs;
+  return options_.task == Task::kClassification ? outputs.softmax(1) : Unstandardise(outputs);
 }
 
 OptimizerConfig SupervisedModule::configure_optimizers() {

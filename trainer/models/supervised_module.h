@@ -4,8 +4,11 @@
 //   classification: forward returns logits [N, classes]; loss cross-entropy; logs train_loss (step and epoch,
 //                   in the progress bar), train_acc (epoch), val_loss and val_acc (both in the progress bar),
 //                   test_loss and test_acc; predict_step returns class probabilities (softmax).
-//   regression:     forward returns [N] or [N, 1]; loss mean squared error; logs train_loss, val_loss and val_mae
-//                   (mean absolute error), test_loss and test_mae; predict_step returns the values [N].
+//   regression:     forward returns [N] or [N, 1], in standardised units: the model learns (target - mean) / std,
+//                   with the training targets' mean and standard deviation (set_target_statistics; kept as the
+//                   buffers target_mean and target_std, so checkpoints hold them). The loss is the mean squared
+//                   error in those units (train_loss, val_loss, test_loss); val_mae and test_mae (mean absolute
+//                   error) and predict_step's values [N] are in the target's own units.
 //
 // Inputs arrive as [N, features] and are reshaped to [N, input_shape...] first when `input_shape` is set (images
 // for convolutional networks). The optimizer is Adam or SGD over every parameter.
@@ -31,7 +34,7 @@ struct SupervisedOptions {
 
 class SupervisedModule : public LightningModule {
  public:
-  explicit SupervisedModule(SupervisedOptions options) : options_(std::move(options)) {}
+  explicit SupervisedModule(SupervisedOptions options);
 
   // Outputs for a batch of inputs already reshaped to input_shape.
   virtual at::Tensor forward(const at::Tensor& input) = 0;
@@ -49,13 +52,21 @@ class SupervisedModule : public LightningModule {
 
   const SupervisedOptions& options() const { return options_; }
 
+  // Regression: the training targets' mean and standard deviation (> 0). Until set, 0 and 1 (targets as they are).
+  void set_target_statistics(double mean, double std);
+
  private:
   // Inputs reshaped to input_shape, and outputs shaped like the targets (regression).
   at::Tensor Outputs(const Batch& batch);
   at::Tensor Loss(const at::Tensor& outputs, const at::Tensor& target) const;
   void LogEvaluation(const std::string& prefix, const at::Tensor& outputs, const at::Tensor& target);
 
+  // Outputs in the target's units (regression).
+  at::Tensor Unstandardise(const at::Tensor& outputs) const;
+
   SupervisedOptions options_;
+  at::Tensor target_mean_;  // Regression only: 0-dim buffers.
+  at::Tensor target_std_;
 };
 
 }  // namespace kiln
