@@ -31,6 +31,7 @@
 #include "hal/compat/version.h"
 #include "torch/utils.h"
 #include "trainer/accelerator_plugins.h"
+#include "trainer/callbacks/early_stopping.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/cli/command_line.h"
 #include "trainer/cli/data_factory.h"
@@ -151,9 +152,11 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
   if (outputs.enable_model_summary) options.callbacks.push_back(std::make_shared<ModelSummaryCallback>());
   std::shared_ptr<ModelCheckpoint> checkpoint;
   if (options.enable_checkpointing) {
-    checkpoint = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
-        .save_last = outputs.save_last, .every_n_train_steps = outputs.every_n_train_steps, .every_n_epochs = 1});
+    checkpoint = std::make_shared<ModelCheckpoint>(outputs.checkpoint);
     options.callbacks.push_back(checkpoint);
+  }
+  if (outputs.early_stopping.has_value()) {
+    options.callbacks.push_back(std::make_shared<EarlyStopping>(*outputs.early_stopping));
   }
 
   std::cerr << "Data: " << data.description << std::endl;
@@ -237,9 +240,11 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
   return 0;
 }
 
-int RunValidate(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
+// --mode=validate and --mode=test.
+int RunEvaluate(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
   Trainer trainer(config.trainer);
-  absl::StatusOr<MetricMap> metrics = trainer.validate(model, *data.module, config.ckpt_path);
+  absl::StatusOr<MetricMap> metrics = config.mode == "test" ? trainer.test(model, *data.module, config.ckpt_path)
+                                                            : trainer.validate(model, *data.module, config.ckpt_path);
   if (!metrics.ok()) {
     if (IsInputError(metrics.status())) UsageError(metrics.status().message());
     std::cerr << "error: " << metrics.status().message() << std::endl;
@@ -248,7 +253,7 @@ int RunValidate(const FitConfig& config, LoadedData& data, SupervisedModule& mod
   if (!trainer.is_global_zero()) return 0;  // The metrics are every rank's; rank zero alone reports them.
   if (!config.outputs.summary_json.empty()) {
     JsonObject json;
-    json.AddString("mode", "validate")
+    json.AddString("mode", config.mode)
         .Add("final_metrics", JsonMetrics(*metrics))
         .AddString("ckpt_path", config.ckpt_path)
         .AddString("accelerator", trainer.plan()->accelerator->name())
@@ -370,7 +375,7 @@ int Main(int argc, char** argv) {
   }
   (*model)->save_hyperparameters(std::move(hparams));
 
-  if (config->mode == "validate") return RunValidate(*config, *data, **model);
+  if (config->mode == "validate" || config->mode == "test") return RunEvaluate(*config, *data, **model);
   if (config->mode == "predict") return RunPredict(*config, *data, **model);
   return RunFit(*config, *data, **model);
 }

@@ -8,7 +8,18 @@ failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
 
 # The default run (no flags but a shorter schedule and a folder to write to) trains well above chance.
-mkdir -p "$work/default" && cd "$work/default" || exit 1
+mkdir -p "$work/default" && # ModelCheckpoint and EarlyStopping from the command line: the two best checkpoints by val_loss, named by it, and a
+# stop once val_acc has not risen for one validation (the synthetic task's val_acc plateaus within a few epochs).
+mkdir -p "$work/callbacks" && cd "$work/callbacks" || exit 1
+callbacks_out=$($fit --max_epochs=40 --num_train=1024 --num_val=256 --enable_progress_bar=false --report=false \
+  --checkpoint_monitor=val_loss --save_top_k=2 --checkpoint_filename="{epoch}-{val_loss:.3f}" \
+  --early_stopping_monitor=val_acc --early_stopping_mode=max --patience=1 2>"$work/callbacks.err")
+epochs=$(sed -n -E 's/.* for ([0-9]+) epochs.*/\1/p' <<<"$callbacks_out")
+[[ -n "$epochs" && "$epochs" -lt 40 ]] || fail "EarlyStopping did not stop before 40 epochs: '$callbacks_out' $(tail -3 "$work/callbacks.err")"
+kept=$(cd lightning_logs/version_0/checkpoints 2>/dev/null && ls | grep -c '^epoch=[0-9]*-val_loss=[0-9.]*\.ckpt$')
+[[ "$kept" == 2 ]] || fail "--save_top_k=2 with --checkpoint_filename kept '$kept' files: $(ls lightning_logs/version_0/checkpoints)"
+[[ -s lightning_logs/version_0/checkpoints/last.ckpt ]] || fail "no last.ckpt beside the monitored checkpoints"
+cd "$work/default" || exit 1
 out=$($fit --max_epochs=5 --enable_progress_bar=false 2>"$work/default.err")
 status=$?
 echo "$out"
@@ -23,6 +34,12 @@ for file in metrics.csv hparams.yaml report.html checkpoints/last.ckpt; do
 done
 # The model summary went to standard error.
 grep -q "Total params" "$work/default.err" || fail "no model summary on standard error"
+# --fast_dev_run takes Lightning's true and false as well as a number of batches: true is one batch.
+mkdir -p "$work/fast" && cd "$work/fast" || exit 1
+fast=$($fit --fast_dev_run=true --enable_progress_bar=false 2>"$work/fast.err")
+grep -q "for 1 epochs, 1 steps" <<<"$fast" || fail "--fast_dev_run=true did not train one batch: $fast $(tail -3 "$work/fast.err")"
+[[ ! -e lightning_logs ]] || fail "--fast_dev_run=true wrote $(ls -R lightning_logs)"
+cd "$work/default" || exit 1
 
 # Precisions the cpu accelerator declares: each trains, says so, and --summary_json records it. A short run (3
 # epochs) is far above chance (0.25) in every one of them.
@@ -133,6 +150,12 @@ expect_usage_error "--gradient_clip_val='-1' is not valid; pass a finite value >
 expect_usage_error "--gradient_clip_val='inf' is not valid; pass a finite value > 0" --gradient_clip_val=inf
 expect_usage_error "--gradient_clip_algorithm='max' is not valid; pass norm or value" --gradient_clip_algorithm=max
 expect_usage_error "--fast_dev_run='-1' is not valid" --fast_dev_run=-1
+expect_usage_error "--fast_dev_run='yes' is not valid; pass true, false or an int N >= 0" --fast_dev_run=yes
+expect_usage_error "--checkpoint_mode='avg' is not valid; pass min or max" --checkpoint_mode=avg
+expect_usage_error "--save_top_k='-2' is not valid; pass an int >= -1 (-1: all, 0: none)" --save_top_k=-2
+expect_usage_error "--patience='-1' is not valid; pass an int >= 0" --early_stopping_monitor=val_loss --patience=-1
+expect_usage_error "--early_stopping_mode='up' is not valid; pass min or max" --early_stopping_monitor=val_loss \
+  --early_stopping_mode=up
 expect_usage_error "--seed='-1' is not valid; pass an int >= 0" --seed=-1
 expect_usage_error "--log_every_n_steps='-1' is not valid" --log_every_n_steps=-1
 expect_usage_error "\`val_check_interval\` (1000) must be less than or equal to the number of the training batches" \
@@ -185,7 +208,7 @@ expect_usage_error "--logger='' is not valid" --logger=
 expect_usage_error "--log_name='a/b' is not valid" --log_name=a/b
 expect_usage_error "--log_version='-2' is not valid" --log_version=-2
 # Modes.
-expect_usage_error "--mode='train' is not valid; pass fit, validate or predict" --mode=train
+expect_usage_error "--mode='train' is not valid; pass fit, validate, test or predict" --mode=train
 expect_usage_error "--mode=predict needs --ckpt_path" --mode=predict
 expect_usage_error "--mode=validate needs --ckpt_path" --mode=validate
 expect_usage_error "--ckpt_path='best' is not valid; \"best\" only exists during fit" --mode=predict --ckpt_path=best

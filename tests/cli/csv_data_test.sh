@@ -108,6 +108,10 @@ cmp -s elsewhere/alone.csv unseen_predictions.csv || fail "predictions from the 
 trained=$(awk '$1 == "val_acc" {print $2}' plain.out)
 validated=$(awk '$1 == "val_acc" {print $2}' elsewhere/validate.out)
 [[ -n "$trained" && "$validated" == "$trained" ]] || fail "validate gave val_acc '$validated', training ended at '$trained'"
+# --mode=test: the held-out rows again (a table's test rows are its validation rows), under test_ names.
+(cd elsewhere && $fit --mode=test --ckpt_path="$checkpoint" --data="$work/flowers.csv" --limit_test_batches=1 \
+  >test.out 2>test.err) || fail "test from the checkpoint failed: $(tail -3 elsewhere/test.err)"
+grep -q "test_acc" elsewhere/test.out || fail "--mode=test printed no test_acc: $(cat elsewhere/test.out)"
 
 # Regression, label by index; predictions on a file that still has its label column (which is skipped).
 $fit --data=linear.csv --task=regression --label_column=0 --max_epochs=20 --enable_progress_bar=false \

@@ -15,3 +15,18 @@ ABSL_FLAG(std::string, ckpt_path, "",
 ABSL_FLAG(bool, enable_checkpointing, true, "Save checkpoints (by default, at the end of every epoch).");
 ABSL_FLAG(int64_t, every_n_train_steps, 0, "Also save a checkpoint every N optimizer steps (0: only at epoch ends).");
 ABSL_FLAG(bool, save_last, true, "Keep checkpoints/last.ckpt up to date with every save.");
+ABSL_FLAG(std::string, checkpoint_monitor, "",
+          "ModelCheckpoint's monitor: keep the checkpoints with the best value of this logged metric (e.g. "
+          "val_loss); empty: the newest.");
+ABSL_FLAG(std::string, checkpoint_mode, "min", "ModelCheckpoint's mode: \"min\" or \"max\" is best.");
+ABSL_FLAG(int64_t, save_top_k, 1, "ModelCheckpoint's save_top_k: how many best checkpoints to keep (-1: all, 0: none).");
+ABSL_FLAG(std::string, checkpoint_filename, "",
+          "ModelCheckpoint's filename, with {epoch}, {step} and metric names in braces (e.g. "
+          "\"{epoch}-{val_loss:.2f}\"); empty: \"{epoch}-{step}\", as epoch=E-step=S.ckpt.");
+ABSL_FLAG(int64_t, every_n_epochs, 1, "ModelCheckpoint's every_n_epochs: save at the end of every N-th epoch.");
+ABSL_FLAG(std::string, early_stopping_monitor, "",
+          "EarlyStopping's monitor: stop when this logged metric (e.g. val_loss) stops improving; empty: no early "
+          "stopping.");
+ABSL_FLAG(std::string, early_stopping_mode, "min", "EarlyStopping's mode: \"min\" or \"max\" is better.");
+ABSL_FLAG(int64_t, patience, 3, "EarlyStopping's patience: checks with no improvement before stopping.");
+ABSL_FLAG(double, min_delta, 0.0, "EarlyStopping's min_delta: the smallest change that counts as an improvement.");

@@ -96,8 +96,8 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
 
   // Mode.
   config.mode = absl::GetFlag(FLAGS_mode);
-  if (config.mode != "fit" && config.mode != "validate" && config.mode != "predict") {
-    return FlagError("mode", config.mode, "pass fit, validate or predict");
+  if (config.mode != "fit" && config.mode != "validate" && config.mode != "test" && config.mode != "predict") {
+    return FlagError("mode", config.mode, "pass fit, validate, test or predict");
   }
   config.ckpt_path = absl::GetFlag(FLAGS_ckpt_path);
   if (config.ckpt_path != "last" && config.ckpt_path != "best") config.ckpt_path = UserPath(config.ckpt_path);
@@ -143,6 +143,7 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   for (auto [flag, value, limit] :
        {std::make_tuple("limit_train_batches", absl::GetFlag(FLAGS_limit_train_batches), &trainer.limit_train_batches),
         std::make_tuple("limit_val_batches", absl::GetFlag(FLAGS_limit_val_batches), &trainer.limit_val_batches),
+        std::make_tuple("limit_test_batches", absl::GetFlag(FLAGS_limit_test_batches), &trainer.limit_test_batches),
         std::make_tuple("limit_predict_batches", absl::GetFlag(FLAGS_limit_predict_batches),
                         &trainer.limit_predict_batches),
         std::make_tuple("overfit_batches", absl::GetFlag(FLAGS_overfit_batches), &trainer.overfit_batches)}) {
@@ -181,8 +182,15 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (trainer.gradient_clip_algorithm != "norm" && trainer.gradient_clip_algorithm != "value") {
     return FlagError("gradient_clip_algorithm", trainer.gradient_clip_algorithm, "pass norm or value");
   }
-  trainer.fast_dev_run = absl::GetFlag(FLAGS_fast_dev_run);
-  if (absl::Status s = AtLeast("fast_dev_run", trainer.fast_dev_run, 0, " (0: off)"); !s.ok()) return s;
+  // Lightning's fast_dev_run is a bool or an int: true is one batch.
+  const std::string fast_dev_run = absl::GetFlag(FLAGS_fast_dev_run);
+  if (fast_dev_run == "true" || fast_dev_run == "True") {
+    trainer.fast_dev_run = 1;
+  } else if (fast_dev_run == "false" || fast_dev_run == "False") {
+    trainer.fast_dev_run = 0;
+  } else if (!absl::SimpleAtoi(fast_dev_run, &trainer.fast_dev_run) || trainer.fast_dev_run < 0) {
+    return FlagError("fast_dev_run", fast_dev_run, "pass true, false or an int N >= 0 (N batches; 0: off)");
+  }
   trainer.deterministic = absl::GetFlag(FLAGS_deterministic);
   const int64_t seed = absl::GetFlag(FLAGS_seed);
   if (absl::Status s = AtLeast("seed", seed, 0); !s.ok()) return s;
@@ -315,12 +323,41 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   outputs.predictions = absl::GetFlag(FLAGS_predictions).empty()
                             ? absl::StrCat(trainer.default_root_dir, "/predictions.csv")
                             : UserPath(absl::GetFlag(FLAGS_predictions));
-  outputs.every_n_train_steps = absl::GetFlag(FLAGS_every_n_train_steps);
-  if (absl::Status s = AtLeast("every_n_train_steps", outputs.every_n_train_steps, 0, " (0: only at epoch ends)");
+  ModelCheckpointOptions& checkpoint = outputs.checkpoint;
+  checkpoint.every_n_train_steps = absl::GetFlag(FLAGS_every_n_train_steps);
+  if (absl::Status s = AtLeast("every_n_train_steps", checkpoint.every_n_train_steps, 0, " (0: only at epoch ends)");
       !s.ok()) {
     return s;
   }
-  outputs.save_last = absl::GetFlag(FLAGS_save_last);
+  checkpoint.save_last = absl::GetFlag(FLAGS_save_last);
+  if (const std::string monitor = absl::GetFlag(FLAGS_checkpoint_monitor); !monitor.empty()) {
+    checkpoint.monitor = monitor;
+  }
+  checkpoint.mode = absl::GetFlag(FLAGS_checkpoint_mode);
+  if (checkpoint.mode != "min" && checkpoint.mode != "max") {
+    return FlagError("checkpoint_mode", checkpoint.mode, "pass min or max");
+  }
+  checkpoint.save_top_k = absl::GetFlag(FLAGS_save_top_k);
+  if (absl::Status s = AtLeast("save_top_k", checkpoint.save_top_k, -1, " (-1: all, 0: none)"); !s.ok()) return s;
+  checkpoint.filename = absl::GetFlag(FLAGS_checkpoint_filename);
+  checkpoint.every_n_epochs = absl::GetFlag(FLAGS_every_n_epochs);
+  if (absl::Status s = AtLeast("every_n_epochs", *checkpoint.every_n_epochs, 0, " (0: never at epoch ends)"); !s.ok()) {
+    return s;
+  }
+  if (const std::string monitor = absl::GetFlag(FLAGS_early_stopping_monitor); !monitor.empty()) {
+    EarlyStoppingOptions early_stopping{.monitor = monitor,
+                                        .min_delta = absl::GetFlag(FLAGS_min_delta),
+                                        .patience = absl::GetFlag(FLAGS_patience),
+                                        .mode = absl::GetFlag(FLAGS_early_stopping_mode)};
+    if (early_stopping.mode != "min" && early_stopping.mode != "max") {
+      return FlagError("early_stopping_mode", early_stopping.mode, "pass min or max");
+    }
+    if (absl::Status s = AtLeast("patience", early_stopping.patience, 0); !s.ok()) return s;
+    if (!(early_stopping.min_delta >= 0)) {
+      return FlagError("min_delta", absl::StrCat(early_stopping.min_delta), "pass a value >= 0");
+    }
+    outputs.early_stopping = early_stopping;
+  }
   return config;
 }
 

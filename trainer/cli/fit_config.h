@@ -8,11 +8,14 @@
 #define KILN_TRAINER_CLI_FIT_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
+#include "trainer/callbacks/early_stopping.h"
+#include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/data/task.h"
 #include "trainer/loggers/log_dir.h"
 #include "trainer/synthetic_data.h"
@@ -61,8 +64,8 @@ struct OutputSpec {
   bool enable_model_summary = true;
   std::string summary_json;  // Empty: none.
   std::string predictions;   // --mode=predict's output file.
-  int64_t every_n_train_steps = 0;
-  bool save_last = true;
+  ModelCheckpointOptions checkpoint;                 // With enable_checkpointing.
+  std::optional<EarlyStoppingOptions> early_stopping;  // With --early_stopping_monitor.
 };
 
 struct FitConfig {

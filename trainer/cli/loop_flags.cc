@@ -15,6 +15,8 @@ ABSL_FLAG(std::string, limit_train_batches, "1.0",
           "Training batches per epoch: an int count, or a fraction in [0.0, 1.0] written with a '.'.");
 ABSL_FLAG(std::string, limit_val_batches, "1.0",
           "Validation batches per epoch: an int count, or a fraction in [0.0, 1.0] written with a '.'.");
+ABSL_FLAG(std::string, limit_test_batches, "1.0",
+          "Batches to test on (--mode=test): an int count, or a fraction in [0.0, 1.0].");
 ABSL_FLAG(std::string, limit_predict_batches, "1.0",
           "Batches to predict on (--mode=predict): an int count, or a fraction in [0.0, 1.0].");
 ABSL_FLAG(std::string, val_check_interval, "1.0",
@@ -24,9 +26,9 @@ ABSL_FLAG(int64_t, num_sanity_val_steps, 2, "Validation batches to run before tr
 ABSL_FLAG(int64_t, accumulate_grad_batches, 1, "Accumulate gradients over N batches per optimizer step.");
 ABSL_FLAG(double, gradient_clip_val, 0.0, "Clip gradients at this value (0: no clipping).");
 ABSL_FLAG(std::string, gradient_clip_algorithm, "norm", "\"norm\" (clip the total norm) or \"value\" (clip each).");
-ABSL_FLAG(int64_t, fast_dev_run, 0,
+ABSL_FLAG(std::string, fast_dev_run, "false",
           "Run N batches of training and validation in one epoch, without checkpoints or logs, to check that "
-          "everything runs (0: off).");
+          "everything runs: true (1 batch), false (off, the default) or an int N.");
 ABSL_FLAG(std::string, overfit_batches, "0.0",
           "Train and validate on the same first batches every epoch, unshuffled: an int count or a fraction (0: off).");
 ABSL_FLAG(bool, deterministic, false, "Use LibTorch's deterministic algorithms.");

@@ -5,7 +5,8 @@
 #include "trainer/cli/flags.h"
 
 ABSL_FLAG(std::string, mode, "fit",
-          "\"fit\" (train), \"validate\" (evaluate --ckpt_path on the validation data) or \"predict\" (write "
+          "\"fit\" (train), \"validate\" (evaluate --ckpt_path on the validation data), \"test\" (on the test "
+          "data: a table's held-out rows, as validation uses) or \"predict\" (write "
           "predictions of --ckpt_path to --predictions). Model and data flags left out are the checkpoint's, and a "
           "table's classes and feature scaling come from it: the training file is not needed to predict.");
 ABSL_FLAG(std::string, predict_data, "",
