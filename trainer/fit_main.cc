@@ -3,6 +3,8 @@
 // The flags are in trainer/cli/flags.h; `fit --help` lists them in groups. Exit status: 0 when the run finished,
 // 2 for a bad flag, bad data or a plan the connector rejects (one `error: ` line, nothing written), 1 when training
 // itself fails.
+#include <unistd.h>
+
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -334,6 +336,9 @@ int Main(int argc, char** argv) {
   }
   absl::ParseCommandLine(expanded_argc, expanded.data());
   FLAGS_logtostderr = true;
+  // On a terminal, INFO lines would break up the progress bar and wrap across the screen: people see warnings and
+  // errors unless they ask for more. Logs that go to a file or a pipe keep everything.
+  if (isatty(STDERR_FILENO) == 1 && !absl::GetFlag(FLAGS_verbose)) FLAGS_minloglevel = google::GLOG_WARNING;
   google::InitGoogleLogging(argv[0]);
   // Plugins register their accelerators before anything resolves --accelerator.
   if (absl::Status loaded = LoadAcceleratorPluginsFromCommandLine(expanded_argc, expanded.data()); !loaded.ok()) {

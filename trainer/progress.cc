@@ -1,7 +1,9 @@
 #include "trainer/progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -26,7 +28,36 @@ std::string Clock(double seconds) {
   return absl::StrFormat("%02d:%02d", total / 60, total % 60);
 }
 
+// The terminal's width now; 80 when it cannot be read.
+int TerminalWidth() {
+  struct winsize size {};
+  if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  return 80;
+}
+
+std::string Rate(double elapsed, int64_t done, int64_t total, double* left) {
+  const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
+  *left = rate > 0 ? static_cast<double>(total - done) / rate : 0;
+  return absl::StrFormat("[%s<%s, %.2f it/s]", Clock(elapsed), Clock(*left), rate);
+}
+
 }  // namespace
+
+std::string ProgressReporter::FitLine(const std::string& head, int64_t done, int64_t total, const std::string& tail,
+                                      const std::string& metrics, int width) {
+  // One column spare: a line exactly as wide as the terminal wraps on some terminals.
+  const int room = std::max(width - 1, 1);
+  const std::string count = absl::StrCat(done, "/", total);
+  const int fixed = static_cast<int>(head.size() + count.size() + tail.size()) + 5;  // Spaces and brackets.
+  constexpr int kWidestBar = 20;
+  constexpr int kNarrowestBar = 5;
+  const int bar = std::clamp(room - fixed - static_cast<int>(metrics.size()), kNarrowestBar, kWidestBar);
+  const int filled = total > 0 ? static_cast<int>(bar * std::min(done, total) / total) : bar;
+  std::string line = absl::StrCat(head, " [", std::string(filled, '#'), std::string(bar - filled, '.'), "] ", count,
+                                  " ", tail, metrics);
+  if (static_cast<int>(line.size()) > room) line.resize(room);
+  return line;
+}
 
 ProgressReporter::ProgressReporter(bool enabled, int64_t log_every_n_steps)
     : enabled_(enabled), terminal_(isatty(STDERR_FILENO) == 1), log_every_n_steps_(log_every_n_steps) {}
@@ -52,18 +83,46 @@ void ProgressReporter::Step(int64_t batch_idx, int64_t global_step, absl::Functi
   if (!last && now - last_draw_ < absl::Milliseconds(100)) return;  // Redrawing costs more than a small step.
   last_draw_ = now;
   const double elapsed = absl::ToDoubleSeconds(now - epoch_start_);
-  const double rate = elapsed > 0 ? static_cast<double>(batch_idx + 1) / elapsed : 0;
-  const double left = rate > 0 ? static_cast<double>(num_batches_ - batch_idx - 1) / rate : 0;
-  constexpr int kWidth = 20;
-  const int filled = num_batches_ > 0 ? static_cast<int>(kWidth * (batch_idx + 1) / num_batches_) : kWidth;
-  const std::string epoch = max_epochs_ > 0 ? absl::StrCat("Epoch ", epoch_, "/", max_epochs_ - 1)
-                                            : absl::StrCat("Epoch ", epoch_);
+  double left = 0;
+  const std::string rate = Rate(elapsed, batch_idx + 1, num_batches_, &left);
+  const std::string epoch =
+      max_epochs_ > 0 ? absl::StrCat("Epoch ", epoch_, "/", max_epochs_ - 1) : absl::StrCat("Epoch ", epoch_);
   // Lightning's bar: epoch, progress, [elapsed<left, rate], then the metrics logged with prog_bar.
-  std::fprintf(stderr, "\r\033[K%s [%s%s] %lld/%lld [%s<%s, %.2f it/s] step %lld%s", epoch.c_str(),
-               std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-               static_cast<long long>(batch_idx + 1), static_cast<long long>(num_batches_), Clock(elapsed).c_str(),
-               Clock(left).c_str(), rate, static_cast<long long>(global_step), FormatMetrics(metrics()).c_str());
+  const std::string line = FitLine(epoch, batch_idx + 1, num_batches_, absl::StrCat(rate, " step ", global_step),
+                                   FormatMetrics(metrics()), TerminalWidth());
+  std::fprintf(stderr, "\r\033[K%s", line.c_str());
   std::fflush(stderr);
+}
+
+void ProgressReporter::StartEvaluation(const char* what, int64_t num_batches) {
+  if (!enabled_ || !terminal_) return;
+  evaluation_ = what;
+  evaluation_batches_ = num_batches;
+  evaluation_start_ = absl::Now();
+  last_evaluation_draw_ = absl::InfinitePast();
+}
+
+void ProgressReporter::EvaluationStep(int64_t batch_idx) {
+  if (evaluation_ == nullptr) return;
+  const absl::Time now = absl::Now();
+  const bool last = batch_idx + 1 == evaluation_batches_;
+  if (!last && now - last_evaluation_draw_ < absl::Milliseconds(100)) return;
+  last_evaluation_draw_ = now;
+  double left = 0;
+  const std::string rate =
+      Rate(absl::ToDoubleSeconds(now - evaluation_start_), batch_idx + 1, evaluation_batches_, &left);
+  const std::string line = FitLine(evaluation_, batch_idx + 1, evaluation_batches_, rate, "", TerminalWidth());
+  std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  std::fflush(stderr);
+}
+
+void ProgressReporter::EndEvaluation() {
+  if (evaluation_ == nullptr) return;
+  evaluation_ = nullptr;
+  // The training bar comes back at its next redraw.
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  last_draw_ = absl::InfinitePast();
 }
 
 void ProgressReporter::EndEpoch(int64_t epoch, const MetricMap& metrics) {
@@ -72,8 +131,8 @@ void ProgressReporter::EndEpoch(int64_t epoch, const MetricMap& metrics) {
     std::fprintf(stderr, "\r\033[KEpoch %lld done in %.2fs:%s\n", static_cast<long long>(epoch),
                  absl::ToDoubleSeconds(absl::Now() - epoch_start_), FormatMetrics(metrics).c_str());
   } else {
-    LOG(INFO) << "epoch " << epoch << " done in " << absl::ToDoubleSeconds(absl::Now() - epoch_start_) << "s:"
-              << FormatMetrics(metrics);
+    LOG(INFO) << "epoch " << epoch << " done in " << absl::ToDoubleSeconds(absl::Now() - epoch_start_)
+              << "s:" << FormatMetrics(metrics);
   }
 }
 

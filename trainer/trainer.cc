@@ -17,10 +17,10 @@
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint/checkpoint_io.h"
-#include "trainer/strategies/ddp_strategy.h"
-#include "trainer/strategies/launcher.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
+#include "trainer/strategies/ddp_strategy.h"
+#include "trainer/strategies/launcher.h"
 #include "trainer/strategies/strategy.h"
 
 namespace kiln {
@@ -82,14 +82,16 @@ absl::Status Positive(absl::string_view flag, int64_t value, int64_t minimum) {
 absl::StatusOr<int64_t> BatchLimit::Resolve(int64_t available, absl::string_view flag) const {
   if (const auto* count = std::get_if<int64_t>(&value_)) {
     if (*count < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(flag, "=", *count, " must be >= 0 (a number of batches) or a "
+      return absl::InvalidArgumentError(absl::StrCat(flag, "=", *count,
+                                                     " must be >= 0 (a number of batches) or a "
                                                      "fraction in [0.0, 1.0]"));
     }
     return std::min(*count, available);
   }
   const double fraction = std::get<double>(value_);
   if (!(fraction >= 0.0 && fraction <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, "=", fraction, " must be a fraction in [0.0, 1.0] or an "
+    return absl::InvalidArgumentError(absl::StrCat(flag, "=", fraction,
+                                                   " must be a fraction in [0.0, 1.0] or an "
                                                    "int number of batches"));
   }
   return static_cast<int64_t>(std::floor(fraction * static_cast<double>(available)));
@@ -204,8 +206,8 @@ absl::Status Trainer::Prepare(Stage stage) {
         absl::StrCat("gradient_clip_val=", *options_.gradient_clip_val, " is not valid; pass a value >= 0"));
   }
   if (options_.on_nonfinite_loss != "stop" && options_.on_nonfinite_loss != "skip") {
-    return absl::InvalidArgumentError(absl::StrCat("on_nonfinite_loss='", options_.on_nonfinite_loss,
-                                                   "' is not valid; pass 'stop' or 'skip'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("on_nonfinite_loss='", options_.on_nonfinite_loss, "' is not valid; pass 'stop' or 'skip'"));
   }
   if (options_.max_time.has_value() && *options_.max_time <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -225,16 +227,18 @@ absl::Status Trainer::Prepare(Stage stage) {
   if (!plan.ok()) return plan.status();
   std::shared_ptr<Strategy> strategy = std::dynamic_pointer_cast<Strategy>(plan->strategy_instance);
   if (plan->strategy_instance != nullptr && strategy == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy instance '", plan->strategy, "' describes itself to the connector but is not a kiln::Strategy; "
-        "derive it from kiln::Strategy (trainer/strategies/strategy.h) so that the trainer can run it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy instance '", plan->strategy,
+                     "' describes itself to the connector but is not a kiln::Strategy; "
+                     "derive it from kiln::Strategy (trainer/strategies/strategy.h) so that the trainer can run it"));
   }
   if (strategy == nullptr && plan->strategy == "single_device") strategy = std::make_shared<SingleDeviceStrategy>();
   if (strategy == nullptr && plan->strategy == "ddp") {
     strategy = std::make_shared<DDPStrategy>(DDPOptions{.timeout = options_.process_group_timeout});
   }
   if (strategy == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("strategy '", plan->strategy, "' has no implementation in the "
+    return absl::InvalidArgumentError(absl::StrCat("strategy '", plan->strategy,
+                                                   "' has no implementation in the "
                                                    "trainer; pass a kiln::Strategy instance as `strategy`"));
   }
   absl::StatusOr<std::shared_ptr<PrecisionPlugin>> precision =
@@ -278,9 +282,10 @@ absl::Status Trainer::SetupStrategy(LightningModule& model) {
   if (strategy_->IsDistributed() && !plan_->creates_processes_externally) {
     if (!plan_->main_port.has_value()) {
       if (plan_->num_nodes > 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "num_nodes=", plan_->num_nodes, " needs MASTER_ADDR and MASTER_PORT set (the same on every node) so that "
-            "the nodes can meet; set them, and NODE_RANK on each node"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("num_nodes=", plan_->num_nodes,
+                         " needs MASTER_ADDR and MASTER_PORT set (the same on every node) so that "
+                         "the nodes can meet; set them, and NODE_RANK on each node"));
       }
       absl::StatusOr<int> port = FindFreePort();
       if (!port.ok()) return port.status();
@@ -473,8 +478,7 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   callback_metrics_.clear();
   resumed_from_.clear();
   if (!ckpt_path.empty()) {
-    if (absl::Status restored = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/true, &data);
-        !restored.ok()) {
+    if (absl::Status restored = RestoreCheckpoint(model, ckpt_path, /*restore_training=*/true, &data); !restored.ok()) {
       return restored;
     }
   }
@@ -497,8 +501,9 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   }
 
   // The sanity check must not change what training draws from the generator, so that resuming stays exact.
-  const int64_t sanity_steps =
-      options_.num_sanity_val_steps < 0 ? limits.val_batches : std::min(options_.num_sanity_val_steps, limits.val_batches);
+  const int64_t sanity_steps = options_.num_sanity_val_steps < 0
+                                   ? limits.val_batches
+                                   : std::min(options_.num_sanity_val_steps, limits.val_batches);
   if (val_loader != nullptr && sanity_steps > 0) {
     const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
     sanity_checking_ = true;
@@ -586,9 +591,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       nonfinite = !std::isfinite(loss_value);
       if (strategy_->world_size() > 1) nonfinite = strategy_->ReduceAny(nonfinite);
       if (nonfinite) return;
-      strategy_->Backward(precision_->PreBackward(options_.accumulate_grad_batches > 1
-                                                      ? loss / options_.accumulate_grad_batches
-                                                      : loss),
+      strategy_->Backward(precision_->PreBackward(
+                              options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss),
                           /*sync_gradients=*/step_now);
     });
     if (!status.ok()) return status;
@@ -619,8 +623,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       if (absl::Status stepped = OptimizerStep(model); !stepped.ok()) return stepped;
       // Step metrics stay tensors until something reads them: the loggers, now, or callback_metrics().
       // Values logged with sync_dist are reduced at the same steps on every rank, for rank zero to log.
-      const bool log_now = options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0 &&
-                           !options_.loggers.empty();
+      const bool log_now =
+          options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0 && !options_.loggers.empty();
       const bool reduce_now = log_now && strategy_->world_size() > 1 && metrics.HasSyncedStepValues();
       if (log_now && (is_global_zero() || reduce_now)) {
         MetricMap step_metrics = metrics.StepMetrics();
@@ -640,8 +644,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     });
     if (!status.ok()) return status;
 
-    const bool val_now = validate_this_epoch && ((batch_idx + 1) % limits.val_check_batch == 0 ||
-                                                 (last_batch && limits.val_at_epoch_end));
+    const bool val_now = validate_this_epoch &&
+                         ((batch_idx + 1) % limits.val_check_batch == 0 || (last_batch && limits.val_at_epoch_end));
     const bool max_steps_reached = options_.max_steps >= 0 && global_step_ >= options_.max_steps;
     if (val_now || (max_steps_reached && validate_this_epoch && limits.val_at_epoch_end)) {
       absl::StatusOr<MetricMap> val_metrics = RunEvaluation(model, *val, limits.val_batches, Stage::kValidate);
@@ -690,7 +694,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
   }
   for (const auto& logger : options_.loggers) {
     if (!is_global_zero()) break;  // Only rank zero logs.
-    if (absl::Status saved = logger->save(); !saved.ok()) LOG(WARNING) << "logger '" << logger->name() << "': " << saved;
+    if (absl::Status saved = logger->save(); !saved.ok())
+      LOG(WARNING) << "logger '" << logger->name() << "': " << saved;
   }
   progress_->EndEpoch(current_epoch_, callback_metrics_);
   return absl::OkStatus();
@@ -736,21 +741,23 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
   SinkGuard sink_guard(model);
   model.eval();
   absl::Status status = CallUser(validating ? "validation loop" : "test loop", [&] {
-    CallCallbacks([&](Callback& c) {
-      validating ? c.on_validation_start(*this, model) : c.on_test_start(*this, model);
-    });
+    CallCallbacks(
+        [&](Callback& c) { validating ? c.on_validation_start(*this, model) : c.on_test_start(*this, model); });
     torch::NoGradGuard no_grad;
     loader.set_epoch(0);
+    progress_->StartEvaluation(sanity_checking_ ? "Sanity Checking" : validating ? "Validation" : "Testing", limit);
     for (int64_t batch_idx = 0; batch_idx < limit; ++batch_idx) {
       Batch batch = precision_->ConvertInput(strategy_->BatchToDevice(loader.get_batch(batch_idx)));
       model.set_metric_sink(&metrics, batch.size());
       PrecisionPlugin::ForwardContext forward_context(*precision_);
       validating ? model.validation_step(batch, batch_idx) : model.test_step(batch, batch_idx);
+      progress_->EvaluationStep(batch_idx);
     }
     model.set_metric_sink(&metrics, 1);
     validating ? model.on_validation_epoch_end() : model.on_test_epoch_end();
     model.set_metric_sink(nullptr, 0);
   });
+  progress_->EndEvaluation();
   if (!status.ok()) return status;
   MetricMap result = metrics.EpochMetrics();
   Merge(result, metrics.StepMetrics());
@@ -806,9 +813,9 @@ absl::StatusOr<MetricMap> Trainer::Evaluate(LightningModule& model, DataModule& 
   });
   if (!status.ok()) return status;
   if (loader == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(validating ? "validate needs a val_dataloader"
-                                                              : "test needs a test_dataloader",
-                                                   "; the data module returned none"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(validating ? "validate needs a val_dataloader" : "test needs a test_dataloader",
+                     "; the data module returned none"));
   }
   if (absl::Status sharded = ShardLoaders({loader.get()}); !sharded.ok()) return sharded;
   absl::StatusOr<int64_t> limit =
@@ -866,7 +873,8 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
     return absl::InvalidArgumentError("predict needs a predict_dataloader; the data module returned none");
   }
   if (absl::Status sharded = ShardLoaders({loader.get()}); !sharded.ok()) return sharded;
-  absl::StatusOr<int64_t> limit = options_.limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
+  absl::StatusOr<int64_t> limit =
+      options_.limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
   if (!limit.ok()) return limit.status();
   if (absl::Status agreed = CheckNoEmptyShard(*limit, "predict"); !agreed.ok()) return agreed;
   std::vector<at::Tensor> predictions;
@@ -885,9 +893,7 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
   // Every rank gets every prediction, in the data's order: rank r predicted examples r, r + W, r + 2W, ... (the
   // DataLoader::set_shard contract), so the gathered shards are interleaved back.
   std::vector<at::Tensor> shards;
-  status = CallUser("gathering predictions", [&] {
-    shards = strategy_->AllGather(at::cat(predictions));
-  });
+  status = CallUser("gathering predictions", [&] { shards = strategy_->AllGather(at::cat(predictions)); });
   if (!status.ok()) return status;
   int64_t total = 0;
   for (const at::Tensor& shard : shards) total += shard.size(0);
@@ -897,8 +903,8 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
   for (int64_t rank = 0, offset = 0; rank < world; offset += shards[rank].size(0), ++rank) {
     if (shards[rank].size(0) != (total - rank + world - 1) / world) {
       return absl::InternalError(absl::StrCat("predict: rank ", rank, " returned ", shards[rank].size(0),
-                                              " predictions, which does not fit ", total, " interleaved over ",
-                                              world, " ranks (the predict loader breaks DataLoader::set_shard's "
+                                              " predictions, which does not fit ", total, " interleaved over ", world,
+                                              " ranks (the predict loader breaks DataLoader::set_shard's "
                                               "contract)"));
     }
     offsets.push_back(offset);

@@ -92,6 +92,7 @@ ABSL_DECLARE_FLAG(int64_t, log_version);
 ABSL_DECLARE_FLAG(int64_t, log_every_n_steps);
 ABSL_DECLARE_FLAG(bool, enable_progress_bar);
 ABSL_DECLARE_FLAG(bool, enable_model_summary);
+ABSL_DECLARE_FLAG(bool, verbose);
 ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, summary_json);
 

@@ -15,6 +15,9 @@ ABSL_FLAG(int64_t, log_every_n_steps, 50,
           "Log step metrics (and device statistics for the report, and progress lines when not on a terminal) every "
           "N steps.");
 ABSL_FLAG(bool, enable_progress_bar, true, "Show a progress bar on a terminal, progress lines otherwise.");
+ABSL_FLAG(bool, verbose, false,
+          "Show glog's INFO lines (the connector's choices, what a checkpoint restored) on a terminal too; when "
+          "standard error is not a terminal they are always written.");
 ABSL_FLAG(bool, enable_model_summary, true, "Print the model summary (layers, parameters, size) when fit starts.");
 ABSL_FLAG(bool, report, true,
           "Write report.html into the run folder: metric curves, device statistics over time, the plan, the summary.");

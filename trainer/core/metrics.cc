@@ -196,7 +196,7 @@ MetricMap MetricCollector::TakeStepMetrics() {
 MetricMap MetricCollector::ProgressBarMetrics() const {
   MetricMap metrics = ReadSlots(
       step_slots_, [](const StepSlot& slot) { return slot.progress_logged ? &slot.progress : nullptr; },
-      [](const StepSlot& slot) { return slot.name; });
+      [](const StepSlot& slot) { return slot.StepName(); });
   for (const auto& [name, accumulator] : epoch_) {
     if (accumulator.prog_bar && accumulator.count > 0) metrics[name] = accumulator.Mean();
   }

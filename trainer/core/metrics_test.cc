@@ -79,6 +79,9 @@ TEST(MetricCollectorTest, ProgressBarKeepsItsValuesUntilTheEpochEnds) {
   EXPECT_EQ(metrics.ProgressBarMetrics(), (MetricMap{{"loss", 2.0}}));
   metrics.ResetEpoch();
   EXPECT_TRUE(metrics.ProgressBarMetrics().empty());
+  // Named as the logs name them: a value logged on step and epoch is <name>_step in the bar too.
+  metrics.Log("loss", at::scalar_tensor(3.0), {.prog_bar = true, .on_step = true, .on_epoch = true}, 1);
+  EXPECT_EQ(metrics.ProgressBarMetrics(), (MetricMap{{"loss_epoch", 3.0}, {"loss_step", 3.0}}));
 }
 
 TEST(MetricCollectorTest, SyncedStepValuesAreOnlyThoseLoggedWithSyncDist) {
