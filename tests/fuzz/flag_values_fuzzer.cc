@@ -50,7 +50,8 @@ void CheckSizes(const std::vector<int64_t>& sizes, const std::string& what) {
 
 // What an accepted configuration must hold: values the trainer and the factories can run with.
 void CheckConfig(const FitConfig& config) {
-  KILN_FUZZ_CHECK(config.mode == "fit" || config.mode == "validate" || config.mode == "predict", config.mode);
+  KILN_FUZZ_CHECK(config.mode == "fit" || config.mode == "validate" || config.mode == "test" || config.mode == "predict",
+                  config.mode);
   const TrainerOptions& trainer = config.trainer;
   CheckBatchLimit(trainer.limit_train_batches, true, "limit_train_batches");
   CheckBatchLimit(trainer.limit_val_batches, true, "limit_val_batches");
@@ -89,7 +90,17 @@ void CheckConfig(const FitConfig& config) {
     for (size_t j = 0; j < i; ++j) KILN_FUZZ_CHECK(outputs.loggers[i] != outputs.loggers[j], "logger twice");
   }
   KILN_FUZZ_CHECK(!absl::StrContains(outputs.log_dir.name, '/'), outputs.log_dir.name);
-  KILN_FUZZ_CHECK(outputs.every_n_train_steps >= 0, "every_n_train_steps");
+  KILN_FUZZ_CHECK(outputs.checkpoint.every_n_train_steps >= 0, "every_n_train_steps");
+  KILN_FUZZ_CHECK(outputs.checkpoint.save_top_k >= -1, "save_top_k");
+  KILN_FUZZ_CHECK(outputs.checkpoint.mode == "min" || outputs.checkpoint.mode == "max", outputs.checkpoint.mode);
+  KILN_FUZZ_CHECK(outputs.checkpoint.every_n_epochs.value_or(0) >= 0, "every_n_epochs");
+  if (outputs.early_stopping.has_value()) {
+    KILN_FUZZ_CHECK(!outputs.early_stopping->monitor.empty(), "early_stopping_monitor");
+    KILN_FUZZ_CHECK(outputs.early_stopping->patience >= 0, "patience");
+    KILN_FUZZ_CHECK(outputs.early_stopping->min_delta >= 0, "min_delta");
+    KILN_FUZZ_CHECK(outputs.early_stopping->mode == "min" || outputs.early_stopping->mode == "max", "mode");
+  }
+  KILN_FUZZ_CHECK(config.trainer.fast_dev_run >= 0, "fast_dev_run");
 
   // The precision is checked by the connector when the run starts; its parser must agree with itself.
   std::vector<std::string> warnings;
