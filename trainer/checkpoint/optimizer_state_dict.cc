@@ -60,6 +60,26 @@ void PutPyTorchOnly(GenericDict& group, Kind kind) {
   if (kind != Kind::kRmsprop) Put(group, "fused", IValue());
 }
 
+// Adam and AdamW hold the same options and state under the same names; only LibTorch's types differ.
+template <typename Options>
+void PutAdamOptions(GenericDict& group, const OptimizerOptions& options) {
+  const auto& o = static_cast<const Options&>(options);
+  Put(group, "lr", o.lr());
+  Put(group, "betas", c10::ivalue::Tuple::create(std::get<0>(o.betas()), std::get<1>(o.betas())));
+  Put(group, "eps", o.eps());
+  Put(group, "weight_decay", o.weight_decay());
+  Put(group, "amsgrad", o.amsgrad());
+}
+
+template <typename State>
+void PutAdamState(GenericDict& out, const OptimizerParamState& state) {
+  const auto& s = static_cast<const State&>(state);
+  Put(out, "step", Step(s.step()));
+  PutTensor(out, "exp_avg", s.exp_avg());
+  PutTensor(out, "exp_avg_sq", s.exp_avg_sq());
+  PutTensor(out, "max_exp_avg_sq", s.max_exp_avg_sq());
+}
+
 GenericDict GroupOptions(Kind kind, const OptimizerOptions& options) {
   GenericDict group = NewDict();
   switch (kind) {
@@ -73,23 +93,11 @@ GenericDict GroupOptions(Kind kind, const OptimizerOptions& options) {
       break;
     }
     case Kind::kAdam:
-    case Kind::kAdamW: {
-      const bool adamw = kind == Kind::kAdamW;
-      const auto betas = adamw ? static_cast<const torch::optim::AdamWOptions&>(options).betas()
-                               : static_cast<const torch::optim::AdamOptions&>(options).betas();
-      Put(group, "lr", options.get_lr());
-      Put(group, "betas", c10::ivalue::Tuple::create(std::get<0>(betas), std::get<1>(betas)));
-      Put(group, "eps",
-          adamw ? static_cast<const torch::optim::AdamWOptions&>(options).eps()
-                : static_cast<const torch::optim::AdamOptions&>(options).eps());
-      Put(group, "weight_decay",
-          adamw ? static_cast<const torch::optim::AdamWOptions&>(options).weight_decay()
-                : static_cast<const torch::optim::AdamOptions&>(options).weight_decay());
-      Put(group, "amsgrad",
-          adamw ? static_cast<const torch::optim::AdamWOptions&>(options).amsgrad()
-                : static_cast<const torch::optim::AdamOptions&>(options).amsgrad());
+      PutAdamOptions<torch::optim::AdamOptions>(group, options);
       break;
-    }
+    case Kind::kAdamW:
+      PutAdamOptions<torch::optim::AdamWOptions>(group, options);
+      break;
     case Kind::kRmsprop: {
       const auto& o = static_cast<const torch::optim::RMSpropOptions&>(options);
       Put(group, "lr", o.lr());
@@ -123,22 +131,12 @@ GenericDict ParamState(Kind kind, const OptimizerParamState& state) {
     case Kind::kSgd:
       PutTensor(out, "momentum_buffer", static_cast<const torch::optim::SGDParamState&>(state).momentum_buffer());
       break;
-    case Kind::kAdam: {
-      const auto& s = static_cast<const torch::optim::AdamParamState&>(state);
-      Put(out, "step", Step(s.step()));
-      PutTensor(out, "exp_avg", s.exp_avg());
-      PutTensor(out, "exp_avg_sq", s.exp_avg_sq());
-      PutTensor(out, "max_exp_avg_sq", s.max_exp_avg_sq());
+    case Kind::kAdam:
+      PutAdamState<torch::optim::AdamParamState>(out, state);
       break;
-    }
-    case Kind::kAdamW: {
-      const auto& s = static_cast<const torch::optim::AdamWParamState&>(state);
-      Put(out, "step", Step(s.step()));
-      PutTensor(out, "exp_avg", s.exp_avg());
-      PutTensor(out, "exp_avg_sq", s.exp_avg_sq());
-      PutTensor(out, "max_exp_avg_sq", s.max_exp_avg_sq());
+    case Kind::kAdamW:
+      PutAdamState<torch::optim::AdamWParamState>(out, state);
       break;
-    }
     case Kind::kRmsprop: {
       const auto& s = static_cast<const torch::optim::RMSpropParamState&>(state);
       Put(out, "step", Step(s.step()));
@@ -229,6 +227,23 @@ class Reader {
   GenericDict dict_ = NewDict();
 };
 
+template <typename Options>
+void ReadAdamOptions(OptimizerOptions& options, const Reader& group, const std::tuple<double, double>& betas) {
+  auto& o = static_cast<Options&>(options);
+  o.lr(group.Number("lr")).betas(betas).eps(group.Number("eps")).weight_decay(group.Number("weight_decay"));
+  o.amsgrad(group.Bool("amsgrad"));
+}
+
+template <typename State>
+std::unique_ptr<OptimizerParamState> ReadAdamState(const Reader& state, const at::Tensor& param) {
+  auto out = std::make_unique<State>();
+  out->step(state.StepCount());
+  out->exp_avg(state.RequiredTensor("exp_avg", param));
+  out->exp_avg_sq(state.RequiredTensor("exp_avg_sq", param));
+  out->max_exp_avg_sq(state.Tensor("max_exp_avg_sq", param));
+  return out;
+}
+
 std::unique_ptr<OptimizerOptions> ReadOptions(Kind kind, const OptimizerOptions& current, const Reader& group) {
   std::unique_ptr<OptimizerOptions> options = current.clone();
   group.ExpectFalse("maximize");
@@ -251,13 +266,9 @@ std::unique_ptr<OptimizerOptions> ReadOptions(Kind kind, const OptimizerOptions&
       const auto number = [](const IValue& v) { return v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt()); };
       const std::tuple<double, double> values{number(pair[0]), number(pair[1])};
       if (kind == Kind::kAdam) {
-        auto& o = static_cast<torch::optim::AdamOptions&>(*options);
-        o.lr(group.Number("lr")).betas(values).eps(group.Number("eps")).weight_decay(group.Number("weight_decay"));
-        o.amsgrad(group.Bool("amsgrad"));
+        ReadAdamOptions<torch::optim::AdamOptions>(*options, group, values);
       } else {
-        auto& o = static_cast<torch::optim::AdamWOptions&>(*options);
-        o.lr(group.Number("lr")).betas(values).eps(group.Number("eps")).weight_decay(group.Number("weight_decay"));
-        o.amsgrad(group.Bool("amsgrad"));
+        ReadAdamOptions<torch::optim::AdamWOptions>(*options, group, values);
       }
       // PyTorch 2.x's Adam can decay weights as AdamW does; LibTorch's Adam cannot.
       group.ExpectFalse("decoupled_weight_decay");
@@ -291,22 +302,10 @@ std::unique_ptr<OptimizerParamState> ReadState(Kind kind, const Reader& state, c
       out->momentum_buffer(buffer);
       return out;
     }
-    case Kind::kAdam: {
-      auto out = std::make_unique<torch::optim::AdamParamState>();
-      out->step(state.StepCount());
-      out->exp_avg(state.RequiredTensor("exp_avg", param));
-      out->exp_avg_sq(state.RequiredTensor("exp_avg_sq", param));
-      out->max_exp_avg_sq(state.Tensor("max_exp_avg_sq", param));
-      return out;
-    }
-    case Kind::kAdamW: {
-      auto out = std::make_unique<torch::optim::AdamWParamState>();
-      out->step(state.StepCount());
-      out->exp_avg(state.RequiredTensor("exp_avg", param));
-      out->exp_avg_sq(state.RequiredTensor("exp_avg_sq", param));
-      out->max_exp_avg_sq(state.Tensor("max_exp_avg_sq", param));
-      return out;
-    }
+    case Kind::kAdam:
+      return ReadAdamState<torch::optim::AdamParamState>(state, param);
+    case Kind::kAdamW:
+      return ReadAdamState<torch::optim::AdamWParamState>(state, param);
     case Kind::kRmsprop: {
       auto out = std::make_unique<torch::optim::RMSpropParamState>();
       out->step(state.StepCount());
