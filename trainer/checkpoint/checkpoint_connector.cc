@@ -64,17 +64,18 @@ PrecisionState PrecisionStateFromDict(const c10::IValue& value) {
   return state;
 }
 
-// Everything a checkpoint holds, read and checked before anything is applied.
+// Everything a checkpoint holds, read and checked before anything is applied (either format).
 struct LoadedCheckpoint {
   std::vector<at::Tensor> model;  // In NamedState order.
-  std::vector<InputArchive> optimizers;
+  // Each puts one optimizer's saved state into this run's optimizer; each may run twice (see Apply). An error (or a
+  // throw) means the state does not fit.
+  std::vector<std::function<absl::Status()>> load_optimizers;
   std::vector<int64_t> scheduler_steps;
   std::map<std::string, CallbackState> callbacks;
-  at::Tensor rng;
+  at::Tensor rng;            // Undefined: the generator keeps its state.
   PrecisionState precision;  // Empty when the checkpoint has none (an older file, or a plugin without state).
-  int64_t epoch = 0;
-  int64_t batch_in_epoch = 0;
-  int64_t global_step = 0;
+  std::function<absl::Status()> load_data;  // Null: the data keeps its state.
+  LoopProgress progress;
 };
 
 void MoveTo(at::Tensor& tensor, const c10::Device& device) {
@@ -124,15 +125,14 @@ absl::Status MoveOptimizerState(torch::optim::Optimizer& optimizer, const c10::D
   return absl::OkStatus();
 }
 
-// Loads each optimizer's archive into this run's optimizer and moves its state to `device`. Throws what LibTorch
-// throws for an archive that does not fit.
-absl::Status LoadOptimizers(const TrainingState& state, std::vector<InputArchive>& archives,
-                            const c10::Device& device) {
-  for (size_t i = 0; i < archives.size(); ++i) {
-    compat::LoadOptimizer(*state.optimizers.optimizers[i], archives[i]);
-    if (absl::Status moved = MoveOptimizerState(*state.optimizers.optimizers[i], device); !moved.ok()) return moved;
-  }
-  return absl::OkStatus();
+// Format 1's optimizer archive, loaded into this run's optimizer, with its state moved to `device`. Throws what
+// LibTorch throws for an archive that does not fit.
+std::function<absl::Status()> LoadOptimizerArchive(torch::optim::Optimizer& optimizer,
+                                                   std::shared_ptr<InputArchive> archive, const c10::Device& device) {
+  return [&optimizer, archive, device] {
+    compat::LoadOptimizer(optimizer, *archive);
+    return MoveOptimizerState(optimizer, device);
+  };
 }
 
 // Loop counters at or above this are taken for damage: 2^40 steps is decades of training at a microsecond a step.
@@ -143,6 +143,67 @@ int64_t ReadInt(InputArchive& archive, const std::string& key) {
   archive.read(key, value);
   TORCH_CHECK(value.isInt(), "record '", key, "' is not an integer");
   return value.toInt();
+}
+
+// Puts what was read and checked into `state`: the data's state first (only the data module can check it, as it
+// loads it), then the optimizers (a LibTorch archive is checked only as it loads), the model, and with
+// `restore_training` the callbacks, the schedulers, the precision plugin and the generator.
+absl::StatusOr<LoopProgress> Apply(const std::string& path, const TrainingState& state,
+                                   const std::vector<std::pair<std::string, at::Tensor>>& named,
+                                   const LoadedCheckpoint& loaded, bool restore_training) {
+  if (!loaded.precision.empty()) {
+    if (absl::Status status = state.precision.CheckStateDict(loaded.precision); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot restore from checkpoint ", path, ": precision plugin state: ", status.message()));
+    }
+  }
+  if (restore_training && loaded.load_data != nullptr) {
+    if (absl::Status status = loaded.load_data(); !status.ok()) return status;
+  }
+  const auto load_optimizers = [&]() -> absl::Status {
+    for (const auto& load : loaded.load_optimizers) {
+      if (absl::Status status = load(); !status.ok()) return status;
+    }
+    return absl::OkStatus();
+  };
+  try {
+    if (absl::Status status = load_optimizers(); !status.ok()) return status;
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what()));
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < named.size(); ++i) named[i].second.copy_(loaded.model[i]);
+  }
+  if (!restore_training) return loaded.progress;
+  for (const auto& callback : state.callbacks) {
+    auto found = loaded.callbacks.find(callback->state_key());
+    if (found == loaded.callbacks.end()) continue;
+    if (absl::Status status = callback->load_state_dict(found->second); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", path, ": state of callback ", callback->state_key(), ": ", status.message()));
+    }
+  }
+  // A scheduler's only state is how often it stepped: replay that, then put the optimizers' saved options (their
+  // learning rates, what the schedule produced) back over the replay.
+  for (size_t i = 0; i < loaded.scheduler_steps.size(); ++i) {
+    for (int64_t step = 0; step < loaded.scheduler_steps[i]; ++step) state.optimizers.schedulers[i].scheduler->step();
+    state.scheduler_steps[i] = loaded.scheduler_steps[i];
+  }
+  if (absl::Status status = load_optimizers(); !status.ok()) return status;
+  if (!loaded.precision.empty()) {
+    // Checked above, so this cannot fail.
+    if (absl::Status status = state.precision.load_state_dict(loaded.precision); !status.ok()) return status;
+  }
+  if (loaded.rng.defined()) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(loaded.rng);
+  }
+  return loaded.progress;
 }
 
 // Format 1, the LibTorch archive of earlier Kiln versions, read as those versions did.
@@ -177,22 +238,24 @@ absl::StatusOr<LoopProgress> RestoreFormat1(const std::string& path, InputArchiv
       TORCH_CHECK(false, "it has parameters the model does not: ", absl::StrJoin(unexpected, ", "));
     }
     if (restore_training) {
-      loaded.epoch = ReadInt(archive, "loop_epoch");
-      loaded.batch_in_epoch = ReadInt(archive, "loop_batch_in_epoch");
-      loaded.global_step = ReadInt(archive, "loop_global_step");
+      LoopProgress& progress = loaded.progress;
+      progress.epoch = ReadInt(archive, "loop_epoch");
+      progress.batch_in_epoch = ReadInt(archive, "loop_batch_in_epoch");
+      progress.global_step = ReadInt(archive, "loop_global_step");
       const int64_t num_optimizers = ReadInt(archive, "num_optimizers");
       TORCH_CHECK(num_optimizers == static_cast<int64_t>(state.optimizers.optimizers.size()), "it holds ",
                   num_optimizers, " optimizer(s) but configure_optimizers returned ",
                   state.optimizers.optimizers.size());
       for (int64_t i = 0; i < num_optimizers; ++i) {
-        loaded.optimizers.emplace_back();
-        archive.read(absl::StrCat("optimizer_", i), loaded.optimizers.back());
+        auto optimizer = std::make_shared<InputArchive>();
+        archive.read(absl::StrCat("optimizer_", i), *optimizer);
+        loaded.load_optimizers.push_back(LoadOptimizerArchive(*state.optimizers.optimizers[i], optimizer, device));
       }
       // Counters a damaged or hand-made file could set to anything: a negative one would run the loops from far
       // below zero, and a huge scheduler count would replay the schedule for days.
-      for (const auto& [name, value] : {std::pair<const char*, int64_t>{"loop_epoch", loaded.epoch},
-                                        {"loop_batch_in_epoch", loaded.batch_in_epoch},
-                                        {"loop_global_step", loaded.global_step}}) {
+      for (const auto& [name, value] : {std::pair<const char*, int64_t>{"loop_epoch", progress.epoch},
+                                        {"loop_batch_in_epoch", progress.batch_in_epoch},
+                                        {"loop_global_step", progress.global_step}}) {
         TORCH_CHECK(value >= 0 && value < kMaxCheckpointCounter, "record '", name, "' is ", value,
                     ", outside [0, 2^40)");
       }
@@ -203,11 +266,11 @@ absl::StatusOr<LoopProgress> RestoreFormat1(const std::string& path, InputArchiv
                   loaded.scheduler_steps.size(), " scheduler(s) but configure_optimizers returned ",
                   state.optimizers.schedulers.size());
       // A scheduler steps at most once per epoch or once per optimizer step.
-      const int64_t max_scheduler_steps = std::max(loaded.epoch, loaded.global_step) + 1;
+      const int64_t max_scheduler_steps = std::max(progress.epoch, progress.global_step) + 1;
       for (int64_t scheduler_steps : loaded.scheduler_steps) {
         TORCH_CHECK(scheduler_steps >= 0 && scheduler_steps <= max_scheduler_steps, "record 'scheduler_steps' holds ",
-                    scheduler_steps, ", outside [0, ", max_scheduler_steps, "] for epoch ", loaded.epoch,
-                    " and global step ", loaded.global_step);
+                    scheduler_steps, ", outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch,
+                    " and global step ", progress.global_step);
       }
       c10::IValue keys;
       archive.read("callback_keys", keys);
@@ -233,58 +296,7 @@ absl::StatusOr<LoopProgress> RestoreFormat1(const std::string& path, InputArchiv
     return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", path, ": ", e.what()));
   }
 
-  if (!loaded.precision.empty()) {
-    if (absl::Status status = state.precision.CheckStateDict(loaded.precision); !status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot restore from checkpoint ", path, ": precision plugin state: ", status.message()));
-    }
-  }
-
-  // Apply. Optimizers first: their archives are the likeliest to disagree with this run's configuration.
-  try {
-    if (absl::Status loaded_optimizers = LoadOptimizers(state, loaded.optimizers, device); !loaded_optimizers.ok()) {
-      return loaded_optimizers;
-    }
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what()));
-  }
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < named.size(); ++i) named[i].second.copy_(loaded.model[i]);
-  }
-  if (restore_training) {
-    for (const auto& callback : state.callbacks) {
-      auto found = loaded.callbacks.find(callback->state_key());
-      if (found == loaded.callbacks.end()) continue;
-      if (absl::Status status = callback->load_state_dict(found->second); !status.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("checkpoint ", path, ": state of callback ", callback->state_key(), ": ", status.message()));
-      }
-    }
-    // A scheduler's only state is how often it stepped: replay that, then the optimizers' saved learning rates
-    // (already loaded) are what the schedule produced, so reload them over the replay.
-    for (size_t i = 0; i < loaded.scheduler_steps.size(); ++i) {
-      for (int64_t step = 0; step < loaded.scheduler_steps[i]; ++step) state.optimizers.schedulers[i].scheduler->step();
-      state.scheduler_steps[i] = loaded.scheduler_steps[i];
-    }
-    if (absl::Status loaded_optimizers = LoadOptimizers(state, loaded.optimizers, device); !loaded_optimizers.ok()) {
-      return loaded_optimizers;
-    }
-    if (!loaded.precision.empty()) {
-      // Checked above, so this cannot fail.
-      if (absl::Status status = state.precision.load_state_dict(loaded.precision); !status.ok()) return status;
-    }
-    {
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
-      generator.set_state(loaded.rng);
-    }
-  }
-  return LoopProgress{
-      .epoch = loaded.epoch, .batch_in_epoch = loaded.batch_in_epoch, .global_step = loaded.global_step};
+  return Apply(path, state, named, loaded, restore_training);
 }
 
 // Format 2 and checkpoints in Lightning's layout that Kiln did not write.
@@ -442,13 +454,7 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
 
   // Read and check everything first: a bad file must leave the model, optimizers and callbacks untouched.
   const std::vector<std::pair<std::string, at::Tensor>> named = NamedState(state.model);
-  std::vector<at::Tensor> model;
-  LoopProgress progress;
-  std::vector<std::function<void()>> load_optimizers;
-  std::vector<int64_t> scheduler_steps;
-  std::map<std::string, CallbackState> callbacks;
-  at::Tensor rng;
-  PrecisionState precision;
+  LoadedCheckpoint loaded;
   try {
     std::map<std::string, at::Tensor> saved;
     for (auto& [name, tensor] : CheckpointStateDict(checkpoint)) saved[name] = tensor;
@@ -459,7 +465,7 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       TORCH_CHECK(value.sizes() == tensor.sizes() && value.dtype() == tensor.dtype(), "'", name, "' has shape ",
                   value.sizes(), " and type ", value.dtype(), ", the model has ", tensor.sizes(), " and ",
                   tensor.dtype());
-      model.push_back(value);
+      loaded.model.push_back(value);
       saved.erase(found);
     }
     if (!saved.empty()) {
@@ -467,8 +473,16 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       for (const auto& [name, tensor] : saved) unexpected.push_back(name);
       TORCH_CHECK(false, "it has parameters the model does not: ", absl::StrJoin(unexpected, ", "));
     }
-    if (restore_training) {
-      const GenericDict& top = checkpoint.contents;
+    const GenericDict& top = checkpoint.contents;
+    if (!restore_training) {
+      // Where the checkpoint was saved, for messages only.
+      for (auto [key, field] : {std::pair<const char*, int64_t*>{"epoch", &loaded.progress.current_epoch},
+                                {"global_step", &loaded.progress.global_step}}) {
+        auto found = top.find(c10::IValue(std::string(key)));
+        if (found != top.end() && found->value().isInt()) *field = found->value().toInt();
+      }
+    } else {
+      LoopProgress& progress = loaded.progress;
       progress = ReadProgress(checkpoint);
       // Counters a damaged or hand-made file could set to anything: a negative one would run the loops from far
       // below zero, and a huge scheduler count would replay the schedule for days.
@@ -484,7 +498,10 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
         absl::StatusOr<std::function<void()>> load =
             PrepareOptimizerLoad(*state.optimizers.optimizers[i], optimizers[i]);
         TORCH_CHECK(load.ok(), "optimizer ", i, ": ", load.status().message());
-        load_optimizers.push_back(std::move(*load));
+        loaded.load_optimizers.push_back([apply = *std::move(load)] {
+          apply();
+          return absl::OkStatus();
+        });
       }
       const std::vector<c10::IValue> schedulers = ListField(top, "lr_schedulers", "the checkpoint");
       TORCH_CHECK(schedulers.size() == state.optimizers.schedulers.size(), "it holds ", schedulers.size(),
@@ -498,7 +515,7 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
         TORCH_CHECK(steps >= 0 && steps <= max_scheduler_steps, "lr_schedulers[", i, "] has stepped ", steps,
                     " times, outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch, " and global step ",
                     progress.global_step);
-        scheduler_steps.push_back(steps);
+        loaded.scheduler_steps.push_back(steps);
       }
       if (kiln_wrote) {
         for (const auto& entry : DictField(top, "callbacks", "the checkpoint")) {
@@ -510,15 +527,15 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
                         entry.key().toStringRef(), " holds a ", item.value().tagKind(), " where text was expected");
             callback[item.key().toStringRef()] = item.value().toStringRef();
           }
-          callbacks[entry.key().toStringRef()] = std::move(callback);
+          loaded.callbacks[entry.key().toStringRef()] = std::move(callback);
         }
         const GenericDict kiln = DictField(top, kKilnSectionKey, "the checkpoint");
         const c10::IValue& rng_value = Field(kiln, "rng_cpu", "'kiln'");
         TORCH_CHECK(rng_value.isTensor(), "'kiln.rng_cpu' is not a tensor");
-        rng = rng_value.toTensor();
+        loaded.rng = rng_value.toTensor();
         // Checked on a scratch generator now, so that a bad state fails here rather than after the model is changed.
-        at::make_generator<at::CPUGeneratorImpl>().set_state(rng);
-        precision = PrecisionStateFromDict(Field(kiln, "precision_plugin", "'kiln'"));
+        at::make_generator<at::CPUGeneratorImpl>().set_state(loaded.rng);
+        loaded.precision = PrecisionStateFromDict(Field(kiln, "precision_plugin", "'kiln'"));
       }
     }
   } catch (const c10::Error& e) {
@@ -527,76 +544,25 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", path, ": ", e.what()));
   }
-  if (!precision.empty()) {
-    if (absl::Status status = state.precision.CheckStateDict(precision); !status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot restore from checkpoint ", path, ": precision plugin state: ", status.message()));
-    }
-  }
-
-  // Apply. The data first: only the data module can check its state, as it loads it. Then the optimizers: those
-  // kept as LibTorch archives are checked only as they load.
-  if (restore_training && state.data != nullptr && !state.data->state_key().empty()) {
+  if (state.data != nullptr && !state.data->state_key().empty()) {
     auto found = checkpoint.contents.find(c10::IValue(state.data->state_key()));
     if (found != checkpoint.contents.end()) {
-      if (absl::Status status = state.data->load_state_dict(found->value()); !status.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": the state of the data ('",
-                                                       state.data->state_key(), "'): ", status.message()));
-      }
+      loaded.load_data = [&state, &path, saved = found->value()]() -> absl::Status {
+        if (absl::Status status = state.data->load_state_dict(saved); !status.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": the state of the data ('",
+                                                         state.data->state_key(), "'): ", status.message()));
+        }
+        return absl::OkStatus();
+      };
     }
   }
-  try {
-    for (const auto& load : load_optimizers) load();
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint ", path, " does not fit this run's optimizers: ", e.what()));
-  }
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < named.size(); ++i) named[i].second.copy_(model[i]);
-  }
-  if (!restore_training) {
-    // Where the checkpoint was saved, for messages only.
-    LoopProgress saved;
-    const GenericDict& top = checkpoint.contents;
-    for (auto [key, field] :
-         {std::pair<const char*, int64_t*>{"epoch", &saved.current_epoch}, {"global_step", &saved.global_step}}) {
-      auto found = top.find(c10::IValue(std::string(key)));
-      if (found != top.end() && found->value().isInt()) *field = found->value().toInt();
-    }
-    return saved;
-  }
-  for (const auto& callback : state.callbacks) {
-    auto found = callbacks.find(callback->state_key());
-    if (found == callbacks.end()) continue;
-    if (absl::Status status = callback->load_state_dict(found->second); !status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint ", path, ": state of callback ", callback->state_key(), ": ", status.message()));
-    }
-  }
-  // A scheduler's only state is how often it stepped: replay that, then put the optimizers' saved options (their
-  // learning rates, what the schedule produced) back over the replay.
-  for (size_t i = 0; i < scheduler_steps.size(); ++i) {
-    for (int64_t step = 0; step < scheduler_steps[i]; ++step) state.optimizers.schedulers[i].scheduler->step();
-    state.scheduler_steps[i] = scheduler_steps[i];
-  }
-  for (const auto& load : load_optimizers) load();
-  if (!precision.empty()) {
-    // Checked above, so this cannot fail.
-    if (absl::Status status = state.precision.load_state_dict(precision); !status.ok()) return status;
-  }
-  if (rng.defined()) {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    generator.set_state(rng);
-  }
-  if (!kiln_wrote) {
+  absl::StatusOr<LoopProgress> progress = Apply(path, state, named, loaded, restore_training);
+  if (!progress.ok()) return progress.status();
+  if (restore_training && !kiln_wrote) {
     LOG(INFO) << "checkpoint " << path << " was not written by Kiln: its model, optimizers, schedulers and loop "
               << "progress are restored; its callbacks' states and the random generator are not";
   }
-  return progress;
+  return *progress;
 }
 
 }  // namespace kiln
