@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "trainer/callbacks/early_stopping.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/cli/command_line.h"
+#include "trainer/cli/config_file.h"
 #include "trainer/cli/data_factory.h"
 #include "trainer/cli/fit_config.h"
 #include "trainer/cli/flags.h"
@@ -110,6 +112,26 @@ class OnFitEnd final : public Callback {
   std::function<void()> fn_;
 };
 
+// Saves the run's configuration as <run folder>/config.yaml when the run folder is claimed (the loggers' setup runs
+// before the callbacks'), as LightningCLI's SaveConfigCallback does: `fit --config=<run folder>/config.yaml` repeats
+// the run. Rank zero alone writes it. A file that cannot be written stops the run, like a log that cannot be.
+class SaveConfig final : public Callback {
+ public:
+  SaveConfig(std::shared_ptr<RunFolder> folder, std::string yaml)
+      : folder_(std::move(folder)), yaml_(std::move(yaml)) {}
+  std::string state_key() const override { return "SaveConfig"; }
+  void setup(Trainer& trainer, LightningModule& module, Stage stage) override {
+    if (!trainer.is_global_zero()) return;
+    absl::StatusOr<std::string> dir = folder_->Claim();
+    absl::Status written = dir.ok() ? WriteFileAtomically(*dir + "/config.yaml", yaml_) : dir.status();
+    if (!written.ok()) throw std::runtime_error(absl::StrCat("config.yaml: ", written.message()));
+  }
+
+ private:
+  const std::shared_ptr<RunFolder> folder_;
+  const std::string yaml_;
+};
+
 // The plan's devices as a JSON list, as their accelerator numbers them ("acme:0").
 nlohmann::ordered_json JsonDevices(const Plan& plan) {
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
@@ -142,6 +164,10 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
       options.callbacks.push_back(
           std::make_shared<OnFitEnd>([tensorboard] { tensorboard->set_session_status(SessionStatus::kSuccess); }));
     }
+  }
+  // fast_dev_run writes no logs, and so no config.yaml.
+  if (!outputs.loggers.empty() && options.fast_dev_run == 0) {
+    options.callbacks.push_back(std::make_shared<SaveConfig>(folder, ConfigYaml()));
   }
   const bool report = outputs.report && options.fast_dev_run == 0;
   std::shared_ptr<RunReport> run_report;
@@ -325,6 +351,9 @@ int Main(int argc, char** argv) {
   // Flag files and variables first, so that their flags meet the same checks as the command line's.
   absl::StatusOr<std::vector<std::string>> args = ExpandCommandLine({argv, argv + argc}, UserPath);
   if (!args.ok()) UsageError(args.status().message());
+  // Config files' flags go first, so that the command line overrides them and they meet the same checks.
+  args = ApplyConfigFiles(*args, UserPath);
+  if (!args.ok()) UsageError(args.status().message());
   std::vector<char*> expanded = ArgvOf(*args);
   const int expanded_argc = static_cast<int>(args->size());
   if (WantsHelp(expanded_argc, expanded.data())) {
@@ -362,6 +391,10 @@ int Main(int argc, char** argv) {
   if (saved.has_value()) {
     config->ckpt_path = saved->path;
     config->data.saved_state = saved->data_state;
+  }
+  if (absl::GetFlag(FLAGS_print_config)) {
+    std::cout << ConfigYaml();
+    return 0;
   }
   if (absl::Status writable = CheckOutputLocations(*config); !writable.ok()) UsageError(writable.message());
   absl::StatusOr<LoadedData> data = LoadData(config->data);

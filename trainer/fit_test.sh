@@ -8,7 +8,8 @@ failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
 
 # The default run (no flags but a shorter schedule and a folder to write to) trains well above chance.
-mkdir -p "$work/default" && # ModelCheckpoint and EarlyStopping from the command line: the two best checkpoints by val_loss, named by it, and a
+mkdir -p "$work/default"
+# ModelCheckpoint and EarlyStopping from the command line: the two best checkpoints by val_loss, named by it, and a
 # stop once val_acc has not risen for one validation (the synthetic task's val_acc plateaus within a few epochs).
 mkdir -p "$work/callbacks" && cd "$work/callbacks" || exit 1
 callbacks_out=$($fit --max_epochs=40 --num_train=1024 --num_val=256 --enable_progress_bar=false --report=false \
@@ -39,6 +40,46 @@ mkdir -p "$work/fast" && cd "$work/fast" || exit 1
 fast=$($fit --fast_dev_run=true --enable_progress_bar=false 2>"$work/fast.err")
 grep -q "for 1 epochs, 1 steps" <<<"$fast" || fail "--fast_dev_run=true did not train one batch: $fast $(tail -3 "$work/fast.err")"
 [[ ! -e lightning_logs ]] || fail "--fast_dev_run=true wrote $(ls -R lightning_logs)"
+cd "$work/default" || exit 1
+
+# Config files (LightningCLI's --config): a run saves its resolved configuration as config.yaml, and
+# --config=<that file> trains the same parameters again in a new version folder; flags override the file;
+# --print_config prints it and writes nothing.
+mkdir -p "$work/config" && cd "$work/config" || exit 1
+$fit --max_epochs=2 --num_train=512 --num_val=128 --hidden_sizes=16,8 --learning_rate=0.01 --enable_progress_bar=false \
+  --summary_json=first.json >/dev/null 2>"$work/config.err" || fail "config: the first run failed: $(tail -3 "$work/config.err")"
+saved=lightning_logs/version_0/config.yaml
+grep -q '^  hidden_sizes: \[16, 8\]$' "$saved" || fail "config.yaml does not hold the run's --hidden_sizes: $(cat "$saved")"
+$fit --config="$saved" --summary_json=again.json >/dev/null 2>"$work/config.err" ||
+  fail "config: --config=$saved failed: $(tail -3 "$work/config.err")"
+sha() { sed -n -E 's/.*"params_sha256": "([0-9a-f]+)".*/\1/p' "$1"; }
+[[ -n "$(sha first.json)" && "$(sha first.json)" == "$(sha again.json)" ]] ||
+  fail "--config=$saved trained other parameters: $(sha first.json) vs $(sha again.json)"
+[[ -s lightning_logs/version_1/config.yaml ]] || fail "the repeated run did not write version_1/config.yaml"
+printed=$($fit --config="$saved" --max_epochs=7 --print_config 2>&1)
+grep -q '^  max_epochs: 7$' <<<"$printed" || fail "--max_epochs=7 did not override the config file: $printed"
+grep -q '^  learning_rate: 0.01$' <<<"$printed" || fail "--print_config lost the file's learning_rate: $printed"
+[[ ! -e lightning_logs/version_2 ]] || fail "--print_config started a run"
+# A file as LightningCLI users write it: callbacks by class path, logger: false.
+cat >lightning.yaml <<'YAML'
+seed_everything: 3
+trainer:
+  max_epochs: 1
+  logger: false
+  enable_progress_bar: false
+  callbacks:
+  - class_path: lightning.pytorch.callbacks.ModelCheckpoint
+    init_args: {monitor: val_acc, mode: max, filename: "best-{epoch}"}
+data:
+  num_train: 256
+YAML
+$fit --config=lightning.yaml --default_root_dir=from_yaml >/dev/null 2>"$work/config.err" ||
+  fail "config: lightning.yaml failed: $(tail -3 "$work/config.err")"
+[[ -s from_yaml/checkpoints/best-epoch=0.ckpt && ! -e from_yaml/lightning_logs ]] ||
+  fail "lightning.yaml: wanted from_yaml/checkpoints/best-epoch=0.ckpt and no logs: $(ls -R from_yaml)"
+printf 'trainer:\n  max_epoch: 3\n' >"$work/typo.yaml"
+printf 'model:\n  max_epochs: 3\n' >"$work/misplaced.yaml"
+printf 'trainer: {max_epochs: ten}\n' >"$work/bad_value.yaml"
 cd "$work/default" || exit 1
 
 # Precisions the cpu accelerator declares: each trains, says so, and --summary_json records it. A short run (3
@@ -217,6 +258,12 @@ expect_usage_error "--predict_data='x.csv' is not valid; it is only read with --
 expect_usage_error "the synthetic task has no file layout to predict on" --mode=predict \
   --ckpt_path="$work/default/lightning_logs/version_0/checkpoints/last.ckpt" --predict_data="$work/two_columns.csv"
 expect_usage_error "ckpt_path=\"last\" found no complete checkpoint under" --mode=predict --ckpt_path=last
+# Config files.
+expect_usage_error "--config=$work/typo.yaml: unknown key trainer.max_epoch; did you mean trainer.max_epochs?" \
+  --config="$work/typo.yaml"
+expect_usage_error "unknown key model.max_epochs; max_epochs is written trainer.max_epochs" --config="$work/misplaced.yaml"
+expect_usage_error "trainer.max_epochs: 'ten' is not valid; write an integer" --config="$work/bad_value.yaml"
+expect_usage_error "--config=$work/none.yaml: No such file or directory" --config="$work/none.yaml"
 echo "checked $case_number bad-input cases"
 
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi

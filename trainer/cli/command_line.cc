@@ -39,16 +39,11 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 
 // " did you mean --x?" for the closest defined flag within a few edits, else "".
 std::string Suggestion(absl::string_view name) {
-  std::string best;
-  size_t best_distance = 4;
+  std::vector<std::string> names;
   for (const auto& [candidate, flag] : absl::GetAllFlags()) {
-    if (flag->IsRetired()) continue;
-    const size_t distance = EditDistance(name, candidate);
-    if (distance < best_distance || (distance == best_distance && !best.empty() && candidate < best)) {
-      best = std::string(candidate);
-      best_distance = distance;
-    }
+    if (!flag->IsRetired()) names.emplace_back(candidate);
   }
+  const std::string best = ClosestName(name, names);
   return best.empty() ? "" : absl::StrCat("; did you mean --", best, "?");
 }
 
@@ -71,33 +66,6 @@ bool SourceFlag(absl::string_view arg, std::initializer_list<absl::string_view> 
   has_value = equals != absl::string_view::npos;
   value = has_value ? std::string(body.substr(equals + 1)) : "";
   return true;
-}
-
-absl::StatusOr<std::string> ReadFlagFile(const std::string& shown, const std::string& path) {
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--flagfile=", shown, ": ", std::strerror(errno), "; pass an existing file of flags"));
-  }
-  if (!S_ISREG(info.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--flagfile=", shown, " is not a regular file; pass a text file with one --name=value per line"));
-  }
-  if (static_cast<uint64_t>(info.st_size) > kMaxFlagFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("--flagfile=", shown, " is ", info.st_size,
-                                                   " bytes; a flag file holds at most ", kMaxFlagFileBytes,
-                                                   " bytes of flags"));
-  }
-  std::ifstream file(path, std::ios::binary);
-  std::string text(kMaxFlagFileBytes + 1, '\0');
-  file.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (file.bad()) return absl::InvalidArgumentError(absl::StrCat("--flagfile=", shown, ": cannot read it"));
-  text.resize(static_cast<size_t>(file.gcount()));
-  if (text.size() > kMaxFlagFileBytes) {  // It grew after stat.
-    return absl::InvalidArgumentError(absl::StrCat("--flagfile=", shown, " holds more than ", kMaxFlagFileBytes,
-                                                   " bytes; a flag file holds at most that"));
-  }
-  return text;
 }
 
 absl::Status Expand(const std::vector<std::string>& args, size_t first, int depth,
@@ -130,7 +98,8 @@ absl::Status Expand(const std::vector<std::string>& args, size_t first, int dept
       }
       for (absl::string_view file : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         const std::string shown(file);
-        absl::StatusOr<std::string> text = ReadFlagFile(shown, resolve_path(shown));
+        absl::StatusOr<std::string> text = ReadArgumentFile("flagfile", shown, resolve_path(shown), "flag file",
+                                                            "a text file with one --name=value per line");
         if (!text.ok()) return text.status();
         absl::StatusOr<std::vector<std::string>> inner = FlagFileArguments(*text, shown);
         if (!inner.ok()) return inner.status();
@@ -158,6 +127,45 @@ bool IsHelp(absl::string_view arg) {
 }
 
 }  // namespace
+
+std::string ClosestName(absl::string_view name, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = 4;
+  for (const std::string& candidate : candidates) {
+    const size_t distance = EditDistance(name, candidate);
+    if (distance < best_distance || (distance == best_distance && !best.empty() && candidate < best)) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+absl::StatusOr<std::string> ReadArgumentFile(absl::string_view flag, const std::string& shown, const std::string& path,
+                                             absl::string_view noun, absl::string_view expected) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", shown, ": ", std::strerror(errno), "; pass an existing ", noun));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", shown, " is not a regular file; pass ", expected));
+  }
+  if (static_cast<uint64_t>(info.st_size) > kMaxFlagFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", shown, " is ", info.st_size, " bytes; a ", noun,
+                                                   " holds at most ", kMaxFlagFileBytes, " bytes"));
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::string text(kMaxFlagFileBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (file.bad()) return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", shown, ": cannot read it"));
+  text.resize(static_cast<size_t>(file.gcount()));
+  if (text.size() > kMaxFlagFileBytes) {  // It grew after stat.
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", shown, " holds more than ", kMaxFlagFileBytes,
+                                                   " bytes; a ", noun, " holds at most that"));
+  }
+  return text;
+}
 
 absl::StatusOr<std::vector<std::string>> FlagFileArguments(absl::string_view text, absl::string_view source) {
   std::vector<std::string> args;

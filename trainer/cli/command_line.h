@@ -47,6 +47,16 @@ absl::StatusOr<std::vector<std::string>> FlagFileArguments(absl::string_view tex
 // Flags are set as a side effect of checking their values; parse the command line afterwards as usual.
 absl::Status CheckCommandLine(int argc, char** argv);
 
+// The text of a file a flag names (--flagfile, --config): `path` is where it is, `shown` how the user wrote it.
+// InvalidArgument naming --<flag>=<shown> when it is missing, unreadable, not a regular file (/dev/zero, a pipe)
+// or larger than kMaxFlagFileBytes; `noun` names such a file ("flag file") and `expected` says what to pass instead.
+absl::StatusOr<std::string> ReadArgumentFile(absl::string_view flag, const std::string& shown, const std::string& path,
+                                             absl::string_view noun, absl::string_view expected);
+
+// The candidate closest to `name` within three edits (the alphabetically first of equally close ones), or "" when
+// none is that close: the "did you mean" of fit's errors.
+std::string ClosestName(absl::string_view name, const std::vector<std::string>& candidates);
+
 // The arguments as the argc/argv pair that CheckCommandLine and Abseil take; it points into `args`.
 std::vector<char*> ArgvOf(std::vector<std::string>& args);
 

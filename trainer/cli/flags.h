@@ -7,6 +7,7 @@
 //   data_flags.cc        which data, and how it is read
 //   output_flags.cc      loggers, progress, the model summary, report.html, --summary_json
 //   mode_flags.cc        fit, validate or predict
+//   config_flags.cc      --config files and --print_config (config_file.h)
 // Names and defaults follow Lightning's Trainer arguments where Lightning has them.
 #ifndef KILN_TRAINER_CLI_FLAGS_H_
 #define KILN_TRAINER_CLI_FLAGS_H_
@@ -100,5 +101,9 @@ ABSL_DECLARE_FLAG(std::string, summary_json);
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::string, predict_data);
 ABSL_DECLARE_FLAG(std::string, predictions);
+
+// Config files.
+ABSL_DECLARE_FLAG(std::string, config);
+ABSL_DECLARE_FLAG(bool, print_config);
 
 #endif  // KILN_TRAINER_CLI_FLAGS_H_

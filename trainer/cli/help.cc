@@ -57,6 +57,7 @@ const std::vector<FlagGroup>& FitFlagGroups() {
       {"Data", "data_flags.cc"},
       {"Logging and outputs", "output_flags.cc"},
       {"Mode", "mode_flags.cc"},
+      {"Config file (LightningCLI's --config)", "config_flags.cc"},
   };
   return *groups;
 }

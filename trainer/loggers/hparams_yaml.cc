@@ -42,12 +42,12 @@ bool WrittenBare(const std::string& text) {
   return IsPlainText(text);
 }
 
-void Scalar(YAML::Emitter& out, const std::string& text) {
+}  // namespace
+
+void WriteYamlScalar(YAML::Emitter& out, const std::string& text) {
   if (!WrittenBare(text)) out << YAML::DoubleQuoted;
   out << text;
 }
-
-}  // namespace
 
 std::string HparamsYaml(const std::map<std::string, std::string>& hparams) {
   // yaml-cpp writes a block mapping, one `key: value` line each (double-quoted text is never folded), "{}" when it
@@ -56,9 +56,9 @@ std::string HparamsYaml(const std::map<std::string, std::string>& hparams) {
   out << YAML::BeginMap;
   for (const auto& [key, value] : hparams) {
     out << YAML::Key;
-    Scalar(out, key);
+    WriteYamlScalar(out, key);
     out << YAML::Value;
-    Scalar(out, value);
+    WriteYamlScalar(out, value);
   }
   out << YAML::EndMap;
   return absl::StrCat(out.c_str(), "\n");

@@ -9,7 +9,15 @@
 
 #include "absl/status/status.h"
 
+namespace YAML {
+class Emitter;
+}  // namespace YAML
+
 namespace kiln {
+
+// Writes `text` as hparams.yaml writes a value: bare when YAML reads it back as that bool, number or text, else
+// double-quoted. For other YAML files Kiln writes (config.yaml), so that they quote alike.
+void WriteYamlScalar(YAML::Emitter& out, const std::string& text);
 
 std::string HparamsYaml(const std::map<std::string, std::string>& hparams);
 

@@ -1,0 +1,73 @@
+// Config files for `//trainer:fit`, in LightningCLI's layout: `fit --config=run.yaml` reads one, `--print_config`
+// prints the resolved one, and every run saves its own as <run folder>/config.yaml, so that
+// `--config=<run folder>/config.yaml` runs it again.
+//
+//   seed_everything: 42                # --seed
+//   trainer:                           # Lightning's Trainer arguments: --accelerator, --max_epochs, --logger, ...
+//     max_epochs: 10
+//     logger: [csv, tensorboard]       # or false (--logger=none)
+//     callbacks:                       # as LightningCLI writes them
+//     - class_path: ModelCheckpoint    # --checkpoint_monitor, --save_top_k, --checkpoint_mode, ...
+//       init_args: {monitor: val_loss, save_top_k: 2}
+//     - class_path: EarlyStopping      # --early_stopping_monitor, --patience, ...
+//       init_args: {monitor: val_loss, patience: 3}
+//   model: {model: mlp, hidden_sizes: [64, 64], optimizer: adam, learning_rate: 0.001}
+//   data: {data: synthetic, batch_size: 64}
+//   ckpt_path: null                    # and Kiln's own: mode, predict_data, predictions, report, summary_json, ...
+//
+// Every key is one of fit's flags (ConfigKeys() is the table; a test checks it covers every flag), so a config file
+// sets nothing a command line could not, and its values meet the same checks. `null` is a flag's default (text flags:
+// empty). Flags on the command line override every config file, wherever they stand; later config files override
+// earlier ones.
+#ifndef KILN_TRAINER_CLI_CONFIG_FILE_H_
+#define KILN_TRAINER_CLI_CONFIG_FILE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kiln {
+
+// Where one of fit's flags sits in a config file.
+struct ConfigKey {
+  enum class Section { kTop, kTrainer, kModel, kData, kModelCheckpoint, kEarlyStopping };
+  const char* flag;  // fit's flag, without "--".
+  Section section;
+  const char* key;    // The key in its section: Lightning's argument name where Lightning has one.
+  bool list = false;  // A comma-separated flag, written as a YAML list.
+};
+
+// Every flag a config file can set, in the order --print_config writes them.
+const std::vector<ConfigKey>& ConfigKeys();
+
+// Flags that a config file cannot hold: --config itself, --print_config and --accelerator_plugin (it repeats, and
+// plugins load before flags are parsed; KILN_ACCELERATOR_PLUGINS names plugins for every run).
+bool IsCommandLineOnlyFlag(absl::string_view flag);
+
+// The flags a config file's text holds, as "--name=value" arguments. `source` names the file in errors. Errors are
+// InvalidArgument and name the file, the key and what is wrong: YAML that does not parse (with its line), a key
+// that is not one of ConfigKeys() (with the closest known one, or the section it belongs to), a key given twice, a
+// list or mapping where one value belongs, a value the flag refuses, an unknown callback class.
+absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view text, absl::string_view source);
+
+// The command line (argv[0] first, flag files already expanded) with the flags of every --config=F it names put
+// before its own flags, so that the command line overrides them; later files override earlier ones. The --config
+// arguments stay where they are. `resolve_path` turns a file's name into the path to open (fit: UserPath). Errors
+// as ConfigFileArguments's, and for a file that is missing, not a regular file or larger than kMaxFlagFileBytes.
+absl::StatusOr<std::vector<std::string>> ApplyConfigFiles(const std::vector<std::string>& args,
+                                                          std::string (*resolve_path)(const std::string&));
+
+// The current values of fit's flags as a config file (what --print_config prints and each run saves): every key of
+// ConfigKeys(), EarlyStopping only when --early_stopping_monitor is set. ConfigFileArguments reads it back to the
+// same flag values.
+std::string ConfigYaml();
+
+// Writes ConfigYaml() to `path` through a temporary file and a rename.
+absl::Status WriteConfigYaml(const std::string& path);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_CLI_CONFIG_FILE_H_

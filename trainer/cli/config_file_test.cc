@@ -1,0 +1,225 @@
+#include "trainer/cli/config_file.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Puts every flag back as it was, so that tests do not see each other's values.
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  absl::FlagSaver saver_;
+};
+
+void Set(const std::string& name, const std::string& value) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  ASSERT_NE(flag, nullptr) << name;
+  std::string error;
+  ASSERT_TRUE(flag->ParseFrom(value, &error)) << name << "=" << value << ": " << error;
+}
+
+std::string Value(const std::string& name) { return absl::FindCommandLineFlag(name)->CurrentValue(); }
+
+// The flags `args` (as ConfigFileArguments returns them) set, applied.
+void Apply(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    ASSERT_TRUE(absl::StartsWith(arg, "--")) << arg;
+    const size_t equals = arg.find('=');
+    ASSERT_NE(equals, std::string::npos) << arg;
+    Set(arg.substr(2, equals - 2), arg.substr(equals + 1));
+  }
+}
+
+TEST_F(ConfigFileTest, EveryFlagOfFitHasAKeyAndEveryKeyAFlag) {
+  std::set<std::string> keyed;
+  std::set<std::pair<int, std::string>> keys;
+  for (const ConfigKey& entry : ConfigKeys()) {
+    EXPECT_NE(absl::FindCommandLineFlag(entry.flag), nullptr) << "config key " << entry.key << " names no flag";
+    EXPECT_TRUE(keyed.insert(entry.flag).second) << "--" << entry.flag << " has two keys";
+    EXPECT_TRUE(keys.insert({static_cast<int>(entry.section), entry.key}).second) << "key " << entry.key << " twice";
+  }
+  int fit_flags = 0;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    const std::string file = flag->Filename();
+    const bool fit_flag = (absl::StrContains(file, "trainer/cli/") && absl::EndsWith(file, "_flags.cc")) ||
+                          absl::EndsWith(file, "trainer/accelerator_plugins.cc");
+    if (!fit_flag) continue;
+    ++fit_flags;
+    EXPECT_TRUE(keyed.count(std::string(name)) == 1 || IsCommandLineOnlyFlag(name))
+        << "--" << name << " (" << file << ") has no config key: add it to ConfigKeys()";
+  }
+  EXPECT_GT(fit_flags, 50);  // The test saw fit's flags at all.
+}
+
+TEST_F(ConfigFileTest, WhatItWritesReadsBackToTheSameFlags) {
+  const std::map<std::string, std::string> set = {
+      {"max_epochs", "3"},
+      {"seed", "7"},
+      {"hidden_sizes", "8,4"},
+      {"logger", "none"},
+      {"learning_rate", "0.025"},
+      {"shuffle", "false"},
+      {"checkpoint_monitor", "val_loss"},
+      {"save_top_k", "2"},
+      {"early_stopping_monitor", "val_acc"},
+      {"early_stopping_mode", "max"},
+      {"patience", "5"},
+      {"data", "my data: \"x\" #1.csv"},  // YAML's ': ', quotes and '#' in a value.
+      {"label_column", "-1"},
+      {"limit_train_batches", "0.5"},
+      {"max_time", "00:00:01:00"},
+      {"ckpt_path", "yes"},  // A word PyYAML would read as true.
+  };
+  for (const auto& [name, value] : set) Set(name, value);
+  std::map<std::string, std::string> before;
+  for (const ConfigKey& entry : ConfigKeys()) before[entry.flag] = Value(entry.flag);
+  const std::string yaml = ConfigYaml();
+  EXPECT_THAT(yaml, HasSubstr("\ntrainer:\n"));
+  EXPECT_THAT(yaml, HasSubstr("seed_everything: 7\n"));
+  EXPECT_THAT(yaml, HasSubstr("  logger: false\n"));
+  EXPECT_THAT(yaml, HasSubstr("  hidden_sizes: [8, 4]\n"));
+  EXPECT_THAT(yaml, HasSubstr("class_path: EarlyStopping"));
+
+  // Back to every default, then the file's flags.
+  for (const ConfigKey& entry : ConfigKeys()) Set(entry.flag, absl::FindCommandLineFlag(entry.flag)->DefaultValue());
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "printed.yaml");
+  ASSERT_TRUE(args.ok()) << args.status() << "\n" << yaml;
+  Apply(*args);
+  for (const auto& [name, value] : before) EXPECT_EQ(Value(name), value) << "--" << name << " in\n" << yaml;
+}
+
+TEST_F(ConfigFileTest, EarlyStoppingIsWrittenOnlyWhenItWatchesAMetric) {
+  EXPECT_THAT(ConfigYaml(), Not(HasSubstr("EarlyStopping")));
+  EXPECT_THAT(ConfigYaml(), HasSubstr("class_path: ModelCheckpoint"));
+}
+
+TEST_F(ConfigFileTest, ReadsLightningsSpellings) {
+  const std::string yaml = R"(# lightning.pytorch==2.2.5
+seed_everything: 3
+trainer:
+  max_epochs: null
+  logger: true
+  devices: 1
+  callbacks:
+  - class_path: lightning.pytorch.callbacks.ModelCheckpoint
+    init_args:
+      monitor: val_acc
+      mode: max
+  - class_path: EarlyStopping
+    init_args: {monitor: val_loss, patience: 2}
+model:
+  hidden_sizes: [16]
+data:
+ckpt_path: null
+)";
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  const std::string default_epochs = absl::FindCommandLineFlag("max_epochs")->DefaultValue();
+  const std::string default_logger = absl::FindCommandLineFlag("logger")->DefaultValue();
+  EXPECT_THAT(*args,
+              ElementsAre("--seed=3", "--max_epochs=" + default_epochs, "--logger=" + default_logger, "--devices=1",
+                          "--checkpoint_monitor=val_acc", "--checkpoint_mode=max", "--early_stopping_monitor=val_loss",
+                          "--patience=2", "--hidden_sizes=16", "--ckpt_path="));
+}
+
+TEST_F(ConfigFileTest, ReadingChangesNoFlag) {
+  const std::string before = Value("max_epochs");
+  ASSERT_TRUE(ConfigFileArguments("trainer: {max_epochs: 99}", "run.yaml").ok());
+  EXPECT_EQ(Value("max_epochs"), before);
+  EXPECT_NE(before, "99");
+}
+
+TEST_F(ConfigFileTest, MistakesNameTheKeyAndTheFix) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"trainer: {max_epoch: 3}", "--config=run.yaml: unknown key trainer.max_epoch; did you mean trainer.max_epochs?"},
+      {"max_epochs: 3", "unknown key max_epochs; max_epochs is written trainer.max_epochs"},
+      {"model: {batch_size: 3}", "unknown key model.batch_size; batch_size is written data.batch_size"},
+      {"trainer: {checkpoint_monitor: val_loss}",
+       "the flag --checkpoint_monitor is written trainer.callbacks[ModelCheckpoint].init_args.monitor"},
+      {"trainr: {max_epochs: 3}", "unknown key trainr; did you mean trainer?"},
+      {"zzzzzzzz: 1", "unknown key zzzzzzzz; fit --print_config shows every key"},
+      {"trainer: {max_epochs: ten}", "trainer.max_epochs: 'ten' is not valid; write an integer"},
+      {"trainer: {deterministic: maybe}", "trainer.deterministic: 'maybe' is not valid; write true or false"},
+      {"trainer: {max_epochs: [1, 2]}", "trainer.max_epochs: expected one value, not a list"},
+      {"model: {hidden_sizes: [[1], 2]}", "model.hidden_sizes: a list of single values is expected"},
+      {"trainer: {max_epochs: {a: 1}}", "trainer.max_epochs: expected one value, not a mapping"},
+      {"trainer: 5", "trainer: must be a mapping of trainer keys"},
+      {"[1, 2]", "the file must be a mapping of keys"},
+      {"trainer: {max_epochs: 1}\ntrainer: {max_steps: 1}", "trainer: given twice; keep one"},
+      {"trainer: {max_epochs: 1, max_epochs: 2}", "trainer.max_epochs: given twice; keep one"},
+      {"trainer: [", "--config=run.yaml: line 1: not valid YAML"},
+      {"a: 1\n---\nb: 2\n", "holds 2 YAML documents; a config file holds one"},
+      {"trainer: {callbacks: [{class_path: Timer}]}",
+       "class_path 'Timer' is not a callback fit can make; it makes ModelCheckpoint and EarlyStopping"},
+      {"trainer: {callbacks: [{class_path: EarlyStopping, init_args: {patience: 1}}]}", "EarlyStopping needs monitor"},
+      {"trainer: {callbacks: [{class_path: ModelCheckpoint}, {class_path: ModelCheckpoint}]}",
+       "ModelCheckpoint is listed twice"},
+      {"trainer: {callbacks: [{class_path: ModelCheckpoint, init_args: {monitr: x}}]}",
+       "unknown key trainer.callbacks[ModelCheckpoint].init_args.monitr; did you mean "
+       "trainer.callbacks[ModelCheckpoint].init_args.monitor?"},
+      {"trainer: {callbacks: [{class_path: ModelCheckpoint, args: {}}]}", "unknown key 'args' in an entry"},
+      {"trainer: {callbacks: ModelCheckpoint}", "trainer.callbacks: must be a list"},
+      {std::string(20000, '[') + std::string(20000, ']'), "not valid YAML"},  // Nesting past yaml-cpp's guard.
+  };
+  for (const auto& [yaml, expected] : cases) {
+    absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "run.yaml");
+    ASSERT_FALSE(args.ok()) << yaml;
+    EXPECT_EQ(args.status().code(), absl::StatusCode::kInvalidArgument) << yaml;
+    EXPECT_THAT(std::string(args.status().message()), HasSubstr(expected)) << yaml.substr(0, 80);
+  }
+}
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string Unchanged(const std::string& path) { return path; }
+
+TEST_F(ConfigFileTest, CommandLineFlagsOverrideEveryConfigFileAndLaterFilesOverrideEarlierOnes) {
+  const std::string first = TempFile("first.yaml", "trainer: {max_epochs: 1, max_steps: 5}\n");
+  const std::string second = TempFile("second.yaml", "trainer: {max_epochs: 2}\n");
+  absl::StatusOr<std::vector<std::string>> args =
+      ApplyConfigFiles({"fit", "--max_epochs=9", "--config=" + first, "--config", second}, Unchanged);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("fit", "--max_epochs=1", "--max_steps=5", "--max_epochs=2", "--max_epochs=9",
+                                 "--config=" + first, "--config", second));
+}
+
+TEST_F(ConfigFileTest, FilesThatCannotBeReadAreNamed) {
+  EXPECT_THAT(std::string(ApplyConfigFiles({"fit", "--config=/no/such.yaml"}, Unchanged).status().message()),
+              HasSubstr("--config=/no/such.yaml: No such file or directory; pass an existing config file"));
+  EXPECT_THAT(std::string(ApplyConfigFiles({"fit", "--config=/dev/zero"}, Unchanged).status().message()),
+              HasSubstr("--config=/dev/zero is not a regular file"));
+  EXPECT_THAT(std::string(ApplyConfigFiles({"fit", "--config"}, Unchanged).status().message()),
+              HasSubstr("--config needs a value"));
+  const std::string bad = TempFile("bad.yaml", "trainer:\n  max_epochs: 1\n  devices: [\n");
+  EXPECT_THAT(std::string(ApplyConfigFiles({"fit", "--config=" + bad}, Unchanged).status().message()),
+              HasSubstr("--config=" + bad + ": line "));
+  // After "--", nothing is a flag.
+  absl::StatusOr<std::vector<std::string>> args = ApplyConfigFiles({"fit", "--", "--config=/no/such.yaml"}, Unchanged);
+  ASSERT_TRUE(args.ok());
+  EXPECT_THAT(*args, ElementsAre("fit", "--", "--config=/no/such.yaml"));
+}
+
+}  // namespace
+}  // namespace kiln
