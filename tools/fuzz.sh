@@ -33,7 +33,7 @@ declare -A sanitizer_options=(
   [checkpoint_reader]="fast_unwind_on_malloc=1:detect_leaks=0"
 )
 replay_for_leaks=(checkpoint_reader)
-all=(devices flag_values cluster_environment checkpoint_reader csv_table plugin_tables run_folder)
+all=(devices flag_values config_file cluster_environment checkpoint_reader csv_table plugin_tables run_folder)
 
 seconds=600
 jobs=2

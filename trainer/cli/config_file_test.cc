@@ -23,10 +23,21 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// Puts every flag back as it was, so that tests do not see each other's values.
+// Puts the config table's flags back as they were, so that tests do not see each other's values (absl::FlagSaver
+// would log a line for every flag it restores).
 class ConfigFileTest : public ::testing::Test {
  protected:
-  absl::FlagSaver saver_;
+  void SetUp() override {
+    for (const ConfigKey& entry : ConfigKeys())
+      saved_[entry.flag] = absl::FindCommandLineFlag(entry.flag)->CurrentValue();
+  }
+  void TearDown() override {
+    std::string error;
+    for (const auto& [name, value] : saved_) absl::FindCommandLineFlag(name)->ParseFrom(value, &error);
+  }
+
+ private:
+  std::map<std::string, std::string> saved_;
 };
 
 void Set(const std::string& name, const std::string& value) {
