@@ -72,14 +72,18 @@ absl::Status TensorBoardLogger::log_hyperparams(const std::map<std::string, std:
 absl::Status TensorBoardLogger::save() { return writer_ != nullptr ? writer_->Flush() : absl::OkStatus(); }
 
 absl::Status TensorBoardLogger::finalize() {
-  if (writer_ == nullptr || finalized_) return absl::OkStatus();
-  finalized_ = true;
+  if (writer_ == nullptr) return absl::OkStatus();
+  // A trainer that logs again (test after fit) writes a new event file in the same folder, as SummaryWriter does
+  // after close(); TensorBoard reads the folder's files as one run.
+  std::unique_ptr<TfRecordWriter> writer = std::move(writer_);
+  last_written_.clear();
   if (hparams_logged_) {
-    if (absl::Status written = writer_->Write(HParamsEndEvent(WallTime(), session_status_)); !written.ok()) {
+    hparams_logged_ = false;
+    if (absl::Status written = writer->Write(HParamsEndEvent(WallTime(), session_status_)); !written.ok()) {
       return written;
     }
   }
-  return writer_->Close();
+  return writer->Close();
 }
 
 }  // namespace kiln

@@ -9,7 +9,8 @@
 // TensorBoard then builds the experiment from the run itself, listing every scalar of the run as a metric column
 // (Lightning instead declares a single placeholder metric, `hp_metric`). See tensorboard_events.h for the bytes.
 //
-// The folder is claimed by setup() (or the first write, without a trainer); the file is created on the first write and flushed by save(). Thread-safety: one thread at a time.
+// The folder is claimed by setup() (or the first write, without a trainer); the file is created on the first write and
+// flushed by save(). Thread-safety: one thread at a time.
 #ifndef KILN_TRAINER_LOGGERS_TENSORBOARD_LOGGER_H_
 #define KILN_TRAINER_LOGGERS_TENSORBOARD_LOGGER_H_
 
@@ -51,7 +52,6 @@ class TensorBoardLogger final : public Logger {
   std::shared_ptr<RunFolder> folder_;
   std::unique_ptr<TfRecordWriter> writer_;
   bool hparams_logged_ = false;
-  bool finalized_ = false;
   SessionStatus session_status_ = SessionStatus::kUnknown;
   std::map<std::string, std::pair<int64_t, float>> last_written_;  // Each scalar's last step and value.
 };
