@@ -66,7 +66,9 @@ TEST(ModelCheckpointTest, DefaultKeepsTheNewestEpochCheckpoint) {
   SyntheticClusters data(SmallData());
   Trainer trainer(Quiet({.max_epochs = 3}));
   ASSERT_TRUE(trainer.fit(model, data).ok());
-  const std::string dir = trainer.options().default_root_dir + "/checkpoints";
+  // With the default loggers, checkpoints go into their run folder, as Lightning's do.
+  const std::string dir = trainer.options().default_root_dir + "/lightning_logs/version_0/checkpoints";
+  EXPECT_EQ(trainer.checkpoint_dir(), dir);
   EXPECT_THAT(CheckpointFiles(dir), ElementsAre("epoch=2-step=30.ckpt"));
   EXPECT_EQ(trainer.checkpoint_callback()->best_model_path(), dir + "/epoch=2-step=30.ckpt");
 }
@@ -93,8 +95,8 @@ TEST(ModelCheckpointTest, KeepsTheTopKByTheMonitoredMetricAndLast) {
 TEST(ModelCheckpointTest, ModeMaxEveryNEpochsAndSaveTopKAll) {
   ScriptedMetric model({1, 9, 2, 8});
   SyntheticClusters data(SmallData());
-  auto checkpoint = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
-      .monitor = "metric", .mode = "max", .save_top_k = -1, .every_n_epochs = 2});
+  auto checkpoint = std::make_shared<ModelCheckpoint>(
+      ModelCheckpointOptions{.monitor = "metric", .mode = "max", .save_top_k = -1, .every_n_epochs = 2});
   Trainer trainer(Quiet({.max_epochs = 4, .callbacks = {checkpoint}}));
   ASSERT_TRUE(trainer.fit(model, data).ok());
   EXPECT_THAT(CheckpointFiles(checkpoint->dirpath()), ElementsAre("epoch=1-step=20.ckpt", "epoch=3-step=40.ckpt"));
@@ -108,7 +110,8 @@ TEST(ModelCheckpointTest, EveryNTrainStepsAndNoClobberingOfOtherRuns) {
     SyntheticClusters data(SmallData());
     auto checkpoint = std::make_shared<ModelCheckpoint>(
         ModelCheckpointOptions{.filename = "fixed", .save_top_k = -1, .every_n_train_steps = 4});
-    Trainer trainer(Quiet({.max_epochs = 1, .default_root_dir = root, .callbacks = {checkpoint}}));
+    // No logger: both runs save into root/checkpoints, so that their file names meet.
+    Trainer trainer(Quiet({.max_epochs = 1, .default_root_dir = root, .callbacks = {checkpoint}, .logger = false}));
     ASSERT_TRUE(trainer.fit(model, data).ok());
   }
   // Each run saved at steps 4 and 8 under the same template; nothing was overwritten.
@@ -130,7 +133,7 @@ std::map<std::string, std::string> Snapshot(const std::string& root) {
 TEST(ModelCheckpointTest, ResumingAnotherRunsCheckpointNeverTouchesItsFolder) {
   const auto options = [](const std::string& root, int64_t epochs) {
     auto checkpoint = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.save_top_k = 1, .save_last = true});
-    return Quiet({.max_epochs = epochs, .default_root_dir = root, .callbacks = {checkpoint}});
+    return Quiet({.max_epochs = epochs, .default_root_dir = root, .callbacks = {checkpoint}, .logger = false});
   };
   SyntheticClusters data(SmallData());
   const std::string run_a = TempDir();
@@ -178,15 +181,15 @@ TEST(ModelCheckpointTest, ConfigurationErrorsAndAMetricThatWasNeverLogged) {
   }
   RecordingClassifier model;
   SyntheticClusters data(SmallData());
-  Trainer trainer(Quiet({.max_epochs = 3, .callbacks = {std::make_shared<ModelCheckpoint>(
-                                                           ModelCheckpointOptions{.monitor = "val_los"})}}));
+  Trainer trainer(
+      Quiet({.max_epochs = 3,
+             .callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.monitor = "val_los"})}}));
   absl::Status status = trainer.fit(model, data);
   EXPECT_THAT(status.message(), HasSubstr("`ModelCheckpoint(monitor='val_los')` could not find the monitored key in "
                                           "the returned metrics: "));
   EXPECT_THAT(status.message(), HasSubstr("`val_loss`"));
   EXPECT_EQ(model.training_steps, 10) << "the run must stop at the first epoch end";
-  EXPECT_THAT(Trainer(Quiet({.callbacks = {std::make_shared<ModelCheckpoint>()},
-                             .enable_checkpointing = false}))
+  EXPECT_THAT(Trainer(Quiet({.callbacks = {std::make_shared<ModelCheckpoint>()}, .enable_checkpointing = false}))
                   .fit(model, data)
                   .message(),
               HasSubstr("`enable_checkpointing=False` but found `ModelCheckpoint`"));
@@ -204,19 +207,43 @@ struct StopCase {
 TEST(EarlyStoppingTest, StopsWhenLightningWould) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<StopCase> cases = {
-      {"patience", {.monitor = "metric", .patience = 2}, {5, 4, 4, 4, 1}, std::nullopt, 4,
+      {"patience",
+       {.monitor = "metric", .patience = 2},
+       {5, 4, 4, 4, 1},
+       std::nullopt,
+       4,
        "Monitored metric metric did not improve in the last 2 records. Best score: 4.000"},
-      {"min_delta", {.monitor = "metric", .min_delta = 0.5, .patience = 1}, {5, 4.8, 1}, std::nullopt, 2,
+      {"min_delta",
+       {.monitor = "metric", .min_delta = 0.5, .patience = 1},
+       {5, 4.8, 1},
+       std::nullopt,
+       2,
        "did not improve in the last 1 records. Best score: 5.000"},
       {"improving never stops", {.monitor = "metric", .patience = 1}, {5, 4, 3, 2, 1}, std::nullopt, 5, ""},
-      {"mode max", {.monitor = "metric", .patience = 1, .mode = "max"}, {1, 2, 1}, std::nullopt, 3,
+      {"mode max",
+       {.monitor = "metric", .patience = 1, .mode = "max"},
+       {1, 2, 1},
+       std::nullopt,
+       3,
        "Best score: 2.000"},
       {"min_epochs", {.monitor = "metric", .patience = 1}, {5, 5, 5, 5, 5, 5}, 4, 4, "did not improve"},
-      {"not finite", {.monitor = "metric"}, {5, nan}, std::nullopt, 2,
+      {"not finite",
+       {.monitor = "metric"},
+       {5, nan},
+       std::nullopt,
+       2,
        "Monitored metric metric = nan is not finite. Previous best value was 5.000"},
-      {"stopping threshold", {.monitor = "metric", .stopping_threshold = 2.0}, {5, 3, 1.5, 1}, std::nullopt, 3,
+      {"stopping threshold",
+       {.monitor = "metric", .stopping_threshold = 2.0},
+       {5, 3, 1.5, 1},
+       std::nullopt,
+       3,
        "Stopping threshold reached: metric = 1.5 < 2"},
-      {"divergence threshold", {.monitor = "metric", .divergence_threshold = 10.0}, {5, 11, 1}, std::nullopt, 2,
+      {"divergence threshold",
+       {.monitor = "metric", .divergence_threshold = 10.0},
+       {5, 11, 1},
+       std::nullopt,
+       2,
        "Divergence threshold reached: metric = 11 > 10"},
   };
   for (const StopCase& c : cases) {
@@ -224,8 +251,8 @@ TEST(EarlyStoppingTest, StopsWhenLightningWould) {
     ScriptedMetric model(c.values);
     SyntheticClusters data(SmallData());
     auto stopping = std::make_shared<EarlyStopping>(c.options);
-    Trainer trainer(Quiet({.max_epochs = static_cast<int64_t>(c.values.size()), .min_epochs = c.min_epochs,
-                           .callbacks = {stopping}}));
+    Trainer trainer(Quiet(
+        {.max_epochs = static_cast<int64_t>(c.values.size()), .min_epochs = c.min_epochs, .callbacks = {stopping}}));
     ASSERT_TRUE(trainer.fit(model, data).ok());
     EXPECT_EQ(trainer.current_epoch(), c.expected_epochs);
     if (c.reason_part.empty()) {
@@ -239,8 +266,8 @@ TEST(EarlyStoppingTest, StopsWhenLightningWould) {
 TEST(EarlyStoppingTest, StrictMissingMetricIsAnError) {
   RecordingClassifier model;
   SyntheticClusters data(SmallData());
-  Trainer trainer(Quiet({.max_epochs = 3, .callbacks = {std::make_shared<EarlyStopping>(
-                                                           EarlyStoppingOptions{.monitor = "nope"})}}));
+  Trainer trainer(Quiet(
+      {.max_epochs = 3, .callbacks = {std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "nope"})}}));
   EXPECT_THAT(trainer.fit(model, data).message(),
               HasSubstr("Early stopping conditioned on metric `nope` which is not available. Pass in or modify your "
                         "`EarlyStopping` callback to use any of the following: "));
@@ -252,9 +279,9 @@ TEST(MonitorsTest, LearningRateAndDeviceStatsGoToTheLogger) {
   RecordingClassifier model(MlpOptions{.learning_rate = 0.005});
   SyntheticClusters data(SmallData());
   auto logger = std::make_shared<MemoryLogger>();
-  Trainer trainer(Quiet({.max_epochs = 1, .log_every_n_steps = 5,
-                         .callbacks = {std::make_shared<LearningRateMonitor>(),
-                                       std::make_shared<DeviceStatsMonitor>()},
+  Trainer trainer(Quiet({.max_epochs = 1,
+                         .log_every_n_steps = 5,
+                         .callbacks = {std::make_shared<LearningRateMonitor>(), std::make_shared<DeviceStatsMonitor>()},
                          .loggers = {logger}}));
   ASSERT_TRUE(trainer.fit(model, data).ok());
   int lr_rows = 0;
@@ -273,10 +300,9 @@ TEST(MonitorsTest, LearningRateAndDeviceStatsGoToTheLogger) {
   EXPECT_EQ(lr_rows, 2);
   EXPECT_EQ(stats_rows, 2);
 
-  for (const std::shared_ptr<Callback>& monitor :
-       std::vector<std::shared_ptr<Callback>>{std::make_shared<LearningRateMonitor>(),
-                                              std::make_shared<DeviceStatsMonitor>()}) {
-    Trainer without_logger(Quiet({.callbacks = {monitor}}));
+  for (const std::shared_ptr<Callback>& monitor : std::vector<std::shared_ptr<Callback>>{
+           std::make_shared<LearningRateMonitor>(), std::make_shared<DeviceStatsMonitor>()}) {
+    Trainer without_logger(Quiet({.callbacks = {monitor}, .logger = false}));
     EXPECT_THAT(without_logger.fit(model, data).message(), HasSubstr("callback with"));
   }
 }
@@ -320,7 +346,8 @@ class CrashAt : public Callback {
  public:
   explicit CrashAt(int64_t step) : step_(step) {}
   std::string state_key() const override { return "CrashAt"; }
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override {
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override {
     if (trainer.global_step() == step_) throw std::runtime_error("simulated crash");
   }
 
@@ -351,7 +378,7 @@ TEST(ResumeTest, ResumingFromTheLastCheckpointMatchesAnUninterruptedRunExactly) 
   RecordingClassifier resumed;
   Trainer second(make_options(root, {}));
   ASSERT_TRUE(second.fit(resumed, data, "last").ok());
-  EXPECT_EQ(second.resumed_from(), root + "/checkpoints/last.ckpt");
+  EXPECT_EQ(second.resumed_from(), root + "/lightning_logs/version_0/checkpoints/last.ckpt");
   EXPECT_EQ(resumed.training_steps, 30 - 14) << "resumed at the checkpoint of step 14, mid-epoch 1";
   EXPECT_EQ(second.global_step(), 30);
   EXPECT_TRUE(FlatParameters(resumed).equal(FlatParameters(reference)))
@@ -364,7 +391,7 @@ TEST(ResumeTest, ABadCheckpointIsRefusedAndTheModelIsUntouched) {
   SyntheticClusters data(SmallData());
   Trainer trainer(Quiet({.max_epochs = 1, .default_root_dir = root}));
   ASSERT_TRUE(trainer.fit(model, data).ok());
-  const std::string good = root + "/checkpoints/epoch=0-step=10.ckpt";
+  const std::string good = root + "/lightning_logs/version_0/checkpoints/epoch=0-step=10.ckpt";
   ASSERT_TRUE(fs::exists(good));
 
   RecordingClassifier other(MlpOptions{.hidden_sizes = {32}});  // Different shapes.

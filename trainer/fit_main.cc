@@ -51,7 +51,6 @@
 #include "trainer/loggers/atomic_file.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/tensorboard_logger.h"
-#include "trainer/models/model_summary_callback.h"
 #include "trainer/report/run_report.h"
 #include "trainer/trainer.h"
 
@@ -177,7 +176,6 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
     run_report = std::make_shared<RunReport>(memory, RunReportOptions{.every_n_steps = options.log_every_n_steps});
     options.callbacks.push_back(run_report);
   }
-  if (outputs.enable_model_summary) options.callbacks.push_back(std::make_shared<ModelSummaryCallback>());
   std::shared_ptr<ModelCheckpoint> checkpoint;
   if (options.enable_checkpointing) {
     checkpoint = std::make_shared<ModelCheckpoint>(outputs.checkpoint);

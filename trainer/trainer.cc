@@ -15,8 +15,12 @@
 #include "torch/nn/utils/clip_grad.h"
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
+#include "trainer/callbacks/model_summary_callback.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/loggers/csv_logger.h"
+#include "trainer/loggers/log_dir.h"
+#include "trainer/loggers/tensorboard_logger.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
 #include "trainer/strategies/ddp_strategy.h"
@@ -135,6 +139,11 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
     options_.limit_train_batches = options_.overfit_batches;
     options_.limit_val_batches = options_.overfit_batches;
   }
+  // Lightning's logger=True. They claim their folder only when a run sets them up.
+  if (options_.logger && options_.loggers.empty() && options_.fast_dev_run == 0) {
+    auto folder = std::make_shared<RunFolder>(LogDirOptions{.save_dir = options_.default_root_dir});
+    options_.loggers = {std::make_shared<CsvLogger>(folder), std::make_shared<TensorBoardLogger>(folder)};
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -178,6 +187,12 @@ void Trainer::CallCallbacks(Hook&& hook, std::optional<bool> monitoring) {
     if (monitoring.has_value() && callback->is_monitoring() != *monitoring) continue;
     hook(*callback);
   }
+}
+
+void Trainer::CallOnException(LightningModule& model, const absl::Status& error) {
+  const absl::Status called =
+      CallUser("on_exception", [&] { CallCallbacks([&](Callback& c) { c.on_exception(*this, model, error); }); });
+  if (!called.ok()) LOG(WARNING) << "on_exception failed (the run's error stands): " << called;
 }
 
 absl::Status Trainer::Prepare(Stage stage) {
@@ -250,7 +265,10 @@ absl::Status Trainer::Prepare(Stage stage) {
     const bool has_checkpoint = std::any_of(callbacks_.begin(), callbacks_.end(), [](const auto& callback) {
       return dynamic_cast<ModelCheckpoint*>(callback.get()) != nullptr;
     });
-    if (options_.enable_checkpointing && !has_checkpoint) callbacks_.push_back(std::make_shared<ModelCheckpoint>());
+    if (options_.enable_checkpointing && !has_checkpoint) {
+      default_checkpoint_ = std::make_shared<ModelCheckpoint>();
+      callbacks_.push_back(default_checkpoint_);
+    }
     if (!options_.enable_checkpointing && has_checkpoint) {
       return absl::InvalidArgumentError(
           "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks list; "
@@ -259,7 +277,13 @@ absl::Status Trainer::Prepare(Stage stage) {
     if (options_.max_time.has_value()) {
       callbacks_.push_back(std::make_shared<Timer>(TimerOptions{.duration = *options_.max_time}));
     }
+    const bool has_summary = std::any_of(callbacks_.begin(), callbacks_.end(), [](const auto& callback) {
+      return dynamic_cast<ModelSummaryCallback*>(callback.get()) != nullptr;
+    });
+    if (options_.enable_model_summary && !has_summary) callbacks_.push_back(std::make_shared<ModelSummaryCallback>());
   }
+  // validate, test and predict after fit find the files of the ModelCheckpoint that fit added (ckpt_path="best").
+  if (stage != Stage::kFit && default_checkpoint_ != nullptr) callbacks_.push_back(default_checkpoint_);
   for (const auto& callback : callbacks_) {
     if (absl::Status status = callback->validate_config(*this); !status.ok()) return status;
   }
@@ -389,6 +413,7 @@ absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::s
     model_ = &model;
     data_ = &data;
     status = RunFit(model, data, ckpt_path);
+    if (!status.ok()) CallOnException(model, status);
     model_ = nullptr;
     data_ = nullptr;
     // Every checkpoint this fit saved is on disk before fit returns.
@@ -507,7 +532,15 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   if (val_loader != nullptr && sanity_steps > 0) {
     const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
     sanity_checking_ = true;
-    absl::StatusOr<MetricMap> sanity = RunEvaluation(model, *val_loader, sanity_steps, Stage::kValidate);
+    status = CallUser("on_sanity_check_start",
+                      [&] { CallCallbacks([&](Callback& c) { c.on_sanity_check_start(*this, model); }); });
+    absl::StatusOr<MetricMap> sanity =
+        status.ok() ? RunEvaluation(model, *val_loader, sanity_steps, Stage::kValidate) : status;
+    if (sanity.ok()) {
+      status = CallUser("on_sanity_check_end",
+                        [&] { CallCallbacks([&](Callback& c) { c.on_sanity_check_end(*this, model); }); });
+      if (!status.ok()) sanity = status;
+    }
     sanity_checking_ = false;
     {
       at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -527,11 +560,15 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
     return (options_.max_steps >= 0 && global_step_ >= options_.max_steps) ||
            (max_epochs_ >= 0 && current_epoch_ >= max_epochs_) || (should_stop_ && min_epochs_met);
   };
+  status = CallUser("on_train_start", [&] { CallCallbacks([&](Callback& c) { c.on_train_start(*this, model); }); });
+  if (!status.ok()) return status;
   while (!done()) {
     status = RunTrainEpoch(model, *train_loader, val_loader.get(), limits);
     if (!status.ok()) return status;
     ++current_epoch_;
   }
+  status = CallUser("on_train_end", [&] { CallCallbacks([&](Callback& c) { c.on_train_end(*this, model); }); });
+  if (!status.ok()) return status;
   return CallUser("on_fit_end", [&] {
     CallCallbacks([&](Callback& c) { c.on_fit_end(*this, model); });
     model.on_fit_end();
@@ -575,11 +612,11 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     Batch batch;
     bool nonfinite = false;
     double loss_value = 0;
+    at::Tensor loss;
     status = CallUser("training_step", [&] {
       batch = precision_->ConvertInput(strategy_->BatchToDevice(train.get_batch(batch_idx)));
       CallCallbacks([&](Callback& c) { c.on_train_batch_start(*this, model, batch, batch_idx); });
       model.set_metric_sink(&metrics, batch.size());
-      at::Tensor loss;
       {
         PrecisionPlugin::ForwardContext forward_context(*precision_);
         loss = model.training_step(batch, batch_idx);
@@ -591,9 +628,11 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       nonfinite = !std::isfinite(loss_value);
       if (strategy_->world_size() > 1) nonfinite = strategy_->ReduceAny(nonfinite);
       if (nonfinite) return;
-      strategy_->Backward(precision_->PreBackward(
-                              options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss),
-                          /*sync_gradients=*/step_now);
+      const at::Tensor to_backward = precision_->PreBackward(
+          options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss);
+      CallCallbacks([&](Callback& c) { c.on_before_backward(*this, model, to_backward); });
+      strategy_->Backward(to_backward, /*sync_gradients=*/step_now);
+      CallCallbacks([&](Callback& c) { c.on_after_backward(*this, model); });
     });
     if (!status.ok()) return status;
     if (nonfinite && options_.on_nonfinite_loss == "stop") {
@@ -640,7 +679,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     batches_done_in_epoch_ = batch_idx + 1;
     progress_->Step(batch_idx, global_step_, [&] { return metrics.ProgressBarMetrics(); });
     status = CallUser("on_train_batch_end", [&] {
-      CallCallbacks([&](Callback& c) { c.on_train_batch_end(*this, model, batch, batch_idx); });
+      const at::Tensor outputs = loss.detach();
+      CallCallbacks([&](Callback& c) { c.on_train_batch_end(*this, model, outputs, batch, batch_idx); });
     });
     if (!status.ok()) return status;
 
@@ -716,6 +756,7 @@ absl::Status Trainer::OptimizerStep(LightningModule& model) {
     for (const auto& optimizer : optimizers_.optimizers) {
       CallCallbacks([&](Callback& c) { c.on_before_optimizer_step(*this, model, *optimizer); });
       precision_->OptimizerStep(*optimizer, [&] { strategy_->OptimizerStep(*optimizer); });
+      CallCallbacks([&](Callback& c) { c.on_before_zero_grad(*this, model, *optimizer); });
       optimizer->zero_grad();
     }
     precision_->Update();
@@ -741,16 +782,34 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
   SinkGuard sink_guard(model);
   model.eval();
   absl::Status status = CallUser(validating ? "validation loop" : "test loop", [&] {
-    CallCallbacks(
-        [&](Callback& c) { validating ? c.on_validation_start(*this, model) : c.on_test_start(*this, model); });
+    CallCallbacks([&](Callback& c) {
+      if (validating) {
+        c.on_validation_start(*this, model);
+        c.on_validation_epoch_start(*this, model);
+      } else {
+        c.on_test_start(*this, model);
+        c.on_test_epoch_start(*this, model);
+      }
+    });
     torch::NoGradGuard no_grad;
     loader.set_epoch(0);
     progress_->StartEvaluation(sanity_checking_ ? "Sanity Checking" : validating ? "Validation" : "Testing", limit);
     for (int64_t batch_idx = 0; batch_idx < limit; ++batch_idx) {
       Batch batch = precision_->ConvertInput(strategy_->BatchToDevice(loader.get_batch(batch_idx)));
+      CallCallbacks([&](Callback& c) {
+        validating ? c.on_validation_batch_start(*this, model, batch, batch_idx)
+                   : c.on_test_batch_start(*this, model, batch, batch_idx);
+      });
       model.set_metric_sink(&metrics, batch.size());
-      PrecisionPlugin::ForwardContext forward_context(*precision_);
-      validating ? model.validation_step(batch, batch_idx) : model.test_step(batch, batch_idx);
+      {
+        PrecisionPlugin::ForwardContext forward_context(*precision_);
+        validating ? model.validation_step(batch, batch_idx) : model.test_step(batch, batch_idx);
+      }
+      model.set_metric_sink(nullptr, 0);
+      CallCallbacks([&](Callback& c) {
+        validating ? c.on_validation_batch_end(*this, model, batch, batch_idx)
+                   : c.on_test_batch_end(*this, model, batch, batch_idx);
+      });
       progress_->EvaluationStep(batch_idx);
     }
     model.set_metric_sink(&metrics, 1);
@@ -773,6 +832,7 @@ absl::StatusOr<MetricMap> Trainer::RunEvaluation(LightningModule& model, DataLoa
       CallCallbacks([&](Callback& c) { c.on_validation_epoch_end(*this, model); });
       CallCallbacks([&](Callback& c) { c.on_validation_end(*this, model); });
     } else {
+      CallCallbacks([&](Callback& c) { c.on_test_epoch_end(*this, model); });
       CallCallbacks([&](Callback& c) { c.on_test_end(*this, model); });
     }
   });
@@ -788,6 +848,7 @@ absl::StatusOr<MetricMap> Trainer::RunStage(LightningModule& model, DataModule& 
   if (status.ok()) {
     TeardownGuard teardown(*strategy_);
     metrics = Evaluate(model, data, ckpt_path, stage);
+    if (!metrics.ok()) CallOnException(model, metrics.status());
   } else if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) {
     LOG(WARNING) << teardown;
   }
@@ -848,6 +909,7 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::predict(LightningModule& model,
   if (status.ok()) {
     TeardownGuard teardown(*strategy_);
     predictions = Predict(model, data, ckpt_path);
+    if (!predictions.ok()) CallOnException(model, predictions.status());
   } else if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) {
     LOG(WARNING) << teardown;
   }
@@ -867,6 +929,7 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
   absl::Status status = CallUser("setup", [&] {
     data.setup(Stage::kPredict);
     loader = data.predict_dataloader();
+    CallCallbacks([&](Callback& c) { c.setup(*this, model, Stage::kPredict); });
   });
   if (!status.ok()) return status;
   if (loader == nullptr) {
@@ -880,14 +943,31 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::Predict(LightningModule& model,
   std::vector<at::Tensor> predictions;
   model.eval();
   status = CallUser("predict_step", [&] {
+    CallCallbacks([&](Callback& c) {
+      c.on_predict_start(*this, model);
+      c.on_predict_epoch_start(*this, model);
+    });
     torch::NoGradGuard no_grad;
     loader->set_epoch(0);
     for (int64_t batch_idx = 0; batch_idx < *limit; ++batch_idx) {
       Batch batch = precision_->ConvertInput(strategy_->BatchToDevice(loader->get_batch(batch_idx)));
-      PrecisionPlugin::ForwardContext forward_context(*precision_);
-      predictions.push_back(model.predict_step(batch, batch_idx).to(at::kCPU));
+      CallCallbacks([&](Callback& c) { c.on_predict_batch_start(*this, model, batch, batch_idx); });
+      at::Tensor prediction;
+      {
+        PrecisionPlugin::ForwardContext forward_context(*precision_);
+        prediction = model.predict_step(batch, batch_idx);
+      }
+      CallCallbacks([&](Callback& c) { c.on_predict_batch_end(*this, model, prediction, batch, batch_idx); });
+      predictions.push_back(prediction.to(at::kCPU));
     }
+    CallCallbacks([&](Callback& c) {
+      c.on_predict_epoch_end(*this, model);
+      c.on_predict_end(*this, model);
+    });
   });
+  if (!status.ok()) return status;
+  status =
+      CallUser("teardown", [&] { CallCallbacks([&](Callback& c) { c.teardown(*this, model, Stage::kPredict); }); });
   if (!status.ok()) return status;
   if (strategy_->world_size() <= 1 || predictions.empty()) return predictions;  // Empty: on every rank.
   // Every rank gets every prediction, in the data's order: rank r predicted examples r, r + W, r + 2W, ... (the

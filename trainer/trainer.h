@@ -55,8 +55,8 @@ class SubprocessLauncher;
 class BatchLimit {
  public:
   BatchLimit(int count) : value_(static_cast<int64_t>(count)) {}  // NOLINT(google-explicit-constructor)
-  BatchLimit(int64_t count) : value_(count) {}                   // NOLINT(google-explicit-constructor)
-  BatchLimit(double fraction) : value_(fraction) {}              // NOLINT(google-explicit-constructor)
+  BatchLimit(int64_t count) : value_(count) {}                    // NOLINT(google-explicit-constructor)
+  BatchLimit(double fraction) : value_(fraction) {}               // NOLINT(google-explicit-constructor)
 
   // The number of batches out of `available`, or an error naming `flag` for negative values and fractions above 1.
   absl::StatusOr<int64_t> Resolve(int64_t available, absl::string_view flag) const;
@@ -79,9 +79,9 @@ struct TrainerOptions {
   int num_nodes = 1;
 
   // Loops, with Lightning's defaults.
-  std::optional<int64_t> max_epochs;  // Unset and max_steps == -1: 1000 epochs, with Lightning's warning.
-  std::optional<int64_t> min_epochs;  // Early stopping cannot stop before this many epochs.
-  int64_t max_steps = -1;             // -1: no limit.
+  std::optional<int64_t> max_epochs;       // Unset and max_steps == -1: 1000 epochs, with Lightning's warning.
+  std::optional<int64_t> min_epochs;       // Early stopping cannot stop before this many epochs.
+  int64_t max_steps = -1;                  // -1: no limit.
   std::optional<absl::Duration> max_time;  // Stops (through a Timer callback) after this much training time.
   BatchLimit limit_train_batches = 1.0;
   BatchLimit limit_val_batches = 1.0;
@@ -89,25 +89,30 @@ struct TrainerOptions {
   BatchLimit limit_predict_batches = 1.0;
   BatchLimit val_check_interval = 1.0;  // Fraction of an epoch, or every N training batches.
   int64_t check_val_every_n_epoch = 1;
-  int64_t num_sanity_val_steps = 2;     // Validation batches run before training; -1 all.
+  int64_t num_sanity_val_steps = 2;  // Validation batches run before training; -1 all.
   int64_t accumulate_grad_batches = 1;
   std::optional<double> gradient_clip_val;
   std::string gradient_clip_algorithm = "norm";  // "norm" or "value".
   int64_t log_every_n_steps = 50;
-  int64_t fast_dev_run = 0;             // N > 0 (true = 1): N batches of everything, one epoch, no checkpoints.
-  BatchLimit overfit_batches = 0.0;     // > 0: the same first batches every epoch, unshuffled.
-  bool deterministic = false;           // LibTorch's deterministic algorithms.
+  int64_t fast_dev_run = 0;          // N > 0 (true = 1): N batches of everything, one epoch, no checkpoints.
+  BatchLimit overfit_batches = 0.0;  // > 0: the same first batches every epoch, unshuffled.
+  bool deterministic = false;        // LibTorch's deterministic algorithms.
   // A training loss that is NaN or infinite: "stop" fails fit naming the batch, before anything is applied;
   // "skip" drops that batch's accumulation window (no optimizer step) and goes on. Kiln never trains on it.
   std::string on_nonfinite_loss = "stop";
-  std::optional<uint64_t> seed;         // Seeds LibTorch's generators when set.
+  std::optional<uint64_t> seed;  // Seeds LibTorch's generators when set.
   std::string default_root_dir = ".";
 
-  // Extras.
+  // Extras, with Lightning's defaults (and fit's): logs, a checkpoint per epoch, the progress bar, the summary.
   std::vector<std::shared_ptr<Callback>> callbacks;
   std::vector<std::shared_ptr<Logger>> loggers;
-  bool enable_checkpointing = true;     // Adds a ModelCheckpoint (last epoch) unless one is given.
-  bool enable_progress_bar = true;
+  // Lightning's logger=True: with no `loggers` given, a CsvLogger and a TensorBoardLogger that share
+  // <default_root_dir>/lightning_logs/version_<N> (fit's --logger=csv,tensorboard). false: no logger. fast_dev_run
+  // logs nothing either way.
+  bool logger = true;
+  bool enable_checkpointing = true;  // Adds a ModelCheckpoint (last epoch) unless one is given.
+  bool enable_progress_bar = true;   // On a terminal; rank zero only.
+  bool enable_model_summary = true;  // Adds a ModelSummaryCallback (printed when fit starts) unless one is given.
   // Replaces the plugin chosen from `precision` (precision_plugin.h), as a precision plugin in Lightning's
   // `plugins` does. Its precision must be one the accelerator declares; `precision` must then be left at its
   // default or name the same precision.
@@ -182,6 +187,8 @@ class Trainer {
  private:
   struct LoopLimits;
   absl::Status Prepare(Stage stage);
+  // Gives every callback the error that ends a run (on_exception); a callback that throws is logged, not raised.
+  void CallOnException(LightningModule& model, const absl::Status& error);
   // Starts the other local processes when this one launches a distributed run, then sets the strategy up.
   absl::Status SetupStrategy(LightningModule& model);
   // Ends what SetupStrategy started: waits for (or, after a failure, stops) the other local processes.
@@ -231,11 +238,13 @@ class Trainer {
   int64_t global_step_ = 0;
   int64_t max_epochs_ = 0;
   int64_t num_training_batches_ = 0;
-  int64_t next_batch_in_epoch_ = 0;  // Where a checkpoint written now resumes, within next_epoch_.
+  int64_t next_batch_in_epoch_ = 0;    // Where a checkpoint written now resumes, within next_epoch_.
   int64_t batches_done_in_epoch_ = 0;  // Batches of current_epoch_ run so far (kept after the epoch ends).
   int64_t batches_that_stepped_ = 0;   // logged_step(): global_step_, updated once a training batch is done.
   int64_t next_epoch_ = 0;
   bool sanity_checking_ = false;
+  // The ModelCheckpoint the last fit added (enable_checkpointing without one of the user's), kept for later stages.
+  std::shared_ptr<ModelCheckpoint> default_checkpoint_;
   int64_t skipped_batches_ = 0;
   bool skip_window_ = false;  // The rest of an accumulation window that had a non-finite loss.
   bool should_stop_ = false;

@@ -270,7 +270,8 @@ class ParameterTrace : public Callback {
   void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override {
     before.push_back(FlatParameters(module).clone());
   }
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override {
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override {
     after.push_back(FlatParameters(module).clone());
   }
   std::vector<at::Tensor> before;
@@ -309,7 +310,8 @@ class ClippingProbe : public Callback {
     norms.push_back(std::sqrt(squares));
     before = FlatParameters(module).clone();
   }
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override {
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override {
     updates.push_back((FlatParameters(module) - before).norm().item<double>());
   }
   std::vector<double> norms;

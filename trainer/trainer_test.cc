@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -28,6 +29,7 @@ using ::kiln::testing::RecordingClassifier;
 using ::kiln::testing::SmallData;
 using ::kiln::testing::TempDir;
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 TEST(TrainerTest, LearnsTheSyntheticTask) {
@@ -58,6 +60,148 @@ TEST(TrainerTest, HookOrderAndValidationCadence) {
                                        "on_validation_epoch_end", "on_train_epoch_end", "on_fit_end"));
   EXPECT_EQ(model.training_steps, 20);
   EXPECT_EQ(model.validation_steps, 2 + 8);
+}
+
+// Records every Callback hook by name, and the step losses on_train_batch_end receives.
+class HookRecorder final : public Callback {
+ public:
+  std::string state_key() const override { return "HookRecorder"; }
+  void setup(Trainer&, LightningModule&, Stage) override { Add("setup"); }
+  void teardown(Trainer&, LightningModule&, Stage) override { Add("teardown"); }
+  void on_fit_start(Trainer&, LightningModule&) override { Add("on_fit_start"); }
+  void on_fit_end(Trainer&, LightningModule&) override { Add("on_fit_end"); }
+  void on_sanity_check_start(Trainer& t, LightningModule&) override {
+    Add("on_sanity_check_start");
+    EXPECT_TRUE(t.sanity_checking());
+  }
+  void on_sanity_check_end(Trainer&, LightningModule&) override { Add("on_sanity_check_end"); }
+  void on_train_start(Trainer&, LightningModule&) override { Add("on_train_start"); }
+  void on_train_end(Trainer&, LightningModule&) override { Add("on_train_end"); }
+  void on_train_epoch_start(Trainer&, LightningModule&) override { Add("on_train_epoch_start"); }
+  void on_train_epoch_end(Trainer&, LightningModule&) override { Add("on_train_epoch_end"); }
+  void on_train_batch_start(Trainer&, LightningModule&, const Batch&, int64_t) override { Add("on_train_batch_start"); }
+  void on_train_batch_end(Trainer&, LightningModule&, const at::Tensor& outputs, const Batch&, int64_t) override {
+    Add("on_train_batch_end");
+    outputs_.push_back(outputs);
+  }
+  void on_before_backward(Trainer&, LightningModule&, const at::Tensor& loss) override {
+    Add("on_before_backward");
+    EXPECT_TRUE(loss.requires_grad());
+  }
+  void on_after_backward(Trainer&, LightningModule&) override { Add("on_after_backward"); }
+  void on_before_optimizer_step(Trainer&, LightningModule&, torch::optim::Optimizer&) override {
+    Add("on_before_optimizer_step");
+  }
+  void on_before_zero_grad(Trainer&, LightningModule&, torch::optim::Optimizer&) override {
+    Add("on_before_zero_grad");
+  }
+  void on_validation_start(Trainer&, LightningModule&) override { Add("on_validation_start"); }
+  void on_validation_epoch_start(Trainer&, LightningModule&) override { Add("on_validation_epoch_start"); }
+  void on_validation_batch_start(Trainer&, LightningModule&, const Batch&, int64_t) override {
+    Add("on_validation_batch_start");
+  }
+  void on_validation_batch_end(Trainer&, LightningModule&, const Batch&, int64_t) override {
+    Add("on_validation_batch_end");
+  }
+  void on_validation_epoch_end(Trainer&, LightningModule&) override { Add("on_validation_epoch_end"); }
+  void on_validation_end(Trainer&, LightningModule&) override { Add("on_validation_end"); }
+  void on_test_start(Trainer&, LightningModule&) override { Add("on_test_start"); }
+  void on_test_epoch_start(Trainer&, LightningModule&) override { Add("on_test_epoch_start"); }
+  void on_test_batch_start(Trainer&, LightningModule&, const Batch&, int64_t) override { Add("on_test_batch_start"); }
+  void on_test_batch_end(Trainer&, LightningModule&, const Batch&, int64_t) override { Add("on_test_batch_end"); }
+  void on_test_epoch_end(Trainer&, LightningModule&) override { Add("on_test_epoch_end"); }
+  void on_test_end(Trainer&, LightningModule&) override { Add("on_test_end"); }
+  void on_predict_start(Trainer&, LightningModule&) override { Add("on_predict_start"); }
+  void on_predict_epoch_start(Trainer&, LightningModule&) override { Add("on_predict_epoch_start"); }
+  void on_predict_batch_start(Trainer&, LightningModule&, const Batch&, int64_t) override {
+    Add("on_predict_batch_start");
+  }
+  void on_predict_batch_end(Trainer&, LightningModule&, const at::Tensor& outputs, const Batch& batch,
+                            int64_t) override {
+    Add("on_predict_batch_end");
+    EXPECT_EQ(outputs.size(0), batch.size());
+  }
+  void on_predict_epoch_end(Trainer&, LightningModule&) override { Add("on_predict_epoch_end"); }
+  void on_predict_end(Trainer&, LightningModule&) override { Add("on_predict_end"); }
+  void on_exception(Trainer&, LightningModule&, const absl::Status& error) override {
+    Add("on_exception");
+    error_ = error;
+  }
+
+  std::vector<std::string> hooks;
+  std::vector<at::Tensor> outputs_;
+  absl::Status error_;
+
+ private:
+  void Add(const std::string& hook) { hooks.push_back(hook); }
+};
+
+// The order trainer/core/callback.h documents, written out from it for one epoch of two batches with one
+// validation batch, a sanity check of one batch, then test and predict of one batch each.
+TEST(TrainerTest, CallbackHooksRunInTheOrderCallbackHDocuments) {
+  class LossRecorder : public RecordingClassifier {
+   public:
+    at::Tensor training_step(const Batch& batch, int64_t batch_idx) override {
+      at::Tensor loss = RecordingClassifier::training_step(batch, batch_idx);
+      losses.push_back(loss.detach().clone());
+      return loss;
+    }
+    std::vector<at::Tensor> losses;
+  };
+  LossRecorder model;
+  SyntheticClusters data(SmallData());
+  auto recorder = std::make_shared<HookRecorder>();
+  Trainer trainer(Quiet({.max_epochs = 1,
+                         .limit_train_batches = 2,
+                         .limit_val_batches = 1,
+                         .limit_test_batches = 1,
+                         .limit_predict_batches = 1,
+                         .num_sanity_val_steps = 1,
+                         .callbacks = {recorder}}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  const std::vector<std::string> validation = {"on_validation_start",       "on_validation_epoch_start",
+                                               "on_validation_batch_start", "on_validation_batch_end",
+                                               "on_validation_epoch_end",   "on_validation_end"};
+  const std::vector<std::string> batch = {"on_train_batch_start",     "on_before_backward",  "on_after_backward",
+                                          "on_before_optimizer_step", "on_before_zero_grad", "on_train_batch_end"};
+  std::vector<std::string> expected = {"setup", "on_fit_start", "on_sanity_check_start"};
+  expected.insert(expected.end(), validation.begin(), validation.end());
+  for (const char* hook : {"on_sanity_check_end", "on_train_start", "on_train_epoch_start"}) expected.push_back(hook);
+  for (int i = 0; i < 2; ++i) expected.insert(expected.end(), batch.begin(), batch.end());
+  expected.insert(expected.end(), validation.begin(), validation.end());
+  for (const char* hook : {"on_train_epoch_end", "on_train_end", "on_fit_end", "teardown"}) expected.push_back(hook);
+  EXPECT_THAT(recorder->hooks, ElementsAreArray(expected));
+  // on_train_batch_end's outputs are training_step's losses, detached.
+  ASSERT_EQ(recorder->outputs_.size(), 2u);
+  ASSERT_EQ(model.losses.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_FALSE(recorder->outputs_[i].requires_grad());
+    EXPECT_TRUE(at::equal(recorder->outputs_[i], model.losses[i]));
+  }
+
+  recorder->hooks.clear();
+  ASSERT_TRUE(trainer.test(model, data).ok());
+  EXPECT_THAT(recorder->hooks, ElementsAre("setup", "on_test_start", "on_test_epoch_start", "on_test_batch_start",
+                                           "on_test_batch_end", "on_test_epoch_end", "on_test_end", "teardown"));
+  recorder->hooks.clear();
+  ASSERT_TRUE(trainer.predict(model, data).ok());
+  EXPECT_THAT(recorder->hooks,
+              ElementsAre("setup", "on_predict_start", "on_predict_epoch_start", "on_predict_batch_start",
+                          "on_predict_batch_end", "on_predict_epoch_end", "on_predict_end", "teardown"));
+}
+
+TEST(TrainerTest, OnExceptionGetsTheErrorThatEndsTheRun) {
+  RecordingClassifier model;
+  model.throw_at_step = 3;
+  SyntheticClusters data(SmallData());
+  auto recorder = std::make_shared<HookRecorder>();
+  Trainer trainer(Quiet({.max_epochs = 1, .callbacks = {recorder}}));
+  const absl::Status status = trainer.fit(model, data);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("boom at step 3"));
+  EXPECT_EQ(recorder->error_, status);
+  EXPECT_EQ(std::count(recorder->hooks.begin(), recorder->hooks.end(), "on_exception"), 1);
+  EXPECT_EQ(std::count(recorder->hooks.begin(), recorder->hooks.end(), "on_train_end"), 0);
 }
 
 struct LoopCase {

@@ -34,8 +34,8 @@ void DeviceStatsMonitor::on_train_batch_start(Trainer& trainer, LightningModule&
   Log(trainer, "on_train_batch_start");
 }
 
-void DeviceStatsMonitor::on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch,
-                                            int64_t batch_idx) {
+void DeviceStatsMonitor::on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs,
+                                            const Batch& batch, int64_t batch_idx) {
   Log(trainer, "on_train_batch_end");
 }
 

@@ -15,9 +15,9 @@ class DeviceStatsMonitor final : public Callback {
  public:
   std::string state_key() const override { return "DeviceStatsMonitor"; }
   absl::Status validate_config(const Trainer& trainer) const override;
-  void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
-                            int64_t batch_idx) override;
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
+  void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override;
 
  private:
   void Log(Trainer& trainer, const std::string& hook);

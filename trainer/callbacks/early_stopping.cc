@@ -14,8 +14,8 @@ namespace kiln {
 
 EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
   ParseMonitorMode(options_.mode, "EarlyStopping", &mode_).IgnoreError();  // Reported by validate_config.
-  best_score_ = mode_ == MonitorMode::kMin ? std::numeric_limits<double>::infinity()
-                                           : -std::numeric_limits<double>::infinity();
+  best_score_ =
+      mode_ == MonitorMode::kMin ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
 }
 
 std::string EarlyStopping::state_key() const {
@@ -27,24 +27,24 @@ absl::Status EarlyStopping::validate_config(const Trainer& trainer) const {
   MonitorMode mode;
   if (absl::Status status = ParseMonitorMode(options_.mode, "EarlyStopping", &mode); !status.ok()) return status;
   if (options_.monitor.empty()) {
-    return absl::InvalidArgumentError("EarlyStopping needs a metric to monitor: pass monitor='val_loss' (or the "
-                                      "name of another logged metric)");
+    return absl::InvalidArgumentError(
+        "EarlyStopping needs a metric to monitor: pass monitor='val_loss' (or the "
+        "name of another logged metric)");
   }
   if (options_.patience < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("EarlyStopping(patience=", options_.patience,
-                                                   ") is not valid; pass an int >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("EarlyStopping(patience=", options_.patience, ") is not valid; pass an int >= 0"));
   }
   if (options_.min_delta < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("EarlyStopping(min_delta=", options_.min_delta,
-                                                   ") is not valid; pass a value >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("EarlyStopping(min_delta=", options_.min_delta, ") is not valid; pass a value >= 0"));
   }
   return absl::OkStatus();
 }
 
 void EarlyStopping::setup(Trainer& trainer, LightningModule& module, Stage stage) {
   // Lightning's default: check where the metric is produced. Without validation, that is the training epoch.
-  check_on_train_epoch_end_ = options_.check_on_train_epoch_end.value_or(
-      trainer.options().limit_val_batches.is_zero());
+  check_on_train_epoch_end_ = options_.check_on_train_epoch_end.value_or(trainer.options().limit_val_batches.is_zero());
 }
 
 void EarlyStopping::on_validation_end(Trainer& trainer, LightningModule& module) {
@@ -63,7 +63,8 @@ void EarlyStopping::Check(Trainer& trainer) {
     const std::string message =
         absl::StrCat("Early stopping conditioned on metric `", options_.monitor,
                      "` which is not available. Pass in or modify your `EarlyStopping` callback to use any of the "
-                     "following: ", MetricNames(metrics));
+                     "following: ",
+                     MetricNames(metrics));
     if (options_.strict) throw std::runtime_error(message);
     LOG(WARNING) << message;
     return;
@@ -71,17 +72,17 @@ void EarlyStopping::Check(Trainer& trainer) {
   const double current = found->second;
   std::string reason;
   if (options_.check_finite && !std::isfinite(current)) {
-    reason = absl::StrFormat("Monitored metric %s = %g is not finite. Previous best value was %.3f. Signaling "
-                             "Trainer to stop.", options_.monitor, current, best_score_);
+    reason = absl::StrFormat(
+        "Monitored metric %s = %g is not finite. Previous best value was %.3f. Signaling "
+        "Trainer to stop.",
+        options_.monitor, current, best_score_);
   } else if (options_.stopping_threshold.has_value() && Improves(current, *options_.stopping_threshold, mode_)) {
-    reason = absl::StrFormat("Stopping threshold reached: %s = %g %s %g. Signaling Trainer to stop.",
-                             options_.monitor, current, mode_ == MonitorMode::kMin ? "<" : ">",
-                             *options_.stopping_threshold);
-  } else if (options_.divergence_threshold.has_value() &&
-             Improves(*options_.divergence_threshold, current, mode_)) {
-    reason = absl::StrFormat("Divergence threshold reached: %s = %g %s %g. Signaling Trainer to stop.",
-                             options_.monitor, current, mode_ == MonitorMode::kMin ? ">" : "<",
-                             *options_.divergence_threshold);
+    reason = absl::StrFormat("Stopping threshold reached: %s = %g %s %g. Signaling Trainer to stop.", options_.monitor,
+                             current, mode_ == MonitorMode::kMin ? "<" : ">", *options_.stopping_threshold);
+  } else if (options_.divergence_threshold.has_value() && Improves(*options_.divergence_threshold, current, mode_)) {
+    reason =
+        absl::StrFormat("Divergence threshold reached: %s = %g %s %g. Signaling Trainer to stop.", options_.monitor,
+                        current, mode_ == MonitorMode::kMin ? ">" : "<", *options_.divergence_threshold);
   } else if (Improves(current, best_score_, mode_, options_.min_delta)) {
     if (std::isfinite(best_score_)) {
       LOG(INFO) << absl::StrFormat("Metric %s improved by %.3f >= min_delta = %g. New best score: %.3f",
@@ -94,8 +95,10 @@ void EarlyStopping::Check(Trainer& trainer) {
   } else {
     ++wait_count_;
     if (wait_count_ >= options_.patience) {
-      reason = absl::StrFormat("Monitored metric %s did not improve in the last %d records. Best score: %.3f. "
-                               "Signaling Trainer to stop.", options_.monitor, wait_count_, best_score_);
+      reason = absl::StrFormat(
+          "Monitored metric %s did not improve in the last %d records. Best score: %.3f. "
+          "Signaling Trainer to stop.",
+          options_.monitor, wait_count_, best_score_);
     }
   }
   if (!reason.empty()) {

@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "trainer/core/callback.h"
 #include "trainer/callbacks/monitor.h"
+#include "trainer/core/callback.h"
 
 namespace kiln {
 

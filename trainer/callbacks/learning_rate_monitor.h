@@ -19,8 +19,7 @@ class LearningRateMonitor final : public Callback {
 
   std::string state_key() const override { return "LearningRateMonitor"; }
   absl::Status validate_config(const Trainer& trainer) const override;
-  void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
-                            int64_t batch_idx) override;
+  void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
   void on_train_epoch_start(Trainer& trainer, LightningModule& module) override;
 
   // The current learning rates, by Lightning's names.

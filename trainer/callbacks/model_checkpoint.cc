@@ -78,8 +78,8 @@ absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
   MonitorMode mode;
   if (absl::Status status = ParseMonitorMode(options_.mode, "ModelCheckpoint", &mode); !status.ok()) return status;
   if (options_.save_top_k < -1) {
-    return absl::InvalidArgumentError(absl::StrCat("Invalid value for save_top_k=", options_.save_top_k,
-                                                   ". Must be >= -1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Invalid value for save_top_k=", options_.save_top_k, ". Must be >= -1"));
   }
   if (!options_.monitor.has_value() && options_.save_top_k > 1) {
     return absl::InvalidArgumentError(absl::StrCat("ModelCheckpoint(save_top_k=", options_.save_top_k,
@@ -87,9 +87,9 @@ absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
                                                    "top_k to track."));
   }
   if (options_.every_n_train_steps < 0 || *options_.every_n_epochs < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Invalid values for every_n_train_steps=",
-                                                   options_.every_n_train_steps, " and every_n_epochs=",
-                                                   *options_.every_n_epochs, ". Both cannot be negative."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Invalid values for every_n_train_steps=", options_.every_n_train_steps,
+                     " and every_n_epochs=", *options_.every_n_epochs, ". Both cannot be negative."));
   }
   return absl::OkStatus();
 }
@@ -113,7 +113,8 @@ std::string ModelCheckpoint::FormatFilename(int64_t epoch, int64_t step, const M
       break;
     }
     out += pattern.substr(i, open - i);
-    std::vector<std::string> parts = absl::StrSplit(pattern.substr(open + 1, close - open - 1), absl::MaxSplits(':', 1));
+    std::vector<std::string> parts =
+        absl::StrSplit(pattern.substr(open + 1, close - open - 1), absl::MaxSplits(':', 1));
     const std::string& name = parts[0];
     const std::string spec = parts.size() > 1 ? parts[1] : "";
     const bool integral = name == "epoch" || name == "step";
@@ -126,8 +127,8 @@ std::string ModelCheckpoint::FormatFilename(int64_t epoch, int64_t step, const M
       value = found->second;
     }
     const std::string prefix = name + "=";
-    const bool has_prefix = out.size() >= prefix.size() && out.compare(out.size() - prefix.size(), prefix.size(),
-                                                                      prefix) == 0;
+    const bool has_prefix =
+        out.size() >= prefix.size() && out.compare(out.size() - prefix.size(), prefix.size(), prefix) == 0;
     if (options_.auto_insert_metric_name && !has_prefix) out += prefix;
     out += FormatValue(value, integral, spec);
     i = close + 1;
@@ -147,8 +148,8 @@ std::string ModelCheckpoint::UniquePath(const std::string& stem, const std::stri
   return path;
 }
 
-void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch,
-                                         int64_t batch_idx) {
+void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs,
+                                         const Batch& batch, int64_t batch_idx) {
   if (options_.every_n_train_steps > 0 && trainer.global_step() % options_.every_n_train_steps == 0) Save(trainer);
 }
 
@@ -165,10 +166,10 @@ void ModelCheckpoint::Save(Trainer& trainer) {
   if (options_.monitor.has_value()) {
     auto found = metrics.find(*options_.monitor);
     if (found == metrics.end()) {
-      throw std::runtime_error(absl::StrCat("`ModelCheckpoint(monitor='", *options_.monitor,
-                                            "')` could not find the monitored key in the returned metrics: ",
-                                            MetricNames(metrics), ". HINT: Did you call `log('", *options_.monitor,
-                                            "', value)` in the `LightningModule`?"));
+      throw std::runtime_error(
+          absl::StrCat("`ModelCheckpoint(monitor='", *options_.monitor,
+                       "')` could not find the monitored key in the returned metrics: ", MetricNames(metrics),
+                       ". HINT: Did you call `log('", *options_.monitor, "', value)` in the `LightningModule`?"));
     }
     // A non-finite score never ranks among the best.
     score = std::isfinite(found->second) ? found->second
@@ -224,8 +225,8 @@ void ModelCheckpoint::Save(Trainer& trainer) {
           best_model_path_ = path;
         }
       }
-      best_model_score_ = best_model_path_.empty() ? std::nullopt
-                                                   : std::optional<double>(best_k_models_.at(best_model_path_));
+      best_model_score_ =
+          best_model_path_.empty() ? std::nullopt : std::optional<double>(best_k_models_.at(best_model_path_));
     }
   }
   if (options_.save_last) {

@@ -26,8 +26,8 @@
 #include <set>
 #include <string>
 
-#include "trainer/core/callback.h"
 #include "trainer/callbacks/monitor.h"
+#include "trainer/core/callback.h"
 
 namespace kiln {
 
@@ -38,7 +38,7 @@ struct ModelCheckpointOptions {
   std::string mode = "min";
   int64_t save_top_k = 1;
   bool save_last = false;
-  int64_t every_n_train_steps = 0;     // 0: off.
+  int64_t every_n_train_steps = 0;        // 0: off.
   std::optional<int64_t> every_n_epochs;  // Unset: 1 unless every_n_train_steps is set.
   bool auto_insert_metric_name = true;
 };
@@ -51,7 +51,8 @@ class ModelCheckpoint final : public Callback {
   bool is_monitoring() const override { return true; }
   absl::Status validate_config(const Trainer& trainer) const override;
   void setup(Trainer& trainer, LightningModule& module, Stage stage) override;
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override;
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
   CallbackState state_dict() const override;
   absl::Status load_state_dict(const CallbackState& state) override;

@@ -1,4 +1,4 @@
-#include "trainer/models/model_summary_callback.h"
+#include "trainer/callbacks/model_summary_callback.h"
 
 #include <cstdio>
 

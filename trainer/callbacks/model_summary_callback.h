@@ -1,7 +1,7 @@
 // ModelSummaryCallback: prints the model summary (model_summary.h) to standard error when fit starts, on rank zero
 // only, like Lightning's ModelSummary callback (which Trainer(enable_model_summary=True) adds).
-#ifndef KILN_TRAINER_MODELS_MODEL_SUMMARY_CALLBACK_H_
-#define KILN_TRAINER_MODELS_MODEL_SUMMARY_CALLBACK_H_
+#ifndef KILN_TRAINER_CALLBACKS_MODEL_SUMMARY_CALLBACK_H_
+#define KILN_TRAINER_CALLBACKS_MODEL_SUMMARY_CALLBACK_H_
 
 #include <string>
 
@@ -21,4 +21,4 @@ class ModelSummaryCallback final : public Callback {
 
 }  // namespace kiln
 
-#endif  // KILN_TRAINER_MODELS_MODEL_SUMMARY_CALLBACK_H_
+#endif  // KILN_TRAINER_CALLBACKS_MODEL_SUMMARY_CALLBACK_H_

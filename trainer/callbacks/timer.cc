@@ -35,7 +35,8 @@ std::optional<absl::Duration> Timer::time_remaining() const {
   return *options_.duration - time_elapsed();
 }
 
-void Timer::on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {
+void Timer::on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                               int64_t batch_idx) {
   if (options_.interval == "step") Check(trainer);
 }
 

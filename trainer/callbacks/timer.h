@@ -14,7 +14,7 @@ namespace kiln {
 
 struct TimerOptions {
   std::optional<absl::Duration> duration;  // Unset: only measure.
-  std::string interval = "step";            // Check after every "step" or every "epoch".
+  std::string interval = "step";           // Check after every "step" or every "epoch".
 };
 
 class Timer final : public Callback {
@@ -25,7 +25,8 @@ class Timer final : public Callback {
   absl::Status validate_config(const Trainer& trainer) const override;
   void on_fit_start(Trainer& trainer, LightningModule& module) override;
   void on_fit_end(Trainer& trainer, LightningModule& module) override;
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override;
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
   CallbackState state_dict() const override;
   absl::Status load_state_dict(const CallbackState& state) override;

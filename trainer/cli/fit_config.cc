@@ -201,6 +201,8 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     return s;
   }
   trainer.enable_progress_bar = absl::GetFlag(FLAGS_enable_progress_bar);
+  trainer.enable_model_summary = absl::GetFlag(FLAGS_enable_model_summary);
+  trainer.logger = false;  // fit makes the loggers --logger names itself, sharing one run folder (fit_main.cc).
   trainer.default_root_dir = UserPath(absl::GetFlag(FLAGS_default_root_dir));
   if (trainer.default_root_dir.empty()) {
     return FlagError("default_root_dir", "", "pass a folder (it is created when needed), e.g. . or runs");
@@ -318,7 +320,6 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (absl::Status s = AtLeast("log_version", version, -1, " (-1: the next free version)"); !s.ok()) return s;
   if (version >= 0) outputs.log_dir.version = version;
   outputs.report = absl::GetFlag(FLAGS_report);
-  outputs.enable_model_summary = absl::GetFlag(FLAGS_enable_model_summary);
   outputs.summary_json = UserPath(absl::GetFlag(FLAGS_summary_json));
   outputs.predictions = absl::GetFlag(FLAGS_predictions).empty()
                             ? absl::StrCat(trainer.default_root_dir, "/predictions.csv")

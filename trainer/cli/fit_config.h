@@ -61,7 +61,6 @@ struct OutputSpec {
   std::vector<std::string> loggers;  // "csv", "tensorboard"; empty for --logger=none.
   LogDirOptions log_dir;             // save_dir is the default_root_dir.
   bool report = true;
-  bool enable_model_summary = true;
   std::string summary_json;  // Empty: none.
   std::string predictions;   // --mode=predict's output file.
   ModelCheckpointOptions checkpoint;                 // With enable_checkpointing.
@@ -70,7 +69,7 @@ struct OutputSpec {
 
 struct FitConfig {
   std::string mode = "fit";  // "fit", "validate" or "predict".
-  TrainerOptions trainer;    // Without loggers and callbacks: the caller adds them.
+  TrainerOptions trainer;    // Without loggers (logger=false) and callbacks: the caller adds them.
   std::string ckpt_path;     // "", "last", "best" or a path.
   DataSpec data;
   ModelSpec model;

@@ -1,22 +1,35 @@
 // Callbacks: code that runs at fixed points of the loops, like Lightning's Callback.
 //
 // Hook order in `Trainer::fit` (callbacks run in the order given, before the module's hook of the same name, except
-// where noted):
+// where noted), as Lightning calls them:
 //   setup(kFit)
 //   on_fit_start
-//   [sanity check: on_validation_start, on_validation_epoch_end, on_validation_end with sanity_checking() true]
+//   [sanity check: on_sanity_check_start, then the validation hooks below with sanity_checking() true,
+//    on_sanity_check_end]
+//   on_train_start
 //   for each epoch:
 //     on_train_epoch_start
-//     for each batch: on_train_batch_start, training_step + backward,
-//                     [on_before_optimizer_step, optimizer step]  (every accumulate_grad_batches batches)
-//                     on_train_batch_end,
-//                     [validation when val_check_interval says so:
-//                      on_validation_start, validation_step x M, on_validation_epoch_end, on_validation_end]
+//     for each batch: on_train_batch_start, training_step, on_before_backward, backward, on_after_backward,
+//                     [on_before_optimizer_step, optimizer step, on_before_zero_grad, zero_grad]
+//                         (every accumulate_grad_batches batches)
+//                     on_train_batch_end (with training_step's loss as `outputs`),
+//                     [validation when val_check_interval says so]
 //     on_train_epoch_end: non-monitoring callbacks, then the module's hook, then monitoring callbacks
 //                         (ModelCheckpoint, EarlyStopping), so that they see what the module logged
+//   on_train_end
 //   on_fit_end
 //   teardown(kFit)
-// validate/test run setup, on_{validation,test}_start, ..._epoch_end, ..._end, teardown.
+// Validation (and test): on_validation_start, on_validation_epoch_start, for each batch on_validation_batch_start,
+// validation_step, on_validation_batch_end; on_validation_epoch_end, on_validation_end.
+// validate and test run setup, those hooks, teardown; predict runs setup(kPredict), on_predict_start,
+// on_predict_epoch_start, for each batch on_predict_batch_start, predict_step, on_predict_batch_end (with the
+// prediction as `outputs`); on_predict_epoch_end, on_predict_end, teardown(kPredict).
+// When a run fails after setup (a hook or step throws, the loss is not finite, a checkpoint cannot be written),
+// on_exception gets the error, then teardown runs, and fit/validate/test/predict return the error.
+//
+// Not offered: Lightning's on_save_checkpoint and on_load_checkpoint, which edit the checkpoint's dictionary: a
+// Kiln callback keeps its state through state_dict and load_state_dict, which the checkpoint stores under
+// state_key(). Validation and test steps return nothing in Kiln, so their batch-end hooks have no `outputs`.
 //
 // A hook that throws stops the run: the trainer tears the device down and returns the error as a Status. To stop
 // training gracefully, call `trainer.set_should_stop()`.
@@ -64,18 +77,48 @@ class Callback {
   virtual void teardown(Trainer& trainer, LightningModule& module, Stage stage) {}
   virtual void on_fit_start(Trainer& trainer, LightningModule& module) {}
   virtual void on_fit_end(Trainer& trainer, LightningModule& module) {}
+  virtual void on_sanity_check_start(Trainer& trainer, LightningModule& module) {}
+  virtual void on_sanity_check_end(Trainer& trainer, LightningModule& module) {}
+  virtual void on_train_start(Trainer& trainer, LightningModule& module) {}
+  virtual void on_train_end(Trainer& trainer, LightningModule& module) {}
   virtual void on_train_epoch_start(Trainer& trainer, LightningModule& module) {}
   virtual void on_train_epoch_end(Trainer& trainer, LightningModule& module) {}
-  virtual void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
-                                    int64_t batch_idx) {}
-  virtual void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {}
-  virtual void on_before_optimizer_step(Trainer& trainer, LightningModule& module,
-                                        torch::optim::Optimizer& optimizer) {}
+  virtual void on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {}
+  // `outputs`: the loss training_step returned, detached (before any division for accumulate_grad_batches), on
+  // the device. Reading its value on the host waits for the device; a callback that does not read it costs nothing.
+  virtual void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs,
+                                  const Batch& batch, int64_t batch_idx) {}
+  // `loss`: what backward runs on (divided for accumulate_grad_batches, scaled by a 16-mixed precision plugin).
+  virtual void on_before_backward(Trainer& trainer, LightningModule& module, const at::Tensor& loss) {}
+  virtual void on_after_backward(Trainer& trainer, LightningModule& module) {}
+  virtual void on_before_optimizer_step(Trainer& trainer, LightningModule& module, torch::optim::Optimizer& optimizer) {
+  }
+  virtual void on_before_zero_grad(Trainer& trainer, LightningModule& module, torch::optim::Optimizer& optimizer) {}
   virtual void on_validation_start(Trainer& trainer, LightningModule& module) {}
+  virtual void on_validation_epoch_start(Trainer& trainer, LightningModule& module) {}
+  virtual void on_validation_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
+                                         int64_t batch_idx) {}
+  virtual void on_validation_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch,
+                                       int64_t batch_idx) {}
   virtual void on_validation_epoch_end(Trainer& trainer, LightningModule& module) {}
   virtual void on_validation_end(Trainer& trainer, LightningModule& module) {}
   virtual void on_test_start(Trainer& trainer, LightningModule& module) {}
+  virtual void on_test_epoch_start(Trainer& trainer, LightningModule& module) {}
+  virtual void on_test_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {}
+  virtual void on_test_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {}
+  virtual void on_test_epoch_end(Trainer& trainer, LightningModule& module) {}
   virtual void on_test_end(Trainer& trainer, LightningModule& module) {}
+  virtual void on_predict_start(Trainer& trainer, LightningModule& module) {}
+  virtual void on_predict_epoch_start(Trainer& trainer, LightningModule& module) {}
+  virtual void on_predict_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
+                                      int64_t batch_idx) {}
+  // `outputs`: what predict_step returned for the batch, on the device.
+  virtual void on_predict_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs,
+                                    const Batch& batch, int64_t batch_idx) {}
+  virtual void on_predict_epoch_end(Trainer& trainer, LightningModule& module) {}
+  virtual void on_predict_end(Trainer& trainer, LightningModule& module) {}
+  // The error that ends a run (see above). It must not throw; the run's error is what the caller gets.
+  virtual void on_exception(Trainer& trainer, LightningModule& module, const absl::Status& error) {}
 
   // Checkpointed state. load_state_dict gets exactly what state_dict returned; a malformed value is an error.
   virtual CallbackState state_dict() const { return {}; }

@@ -33,7 +33,8 @@ void RunReport::on_fit_start(Trainer& trainer, LightningModule& module) {
   Sample(trainer);
 }
 
-void RunReport::on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {
+void RunReport::on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs,
+                                   const Batch& batch, int64_t batch_idx) {
   if (options_.every_n_steps > 0 && trainer.global_step() % options_.every_n_steps == 0 &&
       trainer.global_step() != last_sampled_step_) {
     Sample(trainer);

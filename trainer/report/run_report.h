@@ -35,7 +35,8 @@ class RunReport final : public Callback {
 
   std::string state_key() const override { return "RunReport"; }
   void on_fit_start(Trainer& trainer, LightningModule& module) override;
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) override;
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override;
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;
 
   // The page's title; the run's folder is only known once the run has claimed it.
