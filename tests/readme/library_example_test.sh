@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs the README's library example (library_example.cc, taken from README.md) and checks what it promises: its
+# callback's hooks ran (on_train_start, on_train_batch_end's outputs, on_train_end), it learned (3 classes: chance
+# is 0.33), and TrainerOptions' defaults did what Lightning's do: CSV and TensorBoard logs and checkpoints in
+# lightning_logs/version_0, and the model summary.
+set -uo pipefail
+example=$PWD/tests/readme/library_example
+work=${TEST_TMPDIR:-$(mktemp -d)}
+failures=0
+fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+
+out=$("$example" "$work/run" 2>"$work/stderr")
+status=$?
+echo "$out"
+[[ $status -eq 0 ]] || fail "the example exited $status: $(tail -5 "$work/stderr")"
+grep -q '^training starts at step 0$' <<<"$out" || fail "on_train_start did not print"
+batches=$(sed -n -E 's/^mean training loss over ([0-9]+) batches: ([0-9.]+)$/\1/p' <<<"$out")
+mean=$(sed -n -E 's/^mean training loss over ([0-9]+) batches: ([0-9.]+)$/\2/p' <<<"$out")
+# 480 examples in batches of 32: 15 per epoch, for 5 epochs unless EarlyStopping stopped it sooner.
+[[ -n "$batches" && $((batches % 15)) -eq 0 && $batches -ge 15 && $batches -le 75 ]] ||
+  fail "on_train_batch_end ran '$batches' times, not 15 per epoch"
+# The mean of the losses must be below the untrained loss, ln 3 = 1.0986.
+awk -v m="${mean:-9}" 'BEGIN {exit !(m > 0 && m < 1.0986)}' || fail "mean training loss '$mean' is not below ln 3"
+acc=$(sed -n -E 's/^test_acc ([0-9.]+)$/\1/p' <<<"$out")
+awk -v a="${acc:-0}" 'BEGIN {exit !(a > 0.8)}' || fail "test_acc '$acc' is not above 0.8"
+run=$work/run/lightning_logs/version_0
+# Lightning's default ModelCheckpoint keeps the newest epoch's file (no last.ckpt).
+ls "$run"/checkpoints/epoch=*-step=*.ckpt >/dev/null 2>&1 || fail "no checkpoint in $run/checkpoints: $(ls -R "$work/run")"
+for file in metrics.csv hparams.yaml; do
+  [[ -s "$run/$file" ]] || fail "the default loggers and checkpointing did not write $run/$file: $(ls -R "$work/run")"
+done
+ls "$run"/events.out.tfevents.* >/dev/null 2>&1 || fail "no TensorBoard event file in $run"
+grep -q '^epoch,' "$run/metrics.csv" || grep -q ',epoch' "$run/metrics.csv" || fail "metrics.csv has no epoch column"
+grep -q 'test_acc' "$run/metrics.csv" || fail "trainer.test after fit did not log into the same run: $(head -2 "$run/metrics.csv")"
+[[ $(ls "$run"/events.out.tfevents.* | wc -l) -eq 2 ]] || fail "fit and test should each write an event file in $run"
+grep -q 'val_loss' "$run/metrics.csv" || fail "metrics.csv has no val_loss: $(head -2 "$run/metrics.csv")"
+grep -q 'Total params' "$work/stderr" || fail "no model summary on standard error"
+
+if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
+echo "the README's library example works as it says"
