@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 declare -A options=(
   [devices]="-max_len=256"
   [flag_values]="-max_len=512 -dict=tests/fuzz/flag_values.dict"
+  [config_file]="-max_len=2048 -dict=tests/fuzz/config_file.dict"
   [cluster_environment]="-max_len=4096 -dict=tests/fuzz/cluster_environment.dict"
   [checkpoint_reader]="-max_len=65536 -rss_limit_mb=4096 -detect_leaks=0"
   [csv_table]="-max_len=4096 -dict=tests/fuzz/csv_table.dict"
