@@ -102,7 +102,7 @@ std::string RenderHtmlReport(const ReportData& data) {
   absl::StrAppend(&html, "<section id=\"metrics\">\n<h2>Metrics</h2>\n");
   if (metrics.charts.empty() && metrics.uncharted.empty()) {
     absl::StrAppend(&html, "<p>No metrics were logged.</p>\n");
-  } else {
+  } else if (!metrics.charts.empty()) {
     absl::StrAppend(&html,
                     "<p class=\"note\">x is the global step. Train, validation and test values of one quantity share "
                     "a chart; validation and epoch means sit at the step they were logged at, the last of their "
