@@ -45,6 +45,7 @@
 #include "trainer/cli/model_factory.h"
 #include "trainer/cli/output_locations.h"
 #include "trainer/cli/predictions_csv.h"
+#include "trainer/cli/report_summary.h"
 #include "trainer/cli/run_summary.h"
 #include "trainer/cli/saved_run.h"
 #include "trainer/cli/versions.h"
@@ -148,7 +149,9 @@ void PrintMetrics(const MetricMap& metrics) {
   }
 }
 
-int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
+// `typed`: the command line as typed; `expanded`: as fit read it (flag files expanded). Both go into report.html.
+int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, const std::vector<std::string>& typed,
+           const std::vector<std::string>& expanded) {
   TrainerOptions options = config.trainer;
   const OutputSpec& outputs = config.outputs;
   // One folder for every logger of the run, claimed when the run starts (Logger::setup).
@@ -200,19 +203,24 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
   const std::string report_path = run_dir + "/report.html";
   if (run_report != nullptr && trainer.plan().has_value() && trainer.is_global_zero()) {
     run_report->set_title(absl::StrCat("Kiln run ", run_dir));
-    ReportTable summary{
-        "summary",
-        "Summary",
-        {
-            {"mode", "fit"},
-            {"status", status.ok() ? "finished" : std::string(status.message())},
-            {"data", data.description},
-            {"epochs", absl::StrCat(trainer.current_epoch())},
-            {"global_step", absl::StrCat(trainer.global_step())},
-            {"wall_time_seconds", absl::StrFormat("%.2f", wall_seconds)},
-            {"resumed_from", trainer.resumed_from().empty() ? "(started fresh)" : trainer.resumed_from()},
-            {"params_sha256", ParamsSha256(model)},
-        }};
+    ReportSummaryFacts facts{
+        .command_line = typed,
+        .expanded_command_line = expanded,
+        .run_dir = run_dir,
+        .status = status.ok() ? "finished" : std::string(status.message()),
+        .data = data.description,
+        .epochs = trainer.current_epoch(),
+        .global_step = trainer.global_step(),
+        .wall_seconds = wall_seconds,
+        .resumed_from = trainer.resumed_from(),
+        .params_sha256 = ParamsSha256(model),
+    };
+    if (checkpoint != nullptr) {
+      facts.last_checkpoint = checkpoint->last_model_path();
+      facts.best_checkpoint = checkpoint->best_model_path();
+      facts.monitor = outputs.checkpoint.monitor;
+      facts.best_score = checkpoint->best_model_score();
+    }
     ReportTable metrics{"final-metrics", "Final metrics", {}};
     for (const auto& [name, value] : trainer.callback_metrics())
       metrics.rows.emplace_back(name, absl::StrFormat("%.6g", value));
@@ -221,7 +229,7 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model) {
                                    " steps in ", absl::StrFormat("%.1f", wall_seconds), " s.")
                     : absl::StrCat("Failed: ", status.message());
     absl::Status written = MakeParentFolder(report_path);
-    if (written.ok()) written = run_report->Write(report_path, line, {summary, metrics});
+    if (written.ok()) written = run_report->Write(report_path, line, ReportSummary(facts), {metrics});
     if (!written.ok()) LOG(WARNING) << "report.html: " << written;
   }
   if (!status.ok()) {
@@ -413,7 +421,7 @@ int Main(int argc, char** argv) {
 
   if (config->mode == "validate" || config->mode == "test") return RunEvaluate(*config, *data, **model);
   if (config->mode == "predict") return RunPredict(*config, *data, **model);
-  return RunFit(*config, *data, **model);
+  return RunFit(*config, *data, **model, std::vector<std::string>(argv, argv + argc), *args);
 }
 
 }  // namespace

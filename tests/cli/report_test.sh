@@ -39,5 +39,7 @@ if ! timeout 120 "$chromium" "${flags[@]}" --dump-dom "file://$run/report.html" 
 fi
 timeout 120 "$chromium" "${flags[@]}" --screenshot="$work/shot.png" "file://$run/report.html" >/dev/null \
   2>>chromium.err || { echo "FAIL: chromium rendered the DOM but not a screenshot: $(tail -3 chromium.err)"; exit 1; }
-$python "$checker" dom.html shot.png "$run/metrics.csv" $width $height || exit 1
+# The summary carries the command line as typed and the checkpoint paths.
+$python "$checker" dom.html shot.png "$run/metrics.csv" $width $height "--max_epochs=4 --log_every_n_steps=10" \
+  "lightning_logs/version_0/checkpoints/last.ckpt" "lightning_logs/version_0/checkpoints/epoch=3-step=" || exit 1
 echo "report checks passed"

@@ -1,15 +1,21 @@
 // The run report: one self-contained HTML file per run (report.html) that any browser opens from disk, with no
-// server, script or network: metric curves and device statistics over time as inline SVG (svg_chart.h), and
-// tables for the resolved plan, the run's summary, the final metrics and the hyper-parameters, and the model
-// summary.
+// server, script or network: the run's summary first, then metric curves and device statistics over time as inline
+// SVG (svg_chart.h), and tables for the resolved plan, the final metrics and the hyper-parameters, and the model
+// summary. Every text that comes from the run (metric names, the command line, paths, values) is HTML-escaped.
 //
 // Layout, for people and for tests:
-//   <section id="metrics">       one chart per metric, where `<name>_step` and `<name>_epoch` share the chart of
-//                                <name>; x is the global step. Columns `epoch` and DeviceStatsMonitor's are left
-//                                out.
-//   <section id="device-stats">  one chart per statistic the accelerator reported; x is seconds since fit started.
-//   <table id="<table id>">      for each ReportTable.
-//   <pre id="model-summary">     the model summary.
+//   <table id="summary">            ReportData::summary, under the title and status (fit: the command line, the
+//                                   run folder, the last and best checkpoints, ...).
+//   <section id="metrics">          one chart per quantity (metric_charts.h): train_loss_step, train_loss_epoch
+//                                   and val_loss share the chart "loss". x is the global step, and every value sits
+//                                   at the step it was logged at, so validation and epoch means fall on the last
+//                                   step of their epoch. Columns `epoch` and DeviceStatsMonitor's are left out.
+//     <table id="uncharted-metrics">  the metrics without a chart (constant, logged once, never finite), with their
+//                                   value; one <tr data-metric="<name>" data-why="constant|once|not-finite"> each.
+//   <section id="device-stats">     one chart per statistic the accelerator reported; x is seconds since fit
+//                                   started. <table id="uncharted-device-stats"> as above (e.g. the CPU count).
+//   <table id="<table id>">         for each of ReportData::tables.
+//   <pre id="model-summary">        the model summary.
 #ifndef KILN_TRAINER_REPORT_HTML_REPORT_H_
 #define KILN_TRAINER_REPORT_HTML_REPORT_H_
 
@@ -29,7 +35,8 @@ struct ReportTable {
 
 struct ReportData {
   std::string title;
-  std::string status;  // One line: how the run ended.
+  std::string status;   // One line: how the run ended.
+  ReportTable summary;  // At the top; left out when it has no rows.
   std::vector<ReportTable> tables;
   std::string model_summary;
   // Rows as the trainer logged them: (step, metric name -> value).

@@ -55,10 +55,11 @@ void RunReport::Sample(Trainer& trainer) {
                              std::map<std::string, double>(stats->begin(), stats->end()));
 }
 
-ReportData RunReport::Data(const std::string& status, std::vector<ReportTable> tables) const {
+ReportData RunReport::Data(const std::string& status, ReportTable summary, std::vector<ReportTable> tables) const {
   ReportData data;
   data.title = options_.title;
   data.status = status;
+  data.summary = std::move(summary);
   data.tables.push_back(plan_);
   for (ReportTable& table : tables) data.tables.push_back(std::move(table));
   ReportTable hparams{"hparams", "Hyper-parameters", {}};
@@ -71,9 +72,9 @@ ReportData RunReport::Data(const std::string& status, std::vector<ReportTable> t
   return data;
 }
 
-absl::Status RunReport::Write(const std::string& path, const std::string& status,
+absl::Status RunReport::Write(const std::string& path, const std::string& status, ReportTable summary,
                               std::vector<ReportTable> tables) const {
-  return WriteFileAtomically(path, RenderHtmlReport(Data(status, std::move(tables))));
+  return WriteFileAtomically(path, RenderHtmlReport(Data(status, std::move(summary), std::move(tables))));
 }
 
 }  // namespace kiln

@@ -42,12 +42,13 @@ class RunReport final : public Callback {
   // The page's title; the run's folder is only known once the run has claimed it.
   void set_title(std::string title) { options_.title = std::move(title); }
 
-  // Writes report.html to `path` (atomically). `status`: one line on how the run ended; `tables` are shown after
-  // the plan and the hyper-parameters (e.g. the run's summary and its final metrics).
-  absl::Status Write(const std::string& path, const std::string& status, std::vector<ReportTable> tables) const;
+  // Writes report.html to `path` (atomically). `status`: one line on how the run ended; `summary` is shown at the
+  // top (fit: report_summary.h) and `tables` after the plan (e.g. the final metrics), then the hyper-parameters.
+  absl::Status Write(const std::string& path, const std::string& status, ReportTable summary,
+                     std::vector<ReportTable> tables) const;
 
   // What Write would render (for tests).
-  ReportData Data(const std::string& status, std::vector<ReportTable> tables) const;
+  ReportData Data(const std::string& status, ReportTable summary, std::vector<ReportTable> tables) const;
 
  private:
   void Sample(Trainer& trainer);

@@ -6,34 +6,42 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/report/axis_ticks.h"
 
 namespace kiln {
 namespace {
 
 constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
-constexpr int kLeft = 64;
-constexpr int kRight = 12;
-constexpr int kTop = 28;
-constexpr int kBottom = 40;
+// Room around the plot: tick labels and the rotated y title on the left; tick labels and the x title below.
+constexpr int kLeft = 74;
+constexpr int kRight = 18;
+constexpr int kTop = 30;
+constexpr int kBottom = 44;
+constexpr int kLegendRow = 18;
+// Width of one character of the 11px sans-serif legend text, a little generous, to lay the legend out without
+// measuring text (which SVG cannot do without script).
+constexpr double kCharWidth = 6.6;
 
-// Short axis labels: SI prefixes for large magnitudes (2.2e10 -> "22G"), with enough digits to tell `other` apart.
-std::string Number(double value, double other) {
-  static const std::pair<double, const char*> kPrefixes[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e4, "K"}};
-  double scale = 1;
-  const char* prefix = "";
-  for (const auto& [size, name] : kPrefixes) {
-    if (std::abs(value) >= size || std::abs(other) >= size) {
-      scale = size == 1e4 ? 1e3 : size;
-      prefix = name;
-      break;
+struct LegendItem {
+  double x;
+  int row;
+};
+
+// Legend entries left to right, wrapping to a new row where the next would not fit.
+std::vector<LegendItem> LayOutLegend(const std::vector<ChartSeries>& series, double width) {
+  std::vector<LegendItem> items;
+  double x = 0;
+  int row = 0;
+  for (const ChartSeries& one : series) {
+    const double item_width = 20 + kCharWidth * static_cast<double>(one.name.size()) + 14;
+    if (x > 0 && x + item_width > width) {
+      x = 0;
+      ++row;
     }
+    items.push_back({x, row});
+    x += item_width;
   }
-  std::string text;
-  for (int digits = 4; digits <= 12; ++digits) {
-    text = absl::StrCat(absl::StrFormat("%.*g", digits, value / scale), prefix);
-    if (absl::StrCat(absl::StrFormat("%.*g", digits, other / scale), prefix) != text) break;
-  }
-  return text;
+  return items;
 }
 
 }  // namespace
@@ -80,74 +88,107 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
   }
   const bool empty = !std::isfinite(x_min);
   if (empty) x_min = x_max = y_min = y_max = 0;
-  // A flat range still gets some height, so that the line sits in the middle.
-  if (x_max == x_min) x_max = x_min + 1;
-  if (y_max == y_min) {
-    const double pad = y_min == 0 ? 1 : std::abs(y_min) * 0.05;
-    y_min -= pad;
-    y_max += pad;
-  }
-  const double plot_width = options.width - kLeft - kRight;
-  const double plot_height = options.height - kTop - kBottom;
-  const auto px = [&](double x) { return kLeft + (x - x_min) / (x_max - x_min) * plot_width; };
-  const auto py = [&](double y) { return kTop + (y_max - y) / (y_max - y_min) * plot_height; };
+  const ValueRange y_data = PadFlatRange(y_min, y_max);
+  const AxisTicks y_ticks = NiceTicks(y_data.lo, y_data.hi, /*extend=*/true);
+  const AxisTicks x_ticks = NiceTicks(x_min, x_max, /*extend=*/false);
+  const double x_lo = x_ticks.range.lo;
+  const double x_hi = x_ticks.range.hi;
+  const double y_lo = y_ticks.range.lo;
+  const double y_hi = y_ticks.range.hi;
+
+  const bool legend = series.size() > 1 || (series.size() == 1 && series[0].name != options.y_label);
+  const std::vector<LegendItem> items = LayOutLegend(series, options.width - kLeft - kRight);
+  const int legend_rows = legend && !items.empty() ? items.back().row + 1 : 0;
+  const int height = options.height + (legend_rows > 0 ? legend_rows * kLegendRow + 4 : 0);
+  const double plot_left = kLeft;
+  const double plot_right = options.width - kRight;
+  const double plot_top = kTop;
+  const double plot_bottom = options.height - kBottom;
+  const auto px = [&](double x) { return plot_left + (x - x_lo) / (x_hi - x_lo) * (plot_right - plot_left); };
+  const auto py = [&](double y) { return plot_top + (y_hi - y) / (y_hi - y_lo) * (plot_bottom - plot_top); };
 
   std::string svg = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
       "role=\"img\" aria-label=\"%s\">\n",
-      options.width, options.height, options.width, options.height, EscapeHtml(options.title));
+      options.width, height, options.width, height, EscapeHtml(options.title));
   absl::StrAppendFormat(&svg, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", options.width,
-                        options.height);
+                        height);
   absl::StrAppendFormat(&svg,
-                        "<text x=\"%d\" y=\"18\" class=\"title\" font-size=\"13\" font-weight=\"bold\">%s</text>\n",
+                        "<text x=\"%d\" y=\"19\" class=\"title\" font-size=\"13\" font-weight=\"bold\">%s</text>\n",
                         kLeft, EscapeHtml(options.title));
-  // Axes, and the ranges at their ends.
-  absl::StrAppendFormat(&svg, "<path class=\"axis\" d=\"M %d %d L %d %d L %d %d\" stroke=\"#555\" fill=\"none\"/>\n",
-                        kLeft, kTop, kLeft, options.height - kBottom, options.width - kRight, options.height - kBottom);
-  const auto text = [&](double x, double y, const char* anchor, const std::string& label) {
+  const auto text = [&](double x, double y, const char* anchor, const std::string& label, const char* extra = "") {
     absl::StrAppendFormat(&svg,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"11\" fill=\"#333\">%s</text>\n",
-                          x, y, anchor, EscapeHtml(label));
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" font-size=\"11\" fill=\"#444\"%s>%s</text>\n",
+                          x, y, anchor, extra, EscapeHtml(label));
   };
+  // The grid first, under everything else; each line with its tick's label.
   if (!empty) {
-    text(kLeft - 4, kTop + 4, "end", Number(y_max, y_min));
-    text(kLeft - 4, options.height - kBottom, "end", Number(y_min, y_max));
-    text(kLeft, options.height - kBottom + 14, "start", Number(x_min, x_max));
-    text(options.width - kRight, options.height - kBottom + 14, "end", Number(x_max, x_min));
+    for (size_t i = 0; i < y_ticks.values.size(); ++i) {
+      const double y = py(y_ticks.values[i]);
+      absl::StrAppendFormat(&svg,
+                            "<path class=\"grid\" d=\"M %.1f %.2f L %.1f %.2f\" stroke=\"#e4e4e4\" "
+                            "stroke-width=\"1\"/>\n",
+                            plot_left, y, plot_right, y);
+      text(plot_left - 6, y + 4, "end", y_ticks.labels[i], " class=\"tick y-tick\"");
+    }
+    for (size_t i = 0; i < x_ticks.values.size(); ++i) {
+      const double x = px(x_ticks.values[i]);
+      absl::StrAppendFormat(&svg,
+                            "<path class=\"grid\" d=\"M %.2f %.1f L %.2f %.1f\" stroke=\"#e4e4e4\" "
+                            "stroke-width=\"1\"/>\n",
+                            x, plot_top, x, plot_bottom);
+      text(x, plot_bottom + 15, "middle", x_ticks.labels[i], " class=\"tick x-tick\"");
+    }
   } else {
-    text(kLeft + plot_width / 2, kTop + plot_height / 2, "middle", "no values");
+    text((plot_left + plot_right) / 2, (plot_top + plot_bottom) / 2, "middle", "no values");
   }
-  text(kLeft + plot_width / 2, options.height - kBottom + 14, "middle", options.x_label);
+  absl::StrAppendFormat(&svg,
+                        "<path class=\"axis\" d=\"M %.1f %.1f L %.1f %.1f L %.1f %.1f\" stroke=\"#666\" "
+                        "fill=\"none\"/>\n",
+                        plot_left, plot_top, plot_left, plot_bottom, plot_right, plot_bottom);
+  // Axis titles: x centred under its labels, y turned along its axis at the left edge.
+  absl::StrAppendFormat(&svg,
+                        "<text class=\"axis-title x-title\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                        "font-size=\"12\" fill=\"#222\">%s</text>\n",
+                        (plot_left + plot_right) / 2, plot_bottom + 33, EscapeHtml(options.x_label));
+  absl::StrAppendFormat(&svg,
+                        "<text class=\"axis-title y-title\" transform=\"translate(15 %.1f) rotate(-90)\" "
+                        "text-anchor=\"middle\" font-size=\"12\" fill=\"#222\">%s</text>\n",
+                        (plot_top + plot_bottom) / 2, EscapeHtml(options.y_label));
 
   for (size_t i = 0; i < series.size(); ++i) {
     const ChartSeries& one = series[i];
     const char* color = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
+    // One point would be a zero-length line, which does not show: a larger dot. Few points: a dot on each.
+    const auto finite = std::count_if(one.points.begin(), one.points.end(), [](const std::pair<double, double>& p) {
+      return std::isfinite(p.first) && std::isfinite(p.second);
+    });
+    const char* radius = finite == 1 ? "3.5" : finite <= kMarkersUpTo ? "2.5" : nullptr;
     std::string d;
+    std::string dots;
     int points = 0;
-    double first_x = 0;
-    double first_y = 0;
     for (const auto& [x, y] : one.points) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      if (points == 0) {
-        first_x = px(x);
-        first_y = py(y);
-      }
       absl::StrAppendFormat(&d, "%s%.2f %.2f", points == 0 ? "M " : " L ", px(x), py(y));
+      if (radius != nullptr) {
+        absl::StrAppendFormat(&dots, "<circle class=\"marker\" cx=\"%.2f\" cy=\"%.2f\" r=\"%s\" fill=\"%s\"/>\n", px(x),
+                              py(y), radius, color);
+      }
       ++points;
-    }
-    // A single point is drawn as a dot (a zero-length line would not show).
-    if (points == 1) {
-      absl::StrAppendFormat(&svg, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" fill=\"%s\"/>\n", first_x, first_y, color);
     }
     absl::StrAppendFormat(&svg,
                           "<path class=\"series\" data-series=\"%s\" data-points=\"%d\" d=\"%s\" stroke=\"%s\" "
                           "stroke-width=\"2\" fill=\"none\"/>\n",
                           EscapeHtml(one.name), points, d, color);
-    absl::StrAppendFormat(&svg,
-                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"3\" fill=\"%s\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#333\">%s</text>\n",
-                          kLeft + 4.0 + 130.0 * i, options.height - 12.0, color, kLeft + 18.0 + 130.0 * i,
-                          options.height - 8.0, EscapeHtml(one.name));
+    svg += dots;
+    if (legend) {
+      const double x = kLeft + items[i].x;
+      const double y = options.height + 12 + items[i].row * kLegendRow;  // Under the x title.
+      absl::StrAppendFormat(&svg,
+                            "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"3\" fill=\"%s\"/>"
+                            "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#333\">%s</text>\n",
+                            x, y - 4, color, x + 20, y, EscapeHtml(one.name));
+    }
   }
   svg += "</svg>\n";
   return svg;

@@ -1,8 +1,14 @@
 // Line charts as inline SVG, for the run report: no script, no external resource, readable by any browser.
 //
 // Each series becomes one <path class="series" data-series="<name>" data-points="<n>" d="M x y L x y ..."> with one
-// vertex per finite point, in the order given; non-finite points are left out. The chart has axes, the x and y
-// ranges written at the ends of the axes, a title and a legend.
+// vertex per finite point, in the order given; non-finite points are left out. A series of one point is drawn as a
+// dot, and a series of few points (kMarkersUpTo) gets a dot on each, so that values logged once an epoch read as
+// measurements rather than as a line.
+//
+// The axes carry round ticks with a light grid and their titles (axis_ticks.h): y always starts and ends at a tick
+// and a nearly flat curve is not zoomed into a cliff (PadFlatRange); x spans the data (a step or a time starts where
+// the data starts). The legend, below the axes, names each series; a chart of one series named like its y axis has
+// none. Every text (title, axis titles, series names) is HTML-escaped.
 #ifndef KILN_TRAINER_REPORT_SVG_CHART_H_
 #define KILN_TRAINER_REPORT_SVG_CHART_H_
 
@@ -12,6 +18,8 @@
 
 namespace kiln {
 
+inline constexpr int kMarkersUpTo = 40;
+
 struct ChartSeries {
   std::string name;
   std::vector<std::pair<double, double>> points;  // (x, y).
@@ -19,14 +27,15 @@ struct ChartSeries {
 
 struct ChartOptions {
   std::string title;
-  std::string x_label;
-  int width = 420;
-  int height = 240;
+  std::string x_label;  // The x axis' title, e.g. "step".
+  std::string y_label;  // The y axis' title, e.g. "loss".
+  int width = 460;
+  int height = 290;  // Without the legend's rows, which add to it.
 };
 
 std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOptions& options);
 
-// Text made safe for HTML and SVG (& < > " ').
+// Text made safe for HTML and SVG, in element content and in quoted attributes (& < > " ').
 std::string EscapeHtml(const std::string& text);
 
 }  // namespace kiln
