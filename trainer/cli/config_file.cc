@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "trainer/cli/command_line.h"
+#include "trainer/data/text_encoding.h"
 #include "trainer/loggers/atomic_file.h"
 #include "trainer/loggers/hparams_yaml.h"
 #include "yaml-cpp/yaml.h"
@@ -396,9 +397,12 @@ bool IsCommandLineOnlyFlag(absl::string_view flag) {
 }
 
 absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view text, absl::string_view source) {
+  // YAML is Unicode: text in another encoding could not be written back to config.yaml as it was read.
+  absl::StatusOr<absl::string_view> utf8 = Utf8Text(text, source);
+  if (!utf8.ok()) return absl::InvalidArgumentError(absl::StrCat("--config=", utf8.status().message()));
   std::vector<YAML::Node> documents;
   try {
-    documents = YAML::LoadAll(std::string(text));
+    documents = YAML::LoadAll(std::string(*utf8));
   } catch (const YAML::Exception& error) {
     return absl::InvalidArgumentError(
         absl::StrCat("--config=", source, ": line ", error.mark.line + 1, ": not valid YAML (", error.msg, ")"));

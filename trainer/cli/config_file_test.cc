@@ -188,7 +188,10 @@ TEST_F(ConfigFileTest, MistakesNameTheKeyAndTheFix) {
        "trainer.callbacks[ModelCheckpoint].init_args.monitor?"},
       {"trainer: {callbacks: [{class_path: ModelCheckpoint, args: {}}]}", "unknown key 'args' in an entry"},
       {"trainer: {callbacks: ModelCheckpoint}", "trainer.callbacks: must be a list"},
-      {std::string(20000, '[') + std::string(20000, ']'), "not valid YAML"},  // Nesting past yaml-cpp's guard.
+      {std::string(20000, '[') + std::string(20000, ']'), "not valid YAML"},
+      // A Latin-1 byte: config.yaml could not write the value back as it was read.
+      {"data: {data: caf\xe9.csv}\n",
+       "--config=run.yaml:1: byte 17 of the line (0xE9) is not UTF-8"},  // Nesting past yaml-cpp's guard.
   };
   for (const auto& [yaml, expected] : cases) {
     absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "run.yaml");
