@@ -5,6 +5,8 @@
 //   step_instructions kiln N              Trainer::fit over the same N batches (callbacks off)
 //   step_instructions kiln_metrics N M    the same, with a CSV logger (a row every 50 steps, Lightning's default)
 //                                         and M metrics logged in each training_step (M = 0 is the baseline)
+//   step_instructions kiln_checkpoint N K Trainer::fit with a ModelCheckpoint saving every K steps (keeping the
+//                                         newest, Kiln's default); K = 0 is the same run with checkpointing off
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
+#include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/trainer.h"
 
@@ -75,8 +78,11 @@ class Module final : public LightningModule {
 
 int main(int argc, char** argv) {
   const bool metrics_mode = argc == 4 && std::strcmp(argv[1], "kiln_metrics") == 0;
-  if (!metrics_mode && (argc != 3 || (std::strcmp(argv[1], "raw") != 0 && std::strcmp(argv[1], "kiln") != 0))) {
-    std::fprintf(stderr, "usage: %s raw|kiln STEPS | kiln_metrics STEPS METRICS\n", argv[0]);
+  const bool checkpoint_mode = argc == 4 && std::strcmp(argv[1], "kiln_checkpoint") == 0;
+  if (!metrics_mode && !checkpoint_mode &&
+      (argc != 3 || (std::strcmp(argv[1], "raw") != 0 && std::strcmp(argv[1], "kiln") != 0))) {
+    std::fprintf(stderr, "usage: %s raw|kiln STEPS | kiln_metrics STEPS METRICS | kiln_checkpoint STEPS EVERY\n",
+                 argv[0]);
     return 2;
   }
   at::set_num_threads(1);
@@ -110,8 +116,36 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(folder);
     return ok ? 0 : 1;
   }
+  if (checkpoint_mode) {
+    kiln::Module module;
+    const int64_t every = std::atoll(argv[3]);
+    char folder[] = "/tmp/kiln-step-instructions-XXXXXX";
+    if (mkdtemp(folder) == nullptr) return 1;
+    std::vector<std::shared_ptr<kiln::Callback>> callbacks;
+    if (every > 0) {
+      callbacks.push_back(std::make_shared<kiln::ModelCheckpoint>(
+          kiln::ModelCheckpointOptions{.dirpath = folder, .every_n_train_steps = every}));
+    }
+    kiln::Trainer trainer({.accelerator = "cpu",
+                           .devices = 1,
+                           .max_epochs = 1,
+                           .num_sanity_val_steps = 0,
+                           .default_root_dir = folder,
+                           .callbacks = callbacks,
+                           .logger = false,
+                           .enable_checkpointing = every > 0,
+                           .enable_progress_bar = false});
+    const bool ok = trainer.fit(module, data).ok();
+    std::filesystem::remove_all(folder);
+    return ok ? 0 : 1;
+  }
   kiln::Module module;
-  kiln::Trainer trainer({.accelerator = "cpu", .devices = 1, .max_epochs = 1, .num_sanity_val_steps = 0,
-                         .default_root_dir = "/tmp", .enable_checkpointing = false, .enable_progress_bar = false});
+  kiln::Trainer trainer({.accelerator = "cpu",
+                         .devices = 1,
+                         .max_epochs = 1,
+                         .num_sanity_val_steps = 0,
+                         .default_root_dir = "/tmp",
+                         .enable_checkpointing = false,
+                         .enable_progress_bar = false});
   return trainer.fit(module, data).ok() ? 0 : 1;
 }
