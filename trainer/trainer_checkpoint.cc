@@ -22,18 +22,20 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   }
   absl::Status status = absl::OkStatus();
   if (is_global_zero()) {
-    absl::StatusOr<std::string> bytes =
-        DumpTrainingState(path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_},
-                          LoopProgress{.epoch = next_epoch_,
-                                       .batch_in_epoch = next_batch_in_epoch_,
-                                       .global_step = global_step_,
-                                       .current_epoch = current_epoch_,
-                                       .batches_done = batches_done_in_epoch_});
-    if (!bytes.ok()) {
-      status = bytes.status();
+    // Only the snapshot (a copy of the tensors) is taken here, at the step; pickling, the zip and its CRCs run on
+    // the writer's thread, so the loop does not wait for them.
+    absl::StatusOr<c10::impl::GenericDict> snapshot = SnapshotTrainingState(
+        path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_},
+        LoopProgress{.epoch = next_epoch_,
+                     .batch_in_epoch = next_batch_in_epoch_,
+                     .global_step = global_step_,
+                     .current_epoch = current_epoch_,
+                     .batches_done = batches_done_in_epoch_});
+    if (!snapshot.ok()) {
+      status = snapshot.status();
     } else {
       if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
-      status = checkpoint_writer_->Submit(path, std::move(bytes).value());
+      status = checkpoint_writer_->SubmitSnapshot(path, *std::move(snapshot));
     }
   }
   strategy_->Barrier();

@@ -371,17 +371,48 @@ LoopProgress ReadProgress(const Checkpoint& checkpoint) {
   return progress;
 }
 
+// `value` with every tensor in it replaced by a copy of its own (recursively, through dictionaries and lists), for a
+// data module's state_dict(), which may hold the module's live tensors.
+c10::IValue CopyTensors(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor().defined() ? SnapshotTensor(value.toTensor()) : value;
+  if (value.isGenericDict()) {
+    const GenericDict dict = value.toGenericDict();
+    GenericDict copy(dict.keyType(), dict.valueType());
+    for (const auto& entry : dict) copy.insert(entry.key(), CopyTensors(entry.value()));
+    return copy;
+  }
+  if (value.isList()) {
+    const c10::List<c10::IValue> list = value.toList();
+    c10::impl::GenericList copy(list.elementType());
+    for (const c10::IValue& item : list) copy.push_back(CopyTensors(item));
+    return copy;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& item : value.toTupleRef().elements()) items.push_back(CopyTensors(item));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return value;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const TrainingState& state,
                                               const LoopProgress& progress) {
+  absl::StatusOr<GenericDict> contents = SnapshotTrainingState(path, state, progress);
+  if (!contents.ok()) return contents.status();
+  return SerializeCheckpoint(path, *std::move(contents));
+}
+
+absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const TrainingState& state,
+                                                  const LoopProgress& progress) {
   GenericDict contents = NewDict();
   try {
     Put(contents, "epoch", progress.current_epoch);
     Put(contents, "global_step", progress.global_step);
     Put(contents, "pytorch-lightning_version", std::string(kLightningLayoutVersion));
     GenericDict model = NewDict();
-    for (const auto& [name, tensor] : NamedState(state.model)) Put(model, name, tensor.detach().to(at::kCPU));
+    for (const auto& [name, tensor] : NamedState(state.model)) Put(model, name, SnapshotTensor(tensor));
     Put(contents, "state_dict", model);
 
     const bool epoch_ended = progress.epoch > progress.current_epoch;
@@ -424,7 +455,7 @@ absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const Tra
     Put(contents, "hyper_parameters", hparams);
 
     if (state.data != nullptr && !state.data->state_key().empty()) {
-      Put(contents, state.data->state_key(), state.data->state_dict());
+      Put(contents, state.data->state_key(), CopyTensors(state.data->state_dict()));
     }
 
     GenericDict kiln = NewDict();
@@ -441,7 +472,7 @@ absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const Tra
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
-  return SerializeCheckpoint(path, std::move(contents));
+  return contents;
 }
 
 absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const TrainingState& state,

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "ATen/core/Dict.h"
 #include "absl/status/statusor.h"
 #include "c10/core/Device.h"
 #include "trainer/core/callback.h"
@@ -63,7 +64,15 @@ struct TrainingState {
   DataModule* data = nullptr;  // Its state_dict() is saved under its state_key(); null or an empty key: none.
 };
 
-// The bytes of a checkpoint of `state` at `progress`; `path` names the file in errors.
+// A checkpoint of `state` at `progress`, as the dictionary SerializeCheckpoint (checkpoint_io.h) writes; `path`
+// names the file in errors. Every tensor in it is a CPU copy of its own (parameters, buffers, optimizer state, the
+// generator's state, the data's), never one the loop goes on updating in place, so the dictionary stays this step's
+// state while it is serialised on another thread (CheckpointWriter::SubmitSnapshot). Costs one copy of those tensors
+// and a dictionary of small values; nothing is pickled.
+absl::StatusOr<c10::impl::GenericDict> SnapshotTrainingState(const std::string& path, const TrainingState& state,
+                                                             const LoopProgress& progress);
+
+// The bytes of a checkpoint of `state` at `progress`: SerializeCheckpoint of SnapshotTrainingState, on this thread.
 absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const TrainingState& state,
                                               const LoopProgress& progress);
 

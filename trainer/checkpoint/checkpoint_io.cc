@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <vector>
 
@@ -311,7 +312,27 @@ struct CheckpointWriter::Task {
   std::string path;
   std::string bytes;
   bool remove = false;
+  std::optional<c10::impl::GenericDict> contents;  // Set: serialise these into `bytes` first (SubmitSnapshot).
+  size_t size = 0;                                 // What the task counts against max_pending_bytes_.
 };
+
+namespace {
+
+// The bytes of the tensors' storages in `value` (walked recursively): what a snapshot's file will about hold.
+size_t TensorBytes(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor().defined() ? value.toTensor().nbytes() : 0;
+  size_t total = 0;
+  if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) total += TensorBytes(entry.value());
+  } else if (value.isList()) {
+    for (const c10::IValue& item : value.toListRef()) total += TensorBytes(item);
+  } else if (value.isTuple()) {
+    for (const c10::IValue& item : value.toTupleRef().elements()) total += TensorBytes(item);
+  }
+  return total;
+}
+
+}  // namespace
 
 CheckpointWriter::CheckpointWriter(size_t max_pending_bytes)
     : max_pending_bytes_(max_pending_bytes), thread_([this] { Run(); }) {}
@@ -327,12 +348,28 @@ CheckpointWriter::~CheckpointWriter() {
 }
 
 absl::Status CheckpointWriter::Submit(std::string path, std::string bytes) {
+  auto task = std::make_unique<Task>();
+  task->path = std::move(path);
+  task->size = bytes.size();
+  task->bytes = std::move(bytes);
+  return Enqueue(std::move(task));
+}
+
+absl::Status CheckpointWriter::SubmitSnapshot(std::string path, c10::impl::GenericDict contents) {
+  auto task = std::make_unique<Task>();
+  task->path = std::move(path);
+  task->size = TensorBytes(contents);
+  task->contents = std::move(contents);
+  return Enqueue(std::move(task));
+}
+
+absl::Status CheckpointWriter::Enqueue(std::unique_ptr<Task> task) {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(
-      lock, [&] { return !error_.ok() || pending_bytes_ == 0 || pending_bytes_ + bytes.size() <= max_pending_bytes_; });
+      lock, [&] { return !error_.ok() || pending_bytes_ == 0 || pending_bytes_ + task->size <= max_pending_bytes_; });
   if (!error_.ok()) return error_;
-  pending_bytes_ += bytes.size();
-  queue_.push_back(std::make_unique<Task>(Task{std::move(path), std::move(bytes), false}));
+  pending_bytes_ += task->size;
+  queue_.push_back(std::move(task));
   changed_.notify_all();
   return absl::OkStatus();
 }
@@ -340,7 +377,10 @@ absl::Status CheckpointWriter::Submit(std::string path, std::string bytes) {
 absl::Status CheckpointWriter::SubmitRemove(std::string path) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!error_.ok()) return error_;
-  queue_.push_back(std::make_unique<Task>(Task{std::move(path), "", true}));
+  auto task = std::make_unique<Task>();
+  task->path = std::move(path);
+  task->remove = true;
+  queue_.push_back(std::move(task));
   changed_.notify_all();
   return absl::OkStatus();
 }
@@ -366,11 +406,20 @@ void CheckpointWriter::Run() {
       std::error_code ignored;
       fs::remove(task->path, ignored);
     } else if (!skip) {
-      status = WriteFileAtomically(task->path, task->bytes);
+      if (task->contents.has_value()) {
+        absl::StatusOr<std::string> bytes = SerializeCheckpoint(task->path, *std::move(task->contents));
+        task->contents.reset();  // The snapshot's tensors go as soon as they are serialised.
+        if (bytes.ok()) {
+          task->bytes = *std::move(bytes);
+        } else {
+          status = bytes.status();
+        }
+      }
+      if (status.ok()) status = WriteFileAtomically(task->path, task->bytes);
     }
     lock.lock();
     if (!status.ok() && error_.ok()) error_ = status;
-    pending_bytes_ -= task->bytes.size();
+    pending_bytes_ -= task->size;
     busy_ = false;
     changed_.notify_all();
   }

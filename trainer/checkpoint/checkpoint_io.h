@@ -71,7 +71,12 @@ absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict con
 // finish instead of piling checkpoints up in memory. A single checkpoint larger than the bound is still accepted,
 // once nothing else is pending.
 //
-// Thread-safety: Submit/SubmitRemove/Flush may be called from any thread.
+// SubmitSnapshot hands over the checkpoint's dictionary instead of its bytes, so that pickling, the zip container and
+// its CRCs run on the writer thread too: all the training thread pays for a checkpoint is the snapshot of its
+// tensors (checkpoint_connector.h's SnapshotTrainingState). The file holds the same bytes as
+// Submit(path, SerializeCheckpoint(path, contents)); a serialisation error is kept and returned like a write error.
+//
+// Thread-safety: Submit/SubmitSnapshot/SubmitRemove/Flush may be called from any thread.
 class CheckpointWriter {
  public:
   // 1 GiB: room for a checkpoint being written and the next one for most models, without waiting.
@@ -85,12 +90,18 @@ class CheckpointWriter {
   // Queues a write, first waiting while it would take the pending bytes past the bound (see above); returns the
   // error of an earlier write, if one failed (then this write is not queued).
   absl::Status Submit(std::string path, std::string bytes);
+  // As Submit, for SerializeCheckpoint(path, contents), serialised on the writer thread. Ownership: the writer reads
+  // `contents` and every tensor in it after this returns, so nothing else may change them (they must be the
+  // writer's own copies, not tensors the training loop updates in place). The bound above counts their tensors'
+  // bytes.
+  absl::Status SubmitSnapshot(std::string path, c10::impl::GenericDict contents);
   absl::Status SubmitRemove(std::string path);
   // Waits until everything queued is on disk; returns the first error.
   absl::Status Flush();
 
  private:
   struct Task;
+  absl::Status Enqueue(std::unique_ptr<Task> task);
   void Run();
 
   std::mutex mutex_;

@@ -46,7 +46,7 @@ void Put(GenericDict& dict, const char* key, IValue value) {
 }
 
 void PutTensor(GenericDict& dict, const char* key, const at::Tensor& tensor) {
-  if (tensor.defined()) Put(dict, key, tensor.detach().to(at::kCPU));
+  if (tensor.defined()) Put(dict, key, SnapshotTensor(tensor));
 }
 
 IValue Step(int64_t step) { return at::scalar_tensor(static_cast<double>(step), at::kDouble); }
@@ -332,6 +332,13 @@ int64_t IndexOf(const IValue& value, const std::string& where) {
 }
 
 }  // namespace
+
+at::Tensor SnapshotTensor(const at::Tensor& tensor) {
+  const at::Tensor detached = tensor.detach();
+  at::Tensor cpu = detached.to(at::kCPU);
+  // to() returns the tensor itself when it is on the CPU already; a copy from another device is the writer's own.
+  return cpu.is_same(detached) ? cpu.clone() : cpu;
+}
 
 absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& optimizer) {
   try {

@@ -24,8 +24,13 @@
 
 namespace kiln {
 
-// `optimizer`'s state dict, with every tensor copied to the CPU. Thread-compatible: reads `optimizer`.
+// `optimizer`'s state dict, with every tensor copied to the CPU (SnapshotTensor: a copy of its own even when it was
+// there already, so the result does not change as the optimizer steps). Thread-compatible: reads `optimizer`.
 absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& optimizer);
+
+// A CPU copy of `tensor`'s data that shares no storage with it (detached; on the CPU already, a clone), so that a
+// checkpoint may be serialised on another thread while training updates `tensor` in place.
+at::Tensor SnapshotTensor(const at::Tensor& tensor);
 
 // Reads `state_dict` (as above, written by Kiln or by PyTorch) for `optimizer` and checks all of it: the number of
 // groups and of parameters in each, every option and every state tensor's shape. Returns what puts it into
