@@ -55,8 +55,8 @@ class SubprocessLauncher;
 class BatchLimit {
  public:
   BatchLimit(int count) : value_(static_cast<int64_t>(count)) {}  // NOLINT(google-explicit-constructor)
-  BatchLimit(int64_t count) : value_(count) {}                   // NOLINT(google-explicit-constructor)
-  BatchLimit(double fraction) : value_(fraction) {}              // NOLINT(google-explicit-constructor)
+  BatchLimit(int64_t count) : value_(count) {}                    // NOLINT(google-explicit-constructor)
+  BatchLimit(double fraction) : value_(fraction) {}               // NOLINT(google-explicit-constructor)
 
   // The number of batches out of `available`, or an error naming `flag` for negative values and fractions above 1.
   absl::StatusOr<int64_t> Resolve(int64_t available, absl::string_view flag) const;
@@ -79,9 +79,9 @@ struct TrainerOptions {
   int num_nodes = 1;
 
   // Loops, with Lightning's defaults.
-  std::optional<int64_t> max_epochs;  // Unset and max_steps == -1: 1000 epochs, with Lightning's warning.
-  std::optional<int64_t> min_epochs;  // Early stopping cannot stop before this many epochs.
-  int64_t max_steps = -1;             // -1: no limit.
+  std::optional<int64_t> max_epochs;       // Unset and max_steps == -1: 1000 epochs, with Lightning's warning.
+  std::optional<int64_t> min_epochs;       // Early stopping cannot stop before this many epochs.
+  int64_t max_steps = -1;                  // -1: no limit.
   std::optional<absl::Duration> max_time;  // Stops (through a Timer callback) after this much training time.
   BatchLimit limit_train_batches = 1.0;
   BatchLimit limit_val_batches = 1.0;
@@ -89,24 +89,24 @@ struct TrainerOptions {
   BatchLimit limit_predict_batches = 1.0;
   BatchLimit val_check_interval = 1.0;  // Fraction of an epoch, or every N training batches.
   int64_t check_val_every_n_epoch = 1;
-  int64_t num_sanity_val_steps = 2;     // Validation batches run before training; -1 all.
+  int64_t num_sanity_val_steps = 2;  // Validation batches run before training; -1 all.
   int64_t accumulate_grad_batches = 1;
   std::optional<double> gradient_clip_val;
   std::string gradient_clip_algorithm = "norm";  // "norm" or "value".
   int64_t log_every_n_steps = 50;
-  int64_t fast_dev_run = 0;             // N > 0 (true = 1): N batches of everything, one epoch, no checkpoints.
-  BatchLimit overfit_batches = 0.0;     // > 0: the same first batches every epoch, unshuffled.
-  bool deterministic = false;           // LibTorch's deterministic algorithms.
+  int64_t fast_dev_run = 0;          // N > 0 (true = 1): N batches of everything, one epoch, no checkpoints.
+  BatchLimit overfit_batches = 0.0;  // > 0: the same first batches every epoch, unshuffled.
+  bool deterministic = false;        // LibTorch's deterministic algorithms.
   // A training loss that is NaN or infinite: "stop" fails fit naming the batch, before anything is applied;
   // "skip" drops that batch's accumulation window (no optimizer step) and goes on. Kiln never trains on it.
   std::string on_nonfinite_loss = "stop";
-  std::optional<uint64_t> seed;         // Seeds LibTorch's generators when set.
+  std::optional<uint64_t> seed;  // Seeds LibTorch's generators when set.
   std::string default_root_dir = ".";
 
   // Extras.
   std::vector<std::shared_ptr<Callback>> callbacks;
   std::vector<std::shared_ptr<Logger>> loggers;
-  bool enable_checkpointing = true;     // Adds a ModelCheckpoint (last epoch) unless one is given.
+  bool enable_checkpointing = true;  // Adds a ModelCheckpoint (last epoch) unless one is given.
   bool enable_progress_bar = true;
   // Replaces the plugin chosen from `precision` (precision_plugin.h), as a precision plugin in Lightning's
   // `plugins` does. Its precision must be one the accelerator declares; `precision` must then be left at its
@@ -206,6 +206,9 @@ class Trainer {
   absl::StatusOr<std::vector<at::Tensor>> Predict(LightningModule& model, DataModule& data,
                                                   const std::string& ckpt_path);
   absl::Status OptimizerStep(LightningModule& model);
+  // Steps optimizers_.schedulers[index] once and counts it: a MetricScheduler with its monitored value from
+  // callback_metrics (a missing one is an InvalidArgument error when strict, else a warning and no step).
+  absl::Status StepScheduler(size_t index);
   // `data` (with restore_training) gets its state back from the checkpoint.
   absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
                                  DataModule* data = nullptr);
@@ -231,7 +234,7 @@ class Trainer {
   int64_t global_step_ = 0;
   int64_t max_epochs_ = 0;
   int64_t num_training_batches_ = 0;
-  int64_t next_batch_in_epoch_ = 0;  // Where a checkpoint written now resumes, within next_epoch_.
+  int64_t next_batch_in_epoch_ = 0;    // Where a checkpoint written now resumes, within next_epoch_.
   int64_t batches_done_in_epoch_ = 0;  // Batches of current_epoch_ run so far (kept after the epoch ends).
   int64_t batches_that_stepped_ = 0;   // logged_step(): global_step_, updated once a training batch is done.
   int64_t next_epoch_ = 0;
