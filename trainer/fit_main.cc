@@ -35,6 +35,7 @@
 #include "torch/utils.h"
 #include "trainer/accelerator_plugins.h"
 #include "trainer/callbacks/early_stopping.h"
+#include "trainer/callbacks/learning_rate_monitor.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/cli/command_line.h"
 #include "trainer/cli/config_file.h"
@@ -186,6 +187,11 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
   }
   if (outputs.early_stopping.has_value()) {
     options.callbacks.push_back(std::make_shared<EarlyStopping>(*outputs.early_stopping));
+  }
+  // A schedule's rates go to the loggers, as a Lightning user would add LearningRateMonitor to see them.
+  const LRSchedulerOptions& schedule = config.model.lr_scheduler;
+  if ((schedule.name != "none" || schedule.warmup_iters > 0) && !options.loggers.empty()) {
+    options.callbacks.push_back(std::make_shared<LearningRateMonitor>());
   }
 
   std::cerr << "Data: " << data.description << std::endl;

@@ -16,8 +16,10 @@
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/callbacks/model_summary_callback.h"
+#include "trainer/callbacks/monitor.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/core/metric_scheduler.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/log_dir.h"
 #include "trainer/loggers/tensorboard_logger.h"
@@ -29,6 +31,10 @@
 
 namespace kiln {
 namespace {
+
+bool IsMetricScheduler(const SchedulerConfig& config) {
+  return dynamic_cast<const MetricScheduler*>(config.scheduler.get()) != nullptr;
+}
 
 constexpr int64_t kDefaultMaxEpochs = 1000;  // Lightning's, when neither max_epochs nor max_steps is set.
 
@@ -433,27 +439,16 @@ absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::s
 absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
   std::shared_ptr<DataLoader> train_loader;
   std::shared_ptr<DataLoader> val_loader;
-  absl::Status status = CallUser("setup/configure_optimizers", [&] {
+  absl::Status status = CallUser("setup", [&] {
     data.setup(Stage::kFit);
     train_loader = data.train_dataloader();
     val_loader = data.val_dataloader();
-    optimizers_ = model.configure_optimizers();
   });
   if (!status.ok()) return status;
   if (train_loader == nullptr) {
     return absl::InvalidArgumentError("the data module returned no train_dataloader; fit needs training data");
   }
-  if (optimizers_.optimizers.empty()) {
-    return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
-  }
   if (absl::Status sharded = ShardLoaders({train_loader.get(), val_loader.get()}); !sharded.ok()) return sharded;
-  for (const SchedulerConfig& scheduler : optimizers_.schedulers) {
-    if (scheduler.scheduler == nullptr || scheduler.frequency < 1) {
-      return absl::InvalidArgumentError(
-          "configure_optimizers returned a scheduler config without a scheduler or with frequency < 1");
-    }
-  }
-  scheduler_steps_.assign(optimizers_.schedulers.size(), 0);
 
   LoopLimits limits;
   absl::StatusOr<int64_t> train_batches =
@@ -490,6 +485,32 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
                  << " epochs. To train without an epoch limit, set `max_epochs=-1`.";
     max_epochs_ = kDefaultMaxEpochs;
   }
+
+  // configure_optimizers comes after the limits, so that a schedule can span the run (estimated_stepping_batches).
+  {
+    const int64_t per_epoch = (limits.train_batches + options_.accumulate_grad_batches - 1) /
+                              std::max<int64_t>(1, options_.accumulate_grad_batches);
+    int64_t steps = max_epochs_ >= 0 ? per_epoch * std::max<int64_t>(1, max_epochs_) : -1;
+    if (options_.max_steps >= 0) steps = steps < 0 ? options_.max_steps : std::min(steps, options_.max_steps);
+    model.set_estimated_stepping_batches(steps);
+  }
+  status = CallUser("configure_optimizers", [&] { optimizers_ = model.configure_optimizers(); });
+  if (!status.ok()) return status;
+  if (optimizers_.optimizers.empty()) {
+    return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
+  }
+  for (const SchedulerConfig& scheduler : optimizers_.schedulers) {
+    if (scheduler.scheduler == nullptr || scheduler.frequency < 1) {
+      return absl::InvalidArgumentError(
+          "configure_optimizers returned a scheduler config without a scheduler or with frequency < 1");
+    }
+    if (IsMetricScheduler(scheduler) && scheduler.monitor.empty()) {
+      return absl::InvalidArgumentError(
+          "configure_optimizers returned a ReduceLROnPlateau-style scheduler (a MetricScheduler) without a monitor; "
+          "set its SchedulerConfig's monitor to a logged metric, e.g. monitor = \"val_loss\"");
+    }
+  }
+  scheduler_steps_.assign(optimizers_.schedulers.size(), 0);
 
   current_epoch_ = 0;
   global_step_ = 0;
@@ -658,7 +679,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       for (const auto& optimizer : optimizers_.optimizers) optimizer->zero_grad();
     }
 
-    if (step_now && !skip) {
+    const bool stepped_optimizer = step_now && !skip;
+    if (stepped_optimizer) {
       if (absl::Status stepped = OptimizerStep(model); !stepped.ok()) return stepped;
       // Step metrics stay tensors until something reads them: the loggers, now, or callback_metrics().
       // Values logged with sync_dist are reduced at the same steps on every rank, for rank zero to log.
@@ -692,6 +714,14 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       if (!val_metrics.ok()) return val_metrics.status();
       model.train();
     }
+    // Step-interval metric schedulers step after the batch's validation, as Lightning's plateau schedulers do.
+    for (size_t i = 0; stepped_optimizer && i < optimizers_.schedulers.size(); ++i) {
+      const SchedulerConfig& scheduler = optimizers_.schedulers[i];
+      if (scheduler.interval == SchedulerConfig::Interval::kStep && IsMetricScheduler(scheduler) &&
+          global_step_ % scheduler.frequency == 0) {
+        if (absl::Status stepped = StepScheduler(i); !stepped.ok()) return stepped;
+      }
+    }
     batches_that_stepped_ = global_step_;
     // Every rank must stop at the same batch: a stop that one rank decided (its timer, say) is shared.
     if (strategy_->world_size() > 1) {
@@ -702,17 +732,26 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     if (max_steps_reached || (should_stop_ && min_epochs_met)) break;
   }
 
+  const bool ran_batches = first_batch < limits.train_batches;
   Merge(callback_metrics_, metrics.StepMetrics());
   MetricMap epoch_metrics;
   status = CallUser("reducing sync_dist metrics",
                     [&] { epoch_metrics = GlobalMetrics(metrics, metrics.EpochMetrics(), /*steps=*/false); });
   if (!status.ok()) return status;
   Merge(callback_metrics_, epoch_metrics);
+  // Epoch schedulers step after the epoch's last validation, before on_train_epoch_end: a checkpoint written from
+  // there on holds the stepped schedule with the next epoch, so resuming never steps it twice or misses a step.
   for (size_t i = 0; i < optimizers_.schedulers.size(); ++i) {
     const SchedulerConfig& scheduler = optimizers_.schedulers[i];
     if (scheduler.interval == SchedulerConfig::Interval::kEpoch && (current_epoch_ + 1) % scheduler.frequency == 0) {
-      scheduler.scheduler->step();
-      ++scheduler_steps_[i];
+      if (IsMetricScheduler(scheduler) && !ran_batches) {
+        // Resumed from a checkpoint written after this epoch's last batch but before its validation: the value the
+        // step needs was never computed in this run (Lightning skips plateau schedulers when restarting too).
+        LOG(WARNING) << "not stepping the scheduler that monitors '" << scheduler.monitor << "' at the end of epoch "
+                     << current_epoch_ << ": the run resumed after the epoch's last batch, before its validation";
+        continue;
+      }
+      if (absl::Status stepped = StepScheduler(i); !stepped.ok()) return stepped;
     }
   }
   // A checkpoint written from here on resumes at the start of the next epoch.
@@ -741,6 +780,32 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
   return absl::OkStatus();
 }
 
+absl::Status Trainer::StepScheduler(size_t index) {
+  const SchedulerConfig& config = optimizers_.schedulers[index];
+  auto* metric_scheduler = dynamic_cast<MetricScheduler*>(config.scheduler.get());
+  if (metric_scheduler == nullptr) {
+    return CallUser("lr scheduler step", [&] {
+      config.scheduler->step();
+      ++scheduler_steps_[index];
+    });
+  }
+  const MetricMap& metrics = callback_metrics();
+  auto found = metrics.find(config.monitor);
+  if (found == metrics.end()) {
+    const std::string message =
+        absl::StrCat("ReduceLROnPlateau conditioned on metric '", config.monitor, "', which is not available at epoch ",
+                     current_epoch_, ", global step ", global_step_, ". Available metrics are: ", MetricNames(metrics),
+                     ". Set the SchedulerConfig's monitor to one of them, or validate before the scheduler steps");
+    if (config.strict) return absl::InvalidArgumentError(message);
+    LOG(WARNING) << message << " (strict=false: skipping this learning-rate update)";
+    return absl::OkStatus();
+  }
+  return CallUser("lr scheduler step", [&] {
+    metric_scheduler->step(found->second);
+    ++scheduler_steps_[index];
+  });
+}
+
 absl::Status Trainer::OptimizerStep(LightningModule& model) {
   return CallUser("optimizer step", [&] {
     // Clipping and on_before_optimizer_step see true gradients: 16-mixed unscales them first (precision_plugin.h).
@@ -761,9 +826,11 @@ absl::Status Trainer::OptimizerStep(LightningModule& model) {
     }
     precision_->Update();
     ++global_step_;
+    // Metric schedulers step after validation instead (RunTrainEpoch), once the value they monitor is there.
     for (size_t i = 0; i < optimizers_.schedulers.size(); ++i) {
       const SchedulerConfig& scheduler = optimizers_.schedulers[i];
-      if (scheduler.interval == SchedulerConfig::Interval::kStep && global_step_ % scheduler.frequency == 0) {
+      if (scheduler.interval == SchedulerConfig::Interval::kStep && !IsMetricScheduler(scheduler) &&
+          global_step_ % scheduler.frequency == 0) {
         scheduler.scheduler->step();
         ++scheduler_steps_[i];
       }

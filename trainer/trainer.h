@@ -213,6 +213,9 @@ class Trainer {
   absl::StatusOr<std::vector<at::Tensor>> Predict(LightningModule& model, DataModule& data,
                                                   const std::string& ckpt_path);
   absl::Status OptimizerStep(LightningModule& model);
+  // Steps optimizers_.schedulers[index] once and counts it: a MetricScheduler with its monitored value from
+  // callback_metrics (a missing one is an InvalidArgument error when strict, else a warning and no step).
+  absl::Status StepScheduler(size_t index);
   // `data` (with restore_training) gets its state back from the checkpoint.
   absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
                                  DataModule* data = nullptr);

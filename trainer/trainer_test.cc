@@ -18,6 +18,7 @@
 #include "torch/utils.h"
 #include "trainer/classifier.h"
 #include "trainer/core/logger.h"
+#include "trainer/optim/reduce_lr_on_plateau.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 
@@ -384,6 +385,94 @@ TEST(TrainerTest, StepLrSchedulerPerEpochAndPerStep) {
     const double expected = reference_optimizer.param_groups()[0].options().get_lr();
     EXPECT_LT(expected, 0.1);
     EXPECT_DOUBLE_EQ(trainer.optimizers()[0]->param_groups()[0].options().get_lr(), expected);
+  }
+}
+
+// Records the monitored value at every validation end outside the sanity check.
+class ValLossRecorder final : public Callback {
+ public:
+  std::string state_key() const override { return "ValLossRecorder"; }
+  void on_validation_end(Trainer& trainer, LightningModule& module) override {
+    if (!trainer.sanity_checking()) values.push_back(trainer.callback_metrics().at("val_loss"));
+  }
+  std::vector<double> values;
+};
+
+TEST(TrainerTest, PlateauSchedulerStepsOnTheMonitoredMetricAfterEachValidation) {
+  for (const auto interval : {SchedulerConfig::Interval::kEpoch, SchedulerConfig::Interval::kStep}) {
+    RecordingClassifier model(MlpOptions{.learning_rate = 0.1});
+    // mode max on a falling loss: every validation after the first is a bad one.
+    const ReduceLROnPlateauOptions settings{.mode = "max", .factor = 0.5, .patience = 1};
+    model.make_scheduler = [&](torch::optim::Optimizer& optimizer) {
+      SchedulerConfig config{std::make_shared<ReduceLROnPlateau>(optimizer, settings), interval, 1};
+      config.monitor = "val_loss";
+      return std::vector<SchedulerConfig>{config};
+    };
+    auto recorder = std::make_shared<ValLossRecorder>();
+    SyntheticClusters data(SmallData());
+    // With the step interval, validate after every step so that the monitored value is always there.
+    TrainerOptions options = Quiet({.max_epochs = 4, .callbacks = {recorder}});
+    if (interval == SchedulerConfig::Interval::kStep) {
+      options.max_epochs = 1;
+      options.val_check_interval = BatchLimit(int64_t{1});
+    }
+    Trainer trainer(options);
+    ASSERT_TRUE(trainer.fit(model, data).ok());
+    // The expected rate: the same scheduler stepped by hand with the values the run validated to.
+    at::Tensor weight = at::zeros({1}, at::TensorOptions().requires_grad(true));
+    torch::optim::SGD reference_optimizer({weight}, torch::optim::SGDOptions(0.1));
+    ReduceLROnPlateau reference(reference_optimizer, settings);
+    ASSERT_GE(recorder->values.size(), 4u);
+    for (double value : recorder->values) reference.step(value);
+    const double expected = reference_optimizer.param_groups()[0].options().get_lr();
+    EXPECT_LT(expected, 0.1) << "the values never made the reference reduce: the test would show nothing";
+    EXPECT_DOUBLE_EQ(trainer.optimizers()[0]->param_groups()[0].options().get_lr(), expected);
+  }
+}
+
+TEST(TrainerTest, PlateauSchedulerNeedsAMonitorAndALoggedMetric) {
+  SyntheticClusters data(SmallData());
+  const auto fit = [&](const std::string& monitor, bool strict, double* lr = nullptr) {
+    RecordingClassifier model(MlpOptions{.learning_rate = 0.1});
+    model.make_scheduler = [&](torch::optim::Optimizer& optimizer) {
+      SchedulerConfig config{std::make_shared<ReduceLROnPlateau>(optimizer, ReduceLROnPlateauOptions{.patience = 0})};
+      config.monitor = monitor;
+      config.strict = strict;
+      return std::vector<SchedulerConfig>{config};
+    };
+    Trainer trainer(Quiet({.max_epochs = 2}));
+    absl::Status status = trainer.fit(model, data);
+    if (lr != nullptr) *lr = trainer.optimizers()[0]->param_groups()[0].options().get_lr();
+    return status;
+  };
+  EXPECT_THAT(fit("", true).message(), HasSubstr("without a monitor; set its SchedulerConfig's monitor"));
+  const absl::Status missing = fit("val_nope", true);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.message(), HasSubstr("ReduceLROnPlateau conditioned on metric 'val_nope', which is not"));
+  EXPECT_THAT(missing.message(), HasSubstr("val_loss"));
+  double lr = 0;
+  EXPECT_TRUE(fit("val_nope", false, &lr).ok()) << "strict=false skips the step";
+  EXPECT_EQ(lr, 0.1);
+}
+
+TEST(TrainerTest, EstimatedSteppingBatchesSpansTheRun) {
+  // SmallData has 10 training batches an epoch; accumulating 3 steps on batches 3, 6, 9 and the last.
+  for (const auto& [options, expected] : std::vector<std::pair<TrainerOptions, int64_t>>{
+           {Quiet({.max_epochs = 3}), 30},
+           {Quiet({.max_epochs = 3, .accumulate_grad_batches = 3}), 12},
+           {Quiet({.max_epochs = 3, .max_steps = 25}), 25},
+           {Quiet({.max_epochs = 3, .limit_train_batches = BatchLimit(int64_t{5})}), 15}}) {
+    RecordingClassifier model;
+    int64_t seen = -2;
+    model.make_scheduler = [&](torch::optim::Optimizer&) {
+      seen = model.estimated_stepping_batches();
+      return std::vector<SchedulerConfig>{};
+    };
+    SyntheticClusters data(SmallData());
+    Trainer trainer(options);
+    ASSERT_TRUE(trainer.fit(model, data).ok());
+    EXPECT_EQ(seen, expected);
+    EXPECT_EQ(trainer.global_step(), expected) << "the estimate is the steps the run took";
   }
 }
 

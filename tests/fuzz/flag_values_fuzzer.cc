@@ -1,8 +1,8 @@
 // Fuzz target: `//trainer:fit`'s command line, as fit_main.cc reads it: the expansion of flag files and variables
-// (ExpandCommandLine), the command-line check that runs before Abseil's parser (trainer/cli/command_line.h), then every flag value that is parsed or checked by hand
-// (trainer/cli/fit_config.h: batch limits, --max_time, layer sizes, loggers, paths, ...), and the precision flag
-// (connector.h: ParsePrecisionFlag, shared by fit, resolve and the Trainer). `--devices` has a target of its own
-// (devices_fuzzer.cc).
+// (ExpandCommandLine), the command-line check that runs before Abseil's parser (trainer/cli/command_line.h), then every
+// flag value that is parsed or checked by hand (trainer/cli/fit_config.h: batch limits, --max_time, layer sizes,
+// loggers, paths, the learning-rate schedule, ...), and the precision flag (connector.h: ParsePrecisionFlag, shared by
+// fit, resolve and the Trainer). `--devices` has a target of its own (devices_fuzzer.cc).
 //
 // Input: the arguments after the program name, one per line ("--max_time=00:01:00:00\n--hidden_sizes=8,8"); or,
 // when the first line is "#flagfile", a flag file's text, written to a file that fit is given as --flagfile.
@@ -28,8 +28,10 @@
 #include "connector/connector.h"
 #include "hal/precision.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "torch/optim/sgd.h"
 #include "trainer/cli/command_line.h"
 #include "trainer/cli/fit_config.h"
+#include "trainer/optim/lr_scheduler_options.h"
 
 namespace kiln {
 namespace {
@@ -101,6 +103,21 @@ void CheckConfig(const FitConfig& config) {
     KILN_FUZZ_CHECK(outputs.early_stopping->mode == "min" || outputs.early_stopping->mode == "max", "mode");
   }
   KILN_FUZZ_CHECK(config.trainer.fast_dev_run >= 0, "fast_dev_run");
+
+  // An accepted schedule builds: every setting the scheduler flags let through is one the schedulers take. A step
+  // schedule's length comes from the run (estimated_stepping_batches); any length past the warm-up will do here.
+  const LRSchedulerOptions& schedule = model.lr_scheduler;
+  KILN_FUZZ_CHECK(schedule.frequency >= 1, "lr_scheduler_frequency");
+  KILN_FUZZ_CHECK(schedule.name != "plateau" || !schedule.monitor.empty(), "lr_scheduler_monitor");
+  if (schedule.warmup_iters < (int64_t{1} << 40)) {
+    at::Tensor weight = at::zeros({1}, at::TensorOptions().requires_grad(true));
+    torch::optim::SGD optimizer({weight}, torch::optim::SGDOptions(model.learning_rate));
+    try {
+      MakeLRSchedulers(optimizer, schedule, schedule.warmup_iters + 1000);
+    } catch (const c10::Error& e) {
+      KILN_FUZZ_CHECK(false, e.what_without_backtrace());
+    }
+  }
 
   // The precision is checked by the connector when the run starts; its parser must agree with itself.
   std::vector<std::string> warnings;

@@ -65,7 +65,7 @@ expect 0 "the trainer's libraries depend on no backend (programs link //backends
   $check deps trainer $dir/trainer_deps //backends @kiln_backends @virtual_npu
 # The trainer's rooms. Everything above the core, for the rooms that may use only the core:
 above_core=(//trainer: //trainer/strategies //trainer/plugins //trainer/checkpoint //trainer/callbacks //trainer/cli
-  //trainer/data //trainer/loggers //trainer/models //trainer/report //backends //tools)
+  //trainer/data //trainer/loggers //trainer/models //trainer/optim //trainer/report //backends //tools)
 expect 0 "the trainer's core uses no other room of the trainer" \
   $check deps trainer-core $dir/trainer_core_deps "${above_core[@]}"
 if ! grep -qx '//trainer/core:core' $dir/trainer_core_deps; then
@@ -84,6 +84,10 @@ expect 0 "checkpointing uses the core and precision only (not strategies or the 
 expect 0 "the loggers and the data build on the trainer's core alone" \
   $check deps trainer-loggers-data $dir/trainer_loggers_data_deps //trainer: //trainer/strategies //trainer/plugins \
   //trainer/checkpoint //trainer/cli //trainer/models //trainer/report //backends
+expect 0 "the learning-rate schedulers build on the trainer's core alone" \
+  $check deps trainer-optim $dir/trainer_optim_deps //trainer: //trainer/strategies //trainer/plugins \
+  //trainer/checkpoint //trainer/callbacks //trainer/cli //trainer/data //trainer/loggers //trainer/models \
+  //trainer/report //backends
 # Third-party backends (linked through the WORKSPACE's kiln_backends) sit at the same layer.
 expect 0 "third-party backends depend on neither the connector nor the trainer" \
   $check deps linked-backends $dir/linked_backends_deps //connector //trainer //tools

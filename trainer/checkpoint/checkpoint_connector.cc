@@ -25,6 +25,7 @@
 #include "torch/utils.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
+#include "trainer/core/metric_scheduler.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 
 namespace kiln {
@@ -71,6 +72,8 @@ struct LoadedCheckpoint {
   // throw) means the state does not fit.
   std::vector<std::function<absl::Status()>> load_optimizers;
   std::vector<int64_t> scheduler_steps;
+  // By scheduler index: the saved state of each MetricScheduler, checked by its CheckStateDict.
+  std::map<size_t, GenericDict> scheduler_states;
   std::map<std::string, CallbackState> callbacks;
   at::Tensor rng;            // Undefined: the generator keeps its state.
   PrecisionState precision;  // Empty when the checkpoint has none (an older file, or a plugin without state).
@@ -188,10 +191,16 @@ absl::StatusOr<LoopProgress> Apply(const std::string& path, const TrainingState&
           absl::StrCat("checkpoint ", path, ": state of callback ", callback->state_key(), ": ", status.message()));
     }
   }
-  // A scheduler's only state is how often it stepped: replay that, then put the optimizers' saved options (their
-  // learning rates, what the schedule produced) back over the replay.
+  // A count-based scheduler's state is how often it stepped: replay that. A MetricScheduler's state depends on the
+  // values it saw, so it comes back from the checkpoint whole. Then the optimizers' saved options (their learning
+  // rates, what the schedules produced) go back over both.
   for (size_t i = 0; i < loaded.scheduler_steps.size(); ++i) {
-    for (int64_t step = 0; step < loaded.scheduler_steps[i]; ++step) state.optimizers.schedulers[i].scheduler->step();
+    torch::optim::LRScheduler& scheduler = *state.optimizers.schedulers[i].scheduler;
+    if (auto* metric_scheduler = dynamic_cast<MetricScheduler*>(&scheduler)) {
+      metric_scheduler->load_state_dict(loaded.scheduler_states.at(i));
+    } else {
+      for (int64_t step = 0; step < loaded.scheduler_steps[i]; ++step) scheduler.step();
+    }
     state.scheduler_steps[i] = loaded.scheduler_steps[i];
   }
   if (absl::Status status = load_optimizers(); !status.ok()) return status;
@@ -271,6 +280,12 @@ absl::StatusOr<LoopProgress> RestoreFormat1(const std::string& path, InputArchiv
         TORCH_CHECK(scheduler_steps >= 0 && scheduler_steps <= max_scheduler_steps, "record 'scheduler_steps' holds ",
                     scheduler_steps, ", outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch,
                     " and global step ", progress.global_step);
+      }
+      // Format 1 kept only step counts, which cannot rebuild what a plateau scheduler learnt from its values.
+      for (const SchedulerConfig& scheduler : state.optimizers.schedulers) {
+        TORCH_CHECK(dynamic_cast<MetricScheduler*>(scheduler.scheduler.get()) == nullptr,
+                    "it is a format-1 checkpoint, which holds no ReduceLROnPlateau state; resume it without the "
+                    "plateau scheduler, or start the run fresh");
       }
       c10::IValue keys;
       archive.read("callback_keys", keys);
@@ -442,7 +457,13 @@ absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const
     }
     Put(contents, "optimizer_states", optimizers);
     c10::impl::GenericList schedulers(c10::AnyType::get());
-    for (int64_t steps : state.scheduler_steps) {
+    for (size_t i = 0; i < state.scheduler_steps.size(); ++i) {
+      const int64_t steps = state.scheduler_steps[i];
+      if (auto* metric_scheduler =
+              dynamic_cast<const MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
+        schedulers.push_back(metric_scheduler->state_dict());
+        continue;
+      }
       GenericDict scheduler = NewDict();
       Put(scheduler, "last_epoch", steps);
       Put(scheduler, "_step_count", steps + 1);
@@ -547,6 +568,12 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
                     " times, outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch, " and global step ",
                     progress.global_step);
         loaded.scheduler_steps.push_back(steps);
+        if (auto* metric_scheduler = dynamic_cast<MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
+          const GenericDict saved = schedulers[i].toGenericDict();
+          absl::Status fits = metric_scheduler->CheckStateDict(saved);
+          TORCH_CHECK(fits.ok(), "lr_schedulers[", i, "]: ", fits.message());
+          loaded.scheduler_states.emplace(i, saved);
+        }
       }
       if (kiln_wrote) {
         for (const auto& entry : DictField(top, "callbacks", "the checkpoint")) {

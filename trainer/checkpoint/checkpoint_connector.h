@@ -9,7 +9,9 @@
 //                              "epoch_loop.state_dict" (_batches_that_stepped), as Lightning writes them
 //   optimizer_states           each optimizer's state, as PyTorch lays it out (optimizer_state_dict.h)
 //   lr_schedulers              each scheduler's {"last_epoch", "_step_count"}, PyTorch's names for how often it
-//                              stepped (replayed on load)
+//                              stepped (replayed on load); a MetricScheduler's (ReduceLROnPlateau's) whole
+//                              state_dict() instead, with PyTorch's keys (best, num_bad_epochs, cooldown_counter,
+//                              last_epoch, ...), loaded as it is
 //   callbacks                  each callback's state, under its state_key (text keys and values)
 //   hyper_parameters           the module's hyper-parameters (numbers and booleans as such), hparams_name "kwargs"
 //   <the data's state_key()>   the data module's state_dict(), as Lightning keeps a datamodule's (the built-in

@@ -40,6 +40,8 @@ const char* SectionName(Section section) {
       return "model";
     case Section::kData:
       return "data";
+    case Section::kLrScheduler:
+      return "lr_scheduler";
     case Section::kModelCheckpoint:
       return "trainer.callbacks[ModelCheckpoint].init_args";
     case Section::kEarlyStopping:
@@ -65,6 +67,7 @@ constexpr std::pair<const char*, Section> kTopSections[] = {
     {"trainer", Section::kTrainer},
     {"model", Section::kModel},
     {"data", Section::kData},
+    {"lr_scheduler", Section::kLrScheduler},
 };
 
 // What `flag` accepts, for a value it refused.
@@ -82,7 +85,7 @@ class Reader {
   absl::Status Read(const YAML::Node& root) {
     if (root.IsNull()) return absl::OkStatus();  // An empty file.
     if (!root.IsMap()) {
-      return Error("", "the file must be a mapping of keys (seed_everything, trainer, model, data, ckpt_path, ...)");
+      return Error("", "the file must be a mapping of keys (seed_everything, trainer, model, data, lr_scheduler, ckpt_path, ...)");
     }
     for (const auto& item : root) {
       absl::StatusOr<std::string> key = KeyOf(item.first, "");
@@ -313,7 +316,9 @@ void WriteCallback(YAML::Emitter& out, const char* class_path, Section section) 
 
 const std::vector<ConfigKey>& ConfigKeys() {
   // The keys are Lightning's names: Trainer's arguments, ModelCheckpoint's and EarlyStopping's init_args and
-  // LightningCLI's seed_everything and ckpt_path. Model and data keys are fit's own flags.
+  // LightningCLI's seed_everything and ckpt_path. Model and data keys are fit's own flags. lr_scheduler holds the
+  // keys of Lightning's lr_scheduler config (scheduler, interval, frequency, monitor) and each schedule's settings
+  // under fit's flag names, which are PyTorch's (plateau's prefixed, as they share a section).
   static const std::vector<ConfigKey>* keys = new std::vector<ConfigKey>{
       {"seed", Section::kTop, "seed_everything"},
       {"accelerator", Section::kTrainer, "accelerator"},
@@ -379,6 +384,30 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"num_classes", Section::kData, "num_classes"},
       {"num_train", Section::kData, "num_train"},
       {"num_val", Section::kData, "num_val"},
+      {"lr_scheduler", Section::kLrScheduler, "scheduler"},
+      {"lr_scheduler_interval", Section::kLrScheduler, "interval"},
+      {"lr_scheduler_frequency", Section::kLrScheduler, "frequency"},
+      {"lr_scheduler_monitor", Section::kLrScheduler, "monitor"},
+      {"warmup_iters", Section::kLrScheduler, "warmup_iters"},
+      {"warmup_start_factor", Section::kLrScheduler, "warmup_start_factor"},
+      {"step_size", Section::kLrScheduler, "step_size"},
+      {"gamma", Section::kLrScheduler, "gamma"},
+      {"T_max", Section::kLrScheduler, "T_max"},
+      {"eta_min", Section::kLrScheduler, "eta_min"},
+      {"max_lr", Section::kLrScheduler, "max_lr"},
+      {"total_steps", Section::kLrScheduler, "total_steps"},
+      {"pct_start", Section::kLrScheduler, "pct_start"},
+      {"anneal_strategy", Section::kLrScheduler, "anneal_strategy"},
+      {"div_factor", Section::kLrScheduler, "div_factor"},
+      {"final_div_factor", Section::kLrScheduler, "final_div_factor"},
+      {"three_phase", Section::kLrScheduler, "three_phase"},
+      {"plateau_mode", Section::kLrScheduler, "plateau_mode"},
+      {"plateau_factor", Section::kLrScheduler, "plateau_factor"},
+      {"plateau_patience", Section::kLrScheduler, "plateau_patience"},
+      {"plateau_threshold", Section::kLrScheduler, "plateau_threshold"},
+      {"plateau_threshold_mode", Section::kLrScheduler, "plateau_threshold_mode"},
+      {"plateau_cooldown", Section::kLrScheduler, "plateau_cooldown"},
+      {"min_lr", Section::kLrScheduler, "min_lr"},
       {"ckpt_path", Section::kTop, "ckpt_path"},
       {"mode", Section::kTop, "mode"},
       {"predict_data", Section::kTop, "predict_data"},
@@ -467,6 +496,9 @@ std::string ConfigYaml() {
   out << YAML::EndMap;
   out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
   WriteSection(out, Section::kData);
+  out << YAML::EndMap;
+  out << YAML::Key << "lr_scheduler" << YAML::Value << YAML::BeginMap;
+  WriteSection(out, Section::kLrScheduler);
   out << YAML::EndMap;
   for (size_t i = 1; i < keys.size(); ++i) {
     if (keys[i].section == Section::kTop) WriteValue(out, keys[i]);

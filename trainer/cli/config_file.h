@@ -13,6 +13,7 @@
 //       init_args: {monitor: val_loss, patience: 3}
 //   model: {model: mlp, hidden_sizes: [64, 64], optimizer: adam, learning_rate: 0.001}
 //   data: {data: synthetic, batch_size: 64}
+//   lr_scheduler: {scheduler: cosine, interval: step, warmup_iters: 100}   # --lr_scheduler and its settings
 //   ckpt_path: null                    # and Kiln's own: mode, predict_data, predictions, report, summary_json, ...
 //
 // Every key is one of fit's flags (ConfigKeys() is the table; a test checks it covers every flag), so a config file
@@ -33,7 +34,7 @@ namespace kiln {
 
 // Where one of fit's flags sits in a config file.
 struct ConfigKey {
-  enum class Section { kTop, kTrainer, kModel, kData, kModelCheckpoint, kEarlyStopping };
+  enum class Section { kTop, kTrainer, kModel, kData, kLrScheduler, kModelCheckpoint, kEarlyStopping };
   const char* flag;  // fit's flag, without "--".
   Section section;
   const char* key;    // The key in its section: Lightning's argument name where Lightning has one.

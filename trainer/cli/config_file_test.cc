@@ -98,6 +98,10 @@ TEST_F(ConfigFileTest, WhatItWritesReadsBackToTheSameFlags) {
       {"limit_train_batches", "0.5"},
       {"max_time", "00:00:01:00"},
       {"ckpt_path", "yes"},  // A word PyYAML would read as true.
+      {"lr_scheduler", "plateau"},
+      {"lr_scheduler_interval", "step"},
+      {"plateau_patience", "4"},
+      {"warmup_start_factor", "0.125"},
   };
   for (const auto& [name, value] : set) Set(name, value);
   std::map<std::string, std::string> before;
@@ -108,6 +112,7 @@ TEST_F(ConfigFileTest, WhatItWritesReadsBackToTheSameFlags) {
   EXPECT_THAT(yaml, HasSubstr("  logger: false\n"));
   EXPECT_THAT(yaml, HasSubstr("  hidden_sizes: [8, 4]\n"));
   EXPECT_THAT(yaml, HasSubstr("class_path: EarlyStopping"));
+  EXPECT_THAT(yaml, HasSubstr("\nlr_scheduler:\n  scheduler: plateau\n  interval: step\n"));
 
   // Back to every default, then the file's flags.
   for (const ConfigKey& entry : ConfigKeys()) Set(entry.flag, absl::FindCommandLineFlag(entry.flag)->DefaultValue());
@@ -166,6 +171,8 @@ TEST_F(ConfigFileTest, MistakesNameTheKeyAndTheFix) {
       {"trainer: {checkpoint_monitor: val_loss}",
        "the flag --checkpoint_monitor is written trainer.callbacks[ModelCheckpoint].init_args.monitor"},
       {"trainr: {max_epochs: 3}", "unknown key trainr; did you mean trainer?"},
+      {"lr_scheduler: {schedular: step}", "unknown key lr_scheduler.schedular; did you mean lr_scheduler.scheduler?"},
+      {"step_size: 3", "unknown key step_size; step_size is written lr_scheduler.step_size"},
       {"zzzzzzzz: 1", "unknown key zzzzzzzz; fit --print_config shows every key"},
       {"trainer: {max_epochs: ten}", "trainer.max_epochs: 'ten' is not valid; write an integer"},
       {"trainer: {deterministic: maybe}", "trainer.deterministic: 'maybe' is not valid; write true or false"},

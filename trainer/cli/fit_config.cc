@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
@@ -78,6 +79,124 @@ absl::StatusOr<absl::Duration> ParseMaxTime(const std::string& value) {
 }
 
 bool IsPath(absl::string_view value) { return absl::StrContains(value, '/') || absl::StrContains(value, '.'); }
+
+// --name in (lo, hi] or [lo, hi] as `open_low` says, and finite.
+absl::Status InRange(absl::string_view flag, double value, double lo, double hi, bool open_low,
+                     absl::string_view accepted) {
+  const bool ok = std::isfinite(value) && (open_low ? value > lo : value >= lo) && value <= hi;
+  return ok ? absl::OkStatus() : FlagError(flag, absl::StrCat(value), accepted);
+}
+
+constexpr double kNoLimit = std::numeric_limits<double>::max();
+
+// The --lr_scheduler flags (scheduler_flags.cc). `max_epochs` (-1: none) fills an epoch schedule's length.
+absl::StatusOr<LRSchedulerOptions> SchedulerFromFlags(int64_t max_epochs) {
+  LRSchedulerOptions s;
+  s.name = absl::GetFlag(FLAGS_lr_scheduler);
+  if (s.name != "none" && s.name != "step" && s.name != "cosine" && s.name != "plateau" && s.name != "onecycle") {
+    return FlagError("lr_scheduler", s.name, "pass none, step, cosine, plateau or onecycle");
+  }
+  const std::string interval = absl::GetFlag(FLAGS_lr_scheduler_interval);
+  if (interval != "epoch" && interval != "step") {
+    return FlagError("lr_scheduler_interval", interval, "pass epoch or step");
+  }
+  s.interval = interval == "step" ? SchedulerConfig::Interval::kStep : SchedulerConfig::Interval::kEpoch;
+  s.frequency = absl::GetFlag(FLAGS_lr_scheduler_frequency);
+  if (absl::Status st = AtLeast("lr_scheduler_frequency", s.frequency, 1); !st.ok()) return st;
+  s.monitor = absl::GetFlag(FLAGS_lr_scheduler_monitor);
+  if (s.name == "plateau" && s.monitor.empty()) {
+    return FlagError("lr_scheduler_monitor", s.monitor, "pass the logged metric the plateau watches, e.g. val_loss");
+  }
+  s.warmup_iters = absl::GetFlag(FLAGS_warmup_iters);
+  if (absl::Status st = AtLeast("warmup_iters", s.warmup_iters, 0, " (0: no warm-up)"); !st.ok()) return st;
+  if (s.warmup_iters > 0 && s.name == "onecycle") {
+    return FlagError("warmup_iters", absl::StrCat(s.warmup_iters),
+                     "OneCycleLR warms up by itself: pass --warmup_iters=0 and set its warm-up share with --pct_start");
+  }
+  s.warmup_start_factor = absl::GetFlag(FLAGS_warmup_start_factor);
+  if (absl::Status st = InRange("warmup_start_factor", s.warmup_start_factor, 0, 1, true, "pass a value in (0, 1]");
+      !st.ok()) {
+    return st;
+  }
+  s.step_size = absl::GetFlag(FLAGS_step_size);
+  if (absl::Status st = AtLeast("step_size", s.step_size, 1); !st.ok()) return st;
+  s.gamma = absl::GetFlag(FLAGS_gamma);
+  if (absl::Status st = InRange("gamma", s.gamma, 0, kNoLimit, true, "pass a value > 0, e.g. 0.1"); !st.ok()) {
+    return st;
+  }
+  s.T_max = absl::GetFlag(FLAGS_T_max);
+  if (absl::Status st = AtLeast("T_max", s.T_max, 0, " (0: the run's length)"); !st.ok()) return st;
+  s.eta_min = absl::GetFlag(FLAGS_eta_min);
+  if (absl::Status st = InRange("eta_min", s.eta_min, 0, kNoLimit, false, "pass a value >= 0"); !st.ok()) return st;
+  OneCycleLROptions& o = s.one_cycle;
+  o.max_lr = absl::GetFlag(FLAGS_max_lr);
+  if (absl::Status st = InRange("max_lr", o.max_lr, 0, kNoLimit, false, "pass a value > 0 (0: --learning_rate)");
+      !st.ok()) {
+    return st;
+  }
+  o.total_steps = absl::GetFlag(FLAGS_total_steps);
+  if (absl::Status st = AtLeast("total_steps", o.total_steps, 0, " (0: the run's length)"); !st.ok()) return st;
+  o.pct_start = absl::GetFlag(FLAGS_pct_start);
+  if (absl::Status st = InRange("pct_start", o.pct_start, 0, 1, false, "pass a value in [0, 1], e.g. 0.3"); !st.ok()) {
+    return st;
+  }
+  o.anneal_strategy = absl::GetFlag(FLAGS_anneal_strategy);
+  if (o.anneal_strategy != "cos" && o.anneal_strategy != "linear") {
+    return FlagError("anneal_strategy", o.anneal_strategy, "pass cos or linear");
+  }
+  o.div_factor = absl::GetFlag(FLAGS_div_factor);
+  if (absl::Status st = InRange("div_factor", o.div_factor, 0, kNoLimit, true, "pass a value > 0, e.g. 25"); !st.ok()) {
+    return st;
+  }
+  o.final_div_factor = absl::GetFlag(FLAGS_final_div_factor);
+  if (absl::Status st =
+          InRange("final_div_factor", o.final_div_factor, 0, kNoLimit, true, "pass a value > 0, e.g. 1e4");
+      !st.ok()) {
+    return st;
+  }
+  o.three_phase = absl::GetFlag(FLAGS_three_phase);
+  ReduceLROnPlateauOptions& p = s.plateau;
+  p.mode = absl::GetFlag(FLAGS_plateau_mode);
+  if (p.mode != "min" && p.mode != "max") return FlagError("plateau_mode", p.mode, "pass min or max");
+  p.factor = absl::GetFlag(FLAGS_plateau_factor);
+  if (!(p.factor > 0 && p.factor < 1)) {
+    return FlagError("plateau_factor", absl::StrCat(p.factor), "pass a value in (0, 1), e.g. 0.1");
+  }
+  p.patience = absl::GetFlag(FLAGS_plateau_patience);
+  if (absl::Status st = AtLeast("plateau_patience", p.patience, 0); !st.ok()) return st;
+  p.threshold = absl::GetFlag(FLAGS_plateau_threshold);
+  if (absl::Status st = InRange("plateau_threshold", p.threshold, 0, kNoLimit, false, "pass a value >= 0, e.g. 1e-4");
+      !st.ok()) {
+    return st;
+  }
+  p.threshold_mode = absl::GetFlag(FLAGS_plateau_threshold_mode);
+  if (p.threshold_mode != "rel" && p.threshold_mode != "abs") {
+    return FlagError("plateau_threshold_mode", p.threshold_mode, "pass rel or abs");
+  }
+  p.cooldown = absl::GetFlag(FLAGS_plateau_cooldown);
+  if (absl::Status st = AtLeast("plateau_cooldown", p.cooldown, 0); !st.ok()) return st;
+  p.min_lr = absl::GetFlag(FLAGS_min_lr);
+  if (absl::Status st = InRange("min_lr", p.min_lr, 0, kNoLimit, false, "pass a value >= 0"); !st.ok()) return st;
+
+  // A schedule over epochs spans --max_epochs unless its length is given; over steps, the trainer's estimate.
+  if (s.interval == SchedulerConfig::Interval::kEpoch && (s.name == "cosine" || s.name == "onecycle")) {
+    const bool cosine = s.name == "cosine";
+    int64_t& length = cosine ? s.T_max : o.total_steps;
+    if (length == 0) {
+      if (max_epochs < 0) {
+        return FlagError(cosine ? "T_max" : "total_steps", "0",
+                         "the run has no epoch limit (--max_epochs=-1) to span; pass its length in epochs");
+      }
+      length = cosine ? max_epochs - s.warmup_iters : max_epochs;
+      if (length < 1) {
+        return FlagError("warmup_iters", absl::StrCat(s.warmup_iters),
+                         absl::StrCat("the warm-up leaves none of the ", max_epochs,
+                                      " epochs (--max_epochs) to the cosine; pass fewer, or --T_max"));
+      }
+    }
+  }
+  return s;
+}
 
 }  // namespace
 
@@ -295,6 +414,9 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (!(model.learning_rate > 0) || !std::isfinite(model.learning_rate)) {
     return FlagError("learning_rate", absl::StrCat(model.learning_rate), "pass a finite value > 0, e.g. 0.001");
   }
+  absl::StatusOr<LRSchedulerOptions> lr_scheduler = SchedulerFromFlags(trainer.max_epochs.value_or(-1));
+  if (!lr_scheduler.ok()) return lr_scheduler.status();
+  model.lr_scheduler = *std::move(lr_scheduler);
 
   // Outputs.
   OutputSpec& outputs = config.outputs;

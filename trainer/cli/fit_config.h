@@ -18,6 +18,7 @@
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/data/task.h"
 #include "trainer/loggers/log_dir.h"
+#include "trainer/optim/lr_scheduler_options.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
 
@@ -55,15 +56,17 @@ struct ModelSpec {
   std::vector<int64_t> input_shape;  // Empty: as the data gives it (cnn: a square image when it can).
   std::string optimizer = "adam";
   double learning_rate = 1e-3;
+  // The --lr_scheduler flags; a schedule over epochs has T_max and total_steps filled from --max_epochs.
+  LRSchedulerOptions lr_scheduler;
 };
 
 struct OutputSpec {
   std::vector<std::string> loggers;  // "csv", "tensorboard"; empty for --logger=none.
   LogDirOptions log_dir;             // save_dir is the default_root_dir.
   bool report = true;
-  std::string summary_json;  // Empty: none.
-  std::string predictions;   // --mode=predict's output file.
-  ModelCheckpointOptions checkpoint;                 // With enable_checkpointing.
+  std::string summary_json;                            // Empty: none.
+  std::string predictions;                             // --mode=predict's output file.
+  ModelCheckpointOptions checkpoint;                   // With enable_checkpointing.
   std::optional<EarlyStoppingOptions> early_stopping;  // With --early_stopping_monitor.
 };
 

@@ -4,6 +4,7 @@
 //   loop_flags.cc        the training loop: epochs, steps, batch limits, accumulation, clipping, seed
 //   checkpoint_flags.cc  checkpoints and resuming
 //   model_flags.cc       which model, and its sizes
+//   scheduler_flags.cc   the learning-rate scheduler and its settings
 //   data_flags.cc        which data, and how it is read
 //   output_flags.cc      loggers, progress, the model summary, report.html, --summary_json
 //   mode_flags.cc        fit, validate or predict
@@ -70,6 +71,32 @@ ABSL_DECLARE_FLAG(int64_t, kernel_size);
 ABSL_DECLARE_FLAG(std::string, input_shape);
 ABSL_DECLARE_FLAG(std::string, optimizer);
 ABSL_DECLARE_FLAG(double, learning_rate);
+
+// Learning-rate scheduler.
+ABSL_DECLARE_FLAG(std::string, lr_scheduler);
+ABSL_DECLARE_FLAG(std::string, lr_scheduler_interval);
+ABSL_DECLARE_FLAG(int64_t, lr_scheduler_frequency);
+ABSL_DECLARE_FLAG(std::string, lr_scheduler_monitor);
+ABSL_DECLARE_FLAG(int64_t, warmup_iters);
+ABSL_DECLARE_FLAG(double, warmup_start_factor);
+ABSL_DECLARE_FLAG(int64_t, step_size);
+ABSL_DECLARE_FLAG(double, gamma);
+ABSL_DECLARE_FLAG(int64_t, T_max);  // NOLINT
+ABSL_DECLARE_FLAG(double, eta_min);
+ABSL_DECLARE_FLAG(double, max_lr);
+ABSL_DECLARE_FLAG(int64_t, total_steps);
+ABSL_DECLARE_FLAG(double, pct_start);
+ABSL_DECLARE_FLAG(std::string, anneal_strategy);
+ABSL_DECLARE_FLAG(double, div_factor);
+ABSL_DECLARE_FLAG(double, final_div_factor);
+ABSL_DECLARE_FLAG(bool, three_phase);
+ABSL_DECLARE_FLAG(std::string, plateau_mode);
+ABSL_DECLARE_FLAG(double, plateau_factor);
+ABSL_DECLARE_FLAG(int64_t, plateau_patience);
+ABSL_DECLARE_FLAG(double, plateau_threshold);
+ABSL_DECLARE_FLAG(std::string, plateau_threshold_mode);
+ABSL_DECLARE_FLAG(int64_t, plateau_cooldown);
+ABSL_DECLARE_FLAG(double, min_lr);
 
 // Data.
 ABSL_DECLARE_FLAG(std::string, data);

@@ -54,6 +54,7 @@ const std::vector<FlagGroup>& FitFlagGroups() {
       {"Training loop", "loop_flags.cc"},
       {"Checkpoints and resuming", "checkpoint_flags.cc"},
       {"Model", "model_flags.cc"},
+      {"Learning-rate scheduler (PyTorch's torch.optim.lr_scheduler)", "scheduler_flags.cc"},
       {"Data", "data_flags.cc"},
       {"Logging and outputs", "output_flags.cc"},
       {"Mode", "mode_flags.cc"},

@@ -30,6 +30,7 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
   SupervisedOptions options{.task = data.task,
                             .optimizer = spec.optimizer,
                             .learning_rate = spec.learning_rate,
+                            .lr_scheduler = spec.lr_scheduler,
                             .input_shape = spec.input_shape};
   const std::string shape = absl::StrJoin(spec.input_shape, ",");
   if (!spec.input_shape.empty()) {
@@ -52,6 +53,8 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
       {"num_outputs", absl::StrCat(data.num_outputs)},
   };
   if (!spec.input_shape.empty()) hparams["input_shape"] = shape;
+  if (spec.lr_scheduler.name != "none") hparams["lr_scheduler"] = spec.lr_scheduler.name;
+  if (spec.lr_scheduler.warmup_iters > 0) hparams["warmup_iters"] = absl::StrCat(spec.lr_scheduler.warmup_iters);
   if (spec.model == "mlp") {
     hparams["hidden_sizes"] = absl::StrJoin(spec.hidden_sizes, ",");
     absl::StatusOr<std::shared_ptr<SupervisedModule>> built =

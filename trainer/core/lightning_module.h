@@ -30,6 +30,12 @@ struct SchedulerConfig {
   std::shared_ptr<torch::optim::LRScheduler> scheduler;
   Interval interval = Interval::kEpoch;  // Step after every epoch, or after every optimizer step.
   int64_t frequency = 1;                 // Every `frequency` epochs or steps.
+  // For a MetricScheduler (metric_scheduler.h, e.g. ReduceLROnPlateau) only, and then required: the logged metric
+  // it steps on (e.g. "val_loss"), read from the trainer's callback_metrics after validation.
+  std::string monitor;
+  // When `monitor` has not been logged at a step: true stops fit with an error listing the metrics there are;
+  // false skips that step with a warning (Lightning's `strict`).
+  bool strict = true;
 };
 
 // What configure_optimizers returns: one or more LibTorch optimizers over the module's parameters, and optional
@@ -82,6 +88,14 @@ class LightningModule : public torch::nn::Module {
   void log(const std::string& name, const at::Tensor& value, LogOptions options = {});
   void log(const std::string& name, double value, LogOptions options = {});
 
+  // The optimizer steps the running fit will take, as Lightning's trainer.estimated_stepping_batches counts them:
+  // each epoch's training batches over accumulate_grad_batches (rounded up) times max_epochs, capped by max_steps.
+  // Valid in configure_optimizers, so that a schedule can span the run (a cosine's T_max, a one-cycle's
+  // total_steps); -1 outside fit, and when neither max_epochs nor max_steps limits the run.
+  int64_t estimated_stepping_batches() const { return estimated_stepping_batches_; }
+
+  // Set by the trainer before configure_optimizers; not for users.
+  void set_estimated_stepping_batches(int64_t steps) { estimated_stepping_batches_ = steps; }
   // Set by the trainer around each loop; not for users.
   void set_metric_sink(MetricCollector* sink, int64_t batch_size) {
     sink_ = sink;
@@ -96,6 +110,7 @@ class LightningModule : public torch::nn::Module {
   std::map<std::string, std::string> hparams_;
   MetricCollector* sink_ = nullptr;
   int64_t batch_size_ = 1;
+  int64_t estimated_stepping_batches_ = -1;
 };
 
 }  // namespace kiln

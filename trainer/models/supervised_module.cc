@@ -89,11 +89,17 @@ at::Tensor SupervisedModule::predict_step(const Batch& batch, int64_t batch_idx)
 }
 
 OptimizerConfig SupervisedModule::configure_optimizers() {
+  OptimizerConfig config;
   if (options_.optimizer == "sgd") {
-    return std::make_shared<torch::optim::SGD>(parameters(),
-                                               torch::optim::SGDOptions(options_.learning_rate).momentum(0.9));
+    config = std::make_shared<torch::optim::SGD>(parameters(),
+                                                 torch::optim::SGDOptions(options_.learning_rate).momentum(0.9));
+  } else {
+    config = std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(options_.learning_rate));
   }
-  return std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(options_.learning_rate));
+  const bool per_step = options_.lr_scheduler.interval == SchedulerConfig::Interval::kStep;
+  config.schedulers =
+      MakeLRSchedulers(*config.optimizers[0], options_.lr_scheduler, per_step ? estimated_stepping_batches() : -1);
+  return config;
 }
 
 absl::Status SupervisedModule::CheckOutputShape(int64_t num_features, int64_t num_outputs) {

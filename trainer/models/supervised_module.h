@@ -11,7 +11,8 @@
 //                   error) and predict_step's values [N] are in the target's own units.
 //
 // Inputs arrive as [N, features] and are reshaped to [N, input_shape...] first when `input_shape` is set (images
-// for convolutional networks). The optimizer is Adam or SGD over every parameter.
+// for convolutional networks). The optimizer is Adam or SGD over every parameter, with the learning-rate schedule of
+// `lr_scheduler` (trainer/optim/lr_scheduler_options.h).
 #ifndef KILN_TRAINER_MODELS_SUPERVISED_MODULE_H_
 #define KILN_TRAINER_MODELS_SUPERVISED_MODULE_H_
 
@@ -20,8 +21,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "trainer/data/task.h"
 #include "trainer/core/lightning_module.h"
+#include "trainer/data/task.h"
+#include "trainer/optim/lr_scheduler_options.h"
 
 namespace kiln {
 
@@ -29,6 +31,9 @@ struct SupervisedOptions {
   Task task = Task::kClassification;
   std::string optimizer = "adam";  // "adam" or "sgd" (SGD with momentum 0.9).
   double learning_rate = 1e-3;
+  // A schedule over steps whose T_max or total_steps is 0 spans estimated_stepping_batches(); one over epochs
+  // needs them set.
+  LRSchedulerOptions lr_scheduler;
   std::vector<int64_t> input_shape;  // Per example, e.g. {1, 8, 8}; empty: [features] as given.
 };
 
