@@ -386,8 +386,8 @@ LoopProgress ReadProgress(const Checkpoint& checkpoint) {
   return progress;
 }
 
-// `value` with every tensor in it replaced by a copy of its own (recursively, through dictionaries and lists), for a
-// data module's state_dict(), which may hold the module's live tensors.
+// `value` with every tensor in it replaced by a copy of its own (recursively, through dictionaries and lists), for the
+// state_dict()s of the data module and of metric schedulers (a user's may hold tensors), which may be live ones.
 c10::IValue CopyTensors(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor().defined() ? SnapshotTensor(value.toTensor()) : value;
   if (value.isGenericDict()) {
@@ -461,7 +461,7 @@ absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const
       const int64_t steps = state.scheduler_steps[i];
       if (auto* metric_scheduler =
               dynamic_cast<const MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
-        schedulers.push_back(metric_scheduler->state_dict());
+        schedulers.push_back(CopyTensors(metric_scheduler->state_dict()));
         continue;
       }
       GenericDict scheduler = NewDict();
