@@ -25,6 +25,7 @@
 #include "torch/utils.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
+#include "trainer/checkpoint/torch_file.h"
 #include "trainer/core/metric_scheduler.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 
@@ -386,30 +387,6 @@ LoopProgress ReadProgress(const Checkpoint& checkpoint) {
   return progress;
 }
 
-// `value` with every tensor in it replaced by a copy of its own (recursively, through dictionaries and lists), for the
-// state_dict()s of the data module and of metric schedulers (a user's may hold tensors), which may be live ones.
-c10::IValue CopyTensors(const c10::IValue& value) {
-  if (value.isTensor()) return value.toTensor().defined() ? SnapshotTensor(value.toTensor()) : value;
-  if (value.isGenericDict()) {
-    const GenericDict dict = value.toGenericDict();
-    GenericDict copy(dict.keyType(), dict.valueType());
-    for (const auto& entry : dict) copy.insert(entry.key(), CopyTensors(entry.value()));
-    return copy;
-  }
-  if (value.isList()) {
-    const c10::List<c10::IValue> list = value.toList();
-    c10::impl::GenericList copy(list.elementType());
-    for (const c10::IValue& item : list) copy.push_back(CopyTensors(item));
-    return copy;
-  }
-  if (value.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& item : value.toTupleRef().elements()) items.push_back(CopyTensors(item));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  return value;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const TrainingState& state,
@@ -461,7 +438,7 @@ absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const
       const int64_t steps = state.scheduler_steps[i];
       if (auto* metric_scheduler =
               dynamic_cast<const MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
-        schedulers.push_back(CopyTensors(metric_scheduler->state_dict()));
+        schedulers.push_back(PlainValue(metric_scheduler->state_dict(), SnapshotTensor));
         continue;
       }
       GenericDict scheduler = NewDict();
@@ -476,7 +453,7 @@ absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const
     Put(contents, "hyper_parameters", hparams);
 
     if (state.data != nullptr && !state.data->state_key().empty()) {
-      Put(contents, state.data->state_key(), CopyTensors(state.data->state_dict()));
+      Put(contents, state.data->state_key(), PlainValue(state.data->state_dict(), SnapshotTensor));
     }
 
     GenericDict kiln = NewDict();

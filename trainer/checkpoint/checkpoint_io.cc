@@ -318,17 +318,13 @@ struct CheckpointWriter::Task {
 
 namespace {
 
-// The bytes of the tensors' storages in `value` (walked recursively): what a snapshot's file will about hold.
+// The bytes of the tensors' storages in `value`: what a snapshot's file will about hold.
 size_t TensorBytes(const c10::IValue& value) {
-  if (value.isTensor()) return value.toTensor().defined() ? value.toTensor().nbytes() : 0;
   size_t total = 0;
-  if (value.isGenericDict()) {
-    for (const auto& entry : value.toGenericDict()) total += TensorBytes(entry.value());
-  } else if (value.isList()) {
-    for (const c10::IValue& item : value.toListRef()) total += TensorBytes(item);
-  } else if (value.isTuple()) {
-    for (const c10::IValue& item : value.toTupleRef().elements()) total += TensorBytes(item);
-  }
+  value.visit([&](const c10::IValue& item) {
+    if (item.isTensor() && item.toTensor().defined()) total += item.toTensor().nbytes();
+    return false;  // Go on into containers.
+  });
   return total;
 }
 

@@ -17,26 +17,6 @@ namespace {
 // Containers deeper than this are taken for damage (a checkpoint nests a handful of levels).
 constexpr int kMaxDepth = 64;
 
-// `value` with every container plain (Any-typed), so that the pickler writes no type tags.
-c10::IValue Plain(const c10::IValue& value) {
-  if (value.isList()) {
-    c10::impl::GenericList list(c10::AnyType::get());
-    for (const c10::IValue& item : value.toListRef()) list.push_back(Plain(item));
-    return list;
-  }
-  if (value.isGenericDict()) {
-    c10::impl::GenericDict dict(c10::AnyType::get(), c10::AnyType::get());
-    for (const auto& entry : value.toGenericDict()) dict.insert(entry.key(), Plain(entry.value()));
-    return dict;
-  }
-  if (value.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& item : value.toTupleRef().elements()) items.push_back(Plain(item));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  return value;
-}
-
 // What python_pickle.h left for this reader to finish: drops dictionaries' own attributes and unwraps parameters.
 c10::IValue Finish(const c10::IValue& value, int depth) {
   TORCH_CHECK(depth < kMaxDepth, "the file nests containers more than ", kMaxDepth, " deep");
@@ -84,6 +64,28 @@ c10::IValue Finish(const c10::IValue& value, int depth) {
 
 }  // namespace
 
+c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& tensor_fn) {
+  if (value.isTensor()) {
+    return tensor_fn != nullptr && value.toTensor().defined() ? c10::IValue(tensor_fn(value.toTensor())) : value;
+  }
+  if (value.isList()) {
+    c10::impl::GenericList list(c10::AnyType::get());
+    for (const c10::IValue& item : value.toListRef()) list.push_back(PlainValue(item, tensor_fn));
+    return list;
+  }
+  if (value.isGenericDict()) {
+    c10::impl::GenericDict dict(c10::AnyType::get(), c10::AnyType::get());
+    for (const auto& entry : value.toGenericDict()) dict.insert(entry.key(), PlainValue(entry.value(), tensor_fn));
+    return dict;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& item : value.toTupleRef().elements()) items.push_back(PlainValue(item, tensor_fn));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  return value;
+}
+
 absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value) {
   std::string bytes;
   try {
@@ -92,7 +94,7 @@ absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value) {
                                 /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
                                 /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
     pickler.protocol();
-    pickler.pushIValue(Plain(value));
+    pickler.pushIValue(PlainValue(value, nullptr));  // So that the pickler writes no type tags.
     pickler.stop();
     caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) -> size_t {
       bytes.append(static_cast<const char*>(data), size);

@@ -8,6 +8,7 @@
 #ifndef KILN_TRAINER_CHECKPOINT_TORCH_FILE_H_
 #define KILN_TRAINER_CHECKPOINT_TORCH_FILE_H_
 
+#include <functional>
 #include <string>
 
 #include "ATen/core/ivalue.h"
@@ -24,6 +25,11 @@ namespace kiln {
 // c10::Dict<std::string, double>, ...) are written as plain Python lists and dicts, so that no TorchScript type tag
 // reaches the file. InternalError when LibTorch's pickler refuses a value (an object of a TorchScript class).
 absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value);
+
+// `value` with every list, dictionary and tuple rebuilt as a plain (Any-typed) one, as SerializeTorchFile writes them,
+// and every defined tensor replaced by `tensor_fn` of it (nullptr: kept). A checkpoint snapshot passes a copy, so that
+// nothing it holds is a tensor the training loop goes on updating (checkpoint_connector.h).
+c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& tensor_fn);
 
 // The value of the torch.save file `reader` has open, with every tensor on the CPU. What Python wrote is read as
 // python_pickle.h describes; a dictionary's own attributes (kDictStateKey) are dropped, and a pickled
