@@ -23,7 +23,7 @@ c10::IValue Finish(const c10::IValue& value, int depth) {
   if (value.isGenericDict()) {
     c10::impl::GenericDict dict = value.toGenericDict();
     const c10::IValue state_key{std::string(kDictStateKey)};
-    if (dict.contains(state_key)) dict.erase(state_key);
+    if (dict.contains(state_key)) (void)dict.erase(state_key);
     const c10::IValue class_key{std::string(kPythonClassKey)};
     if (dict.contains(class_key)) {
       const c10::IValue& name = dict.at(class_key);

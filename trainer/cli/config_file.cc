@@ -371,6 +371,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"input_shape", Section::kModel, "input_shape", /*list=*/true},
       {"optimizer", Section::kModel, "optimizer"},
       {"learning_rate", Section::kModel, "learning_rate"},
+      {"fused_optimizer", Section::kModel, "fused_optimizer"},
       {"data", Section::kData, "data"},
       {"task", Section::kData, "task"},
       {"label_column", Section::kData, "label_column"},

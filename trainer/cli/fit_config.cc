@@ -410,6 +410,7 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (model.optimizer != "adam" && model.optimizer != "sgd") {
     return FlagError("optimizer", model.optimizer, "pass adam or sgd");
   }
+  model.fused_optimizer = absl::GetFlag(FLAGS_fused_optimizer);
   model.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   if (!(model.learning_rate > 0) || !std::isfinite(model.learning_rate)) {
     return FlagError("learning_rate", absl::StrCat(model.learning_rate), "pass a finite value > 0, e.g. 0.001");

@@ -55,6 +55,7 @@ struct ModelSpec {
   int64_t kernel_size = 3;
   std::vector<int64_t> input_shape;  // Empty: as the data gives it (cnn: a square image when it can).
   std::string optimizer = "adam";
+  bool fused_optimizer = true;  // LibTorch's fused kernels where it has them (trainer/optim/fused_optimizers.h).
   double learning_rate = 1e-3;
   // The --lr_scheduler flags; a schedule over epochs has T_max and total_steps filled from --max_epochs.
   LRSchedulerOptions lr_scheduler;

@@ -70,6 +70,7 @@ ABSL_DECLARE_FLAG(std::string, channels);
 ABSL_DECLARE_FLAG(int64_t, kernel_size);
 ABSL_DECLARE_FLAG(std::string, input_shape);
 ABSL_DECLARE_FLAG(std::string, optimizer);
+ABSL_DECLARE_FLAG(bool, fused_optimizer);
 ABSL_DECLARE_FLAG(double, learning_rate);
 
 // Learning-rate scheduler.

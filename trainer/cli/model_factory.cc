@@ -29,6 +29,7 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> Build(
 absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spec, const LoadedData& data) {
   SupervisedOptions options{.task = data.task,
                             .optimizer = spec.optimizer,
+                            .fused_optimizer = spec.fused_optimizer,
                             .learning_rate = spec.learning_rate,
                             .lr_scheduler = spec.lr_scheduler,
                             .input_shape = spec.input_shape};

@@ -4,9 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "torch/nn/functional/loss.h"
-#include "torch/optim/adam.h"
-#include "torch/optim/sgd.h"
 #include "torch/utils.h"
+#include "trainer/optim/fused_optimizers.h"
 
 namespace kiln {
 namespace {
@@ -89,13 +88,8 @@ at::Tensor SupervisedModule::predict_step(const Batch& batch, int64_t batch_idx)
 }
 
 OptimizerConfig SupervisedModule::configure_optimizers() {
-  OptimizerConfig config;
-  if (options_.optimizer == "sgd") {
-    config = std::make_shared<torch::optim::SGD>(parameters(),
-                                                 torch::optim::SGDOptions(options_.learning_rate).momentum(0.9));
-  } else {
-    config = std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(options_.learning_rate));
-  }
+  OptimizerConfig config =
+      MakeOptimizer(options_.optimizer, parameters(), options_.learning_rate, options_.fused_optimizer);
   const bool per_step = options_.lr_scheduler.interval == SchedulerConfig::Interval::kStep;
   config.schedulers =
       MakeLRSchedulers(*config.optimizers[0], options_.lr_scheduler, per_step ? estimated_stepping_batches() : -1);

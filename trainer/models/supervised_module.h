@@ -30,6 +30,7 @@ namespace kiln {
 struct SupervisedOptions {
   Task task = Task::kClassification;
   std::string optimizer = "adam";  // "adam" or "sgd" (SGD with momentum 0.9).
+  bool fused_optimizer = true;     // LibTorch's fused kernels where it has them (MakeOptimizer).
   double learning_rate = 1e-3;
   // A schedule over steps whose T_max or total_steps is 0 spans estimated_stepping_batches(); one over epochs
   // needs them set.
