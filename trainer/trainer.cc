@@ -19,6 +19,7 @@
 #include "trainer/callbacks/monitor.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/core/device_skip_optimizer.h"
 #include "trainer/core/metric_scheduler.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/log_dir.h"
@@ -597,6 +598,55 @@ absl::Status Trainer::RunFit(LightningModule& model, DataModule& data, const std
   });
 }
 
+namespace {
+
+absl::Status NonFiniteLossError(const std::string& loss, int64_t epoch, int64_t batch, int64_t global_step) {
+  return absl::AbortedError(absl::StrCat(  // A training failure (fit exits 1), not bad input.
+      "the training loss is ", loss, " at epoch ", epoch, ", batch ", batch, " (global step ", global_step,
+      "); training stopped before applying it. Lower the learning rate, clip gradients "
+      "(gradient_clip_val), or pass on_nonfinite_loss=\"skip\" to skip such batches"));
+}
+
+// Losses kept for naming a non-finite one, at most: reaching it reads the flag (one host read per this many steps).
+constexpr size_t kMaxPendingLosses = 4096;
+
+}  // namespace
+
+bool Trainer::ChecksLossOnDevice() const {
+  if (options_.on_nonfinite_loss != "stop" || strategy_->world_size() > 1 || optimizers_.optimizers.empty() ||
+      precision_->precision() == Precision::k16Mixed) {
+    return false;
+  }
+  for (const auto& optimizer : optimizers_.optimizers) {
+    const auto* skipping = dynamic_cast<const DeviceSkipOptimizer*>(optimizer.get());
+    if (skipping == nullptr || !skipping->can_skip_on_device()) return false;
+  }
+  return true;
+}
+
+absl::Status Trainer::CheckPendingLosses() {
+  if (pending_losses_.empty()) return nonfinite_failure_;
+  std::vector<PendingLoss> pending;
+  pending.swap(pending_losses_);
+  if (found_inf_.item<float>() == 0) return absl::OkStatus();
+  for (const PendingLoss& entry : pending) {
+    const double value = entry.loss.item<double>();
+    if (std::isfinite(value)) continue;
+    // The device skipped this batch's update and every one after it: the run stands where it stood before it.
+    current_epoch_ = entry.epoch;
+    global_step_ = entry.global_step;
+    batches_that_stepped_ = entry.global_step;
+    next_batch_in_epoch_ = entry.batch;
+    batches_done_in_epoch_ = entry.batch;
+    nonfinite_failure_ = NonFiniteLossError(absl::StrCat(value), entry.epoch, entry.batch, entry.global_step);
+    return nonfinite_failure_;
+  }
+  nonfinite_failure_ = absl::InternalError(
+      "the device flagged a non-finite training loss that none of the losses "
+      "since the last check has; training stopped");
+  return nonfinite_failure_;
+}
+
 absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, DataLoader* val,
                                     const LoopLimits& limits) {
   MetricCollector metrics(/*training=*/true);
@@ -618,6 +668,18 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       val != nullptr && limits.val_batches > 0 && (current_epoch_ + 1) % options_.check_val_every_n_epoch == 0;
   model.train();
   progress_->StartEpoch(current_epoch_, max_epochs_, limits.train_batches);
+  // Where it can, the loop never reads the loss on the host: the device flags a non-finite loss (found_inf_), the
+  // fused optimizers skip their update on the device when it is set, and the flag is read only where the host reads
+  // something anyway (a log row, validation, a checkpoint, the epoch's end) or every kMaxPendingLosses steps.
+  loss_check_on_device_ = ChecksLossOnDevice();
+  std::vector<DeviceSkipOptimizer*> skipping_optimizers;
+  for (const auto& optimizer : optimizers_.optimizers) {
+    auto* skipping = dynamic_cast<DeviceSkipOptimizer*>(optimizer.get());
+    if (skipping != nullptr) skipping->set_found_inf(at::Tensor());
+    if (skipping != nullptr && loss_check_on_device_) skipping_optimizers.push_back(skipping);
+  }
+  nonfinite_failure_ = absl::OkStatus();
+  pending_losses_.clear();
 
   absl::Status status = CallUser("on_train_epoch_start", [&] {
     CallCallbacks([&](Callback& c) { c.on_train_epoch_start(*this, model); });
@@ -645,10 +707,20 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       model.set_metric_sink(nullptr, 0);
       TORCH_CHECK(loss.defined() && loss.numel() == 1, "training_step must return a scalar loss tensor");
       // Never train on a non-finite loss. Every rank decides together, so that all skip or stop at the same batch.
-      loss_value = loss.item<double>();
-      nonfinite = !std::isfinite(loss_value);
-      if (strategy_->world_size() > 1) nonfinite = strategy_->ReduceAny(nonfinite);
-      if (nonfinite) return;
+      if (loss_check_on_device_) {
+        const at::Tensor value = loss.detach();
+        if (!found_inf_.defined() || found_inf_.device() != value.device()) {
+          found_inf_ = at::zeros({}, value.options().dtype(at::kFloat));
+        }
+        found_inf_.logical_or_(at::isnan(value - value));  // x - x is NaN exactly when x is not finite.
+        for (DeviceSkipOptimizer* optimizer : skipping_optimizers) optimizer->set_found_inf(found_inf_);
+        pending_losses_.push_back({current_epoch_, batch_idx, global_step_, value});
+      } else {
+        loss_value = loss.item<double>();
+        nonfinite = !std::isfinite(loss_value);
+        if (strategy_->world_size() > 1) nonfinite = strategy_->ReduceAny(nonfinite);
+        if (nonfinite) return;
+      }
       const at::Tensor to_backward = precision_->PreBackward(
           options_.accumulate_grad_batches > 1 ? loss / options_.accumulate_grad_batches : loss);
       CallCallbacks([&](Callback& c) { c.on_before_backward(*this, model, to_backward); });
@@ -657,11 +729,11 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     });
     if (!status.ok()) return status;
     if (nonfinite && options_.on_nonfinite_loss == "stop") {
-      return absl::AbortedError(absl::StrCat(  // A training failure (fit exits 1), not bad input.
-          "the training loss is ", std::isfinite(loss_value) ? "not finite on another rank" : absl::StrCat(loss_value),
-          " at epoch ", current_epoch_, ", batch ", batch_idx, " (global step ", global_step_,
-          "); training stopped before applying it. Lower the learning rate, clip gradients "
-          "(gradient_clip_val), or pass on_nonfinite_loss=\"skip\" to skip such batches"));
+      return NonFiniteLossError(std::isfinite(loss_value) ? "not finite on another rank" : absl::StrCat(loss_value),
+                                current_epoch_, batch_idx, global_step_);
+    }
+    if (pending_losses_.size() >= kMaxPendingLosses) {
+      if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
     }
     // A non-finite loss drops the whole accumulation window it belongs to: its gradients go, nothing is stepped.
     bool skip = false;
@@ -688,6 +760,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
           options_.log_every_n_steps > 0 && global_step_ % options_.log_every_n_steps == 0 && !options_.loggers.empty();
       const bool reduce_now = log_now && strategy_->world_size() > 1 && metrics.HasSyncedStepValues();
       if (log_now && (is_global_zero() || reduce_now)) {
+        // A row never holds values of a batch whose loss was not finite.
+        if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
         MetricMap step_metrics = metrics.StepMetrics();
         if (reduce_now) {
           status = CallUser("reducing sync_dist metrics",
@@ -704,12 +778,14 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       const at::Tensor outputs = loss.detach();
       CallCallbacks([&](Callback& c) { c.on_train_batch_end(*this, model, outputs, batch, batch_idx); });
     });
-    if (!status.ok()) return status;
+    // A checkpoint the callbacks asked for found a non-finite loss (save_checkpoint): that is the run's error.
+    if (!status.ok()) return nonfinite_failure_.ok() ? status : nonfinite_failure_;
 
     const bool val_now = validate_this_epoch &&
                          ((batch_idx + 1) % limits.val_check_batch == 0 || (last_batch && limits.val_at_epoch_end));
     const bool max_steps_reached = options_.max_steps >= 0 && global_step_ >= options_.max_steps;
     if (val_now || (max_steps_reached && validate_this_epoch && limits.val_at_epoch_end)) {
+      if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
       absl::StatusOr<MetricMap> val_metrics = RunEvaluation(model, *val, limits.val_batches, Stage::kValidate);
       if (!val_metrics.ok()) return val_metrics.status();
       model.train();
@@ -732,6 +808,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
     if (max_steps_reached || (should_stop_ && min_epochs_met)) break;
   }
 
+  if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
+  loss_check_on_device_ = false;
   const bool ran_batches = first_batch < limits.train_batches;
   Merge(callback_metrics_, metrics.StepMetrics());
   MetricMap epoch_metrics;

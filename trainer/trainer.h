@@ -213,6 +213,12 @@ class Trainer {
   absl::StatusOr<std::vector<at::Tensor>> Predict(LightningModule& model, DataModule& data,
                                                   const std::string& ckpt_path);
   absl::Status OptimizerStep(LightningModule& model);
+  // Whether this epoch checks the training loss on the device (RunTrainEpoch): on_nonfinite_loss "stop", one
+  // process, no gradient scaler, and every optimizer a DeviceSkipOptimizer that can skip there.
+  bool ChecksLossOnDevice() const;
+  // Reads the device's non-finite flag (a host read) when losses are pending; when one of them was not finite,
+  // returns the error that stops fit, naming the first such batch, with the loop's counters put back to it.
+  absl::Status CheckPendingLosses();
   // Steps optimizers_.schedulers[index] once and counts it: a MetricScheduler with its monitored value from
   // callback_metrics (a missing one is an InvalidArgument error when strict, else a warning and no step).
   absl::Status StepScheduler(size_t index);
@@ -249,6 +255,16 @@ class Trainer {
   // The ModelCheckpoint the last fit added (enable_checkpointing without one of the user's), kept for later stages.
   std::shared_ptr<ModelCheckpoint> default_checkpoint_;
   int64_t skipped_batches_ = 0;
+  // The device-side loss check: found_inf_ (a float32 scalar on the loss's device, handed to the optimizers) turns
+  // 1 at the first non-finite loss and stays 1; the losses since the last host read, to name the batch.
+  struct PendingLoss {
+    int64_t epoch, batch, global_step;
+    at::Tensor loss;
+  };
+  bool loss_check_on_device_ = false;
+  at::Tensor found_inf_;
+  std::vector<PendingLoss> pending_losses_;
+  absl::Status nonfinite_failure_;
   bool skip_window_ = false;  // The rest of an accumulation window that had a non-finite loss.
   bool should_stop_ = false;
   std::string resumed_from_;

@@ -20,6 +20,8 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
     return absl::FailedPreconditionError(
         absl::StrCat("save_checkpoint('", path, "') was called outside fit; call it from a hook or callback"));
   }
+  // Never a checkpoint of a run that met a non-finite loss the device has not reported yet (RunTrainEpoch).
+  if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
   absl::Status status = absl::OkStatus();
   if (is_global_zero()) {
     // Only the snapshot (a copy of the tensors) is taken here, at the step; pickling, the zip and its CRCs run on

@@ -16,8 +16,10 @@
 #include "torch/optim/schedulers/step_lr.h"
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
+#include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/classifier.h"
 #include "trainer/core/logger.h"
+#include "trainer/optim/fused_optimizers.h"
 #include "trainer/optim/reduce_lr_on_plateau.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
@@ -633,6 +635,73 @@ TEST(TrainerTest, ANonFiniteLossStopsNamingTheBatch) {
   EXPECT_EQ(trainer.global_step(), 13) << "nothing may be applied from the NaN batch";
   EXPECT_FALSE(kiln::testing::FlatParameters(model).isnan().any().item<bool>());
   EXPECT_FALSE(kiln::testing::FlatParameters(model).equal(before));
+}
+
+// NanAt with kiln::FusedAdam (Adam's options and learning rate), whose update the device can skip: under LibTorch
+// 2.x the trainer then checks the loss on the device and reads the flag only where it reads something anyway; under
+// 1.13 FusedAdam is torch::optim's Adam and the loss is read every step. Both must end the same way.
+class FusedNanAt : public NanAt {
+ public:
+  using NanAt::NanAt;
+  OptimizerConfig configure_optimizers() override {
+    return std::make_shared<FusedAdam>(parameters(), torch::optim::AdamOptions(MlpOptions{}.learning_rate));
+  }
+};
+
+// The parameters after `steps` clean steps of FusedNanAt's model: what a stop at that step must leave.
+at::Tensor ParametersAfter(int64_t steps) {
+  torch::manual_seed(0);
+  FusedNanAt model(std::set<int64_t>{});
+  SyntheticClusters data(SmallData());
+  Trainer trainer(Quiet({.max_steps = steps, .seed = 1}));
+  EXPECT_TRUE(trainer.fit(model, data).ok());
+  return kiln::testing::FlatParameters(model);
+}
+
+TEST(TrainerTest, ANonFiniteLossFoundOnTheDeviceStopsAsOnTheHost) {
+  torch::manual_seed(0);
+  FusedNanAt model({13});
+  SyntheticClusters data(SmallData());
+  Trainer trainer(Quiet({.max_epochs = 3, .seed = 1}));
+  const absl::Status status = trainer.fit(model, data);
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(status.message(), HasSubstr("the training loss is nan at epoch 1, batch 3 (global step 13)"));
+  EXPECT_EQ(trainer.global_step(), 13) << "nothing may be applied from the NaN batch";
+  EXPECT_TRUE(kiln::testing::FlatParameters(model).equal(ParametersAfter(13)))
+      << "the parameters must be those of the 13 steps before the NaN batch, bit for bit";
+  // 10 batches an epoch: the host looks at the flag before epoch 1's validation, after its last batch (training
+  // step 20); it never looked at the loss itself before then.
+  EXPECT_EQ(model.training_steps, FusedOptimizersAvailable() ? 20 : 14);
+}
+
+TEST(TrainerTest, NoLogRowOrCheckpointHoldsAStepAfterANonFiniteLoss) {
+  torch::manual_seed(0);
+  FusedNanAt model({13});
+  SyntheticClusters data(SmallData());
+  auto logger = std::make_shared<MemoryLogger>();
+  const std::string folder = kiln::testing::TempDir();
+  Trainer trainer(Quiet({.max_epochs = 3,
+                         .log_every_n_steps = 4,
+                         .seed = 1,
+                         .callbacks = {std::make_shared<ModelCheckpoint>(
+                             ModelCheckpointOptions{.dirpath = folder, .save_top_k = -1, .every_n_train_steps = 1})},
+                         .loggers = {logger}}));
+  const absl::Status status = trainer.fit(model, data);
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(status.message(), HasSubstr("the training loss is nan at epoch 1, batch 3 (global step 13)"));
+  std::vector<int64_t> steps;
+  for (const MemoryLogger::Row& row : logger->rows()) {
+    steps.push_back(row.step);
+    for (const auto& [name, value] : row.metrics) EXPECT_TRUE(std::isfinite(value)) << name << " at " << row.step;
+  }
+  // Rows at global steps 4, 8 and 12 (logged as steps 3, 7, 11, Lightning's numbering), and the end of epoch 0
+  // (its validation's row and its training row, both at step 9); none at global step 16.
+  EXPECT_THAT(steps, ::testing::ElementsAre(3, 7, 9, 9, 11));
+  std::set<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) files.insert(entry.path().filename());
+  EXPECT_TRUE(files.count("epoch=1-step=13.ckpt")) << "the last step before the NaN batch is saved";
+  EXPECT_FALSE(files.count("epoch=1-step=14.ckpt")) << "the NaN batch's step is never saved";
+  EXPECT_EQ(files.size(), 13u) << "one checkpoint per clean step, 1 to 13";
 }
 
 TEST(TrainerTest, ANonFiniteLossCanBeSkipped) {

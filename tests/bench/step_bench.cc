@@ -3,6 +3,12 @@
 //
 //   tiny:   32 -> 64 -> 1,  batch 64,  MSE, SGD   (framework-bound: overhead shows)
 //   medium: 784 -> 512 -> 256 -> 10, batch 128, cross-entropy, Adam (compute-bound)
+//   many:   256 -> 24 x 256 -> 10, batch 32, cross-entropy, Adam (50 small parameter tensors: the optimizer's
+//           per-tensor work shows)
+//
+// The hand-written loop steps with torch::optim. Kiln's module steps with Kiln's optimizers (kiln::FusedSGD and
+// FusedAdam, which fit's --optimizer uses): LibTorch's fused kernels under 2.x, torch::optim under 1.13 (counter
+// fused = 1 or 0). The *TorchOptim cases give Kiln torch::optim too, so they show the trainer's own overhead.
 //
 // Each benchmark iteration runs one round: the hand-written loop over `steps` batches, then Trainer::fit over the
 // same batches for the same number of epochs (a fresh model and optimizer each, same initial parameters), and
@@ -27,6 +33,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
 #include "trainer/core/logger.h"
+#include "trainer/optim/fused_optimizers.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
@@ -40,6 +47,12 @@ struct Shape {
 
 const Shape kTiny{{32, 64, 1}, 64, false};
 const Shape kMedium{{784, 512, 256, 10}, 128, true};
+const Shape kMany{[] {
+                    std::vector<int64_t> layers(25, 256);
+                    layers.push_back(10);
+                    return layers;
+                  }(),
+                  32, true};
 
 torch::nn::Sequential MakeNet(const Shape& shape) {
   torch::manual_seed(0);
@@ -54,6 +67,14 @@ torch::nn::Sequential MakeNet(const Shape& shape) {
 std::shared_ptr<torch::optim::Optimizer> MakeOptimizer(const Shape& shape, std::vector<at::Tensor> parameters) {
   if (shape.classification) return std::make_shared<torch::optim::Adam>(parameters, torch::optim::AdamOptions(1e-3));
   return std::make_shared<torch::optim::SGD>(parameters, torch::optim::SGDOptions(1e-2));
+}
+
+// The same optimizer and options, as Kiln's: fused where the kernels are (`fused`), else torch::optim's.
+std::shared_ptr<torch::optim::Optimizer> KilnOptimizer(const Shape& shape, std::vector<at::Tensor> parameters,
+                                                       bool fused) {
+  if (!fused) return MakeOptimizer(shape, std::move(parameters));
+  if (shape.classification) return std::make_shared<FusedAdam>(parameters, torch::optim::AdamOptions(1e-3));
+  return std::make_shared<FusedSGD>(parameters, torch::optim::SGDOptions(1e-2));
 }
 
 at::Tensor Loss(const Shape& shape, const at::Tensor& output, const at::Tensor& target) {
@@ -104,10 +125,11 @@ class Module final : public LightningModule {
   }
   OptimizerConfig configure_optimizers() override {
     OptimizerConfig config;
-    config.optimizers.push_back(MakeOptimizer(shape_, parameters()));
+    config.optimizers.push_back(KilnOptimizer(shape_, parameters(), fused));
     return config;
   }
   bool log_loss = false;
+  bool fused = true;
   std::vector<std::string> metric_names;  // More metrics logged every step.
 
  private:
@@ -131,13 +153,14 @@ double HandWritten(const Shape& shape, const std::vector<Batch>& batches, int64_
 }
 
 double WithKiln(const Shape& shape, const std::vector<Batch>& batches, int64_t epochs, bool defaults,
-                const std::string& root, int metrics) {
+                const std::string& root, int metrics, bool fused) {
   Module module(shape);
+  module.fused = fused;
   module.log_loss = defaults;
   for (int i = 0; i < metrics; ++i) module.metric_names.push_back("metric_" + std::to_string(i));
   BatchesData data(&batches);
-  TrainerOptions options{.accelerator = "cpu", .devices = 1, .max_epochs = epochs, .num_sanity_val_steps = 0,
-                         .default_root_dir = root};
+  TrainerOptions options{
+      .accelerator = "cpu", .devices = 1, .max_epochs = epochs, .num_sanity_val_steps = 0, .default_root_dir = root};
   options.enable_checkpointing = defaults;
   options.enable_progress_bar = defaults;
   if (defaults) options.loggers.push_back(std::make_shared<MemoryLogger>());
@@ -152,7 +175,7 @@ double WithKiln(const Shape& shape, const std::vector<Batch>& batches, int64_t e
   return seconds;
 }
 
-void Compare(benchmark::State& state, const Shape& shape, bool defaults, int metrics = 0) {
+void Compare(benchmark::State& state, const Shape& shape, bool defaults, int metrics = 0, bool fused = true) {
   at::set_num_threads(1);
   const int64_t steps = state.range(0);
   const int64_t epochs = state.range(1);
@@ -168,9 +191,9 @@ void Compare(benchmark::State& state, const Shape& shape, bool defaults, int met
     double kiln = 0;
     if (raw_first) {
       raw = HandWritten(shape, batches, epochs);
-      kiln = WithKiln(shape, batches, epochs, defaults, root, metrics);
+      kiln = WithKiln(shape, batches, epochs, defaults, root, metrics, fused);
     } else {
-      kiln = WithKiln(shape, batches, epochs, defaults, root, metrics);
+      kiln = WithKiln(shape, batches, epochs, defaults, root, metrics, fused);
       raw = HandWritten(shape, batches, epochs);
     }
     raw_first = !raw_first;
@@ -182,17 +205,24 @@ void Compare(benchmark::State& state, const Shape& shape, bool defaults, int met
   state.counters["raw_us_per_step"] = 1e6 * raw_total / rounds / static_cast<double>(steps * epochs);
   state.counters["kiln_us_per_step"] = 1e6 * kiln_total / rounds / static_cast<double>(steps * epochs);
   state.counters["kiln_over_raw"] = kiln_total / raw_total;
+  state.counters["fused"] = fused && FusedOptimizersAvailable() ? 1 : 0;
 }
 
 const int64_t kSteps = std::getenv("KILN_BENCH_SMOKE") != nullptr ? 20 : 2000;
 const int64_t kMediumSteps = std::getenv("KILN_BENCH_SMOKE") != nullptr ? 5 : 300;
+const int64_t kManySteps = std::getenv("KILN_BENCH_SMOKE") != nullptr ? 5 : 500;
 
 void BM_TinyCallbacksOff(benchmark::State& state) { Compare(state, kTiny, false); }
 void BM_TinyDefaults(benchmark::State& state) { Compare(state, kTiny, true); }
 // Kiln's defaults with 50 more metrics logged every step (the loggers read them every log_every_n_steps).
 void BM_TinyDefaults50Metrics(benchmark::State& state) { Compare(state, kTiny, true, 50); }
+void BM_TinyTorchOptim(benchmark::State& state) { Compare(state, kTiny, false, 0, /*fused=*/false); }
 void BM_MediumCallbacksOff(benchmark::State& state) { Compare(state, kMedium, false); }
 void BM_MediumDefaults(benchmark::State& state) { Compare(state, kMedium, true); }
+void BM_MediumTorchOptim(benchmark::State& state) { Compare(state, kMedium, false, 0, /*fused=*/false); }
+void BM_ManyCallbacksOff(benchmark::State& state) { Compare(state, kMany, false); }
+void BM_ManyDefaults(benchmark::State& state) { Compare(state, kMany, true); }
+void BM_ManyTorchOptim(benchmark::State& state) { Compare(state, kMany, false, 0, /*fused=*/false); }
 
 // Arguments: steps per epoch, epochs. With Kiln's defaults a checkpoint is written at every epoch end, in the
 // background; fit waits for the last one, which is what a short run pays for durability.
@@ -200,8 +230,13 @@ const int64_t kEpochs = std::getenv("KILN_BENCH_SMOKE") != nullptr ? 1 : 5;
 BENCHMARK(BM_TinyCallbacksOff)->Args({kSteps, kEpochs})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TinyDefaults)->Args({kSteps, kEpochs})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TinyDefaults50Metrics)->Args({kSteps, kEpochs})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TinyTorchOptim)->Args({kSteps, kEpochs})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MediumCallbacksOff)->Args({kMediumSteps, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MediumDefaults)->Args({kMediumSteps, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MediumTorchOptim)->Args({kMediumSteps, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ManyCallbacksOff)->Args({kManySteps, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ManyDefaults)->Args({kManySteps, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ManyTorchOptim)->Args({kManySteps, 1})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln

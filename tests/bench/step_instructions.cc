@@ -7,6 +7,12 @@
 //                                         and M metrics logged in each training_step (M = 0 is the baseline)
 //   step_instructions kiln_checkpoint N K Trainer::fit with a ModelCheckpoint saving every K steps (keeping the
 //                                         newest, Kiln's default); K = 0 is the same run with checkpointing off
+//   step_instructions kiln_fused N        the tiny MLP under Trainer::fit with kiln::FusedSGD (fused kernels under
+//                                         LibTorch 2.x, torch::optim under 1.13), callbacks off
+//   step_instructions raw_medium N        the hand-written loop on 784 -> 512 -> 256 -> 10, batch 128, Adam
+//   step_instructions kiln_medium N       Trainer::fit on it with kiln::FusedAdam, callbacks off
+//   step_instructions raw_many N          the hand-written loop on 256 -> 24 x 256 -> 10, batch 32, Adam
+//   step_instructions kiln_many N         Trainer::fit on it with kiln::FusedAdam, callbacks off
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -20,10 +26,12 @@
 #include "torch/nn/modules/activation.h"
 #include "torch/nn/modules/container/sequential.h"
 #include "torch/nn/modules/linear.h"
+#include "torch/optim/adam.h"
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/loggers/csv_logger.h"
+#include "trainer/optim/fused_optimizers.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
@@ -33,6 +41,21 @@ torch::nn::Sequential Net() {
   torch::manual_seed(0);
   return torch::nn::Sequential(torch::nn::Linear(32, 64), torch::nn::ReLU(), torch::nn::Linear(64, 1));
 }
+
+// The classifiers: input width, hidden widths, 10 classes; Adam.
+torch::nn::Sequential Classifier(const std::vector<int64_t>& widths) {
+  torch::manual_seed(0);
+  torch::nn::Sequential net;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    net->push_back(torch::nn::Linear(widths[i], widths[i + 1]));
+    net->push_back(torch::nn::ReLU());
+  }
+  net->push_back(torch::nn::Linear(widths.back(), 10));
+  return net;
+}
+
+const std::vector<int64_t> kMedium = {784, 512, 256};
+const std::vector<int64_t> kMany(25, 256);
 
 class Loader final : public DataLoader {
  public:
@@ -55,21 +78,31 @@ class Data final : public DataModule {
 
 class Module final : public LightningModule {
  public:
-  explicit Module(int metrics = 0) : net_(Net()) {
+  explicit Module(int metrics = 0, bool fused = false) : net_(Net()), fused_(fused) {
     register_module("net", net_);
     for (int i = 0; i < metrics; ++i) names_.push_back("metric_" + std::to_string(i));
   }
+  // A classifier of `widths` (with Adam), instead of the tiny MLP.
+  explicit Module(const std::vector<int64_t>& widths) : net_(Classifier(widths)), fused_(true), classifier_(true) {
+    register_module("net", net_);
+  }
   at::Tensor training_step(const Batch& batch, int64_t) override {
-    at::Tensor loss = torch::nn::functional::mse_loss(net_->forward(batch.input), batch.target);
+    const at::Tensor output = net_->forward(batch.input);
+    at::Tensor loss = classifier_ ? torch::nn::functional::cross_entropy(output, batch.target)
+                                  : torch::nn::functional::mse_loss(output, batch.target);
     for (const std::string& name : names_) log(name, loss);
     return loss;
   }
   OptimizerConfig configure_optimizers() override {
+    if (classifier_) return std::make_shared<FusedAdam>(parameters(), torch::optim::AdamOptions(1e-3));
+    if (fused_) return std::make_shared<FusedSGD>(parameters(), torch::optim::SGDOptions(1e-2));
     return std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(1e-2));
   }
 
  private:
   torch::nn::Sequential net_;
+  bool fused_ = false;
+  bool classifier_ = false;
   std::vector<std::string> names_;  // Made once: what is counted is logging, not building names.
 };
 
@@ -79,14 +112,47 @@ class Module final : public LightningModule {
 int main(int argc, char** argv) {
   const bool metrics_mode = argc == 4 && std::strcmp(argv[1], "kiln_metrics") == 0;
   const bool checkpoint_mode = argc == 4 && std::strcmp(argv[1], "kiln_checkpoint") == 0;
-  if (!metrics_mode && !checkpoint_mode &&
-      (argc != 3 || (std::strcmp(argv[1], "raw") != 0 && std::strcmp(argv[1], "kiln") != 0))) {
-    std::fprintf(stderr, "usage: %s raw|kiln STEPS | kiln_metrics STEPS METRICS | kiln_checkpoint STEPS EVERY\n",
+  const std::string mode = argc >= 2 ? argv[1] : "";
+  const bool two_args = mode == "raw" || mode == "kiln" || mode == "kiln_fused" || mode == "raw_medium" ||
+                        mode == "kiln_medium" || mode == "raw_many" || mode == "kiln_many";
+  if (!metrics_mode && !checkpoint_mode && (argc != 3 || !two_args)) {
+    std::fprintf(stderr,
+                 "usage: %s raw|kiln|kiln_fused|raw_medium|kiln_medium|raw_many|kiln_many STEPS | kiln_metrics STEPS "
+                 "METRICS | kiln_checkpoint STEPS EVERY\n",
                  argv[0]);
     return 2;
   }
   at::set_num_threads(1);
   const int64_t steps = std::atoll(argv[2]);
+  if (mode.find("medium") != std::string::npos || mode.find("many") != std::string::npos) {
+    const bool medium = mode.find("medium") != std::string::npos;
+    const std::vector<int64_t>& widths = medium ? kiln::kMedium : kiln::kMany;
+    const int64_t batch_size = medium ? 128 : 32;
+    std::vector<kiln::Batch> classified;
+    for (int64_t i = 0; i < steps; ++i) {
+      classified.push_back({at::randn({batch_size, widths.front()}), at::randint(10, {batch_size}, at::kLong)});
+    }
+    if (mode.rfind("raw", 0) == 0) {
+      torch::nn::Sequential net = kiln::Classifier(widths);
+      torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-3));
+      for (const kiln::Batch& batch : classified) {
+        adam.zero_grad();
+        torch::nn::functional::cross_entropy(net->forward(batch.input), batch.target).backward();
+        adam.step();
+      }
+      return 0;
+    }
+    kiln::Module module(widths);
+    kiln::Data data(&classified);
+    kiln::Trainer trainer({.accelerator = "cpu",
+                           .devices = 1,
+                           .max_epochs = 1,
+                           .num_sanity_val_steps = 0,
+                           .default_root_dir = "/tmp",
+                           .enable_checkpointing = false,
+                           .enable_progress_bar = false});
+    return trainer.fit(module, data).ok() ? 0 : 1;
+  }
   std::vector<kiln::Batch> batches;
   for (int64_t i = 0; i < steps; ++i) batches.push_back({at::randn({64, 32}), at::randn({64, 1})});
   if (std::strcmp(argv[1], "raw") == 0) {
@@ -139,7 +205,7 @@ int main(int argc, char** argv) {
     std::filesystem::remove_all(folder);
     return ok ? 0 : 1;
   }
-  kiln::Module module;
+  kiln::Module module(0, /*fused=*/mode == "kiln_fused");
   kiln::Trainer trainer({.accelerator = "cpu",
                          .devices = 1,
                          .max_epochs = 1,
