@@ -22,6 +22,10 @@ namespace virtual_npu {
 namespace {
 
 std::atomic<int64_t> cpu_fallback_calls{0};
+std::atomic<int64_t> device_to_host_copies{0};
+// How deep this thread is in the CPU fallback, whose own copies to and from the CPU are how the device computes,
+// not reads of its memory by the host.
+thread_local int fallback_depth = 0;
 
 bool IsVirtualNpu(const at::Tensor& tensor) { return tensor.device().type() == kDeviceType; }
 
@@ -72,6 +76,9 @@ at::Tensor HostAlias(const at::Tensor& tensor) {
 // conversion are the CPU copy's.
 at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (self.numel() == 0 || dst.numel() == 0) return dst;
+  if (fallback_depth == 0 && IsVirtualNpu(self) && dst.is_cpu()) {
+    device_to_host_copies.fetch_add(1, std::memory_order_relaxed);
+  }
   at::Tensor host_dst = HostAlias(dst);
   host_dst.copy_(HostAlias(self));
   return dst;
@@ -134,8 +141,23 @@ bool HasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from
   return host_backed(self) && host_backed(from);
 }
 
+// Whether `op` returns something other than tensors (item()'s _local_scalar_dense, is_nonzero, equal): its result
+// is read from the device's memory onto the host, as a copy to the CPU would be.
+bool ReturnsHostValue(const c10::OperatorHandle& op) {
+  for (const c10::Argument& result : op.schema().returns()) {
+    const c10::TypePtr& type = result.type();
+    if (type->kind() != c10::TypeKind::TensorType && !type->isSubtypeOf(*c10::ListType::ofTensors())) return true;
+  }
+  return false;
+}
+
 void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   cpu_fallback_calls.fetch_add(1, std::memory_order_relaxed);
+  if (fallback_depth == 0 && ReturnsHostValue(op)) device_to_host_copies.fetch_add(1, std::memory_order_relaxed);
+  struct Depth {
+    Depth() { ++fallback_depth; }
+    ~Depth() { --fallback_depth; }
+  } depth;
   at::native::cpu_fallback(op, stack);
 }
 
@@ -161,5 +183,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromB
 }  // namespace
 
 int64_t CpuFallbackCalls() { return cpu_fallback_calls.load(std::memory_order_relaxed); }
+
+int64_t DeviceToHostCopies() { return device_to_host_copies.load(std::memory_order_relaxed); }
 
 }  // namespace virtual_npu

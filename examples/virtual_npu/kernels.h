@@ -9,7 +9,7 @@
 // fallback: its tensor arguments are copied to the CPU, the CPU kernel runs, and the results are copied back.
 // That is slow, and exact: results are the CPU's, bit for bit.
 //
-// Thread-safety: the kernels are as thread-safe as LibTorch's CPU kernels; the counter is atomic.
+// Thread-safety: the kernels are as thread-safe as LibTorch's CPU kernels; the counters are atomic.
 #ifndef VIRTUAL_NPU_KERNELS_H_
 #define VIRTUAL_NPU_KERNELS_H_
 
@@ -19,6 +19,12 @@ namespace virtual_npu {
 
 // How many operator calls went through the CPU fallback in this process.
 int64_t CpuFallbackCalls();
+
+// How many times the host read the device's memory in this process: a copy from the device to the CPU (a .to(cpu),
+// a checkpoint's snapshot), or an operator whose result is not a tensor (item()'s _local_scalar_dense, is_nonzero).
+// On a real device each is a wait for the device to finish what was queued. The CPU fallback's own copies, which
+// are how this device computes, do not count.
+int64_t DeviceToHostCopies();
 
 }  // namespace virtual_npu
 

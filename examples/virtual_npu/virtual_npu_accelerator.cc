@@ -89,6 +89,7 @@ absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const ki
       {"memory_active_blocks", static_cast<double>(memory.active_blocks)},
       {"memory_total_blocks", static_cast<double>(memory.total_blocks)},
       {"cpu_fallback_calls", static_cast<double>(CpuFallbackCalls())},
+      {"device_to_host_copies", static_cast<double>(DeviceToHostCopies())},
   };
 }
 

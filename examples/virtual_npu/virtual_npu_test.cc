@@ -123,6 +123,7 @@ TEST(AllocatorTest, CountsBytesInUseAndPeakPerDevice) {
     EXPECT_EQ(stats->at("memory_active_blocks"), static_cast<double>(during.active_blocks));
     EXPECT_EQ(stats->at("memory_total_blocks"), static_cast<double>(during.total_blocks));
     EXPECT_EQ(stats->count("cpu_fallback_calls"), 1u);
+    EXPECT_EQ(stats->at("device_to_host_copies"), static_cast<double>(DeviceToHostCopies()));
   }
   const MemoryStats after = GetMemoryStats(1);
   EXPECT_EQ(after.allocated_bytes, before.allocated_bytes) << "freed tensors must give their bytes back";
@@ -136,6 +137,18 @@ TEST(AllocatorTest, CountsBytesInUseAndPeakPerDevice) {
 
 // Under LibTorch 2.x the device carries the backend's name (c10::register_privateuse1_backend) in everything LibTorch
 // prints and parses; LibTorch 1.13 cannot rename PrivateUse1.
+TEST(DeviceTest, CountsTheHostsReadsOfItsMemoryAndNotTheFallbacksCopies) {
+  const int64_t start = DeviceToHostCopies();
+  const at::Tensor host = at::arange(4, at::kFloat);
+  const at::Tensor on_device = host.to(kNpu1);       // Host to device: not a read.
+  const at::Tensor sum = (on_device * 2 + 1).sum();  // Through the fallback, which copies to the CPU and back.
+  EXPECT_EQ(DeviceToHostCopies(), start) << "writing to the device and computing on it read nothing";
+  EXPECT_EQ(sum.item<float>(), 16.0f);
+  EXPECT_EQ(DeviceToHostCopies(), start + 1) << "item() reads the device";
+  EXPECT_TRUE(at::equal(on_device.to(at::kCPU), host));
+  EXPECT_EQ(DeviceToHostCopies(), start + 2) << "a copy to the CPU reads the device";
+}
+
 TEST(DeviceTest, NameOfEachVersion) {
   EXPECT_TRUE(NamingStatus().ok()) << NamingStatus();
   const std::string name = kiln::compat::kCanNamePrivateUse1 ? kDeviceName : "privateuseone";
