@@ -7,10 +7,18 @@
 # fused kernels under 2.x) against the hand-written torch::optim loop, on the tiny MLP and on the medium and
 # many-layer classifiers (10 and 20 steps: a medium step is ~100 times a tiny one).
 #
-#   bazel build -c opt //tests/bench:step_instructions && tools/bench_instructions.sh
+#   bazel build -c opt //tests/bench:step_instructions && tools/bench_instructions.sh [overhead|optimizers]
+#
+# "overhead" runs the tiny model's figures only (raw, kiln, metrics, checkpoint), "optimizers" the optimizer ones
+# only; both by default. Add --config=torch2 to the build for LibTorch 2.x.
 set -euo pipefail
+part=${1:-all}
+case "$part" in
+  all | overhead | optimizers) ;;
+  *) echo "tools/bench_instructions.sh: unknown part '$part'; accepted: overhead, optimizers (default: both)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
-binary=bazel-bin/tests/bench/step_instructions
+binary=${KILN_STEP_INSTRUCTIONS:-bazel-bin/tests/bench/step_instructions}  # Or a copy built elsewhere.
 command -v valgrind >/dev/null || { echo "valgrind is missing: apt-get install valgrind" >&2; exit 1; }
 [[ -x $binary ]] || { echo "build it first: bazel build -c opt //tests/bench:step_instructions" >&2; exit 1; }
 count() {  # count <mode> <steps> [metrics|every]
@@ -20,45 +28,40 @@ count() {  # count <mode> <steps> [metrics|every]
   sed -n 's/^summary: //p' "$out"
   rm -f "$out"
 }
-for side in raw kiln; do
-  short=$(count $side 200)
-  long=$(count $side 400)
-  per_step=$(( (long - short) / 200 ))
-  echo "$side instructions_per_step $per_step"
-  eval "${side}_per_step=$per_step"
-done
-awk -v r="$raw_per_step" -v k="$kiln_per_step" 'BEGIN {printf "kiln_over_raw_instructions %.4f\n", k / r}'
-for metrics in 0 50; do
-  short=$(count kiln_metrics 200 $metrics)
-  long=$(count kiln_metrics 400 $metrics)
-  per_step=$(( (long - short) / 200 ))
-  echo "kiln_metrics_$metrics instructions_per_step $per_step"
-  eval "metrics_${metrics}_per_step=$per_step"
-done
-awk -v a="$metrics_0_per_step" -v b="$metrics_50_per_step" 'BEGIN {printf "metrics_50_over_0_instructions %.4f\n", b / a}'
-for every in 0 10; do
-  short=$(count kiln_checkpoint 200 $every)
-  long=$(count kiln_checkpoint 400 $every)
-  per_step=$(( (long - short) / 200 ))
-  echo "kiln_checkpoint_$every instructions_per_step $per_step"
-  eval "checkpoint_${every}_per_step=$per_step"
-done
-awk -v a="$checkpoint_0_per_step" -v b="$checkpoint_10_per_step" \
-  'BEGIN {printf "checkpoint_10_over_0_instructions %.4f\n", b / a}'
-# per_step <mode> <short> <long>: instructions of one step, from two runs.
+# per_step <mode> <short> <long> [argument]: instructions of one step, from a run of <short> steps and one of <long>.
 per_step() {
   local short long
-  short=$(count "$1" "$2")
-  long=$(count "$1" "$3")
+  short=$(count "$1" "$2" ${4:+"$4"})
+  long=$(count "$1" "$3" ${4:+"$4"})
   echo $(( (long - short) / ($3 - $2) ))
 }
+# ratio <name> <numerator> <denominator>
+ratio() { awk -v a="$2" -v b="$3" -v n="$1" 'BEGIN {printf "%s %.4f\n", n, a / b}'; }
+raw_per_step=$(per_step raw 200 400)
+echo "raw instructions_per_step $raw_per_step"
+if [[ $part != optimizers ]]; then
+  kiln_per_step=$(per_step kiln 200 400)
+  echo "kiln instructions_per_step $kiln_per_step"
+  ratio kiln_over_raw_instructions "$kiln_per_step" "$raw_per_step"
+  metrics_0=$(per_step kiln_metrics 200 400 0)
+  metrics_50=$(per_step kiln_metrics 200 400 50)
+  echo "kiln_metrics_0 instructions_per_step $metrics_0"
+  echo "kiln_metrics_50 instructions_per_step $metrics_50"
+  ratio metrics_50_over_0_instructions "$metrics_50" "$metrics_0"
+  checkpoint_0=$(per_step kiln_checkpoint 200 400 0)
+  checkpoint_10=$(per_step kiln_checkpoint 200 400 10)
+  echo "kiln_checkpoint_0 instructions_per_step $checkpoint_0"
+  echo "kiln_checkpoint_10 instructions_per_step $checkpoint_10"
+  ratio checkpoint_10_over_0_instructions "$checkpoint_10" "$checkpoint_0"
+fi
+[[ $part == overhead ]] && exit 0
 fused_per_step=$(per_step kiln_fused 200 400)
 echo "kiln_fused instructions_per_step $fused_per_step"
-awk -v r="$raw_per_step" -v k="$fused_per_step" 'BEGIN {printf "kiln_fused_over_raw_instructions %.4f\n", k / r}'
+ratio kiln_fused_over_raw_instructions "$fused_per_step" "$raw_per_step"
 for model in medium many; do
   raw=$(per_step raw_$model 10 20)
   kiln=$(per_step kiln_$model 10 20)
   echo "raw_$model instructions_per_step $raw"
   echo "kiln_$model instructions_per_step $kiln"
-  awk -v r="$raw" -v k="$kiln" -v m="$model" 'BEGIN {printf "kiln_%s_over_raw_instructions %.4f\n", m, k / r}'
+  ratio "kiln_${model}_over_raw_instructions" "$kiln" "$raw"
 done

@@ -712,7 +712,8 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
         if (!found_inf_.defined() || found_inf_.device() != value.device()) {
           found_inf_ = at::zeros({}, value.options().dtype(at::kFloat));
         }
-        found_inf_.logical_or_(at::isnan(value - value));  // x - x is NaN exactly when x is not finite.
+        // x - x is 0 when x is finite, else NaN, which is true: one subtraction and one in-place or.
+        found_inf_.logical_or_(value - value);
         for (DeviceSkipOptimizer* optimizer : skipping_optimizers) optimizer->set_found_inf(found_inf_);
         pending_losses_.push_back({current_epoch_, batch_idx, global_step_, value});
       } else {

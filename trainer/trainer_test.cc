@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ATen/Context.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hal/testing/fake_accelerator.h"
@@ -611,17 +612,19 @@ TEST(TrainerTest, SeedMakesRunsRepeatable) {
   EXPECT_FALSE(run(7).equal(run(8)));
 }
 
-// Returns a NaN loss at the given training batches (counted from 0 over the whole fit).
+// Returns a NaN loss (or the loss times `factor`) at the given training batches (counted from 0 over the whole fit).
 class NanAt : public RecordingClassifier {
  public:
-  explicit NanAt(std::set<int64_t> batches) : batches_(std::move(batches)) {}
+  explicit NanAt(std::set<int64_t> batches, double factor = std::numeric_limits<double>::quiet_NaN())
+      : batches_(std::move(batches)), factor_(factor) {}
   at::Tensor training_step(const Batch& batch, int64_t batch_idx) override {
     at::Tensor loss = RecordingClassifier::training_step(batch, batch_idx);
-    return batches_.count(training_steps - 1) > 0 ? loss * std::numeric_limits<double>::quiet_NaN() : loss;
+    return batches_.count(training_steps - 1) > 0 ? loss * factor_ : loss;
   }
 
  private:
   std::set<int64_t> batches_;
+  double factor_;
 };
 
 TEST(TrainerTest, ANonFiniteLossStopsNamingTheBatch) {
@@ -659,19 +662,23 @@ at::Tensor ParametersAfter(int64_t steps) {
 }
 
 TEST(TrainerTest, ANonFiniteLossFoundOnTheDeviceStopsAsOnTheHost) {
-  torch::manual_seed(0);
-  FusedNanAt model({13});
-  SyntheticClusters data(SmallData());
-  Trainer trainer(Quiet({.max_epochs = 3, .seed = 1}));
-  const absl::Status status = trainer.fit(model, data);
-  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(status.message(), HasSubstr("the training loss is nan at epoch 1, batch 3 (global step 13)"));
-  EXPECT_EQ(trainer.global_step(), 13) << "nothing may be applied from the NaN batch";
-  EXPECT_TRUE(kiln::testing::FlatParameters(model).equal(ParametersAfter(13)))
-      << "the parameters must be those of the 13 steps before the NaN batch, bit for bit";
-  // 10 batches an epoch: the host looks at the flag before epoch 1's validation, after its last batch (training
-  // step 20); it never looked at the loss itself before then.
-  EXPECT_EQ(model.training_steps, FusedOptimizersAvailable() ? 20 : 14);
+  const at::Tensor clean = ParametersAfter(13);
+  for (const double factor : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    torch::manual_seed(0);
+    FusedNanAt model({13}, factor);
+    SyntheticClusters data(SmallData());
+    Trainer trainer(Quiet({.max_epochs = 3, .seed = 1}));
+    const absl::Status status = trainer.fit(model, data);
+    EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("the training loss is ", std::isnan(factor) ? "nan" : "inf",
+                                                         " at epoch 1, batch 3 (global step 13)")));
+    EXPECT_EQ(trainer.global_step(), 13) << "nothing may be applied from the non-finite batch";
+    EXPECT_TRUE(kiln::testing::FlatParameters(model).equal(clean))
+        << "the parameters must be those of the 13 steps before the non-finite batch, bit for bit";
+    // 10 batches an epoch: the host looks at the flag before epoch 1's validation, after its last batch (training
+    // step 20); it never looked at the loss itself before then.
+    EXPECT_EQ(model.training_steps, FusedOptimizersAvailable() ? 20 : 14);
+  }
 }
 
 TEST(TrainerTest, NoLogRowOrCheckpointHoldsAStepAfterANonFiniteLoss) {

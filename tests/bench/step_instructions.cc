@@ -106,6 +106,18 @@ class Module final : public LightningModule {
   std::vector<std::string> names_;  // Made once: what is counted is logging, not building names.
 };
 
+// One epoch of Trainer::fit over `data` on the CPU, without sanity checks or progress bar; `options` gives the rest.
+int Fit(LightningModule& module, DataModule& data, TrainerOptions options) {
+  options.accelerator = "cpu";
+  options.devices = 1;
+  options.max_epochs = 1;
+  options.num_sanity_val_steps = 0;
+  options.enable_progress_bar = false;
+  if (options.default_root_dir == ".") options.default_root_dir = "/tmp";
+  Trainer trainer(options);
+  return trainer.fit(module, data).ok() ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace kiln
 
@@ -144,14 +156,7 @@ int main(int argc, char** argv) {
     }
     kiln::Module module(widths);
     kiln::Data data(&classified);
-    kiln::Trainer trainer({.accelerator = "cpu",
-                           .devices = 1,
-                           .max_epochs = 1,
-                           .num_sanity_val_steps = 0,
-                           .default_root_dir = "/tmp",
-                           .enable_checkpointing = false,
-                           .enable_progress_bar = false});
-    return trainer.fit(module, data).ok() ? 0 : 1;
+    return kiln::Fit(module, data, {.enable_checkpointing = false});
   }
   std::vector<kiln::Batch> batches;
   for (int64_t i = 0; i < steps; ++i) batches.push_back({at::randn({64, 32}), at::randn({64, 1})});
@@ -170,17 +175,13 @@ int main(int argc, char** argv) {
     kiln::Module module(std::atoi(argv[3]));
     char folder[] = "/tmp/kiln-step-instructions-XXXXXX";
     if (mkdtemp(folder) == nullptr) return 1;
-    kiln::Trainer trainer({.accelerator = "cpu",
-                           .devices = 1,
-                           .max_epochs = 1,
-                           .num_sanity_val_steps = 0,
-                           .default_root_dir = folder,
-                           .loggers = {std::make_shared<kiln::CsvLogger>(kiln::LogDirOptions{.save_dir = folder})},
-                           .enable_checkpointing = false,
-                           .enable_progress_bar = false});
-    const bool ok = trainer.fit(module, data).ok();
+    const int status =
+        kiln::Fit(module, data,
+                  {.default_root_dir = folder,
+                   .loggers = {std::make_shared<kiln::CsvLogger>(kiln::LogDirOptions{.save_dir = folder})},
+                   .enable_checkpointing = false});
     std::filesystem::remove_all(folder);
-    return ok ? 0 : 1;
+    return status;
   }
   if (checkpoint_mode) {
     kiln::Module module;
@@ -192,26 +193,12 @@ int main(int argc, char** argv) {
       callbacks.push_back(std::make_shared<kiln::ModelCheckpoint>(
           kiln::ModelCheckpointOptions{.dirpath = folder, .every_n_train_steps = every}));
     }
-    kiln::Trainer trainer({.accelerator = "cpu",
-                           .devices = 1,
-                           .max_epochs = 1,
-                           .num_sanity_val_steps = 0,
-                           .default_root_dir = folder,
-                           .callbacks = callbacks,
-                           .logger = false,
-                           .enable_checkpointing = every > 0,
-                           .enable_progress_bar = false});
-    const bool ok = trainer.fit(module, data).ok();
+    const int status = kiln::Fit(
+        module, data,
+        {.default_root_dir = folder, .callbacks = callbacks, .logger = false, .enable_checkpointing = every > 0});
     std::filesystem::remove_all(folder);
-    return ok ? 0 : 1;
+    return status;
   }
   kiln::Module module(0, /*fused=*/mode == "kiln_fused");
-  kiln::Trainer trainer({.accelerator = "cpu",
-                         .devices = 1,
-                         .max_epochs = 1,
-                         .num_sanity_val_steps = 0,
-                         .default_root_dir = "/tmp",
-                         .enable_checkpointing = false,
-                         .enable_progress_bar = false});
-  return trainer.fit(module, data).ok() ? 0 : 1;
+  return kiln::Fit(module, data, {.enable_checkpointing = false});
 }

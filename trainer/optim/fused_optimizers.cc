@@ -129,57 +129,38 @@ bool FusedOptimizersAvailable() { return compat::HasFusedOptimizerKernels(); }
 
 // ---- Adam and AdamW
 
-FusedAdam::FusedAdam(std::vector<at::Tensor> params, torch::optim::AdamOptions defaults)
-    : torch::optim::Adam(std::move(params), std::move(defaults)) {}
-
-at::Tensor FusedAdam::step(LossClosure closure) {
-  if (!fused_.has_value()) fused_ = KernelsRunOn(*this, "Adam");
-  if (!*fused_) return torch::optim::Adam::step(std::move(closure));
+template <typename Base, typename Options, typename State, bool kDecoupledWeightDecay>
+at::Tensor FusedAdamOptimizer<Base, Options, State, kDecoupledWeightDecay>::step(
+    torch::optim::Optimizer::LossClosure closure) {
+  if (!fused_.has_value()) fused_ = KernelsRunOn(*this, kName);
+  if (!*fused_) return Base::step(std::move(closure));
   at::Tensor loss;
   if (closure != nullptr) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
-  FusedAdamSteps<torch::optim::AdamParamState, torch::optim::AdamOptions>(*this, counts_, found_inf_, false);
+  FusedAdamSteps<State, Options>(*this, counts_, found_inf_, kDecoupledWeightDecay);
   return loss;
 }
 
-bool FusedAdam::can_skip_on_device() const { return fused_.value_or(KernelsRunOn(*this, "Adam")); }
+template <typename Base, typename Options, typename State, bool kDecoupledWeightDecay>
+bool FusedAdamOptimizer<Base, Options, State, kDecoupledWeightDecay>::can_skip_on_device() const {
+  return fused_.value_or(KernelsRunOn(*this, kName));
+}
 
-void FusedAdam::set_found_inf(at::Tensor found_inf) {
+template <typename Base, typename Options, typename State, bool kDecoupledWeightDecay>
+void FusedAdamOptimizer<Base, Options, State, kDecoupledWeightDecay>::set_found_inf(at::Tensor found_inf) {
   flag_seen_ = flag_seen_ || found_inf.defined();
   found_inf_ = std::move(found_inf);
 }
 
-void FusedAdam::SyncStateToHost() {
-  if (flag_seen_) SyncAdamSteps<torch::optim::AdamParamState>(*this, counts_);
+template <typename Base, typename Options, typename State, bool kDecoupledWeightDecay>
+void FusedAdamOptimizer<Base, Options, State, kDecoupledWeightDecay>::SyncStateToHost() {
+  if (flag_seen_) SyncAdamSteps<State>(*this, counts_);
 }
 
-FusedAdamW::FusedAdamW(std::vector<at::Tensor> params, torch::optim::AdamWOptions defaults)
-    : torch::optim::AdamW(std::move(params), std::move(defaults)) {}
-
-at::Tensor FusedAdamW::step(LossClosure closure) {
-  if (!fused_.has_value()) fused_ = KernelsRunOn(*this, "AdamW");
-  if (!*fused_) return torch::optim::AdamW::step(std::move(closure));
-  at::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
-  FusedAdamSteps<torch::optim::AdamWParamState, torch::optim::AdamWOptions>(*this, counts_, found_inf_, true);
-  return loss;
-}
-
-bool FusedAdamW::can_skip_on_device() const { return fused_.value_or(KernelsRunOn(*this, "AdamW")); }
-
-void FusedAdamW::set_found_inf(at::Tensor found_inf) {
-  flag_seen_ = flag_seen_ || found_inf.defined();
-  found_inf_ = std::move(found_inf);
-}
-
-void FusedAdamW::SyncStateToHost() {
-  if (flag_seen_) SyncAdamSteps<torch::optim::AdamWParamState>(*this, counts_);
-}
+template class FusedAdamOptimizer<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>;
+template class FusedAdamOptimizer<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
 
 // ---- SGD
 

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -54,37 +55,35 @@ class DeviceStepCounts {
   absl::flat_hash_map<const void*, Entry> entries_;
 };
 
-class FusedAdam final : public torch::optim::Adam, public DeviceSkipOptimizer {
+// Adam (Base = torch::optim::Adam) and AdamW (torch::optim::AdamW: decoupled weight decay), fused: FusedAdam and
+// FusedAdamW below.
+template <typename Base, typename Options, typename State, bool kDecoupledWeightDecay>
+class FusedAdamOptimizer final : public Base, public DeviceSkipOptimizer {
  public:
-  explicit FusedAdam(std::vector<at::Tensor> params, torch::optim::AdamOptions defaults = {});
-  at::Tensor step(LossClosure closure = nullptr) override;
+  explicit FusedAdamOptimizer(std::vector<at::Tensor> params, Options defaults = {})
+      : Base(std::move(params), std::move(defaults)) {}
+  at::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override;
   bool fused() const { return fused_.value_or(false); }
   bool can_skip_on_device() const override;
   void set_found_inf(at::Tensor found_inf) override;
   void SyncStateToHost() override;
 
  private:
+  static constexpr const char* kName = kDecoupledWeightDecay ? "AdamW" : "Adam";
   std::optional<bool> fused_;  // Decided at the first step, from the parameters' device.
   DeviceStepCounts counts_;
   at::Tensor found_inf_;
   bool flag_seen_ = false;
 };
 
-class FusedAdamW final : public torch::optim::AdamW, public DeviceSkipOptimizer {
- public:
-  explicit FusedAdamW(std::vector<at::Tensor> params, torch::optim::AdamWOptions defaults = {});
-  at::Tensor step(LossClosure closure = nullptr) override;
-  bool fused() const { return fused_.value_or(false); }
-  bool can_skip_on_device() const override;
-  void set_found_inf(at::Tensor found_inf) override;
-  void SyncStateToHost() override;
-
- private:
-  std::optional<bool> fused_;
-  DeviceStepCounts counts_;
-  at::Tensor found_inf_;
-  bool flag_seen_ = false;
-};
+using FusedAdam =
+    FusedAdamOptimizer<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>;
+using FusedAdamW =
+    FusedAdamOptimizer<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
+extern template class FusedAdamOptimizer<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState,
+                                         false>;
+extern template class FusedAdamOptimizer<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState,
+                                         true>;
 
 class FusedSGD final : public torch::optim::SGD, public DeviceSkipOptimizer {
  public:
