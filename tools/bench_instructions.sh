@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per training step of the tiny MLP, Kiln against the hand-written LibTorch loop, counted by callgrind
-# (repeatable to the instruction, unlike timings on a shared machine). Each side runs twice, with 200 and 400
+# (repeatable to 0.3%, unlike timings on a shared machine). Each side runs twice, with 200 and 400
 # steps; the difference divided by 200 is the cost of one step, with start-up cancelled out. Then the cost of logging:
 # Kiln with a CSV logger and no metric logged per step against the same with 50 (metrics_50_over_0); of a checkpoint
 # every 10 steps against none (checkpoint_10_over_0); and Kiln's own optimizers (kiln::FusedSGD, FusedAdam: LibTorch's
