@@ -1,8 +1,9 @@
 // The CUDA backend on a real GPU, through the trainer: a checkpoint written on the GPU resumes exactly (with the
 // optimizer's state back on the GPU), and DeviceStatsMonitor logs NVML's and the caching allocator's statistics
-// while training. Part of `bazel test --config=cuda` and of tools/gpu_check.sh's pack. On a machine where the cuda
-// accelerator is not available every test skips, printing the accelerator's own reason; the CUDA code paths that
-// need no GPU are tested in backends/cuda.
+// while training; and a step that writes no log row never synchronises with the GPU (fused Adam, the device-side
+// loss check, non-blocking batch copies; LibTorch's sync debug mode makes any synchronisation an error). Part of `bazel
+// test --config=cuda` and of tools/gpu_check.sh's pack. On a machine where the cuda accelerator is not available every
+// test skips, printing the accelerator's own reason; the CUDA code paths that need no GPU are tested in backends/cuda.
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,10 +14,16 @@
 #include "torch/optim/adam.h"
 #include "trainer/callbacks/device_stats_monitor.h"
 #include "trainer/classifier.h"
+#include "trainer/core/callback.h"
 #include "trainer/core/logger.h"
+#include "trainer/optim/fused_optimizers.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 #include "trainer/trainer.h"
+
+#ifdef KILN_WITH_CUDA
+#include "c10/cuda/CUDAFunctions.h"
+#endif
 
 namespace {
 
@@ -102,6 +109,64 @@ TEST(CudaDeviceTest, DeviceStatsMonitorLogsNvmlAndTheCachingAllocator) {
   EXPECT_GT(allocated, 0) << "a model on the GPU allocates through the caching allocator";
   EXPECT_EQ(nvml, 1) << "NVML (libnvidia-ml.so.1) gave no statistics";
   EXPECT_GT(memory_used, 0) << "NVML reports the GPU's memory in use";
+}
+
+#ifdef KILN_WITH_CUDA
+// Turns LibTorch's CUDA sync debug mode to "error" from the end of one training batch to the end of the next when
+// that next batch writes no log row (global step a multiple of kLogEvery): its batch copy, forward, backward, loss
+// check and optimizer step must then never make the host wait for the GPU. Off everywhere else.
+class NoSyncWindows final : public kiln::Callback {
+ public:
+  static constexpr int64_t kLogEvery = 4;
+  static constexpr int64_t kBatches = 10;  // An epoch of SmallData.
+  std::string state_key() const override { return "NoSyncWindows"; }
+  void on_train_batch_end(kiln::Trainer& trainer, kiln::LightningModule& module, const at::Tensor& outputs,
+                          const kiln::Batch& batch, int64_t batch_idx) override {
+    // The next batch's step makes global step trainer.global_step() + 1; after an epoch's last batch come its
+    // validation and its end, which read.
+    const bool next_reads = (trainer.global_step() + 1) % kLogEvery == 0 || batch_idx + 1 == kBatches;
+    c10::cuda::warning_state().set_sync_debug_mode(next_reads ? c10::cuda::SyncDebugMode::L_DISABLED
+                                                              : c10::cuda::SyncDebugMode::L_ERROR);
+    if (!next_reads) ++windows;
+  }
+  void on_train_epoch_end(kiln::Trainer& trainer, kiln::LightningModule& module) override { Off(); }
+  void on_validation_start(kiln::Trainer& trainer, kiln::LightningModule& module) override { Off(); }
+  static void Off() { c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED); }
+  int64_t windows = 0;
+};
+
+class FusedAdamClassifier final : public kiln::testing::RecordingClassifier {
+ public:
+  kiln::OptimizerConfig configure_optimizers() override {
+    return std::make_shared<kiln::FusedAdam>(parameters(), torch::optim::AdamOptions(1e-2));
+  }
+};
+#endif
+
+TEST(CudaDeviceTest, StepsThatWriteNoLogRowNeverSynchronise) {
+  SKIP_UNLESS_CUDA();
+#ifndef KILN_WITH_CUDA
+  GTEST_SKIP() << "built without CUDA (--config=cuda builds it): the sync debug mode is c10_cuda's";
+#else
+  auto windows = std::make_shared<NoSyncWindows>();
+  kiln::Trainer trainer({.accelerator = "cuda",
+                         .devices = 1,
+                         .max_epochs = 2,
+                         .log_every_n_steps = NoSyncWindows::kLogEvery,
+                         .seed = 3,
+                         .default_root_dir = kiln::testing::TempDir(),
+                         .callbacks = {windows},
+                         .enable_checkpointing = false,
+                         .enable_progress_bar = false});
+  torch::manual_seed(3);
+  FusedAdamClassifier model;
+  kiln::SyntheticClusters data(kiln::testing::SmallData());
+  const absl::Status status = trainer.fit(model, data);
+  NoSyncWindows::Off();
+  ASSERT_TRUE(status.ok()) << "a step that reads nothing synchronised with the GPU: " << status;
+  EXPECT_EQ(trainer.global_step(), 20);
+  EXPECT_GE(windows->windows, 10) << "too few steps ran with the sync debug mode on";
+#endif
 }
 
 }  // namespace
