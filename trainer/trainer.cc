@@ -607,6 +607,24 @@ absl::Status NonFiniteLossError(const std::string& loss, int64_t epoch, int64_t 
       "(gradient_clip_val), or pass on_nonfinite_loss=\"skip\" to skip such batches"));
 }
 
+// LibTorch's clip_grad_norm_ with the 2-norm, operator for operator (so the gradients come out bit for bit the
+// same), without its last step: it returns the total norm as a double, a host read that would make every clipped
+// step wait for the device.
+void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  std::vector<at::Tensor> grads;
+  std::vector<at::Tensor> norms;
+  for (const at::Tensor& parameter : parameters) {
+    if (!parameter.grad().defined()) continue;
+    grads.push_back(parameter.grad());
+    norms.push_back(parameter.grad().data().norm(2));
+  }
+  if (grads.empty()) return;
+  const at::Tensor total_norm = norms.size() == 1 ? norms[0] : at::stack(norms).norm(2);
+  const at::Tensor clip_coef = max_norm / (total_norm + 1e-6);
+  const at::Tensor clip_coef_clamped = at::clamp(clip_coef, c10::nullopt, 1.0);
+  for (const at::Tensor& grad : grads) grad.data().mul_(clip_coef_clamped);
+}
+
 // Losses kept for naming a non-finite one, at most: reaching it reads the flag (one host read per this many steps).
 constexpr size_t kMaxPendingLosses = 4096;
 
@@ -892,7 +910,7 @@ absl::Status Trainer::OptimizerStep(LightningModule& model) {
     if (options_.gradient_clip_val.has_value() && *options_.gradient_clip_val > 0) {
       const std::vector<at::Tensor> parameters = model.parameters();
       if (options_.gradient_clip_algorithm == "norm") {
-        torch::nn::utils::clip_grad_norm_(parameters, *options_.gradient_clip_val);
+        ClipGradNorm(parameters, *options_.gradient_clip_val);
       } else {
         torch::nn::utils::clip_grad_value_(parameters, *options_.gradient_clip_val);
       }

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hal/testing/fake_accelerator.h"
+#include "torch/nn/utils/clip_grad.h"
 #include "torch/optim/schedulers/step_lr.h"
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
@@ -366,6 +367,49 @@ TEST(TrainerTest, GradientClippingByNormAndByValue) {
       }
     }
   }
+}
+
+// After backward, clips a copy of the gradients with LibTorch's clip_grad_norm_; before the step, compares the
+// trainer's clipped gradients with it, bit for bit.
+class ClipReference final : public Callback {
+ public:
+  explicit ClipReference(double clip) : clip_(clip) {}
+  std::string state_key() const override { return "ClipReference"; }
+  void on_after_backward(Trainer& trainer, LightningModule& module) override {
+    copies_.clear();
+    for (const at::Tensor& parameter : module.parameters()) {
+      at::Tensor copy = parameter.detach().clone();
+      copy.mutable_grad() = parameter.grad().clone();
+      copies_.push_back(copy);
+    }
+    if (torch::nn::utils::clip_grad_norm_(copies_, clip_) > clip_) ++clipped_steps;
+  }
+  void on_before_optimizer_step(Trainer& trainer, LightningModule& module,
+                                torch::optim::Optimizer& optimizer) override {
+    const std::vector<at::Tensor> parameters = module.parameters();
+    ASSERT_EQ(parameters.size(), copies_.size());
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      EXPECT_TRUE(parameters[i].grad().equal(copies_[i].grad())) << "parameter " << i << " at step " << steps;
+    }
+    ++steps;
+  }
+  int64_t steps = 0;
+  int64_t clipped_steps = 0;  // Steps whose gradients' norm was above the clip.
+
+ private:
+  double clip_;
+  std::vector<at::Tensor> copies_;
+};
+
+TEST(TrainerTest, ClippingByNormMatchesLibTorchsClipGradNormExactly) {
+  auto reference = std::make_shared<ClipReference>(0.05);
+  torch::manual_seed(3);
+  RecordingClassifier model;
+  SyntheticClusters data(SmallData());
+  Trainer trainer(Quiet({.max_epochs = 1, .gradient_clip_val = 0.05, .callbacks = {reference}}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  EXPECT_EQ(reference->steps, 10);
+  EXPECT_EQ(reference->clipped_steps, 10) << "the clip must bite on every step for the comparison to mean anything";
 }
 
 TEST(TrainerTest, StepLrSchedulerPerEpochAndPerStep) {
