@@ -26,14 +26,15 @@ Bucket& BucketFor(std::vector<Bucket>& buckets, const at::Tensor& param) {
   return buckets.back();
 }
 
-// Whether the kernels run on the device of every parameter of `optimizer`. Logged once when they do not.
-bool KernelsRunOn(const torch::optim::Optimizer& optimizer, const char* name) {
+// Whether the kernels run on the device of every parameter of `optimizer`; with `log`, says so when they do not (the
+// first step asks with it, once).
+bool KernelsRunOn(const torch::optim::Optimizer& optimizer, const char* name, bool log = true) {
   if (!compat::HasFusedOptimizerKernels()) return false;
   for (const auto& group : optimizer.param_groups()) {
     for (const at::Tensor& param : group.params()) {
       if (!compat::FusedOptimizerRunsOn(param.device())) {
-        LOG(WARNING) << name << ": LibTorch's fused kernels do not run on " << param.device()
-                     << "; stepping with torch::optim instead";
+        LOG_IF(WARNING, log) << name << ": LibTorch's fused kernels do not run on " << param.device()
+                             << "; stepping with torch::optim instead";
         return false;
       }
     }
@@ -145,7 +146,7 @@ at::Tensor FusedAdamOptimizer<Base, Options, State, kDecoupledWeightDecay>::step
 
 template <typename Base, typename Options, typename State, bool kDecoupledWeightDecay>
 bool FusedAdamOptimizer<Base, Options, State, kDecoupledWeightDecay>::can_skip_on_device() const {
-  return fused_.value_or(KernelsRunOn(*this, kName));
+  return fused_.has_value() ? *fused_ : KernelsRunOn(*this, kName, /*log=*/false);
 }
 
 template <typename Base, typename Options, typename State, bool kDecoupledWeightDecay>
@@ -228,7 +229,7 @@ bool FusedSGD::can_skip_on_device() const {
     const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());
     if (options.momentum() != 0 && options.dampening() != 0) return false;
   }
-  return fused_.value_or(KernelsRunOn(*this, "SGD"));
+  return fused_.has_value() ? *fused_ : KernelsRunOn(*this, "SGD", /*log=*/false);
 }
 
 void FusedSGD::set_found_inf(at::Tensor found_inf) { found_inf_ = std::move(found_inf); }
