@@ -698,6 +698,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
   }
   nonfinite_failure_ = absl::OkStatus();
   pending_losses_.clear();
+  found_inf_ = at::Tensor();  // Made on the loss's device at the epoch's first step, then updated in place.
 
   absl::Status status = CallUser("on_train_epoch_start", [&] {
     CallCallbacks([&](Callback& c) { c.on_train_epoch_start(*this, model); });
@@ -729,10 +730,10 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
         const at::Tensor value = loss.detach();
         if (!found_inf_.defined() || found_inf_.device() != value.device()) {
           found_inf_ = at::zeros({}, value.options().dtype(at::kFloat));
+          for (DeviceSkipOptimizer* optimizer : skipping_optimizers) optimizer->set_found_inf(found_inf_);
         }
         // x - x is 0 when x is finite, else NaN, which is true: one subtraction and one in-place or.
         found_inf_.logical_or_(value - value);
-        for (DeviceSkipOptimizer* optimizer : skipping_optimizers) optimizer->set_found_inf(found_inf_);
         pending_losses_.push_back({current_epoch_, batch_idx, global_step_, value});
       } else {
         loss_value = loss.item<double>();
