@@ -729,7 +729,9 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
       if (loss_check_on_device_) {
         const at::Tensor value = loss.detach();
         if (!found_inf_.defined() || found_inf_.device() != value.device()) {
-          found_inf_ = at::zeros({}, value.options().dtype(at::kFloat));
+          // Made at the epoch's first step; should the loss move to another device, the flag follows it, as it is.
+          found_inf_ =
+              found_inf_.defined() ? found_inf_.to(value.device()) : at::zeros({}, value.options().dtype(at::kFloat));
           for (DeviceSkipOptimizer* optimizer : skipping_optimizers) optimizer->set_found_inf(found_inf_);
         }
         // x - x is 0 when x is finite, else NaN, which is true: one subtraction and one in-place or.
