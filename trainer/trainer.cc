@@ -176,13 +176,12 @@ ModelCheckpoint* Trainer::checkpoint_callback() const {
   return nullptr;
 }
 
-void Trainer::log_metrics(const MetricMap& metrics, int64_t step) {
+void Trainer::log_metrics(MetricMap metrics, int64_t step) {
   if (!is_global_zero() || metrics.empty() || options_.fast_dev_run > 0 || sanity_checking_) return;
   // Every row says its epoch, as Lightning's loggers do, so that a table of them groups by epoch.
-  MetricMap rows = metrics;
-  rows.emplace("epoch", static_cast<double>(current_epoch_));
+  metrics.emplace("epoch", static_cast<double>(current_epoch_));
   for (const auto& logger : options_.loggers) {
-    if (absl::Status status = logger->log_metrics(rows, step); !status.ok()) {
+    if (absl::Status status = logger->log_metrics(metrics, step); !status.ok()) {
       LOG(WARNING) << "logger '" << logger->name() << "' failed: " << status;
     }
   }
@@ -790,7 +789,7 @@ absl::Status Trainer::RunTrainEpoch(LightningModule& model, DataLoader& train, D
                             [&] { step_metrics = GlobalMetrics(metrics, std::move(step_metrics), /*steps=*/true); });
           if (!status.ok()) return status;
         }
-        log_metrics(step_metrics, logged_step());
+        log_metrics(std::move(step_metrics), logged_step());
       }
     }
     next_batch_in_epoch_ = batch_idx + 1;

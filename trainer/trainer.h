@@ -170,9 +170,9 @@ class Trainer {
   int64_t max_epochs() const { return max_epochs_; }
   const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const { return optimizers_.optimizers; }
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return options_.loggers; }
-  // Sends `metrics` to every logger at `step` (rank zero only).
-  // Sends `metrics`, with the current epoch added as "epoch" unless given, to every logger (rank zero only).
-  void log_metrics(const MetricMap& metrics, int64_t step);
+  // Sends `metrics`, with the current epoch added as "epoch" unless given, to every logger at `step` (rank zero
+  // only). Taken by value: a caller done with its map moves it in, and nothing is copied.
+  void log_metrics(MetricMap metrics, int64_t step);
   int64_t logged_step() const { return batches_that_stepped_; }
   // Where ModelCheckpoint writes by default: <first logger's log_dir>/checkpoints, else <default_root_dir>/checkpoints.
   std::string checkpoint_dir() const;

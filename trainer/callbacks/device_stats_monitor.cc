@@ -1,5 +1,7 @@
 #include "trainer/callbacks/device_stats_monitor.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "trainer/strategies/strategy.h"
@@ -26,7 +28,7 @@ void DeviceStatsMonitor::Log(Trainer& trainer, const std::string& hook) {
   }
   MetricMap metrics;
   for (const auto& [key, value] : *stats) metrics[absl::StrCat("DeviceStatsMonitor.", hook, "/", key)] = value;
-  trainer.log_metrics(metrics, trainer.logged_step());
+  trainer.log_metrics(std::move(metrics), trainer.logged_step());
 }
 
 void DeviceStatsMonitor::on_train_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,

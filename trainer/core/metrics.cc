@@ -1,9 +1,12 @@
 #include "trainer/core/metrics.h"
 
+#include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "ATen/ATen.h"
 #include "c10/core/GradMode.h"
+#include "c10/macros/Macros.h"
 #include "c10/util/Exception.h"
 
 namespace kiln {
@@ -85,56 +88,94 @@ MetricMap ReadSlots(const std::vector<Slot>& slots, ValueOf value_of, NameOf nam
   return metrics;
 }
 
+// Whether `a` and `b` hold the same characters: a few word compares for the short names metrics have, without
+// the call into memcmp that std::string's == makes.
+inline bool SameName(const std::string& a, const std::string& b) {
+  const size_t size = a.size();
+  if (size != b.size()) return false;
+  const char* x = a.data();
+  const char* y = b.data();
+  const auto word = [](const char* at) {
+    uint64_t value;
+    std::memcpy(&value, at, sizeof(value));
+    return value;
+  };
+  if (size >= 8) {
+    for (size_t i = 0; i + 8 < size; i += 8) {
+      if (word(x + i) != word(y + i)) return false;
+    }
+    return word(x + size - 8) == word(y + size - 8);  // The last 8 bytes, overlapping the words before.
+  }
+  for (size_t i = 0; i < size; ++i) {
+    if (x[i] != y[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void MetricCollector::Log(const std::string& name, const at::Tensor& value, const LogOptions& options,
                           int64_t batch_size) {
   TORCH_CHECK(value.numel() == 1, "log('", name, "'): expected a scalar, got a tensor of shape ", value.sizes());
-  Record(name, Value{value, 0}, options, batch_size);
+  Record(name, &value, 0, options, batch_size);
 }
 
 void MetricCollector::Log(const std::string& name, double value, const LogOptions& options, int64_t batch_size) {
-  Record(name, Value{at::Tensor(), value}, options, batch_size);
+  Record(name, nullptr, value, options, batch_size);
 }
 
-MetricCollector::StepSlot& MetricCollector::Slot(const std::string& name, bool suffixed) {
-  const size_t size = step_slots_.size();
+MetricCollector::Slot& MetricCollector::Find(const std::string& name, bool suffixed) {
+  const size_t size = slots_.size();
   // The names of a step come in the order they came on the step before: the expected slot is the next one.
-  for (size_t tried = 0; tried < size; ++tried) {
-    const size_t index = (next_slot_ + tried) % size;
-    StepSlot& slot = step_slots_[index];
-    if (slot.suffixed == suffixed && slot.name == name) {
+  if (next_slot_ < size) {
+    Slot& expected = slots_[next_slot_];
+    if (C10_LIKELY(expected.suffixed == suffixed && SameName(expected.name, name))) {
+      ++next_slot_;
+      return expected;
+    }
+  }
+  for (size_t index = 0; index < size; ++index) {
+    Slot& slot = slots_[index];
+    if (slot.suffixed == suffixed && SameName(slot.name, name)) {
       next_slot_ = index + 1;
       return slot;
     }
   }
-  step_slots_.push_back(StepSlot{.name = name, .suffixed = suffixed});
-  next_slot_ = step_slots_.size();
-  return step_slots_.back();
+  Slot& added = slots_.emplace_back();
+  added.name = name;
+  added.suffixed = suffixed;
+  next_slot_ = slots_.size();
+  return added;
 }
 
-void MetricCollector::Record(const std::string& name, const Value& value, const LogOptions& options,
-                             int64_t batch_size) {
+void MetricCollector::Record(const std::string& name, const at::Tensor* tensor, double number,
+                             const LogOptions& options, int64_t batch_size) {
   const bool on_step = options.on_step.value_or(training_);
   const bool on_epoch = options.on_epoch.value_or(!training_);
+  if (!on_step && !on_epoch) return;
+  Slot& slot = Find(name, /*suffixed=*/on_step && on_epoch);
   if (on_step) {
-    StepSlot& slot = Slot(name, /*suffixed=*/on_epoch);
-    slot.value = value;
+    if (tensor != nullptr) {
+      slot.value.tensor = *tensor;
+    } else {
+      slot.value.tensor.reset();
+      slot.value.number = number;
+    }
     slot.logged = true;
     slot.sync_dist = options.sync_dist;
     if (options.prog_bar) {
       slot.prog_bar = true;
-      slot.progress = value;
+      slot.progress = slot.value;
       slot.progress_logged = true;
     }
   }
   if (on_epoch) {
-    Accumulator& accumulator = epoch_[on_step ? name + "_epoch" : name];
-    if (value.tensor.defined()) {
-      accumulator.values.push_back(value.tensor.detach());
+    Accumulator& accumulator = slot.epoch;
+    if (tensor != nullptr) {
+      accumulator.values.push_back(tensor->detach());
       accumulator.weights.push_back(static_cast<double>(batch_size));
     } else {
-      accumulator.number_sum += value.number * static_cast<double>(batch_size);
+      accumulator.number_sum += number * static_cast<double>(batch_size);
     }
     accumulator.count += batch_size;
     accumulator.prog_bar = options.prog_bar;
@@ -154,10 +195,11 @@ double MetricCollector::Accumulator::Mean() const {
 
 std::map<std::string, MetricCollector::EpochTotal> MetricCollector::SyncedEpochTotals() const {
   std::map<std::string, EpochTotal> totals;
-  for (const auto& [name, accumulator] : epoch_) {
+  for (const Slot& slot : slots_) {
+    const Accumulator& accumulator = slot.epoch;
     if (!accumulator.sync_dist || accumulator.count == 0) continue;
     const double mean = accumulator.Mean();
-    totals[name] = {mean * static_cast<double>(accumulator.count), static_cast<double>(accumulator.count)};
+    totals[slot.EpochName()] = {mean * static_cast<double>(accumulator.count), static_cast<double>(accumulator.count)};
   }
   return totals;
 }
@@ -165,14 +207,14 @@ std::map<std::string, MetricCollector::EpochTotal> MetricCollector::SyncedEpochT
 MetricMap MetricCollector::SyncedStepValues() const {
   MetricMap all = StepMetrics();
   MetricMap values;
-  for (const StepSlot& slot : step_slots_) {
+  for (const Slot& slot : slots_) {
     if (slot.logged && slot.sync_dist) values[slot.StepName()] = all.at(slot.StepName());
   }
   return values;
 }
 
 bool MetricCollector::HasSyncedStepValues() const {
-  for (const StepSlot& slot : step_slots_) {
+  for (const Slot& slot : slots_) {
     if (slot.logged && slot.sync_dist) return true;
   }
   return false;
@@ -180,13 +222,13 @@ bool MetricCollector::HasSyncedStepValues() const {
 
 MetricMap MetricCollector::StepMetrics() const {
   return ReadSlots(
-      step_slots_, [](const StepSlot& slot) { return slot.logged ? &slot.value : nullptr; },
-      [](const StepSlot& slot) { return slot.StepName(); });
+      slots_, [](const Slot& slot) { return slot.logged ? &slot.value : nullptr; },
+      [](const Slot& slot) { return slot.StepName(); });
 }
 
 MetricMap MetricCollector::TakeStepMetrics() {
   MetricMap metrics = StepMetrics();
-  for (StepSlot& slot : step_slots_) {
+  for (Slot& slot : slots_) {
     slot.logged = false;
     slot.value = Value();
   }
@@ -195,25 +237,28 @@ MetricMap MetricCollector::TakeStepMetrics() {
 
 MetricMap MetricCollector::ProgressBarMetrics() const {
   MetricMap metrics = ReadSlots(
-      step_slots_, [](const StepSlot& slot) { return slot.progress_logged ? &slot.progress : nullptr; },
-      [](const StepSlot& slot) { return slot.StepName(); });
-  for (const auto& [name, accumulator] : epoch_) {
-    if (accumulator.prog_bar && accumulator.count > 0) metrics[name] = accumulator.Mean();
+      slots_, [](const Slot& slot) { return slot.progress_logged ? &slot.progress : nullptr; },
+      [](const Slot& slot) { return slot.StepName(); });
+  for (const Slot& slot : slots_) {
+    if (slot.epoch.prog_bar && slot.epoch.count > 0) metrics[slot.EpochName()] = slot.epoch.Mean();
   }
   return metrics;
 }
 
 MetricMap MetricCollector::EpochMetrics() const {
   MetricMap metrics;
-  for (const auto& [name, accumulator] : epoch_) {
-    if (accumulator.count > 0) metrics[name] = accumulator.Mean();
+  for (const Slot& slot : slots_) {
+    if (slot.epoch.count > 0) metrics[slot.EpochName()] = slot.epoch.Mean();
   }
   return metrics;
 }
 
 void MetricCollector::ResetEpoch() {
-  epoch_.clear();
-  for (StepSlot& slot : step_slots_) {
+  for (Slot& slot : slots_) {
+    slot.epoch.values.clear();  // Keeps the capacity: the next epoch logs as many.
+    slot.epoch.weights.clear();
+    slot.epoch.number_sum = 0;
+    slot.epoch.count = 0;
     slot.progress_logged = false;
     slot.progress = Value();
   }

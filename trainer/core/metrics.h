@@ -10,7 +10,8 @@
 // Cost: logging is meant to be free on the step. A step value is kept as the tensor logged (no copy, no detach: it
 // holds the tensor's autograd history until the next value of that name or a read, and after backward that history
 // holds no activations); a number stays a number. A name logged in the same order as on the step before is found
-// without a lookup. Epoch values are detached, since they are kept until the epoch ends.
+// without a lookup or an allocation: one comparison of the name with the expected slot's. Epoch values are detached,
+// since they are kept until the epoch ends.
 //
 // Thread-safety: owned by the loop thread.
 #ifndef KILN_TRAINER_CORE_METRICS_H_
@@ -27,9 +28,9 @@
 namespace kiln {
 
 struct LogOptions {
-  bool prog_bar = false;           // Show in the progress bar.
-  std::optional<bool> on_step;     // Unset: true in training, false elsewhere.
-  std::optional<bool> on_epoch;    // Unset: false in training, true elsewhere.
+  bool prog_bar = false;         // Show in the progress bar.
+  std::optional<bool> on_step;   // Unset: true in training, false elsewhere.
+  std::optional<bool> on_epoch;  // Unset: false in training, true elsewhere.
   // Reduce across processes before recording: epoch values to the mean over every process's examples (weighted by
   // batch size, as on one process), step values to the mean over processes (Lightning's sync_dist).
   bool sync_dist = false;
@@ -74,18 +75,6 @@ class MetricCollector {
     at::Tensor tensor;
     double number = 0;
   };
-  // Where a step value is kept. Slots live for the collector's lifetime, in the order names were first logged.
-  struct StepSlot {
-    std::string name;      // As logged.
-    bool suffixed = false;  // Also logged on_epoch, so the step value is `<name>_step`.
-    bool logged = false;    // Holds a value not yet taken.
-    bool sync_dist = false;
-    bool prog_bar = false;
-    bool progress_logged = false;  // `progress` holds a value since the last ResetEpoch.
-    Value value;
-    Value progress;  // The latest value for the progress bar (prog_bar), kept until ResetEpoch.
-    std::string StepName() const { return suffixed ? name + "_step" : name; }
-  };
   // Values are kept as logged and reduced when read: logging costs no arithmetic on the hot path.
   struct Accumulator {
     std::vector<at::Tensor> values;
@@ -96,13 +85,28 @@ class MetricCollector {
     bool sync_dist = false;
     double Mean() const;
   };
-  void Record(const std::string& name, const Value& value, const LogOptions& options, int64_t batch_size);
-  StepSlot& Slot(const std::string& name, bool suffixed);
+  // Everything kept for one name. Slots live for the collector's lifetime, in the order names were first logged, so
+  // that a step that logs the names of the step before, in the same order, finds each in the slot after the last.
+  struct Slot {
+    std::string name;       // As logged.
+    bool suffixed = false;  // Logged both on_step and on_epoch: the values are `<name>_step` and `<name>_epoch`.
+    bool logged = false;    // Holds a step value.
+    bool sync_dist = false;
+    bool prog_bar = false;
+    bool progress_logged = false;  // `progress` holds a value since the last ResetEpoch.
+    Value value;
+    Value progress;     // The latest value for the progress bar (prog_bar), kept until ResetEpoch.
+    Accumulator epoch;  // The values logged on_epoch since the last ResetEpoch.
+    std::string StepName() const { return suffixed ? name + "_step" : name; }
+    std::string EpochName() const { return suffixed ? name + "_epoch" : name; }
+  };
+  void Record(const std::string& name, const at::Tensor* tensor, double number, const LogOptions& options,
+              int64_t batch_size);
+  Slot& Find(const std::string& name, bool suffixed);
 
   const bool training_;
-  std::vector<StepSlot> step_slots_;
+  std::vector<Slot> slots_;
   size_t next_slot_ = 0;  // Where the next name is expected: the slot after the one logged last.
-  std::map<std::string, Accumulator> epoch_;
 };
 
 }  // namespace kiln

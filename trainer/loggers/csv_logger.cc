@@ -7,26 +7,45 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "trainer/loggers/atomic_file.h"
 #include "trainer/loggers/hparams_yaml.h"
 
 namespace kiln {
-std::string ShortestDouble(double value) {
+namespace {
+
+// Appends the shortest decimal text that reads back as `value`.
+void AppendShortestDouble(std::string& text, double value) {
   char buffer[64];
   const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  return std::string(buffer, result.ptr);
+  text.append(buffer, result.ptr);
+}
+
+}  // namespace
+
+std::string ShortestDouble(double value) {
+  std::string text;
+  AppendShortestDouble(text, value);
+  return text;
 }
 
 CsvLogger::CsvLogger(LogDirOptions options) : CsvLogger(std::make_shared<RunFolder>(std::move(options))) {}
 
-CsvLogger::CsvLogger(std::shared_ptr<RunFolder> folder) : folder_(std::move(folder)) {}
+CsvLogger::CsvLogger(std::shared_ptr<RunFolder> folder) : folder_(std::move(folder)) { step_column_ = Column("step"); }
+
+uint32_t CsvLogger::Column(const std::string& name) {
+  const auto [found, added] = columns_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+  if (added) names_.push_back(name);
+  return found->second;
+}
 
 absl::Status CsvLogger::log_metrics(const MetricMap& metrics, int64_t step) {
-  Row row;
-  for (const auto& [name, value] : metrics) row[name] = ShortestDouble(value);
-  row["step"] = absl::StrCat(step);
-  pending_.push_back(std::move(row));
+  Row& row = pending_.emplace_back();
+  row.step = step;
+  row.cells.reserve(metrics.size());
+  for (const auto& [name, value] : metrics) {
+    const uint32_t column = Column(name);
+    if (column != step_column_) row.cells.emplace_back(column, value);  // A metric named "step" is the step.
+  }
   return absl::OkStatus();
 }
 
@@ -39,14 +58,25 @@ absl::Status CsvLogger::log_hyperparams(const std::map<std::string, std::string>
 absl::Status CsvLogger::WriteRows(const std::vector<Row>& rows, bool rewrite) {
   const std::string path = metrics_file();
   std::string text;
-  if (rewrite) absl::StrAppend(&text, absl::StrJoin(keys_, ","), "\n");
+  if (rewrite) {
+    for (size_t i = 0; i < header_.size(); ++i) absl::StrAppend(&text, i == 0 ? "" : ",", names_[header_[i]]);
+    text += '\n';
+  }
+  // Where each column's value is in the row being written (-1: not in it).
+  std::vector<int64_t> cell_of(names_.size(), -1);
   for (const Row& row : rows) {
-    std::vector<std::string> cells;
-    for (const std::string& key : keys_) {
-      auto found = row.find(key);
-      cells.push_back(found == row.end() ? "" : found->second);
+    for (size_t i = 0; i < row.cells.size(); ++i) cell_of[row.cells[i].first] = static_cast<int64_t>(i);
+    for (size_t i = 0; i < header_.size(); ++i) {
+      if (i > 0) text += ',';
+      const uint32_t column = header_[i];
+      if (column == step_column_) {
+        absl::StrAppend(&text, row.step);
+      } else if (cell_of[column] >= 0) {
+        AppendShortestDouble(text, row.cells[cell_of[column]].second);
+      }
     }
-    absl::StrAppend(&text, absl::StrJoin(cells, ","), "\n");
+    text += '\n';
+    for (const auto& [column, value] : row.cells) cell_of[column] = -1;
   }
   // A wider header rewrites the whole file: atomically, so that a kill in the middle leaves the old file whole.
   if (rewrite) return WriteFileAtomically(path, text);
@@ -66,23 +96,31 @@ absl::Status CsvLogger::save() {
     hparams_pending_ = false;
   }
   if (pending_.empty()) return absl::OkStatus();
-  bool new_keys = false;
-  for (const Row& row : pending_) {
-    for (const auto& [key, value] : row) {
-      if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
-        keys_.push_back(key);
-        new_keys = true;
-      }
+  // The header is every column a row has used, and the step; it widens when a row brings a new one.
+  std::vector<bool> in_header(names_.size(), false);
+  for (const uint32_t column : header_) in_header[column] = true;
+  const size_t header_size = header_.size();
+  const auto use = [&](uint32_t column) {
+    if (!in_header[column]) {
+      in_header[column] = true;
+      header_.push_back(column);
     }
+  };
+  for (const Row& row : pending_) {
+    use(step_column_);
+    for (const auto& [column, value] : row.cells) use(column);
   }
-  std::sort(keys_.begin(), keys_.end());
+  const bool new_keys = header_.size() > header_size;
+  if (new_keys) {
+    std::sort(header_.begin(), header_.end(), [&](uint32_t a, uint32_t b) { return names_[a] < names_[b]; });
+  }
   absl::Status status;
   if (new_keys) {
-    written_.insert(written_.end(), pending_.begin(), pending_.end());
+    written_.insert(written_.end(), std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
     status = WriteRows(written_, /*rewrite=*/true);
   } else {
     status = WriteRows(pending_, /*rewrite=*/false);
-    written_.insert(written_.end(), pending_.begin(), pending_.end());
+    written_.insert(written_.end(), std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
   }
   pending_.clear();
   return status;

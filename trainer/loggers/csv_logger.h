@@ -6,17 +6,19 @@
 // Lightning does. Values are written in the shortest form that reads back as the same double.
 //
 // The folder is claimed by setup() (or the first save() with something to write, without a trainer), so a run that
-// fails its checks leaves no folder behind. Thread-safety: one thread at a time (the trainer calls loggers from the loop thread).
+// fails its checks leaves no folder behind. Thread-safety: one thread at a time (the trainer calls loggers from the
+// loop thread).
 #ifndef KILN_TRAINER_LOGGERS_CSV_LOGGER_H_
 #define KILN_TRAINER_LOGGERS_CSV_LOGGER_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "trainer/core/logger.h"
 #include "trainer/loggers/log_dir.h"
 
@@ -38,13 +40,22 @@ class CsvLogger final : public Logger {
   std::string metrics_file() const { return log_dir() + "/metrics.csv"; }
 
  private:
-  using Row = std::map<std::string, std::string>;
+  // A row as logged: its values by column (an index into `names_`), in the metrics' order, and its step. Cells
+  // become text when written, so that logging a row costs a lookup per metric and no string.
+  struct Row {
+    std::vector<std::pair<uint32_t, double>> cells;
+    int64_t step = 0;
+  };
+  uint32_t Column(const std::string& name);
   absl::Status WriteRows(const std::vector<Row>& rows, bool rewrite);
 
   std::shared_ptr<RunFolder> folder_;
   std::vector<Row> written_;  // Every row written so far, to rewrite the file when the header widens.
   std::vector<Row> pending_;
-  std::vector<std::string> keys_;  // The header, sorted.
+  absl::flat_hash_map<std::string, uint32_t> columns_;  // Each name's column.
+  std::vector<std::string> names_;                      // The columns' names, in the order they first came.
+  std::vector<uint32_t> header_;                        // The columns written, sorted by name.
+  uint32_t step_column_ = 0;
   std::map<std::string, std::string> hparams_;
   bool hparams_pending_ = false;
 };

@@ -133,6 +133,19 @@ TEST(CsvLoggerTest, WritesLightningsLayoutAndWidensTheHeader) {
   EXPECT_EQ(CsvLogger({.save_dir = root}).log_dir(), root + "/lightning_logs/version_1");
 }
 
+TEST(CsvLoggerTest, RowsOfDifferentNamesKeepEachValueInItsOwnColumn) {
+  CsvLogger logger({.save_dir = FreshDir("csv_columns")});
+  // Two rows saved together, the second with a name that sorts first and without one of the first's.
+  ASSERT_TRUE(logger.log_metrics({{"loss", 2}, {"b", 3}}, 0).ok());
+  ASSERT_TRUE(logger.log_metrics({{"a", 1}, {"loss", 4}}, 1).ok());
+  ASSERT_TRUE(logger.save().ok());
+  EXPECT_EQ(Read(logger.metrics_file()), "a,b,loss,step\n,3,2,0\n1,,4,1\n");
+  // A metric named "step" is the row's step, as Lightning's CSVLogger writes it; a row of known names is appended.
+  ASSERT_TRUE(logger.log_metrics({{"step", 7}, {"loss", 0.5}}, 2).ok());
+  ASSERT_TRUE(logger.save().ok());
+  EXPECT_EQ(Read(logger.metrics_file()), "a,b,loss,step\n,3,2,0\n1,,4,1\n,,0.5,2\n");
+}
+
 TEST(CsvLoggerTest, ShortestDoubles) {
   EXPECT_EQ(ShortestDouble(0.1), "0.1");
   EXPECT_EQ(ShortestDouble(3.0), "3");
