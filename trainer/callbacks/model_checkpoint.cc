@@ -183,7 +183,9 @@ void ModelCheckpoint::Save(Trainer& trainer) {
     saved_paths_.insert(path);
   };
   const auto remove = [&](const std::string& path) {
-    if (!InFolder(path, dirpath_)) {  // Only a hand-made checkpoint could name one; never delete it.
+    // A file this run saved is in its folder (UniquePath put it there); any other is checked, since only a
+    // hand-made checkpoint could name one outside it, and that is never deleted.
+    if (saved_paths_.count(path) == 0 && !InFolder(path, dirpath_)) {
       LOG(WARNING) << "ModelCheckpoint keeps " << path << ": it is not in this run's folder " << dirpath_;
       saved_paths_.erase(path);
       return;

@@ -25,6 +25,7 @@
 #include "torch/utils.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
+#include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
 #include "trainer/core/metric_scheduler.h"
 #include "trainer/plugins/precision/precision_plugin.h"
@@ -317,10 +318,6 @@ absl::StatusOr<LoopProgress> RestoreFormat1(const std::string& path, InputArchiv
 
 // Format 2 and checkpoints in Lightning's layout that Kiln did not write.
 
-GenericDict NewDict() { return GenericDict(c10::StringType::get(), c10::AnyType::get()); }
-
-void Put(GenericDict& dict, const std::string& key, c10::IValue value) { dict.insert_or_assign(key, std::move(value)); }
-
 // A hyper-parameter as Python would hold it: what reads back as the same integer, number or boolean is one.
 c10::IValue HparamValue(const std::string& text) {
   int64_t integer = 0;
@@ -398,32 +395,33 @@ absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const Tra
 
 absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const TrainingState& state,
                                                   const LoopProgress& progress) {
-  GenericDict contents = NewDict();
+  GenericDict contents = NewDict(/*capacity=*/16);  // Lightning's 11 keys, Kiln's, the data's.
   try {
     Put(contents, "epoch", progress.current_epoch);
     Put(contents, "global_step", progress.global_step);
     Put(contents, "pytorch-lightning_version", std::string(kLightningLayoutVersion));
-    GenericDict model = NewDict();
-    for (const auto& [name, tensor] : NamedState(state.model)) Put(model, name, SnapshotTensor(tensor));
+    const std::vector<std::pair<std::string, at::Tensor>> named = NamedState(state.model);
+    GenericDict model = NewDict(named.size());
+    for (const auto& [name, tensor] : named) Put(model, name, SnapshotTensor(tensor));
     Put(contents, "state_dict", model);
 
     const bool epoch_ended = progress.epoch > progress.current_epoch;
     const int64_t done = epoch_ended ? progress.batches_done : progress.batch_in_epoch;
-    GenericDict counts = NewDict();
+    GenericDict counts = NewDict(/*capacity=*/4);
     for (const char* key : {"ready", "started", "processed", "completed"}) Put(counts, key, done);
-    GenericDict batch_progress = NewDict();
+    GenericDict batch_progress = NewDict(/*capacity=*/2);
     Put(batch_progress, "current", counts);
     Put(batch_progress, "is_last_batch", epoch_ended);
-    GenericDict epoch_loop_state = NewDict();
+    GenericDict epoch_loop_state = NewDict(/*capacity=*/1);
     Put(epoch_loop_state, "_batches_that_stepped", progress.global_step);
-    GenericDict fit_loop = NewDict();
+    GenericDict fit_loop = NewDict(/*capacity=*/2);
     Put(fit_loop, "epoch_loop.state_dict", epoch_loop_state);
     Put(fit_loop, "epoch_loop.batch_progress", batch_progress);
-    GenericDict loops = NewDict();
+    GenericDict loops = NewDict(/*capacity=*/1);
     Put(loops, "fit_loop", fit_loop);
     Put(contents, "loops", loops);
 
-    GenericDict callbacks = NewDict();
+    GenericDict callbacks = NewDict(state.callbacks.size());
     for (const auto& callback : state.callbacks) Put(callbacks, callback->state_key(), ToDict(callback->state_dict()));
     Put(contents, "callbacks", callbacks);
     c10::impl::GenericList optimizers(c10::AnyType::get());
@@ -441,14 +439,14 @@ absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const
         schedulers.push_back(PlainValue(metric_scheduler->state_dict(), SnapshotTensor));
         continue;
       }
-      GenericDict scheduler = NewDict();
+      GenericDict scheduler = NewDict(/*capacity=*/2);
       Put(scheduler, "last_epoch", steps);
       Put(scheduler, "_step_count", steps + 1);
       schedulers.push_back(scheduler);
     }
     Put(contents, "lr_schedulers", schedulers);
     Put(contents, "hparams_name", std::string("kwargs"));
-    GenericDict hparams = NewDict();
+    GenericDict hparams = NewDict(state.model.hparams().size());
     for (const auto& [key, value] : state.model.hparams()) Put(hparams, key, HparamValue(value));
     Put(contents, "hyper_parameters", hparams);
 
@@ -456,8 +454,8 @@ absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const
       Put(contents, state.data->state_key(), PlainValue(state.data->state_dict(), SnapshotTensor));
     }
 
-    GenericDict kiln = NewDict();
-    GenericDict loop = NewDict();
+    GenericDict kiln = NewDict(/*capacity=*/3);
+    GenericDict loop = NewDict(/*capacity=*/3);
     Put(loop, "epoch", progress.epoch);
     Put(loop, "batch_in_epoch", progress.batch_in_epoch);
     Put(loop, "global_step", progress.global_step);

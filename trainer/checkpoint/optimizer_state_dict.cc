@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "ATen/EmptyTensor.h"
 #include "absl/strings/str_cat.h"
 #include "hal/compat/optimizer_state.h"
 #include "torch/optim/adagrad.h"
@@ -17,6 +18,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/serialize/input-archive.h"
 #include "torch/serialize/output-archive.h"
+#include "trainer/checkpoint/snapshot_dict.h"
 
 namespace kiln {
 namespace {
@@ -37,12 +39,6 @@ Kind KindOf(const torch::optim::Optimizer& optimizer) {
   if (dynamic_cast<const torch::optim::RMSprop*>(&optimizer) != nullptr) return Kind::kRmsprop;
   if (dynamic_cast<const torch::optim::Adagrad*>(&optimizer) != nullptr) return Kind::kAdagrad;
   return Kind::kOther;
-}
-
-GenericDict NewDict() { return GenericDict(c10::StringType::get(), c10::AnyType::get()); }
-
-void Put(GenericDict& dict, const char* key, IValue value) {
-  dict.insert_or_assign(std::string(key), std::move(value));
 }
 
 void PutTensor(GenericDict& dict, const char* key, const at::Tensor& tensor) {
@@ -81,7 +77,7 @@ void PutAdamState(GenericDict& out, const OptimizerParamState& state) {
 }
 
 GenericDict GroupOptions(Kind kind, const OptimizerOptions& options) {
-  GenericDict group = NewDict();
+  GenericDict group = NewDict(/*capacity=*/12);  // The most options (Adam's with PyTorch's), and "params".
   switch (kind) {
     case Kind::kSgd: {
       const auto& o = static_cast<const torch::optim::SGDOptions&>(options);
@@ -126,7 +122,7 @@ GenericDict GroupOptions(Kind kind, const OptimizerOptions& options) {
 }
 
 GenericDict ParamState(Kind kind, const OptimizerParamState& state) {
-  GenericDict out = NewDict();
+  GenericDict out = NewDict(/*capacity=*/4);
   switch (kind) {
     case Kind::kSgd:
       PutTensor(out, "momentum_buffer", static_cast<const torch::optim::SGDParamState&>(state).momentum_buffer());
@@ -334,6 +330,15 @@ int64_t IndexOf(const IValue& value, const std::string& where) {
 }  // namespace
 
 at::Tensor SnapshotTensor(const at::Tensor& tensor) {
+  // A dense CPU tensor: a new one and a memcpy, made without the dispatcher (detach, to and clone are most of a
+  // small model's snapshot). The copy is what clone() gives: the same values, sizes, strides (contiguous) and type,
+  // no autograd history, storage of its own.
+  if (tensor.defined() && tensor.device().is_cpu() && tensor.layout() == at::kStrided && !tensor.is_quantized() &&
+      !tensor.is_conj() && !tensor.is_neg() && !tensor.has_names() && tensor.is_contiguous()) {
+    at::Tensor copy = at::detail::empty_cpu(tensor.sizes(), tensor.scalar_type());
+    if (tensor.numel() > 0) std::memcpy(copy.data_ptr(), tensor.data_ptr(), tensor.nbytes());
+    return copy;
+  }
   const at::Tensor detached = tensor.detach();
   at::Tensor cpu = detached.to(at::kCPU);
   // to() returns the tensor itself when it is on the CPU already; a copy from another device is the writer's own.

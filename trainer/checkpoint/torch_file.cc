@@ -62,6 +62,55 @@ c10::IValue Finish(const c10::IValue& value, int depth) {
   return value;
 }
 
+// What the pickler writes without a type tag: `value` itself when it holds no typed list (a c10::List<int64_t>,
+// say, which the pickler writes as a TorchScript-only build_intlist call), else a copy with those lists made plain,
+// sharing every part that holds none. The pickler is made with tag_aggregates off, so dictionaries of any type and
+// tuples are written as Python's, and a snapshot's ~20 dictionaries need not be copied again on the writer's thread.
+c10::IValue Untyped(const c10::IValue& value) {
+  if (value.isList()) {
+    const c10::impl::GenericList list = value.toList();
+    const bool plain = list.elementType()->kind() == c10::TypeKind::AnyType;
+    std::vector<c10::IValue> items;
+    bool changed = !plain;
+    items.reserve(list.size());
+    for (const c10::IValue& item : value.toListRef()) {
+      items.push_back(Untyped(item));
+      changed = changed || !items.back().isSameIdentity(item);
+    }
+    if (!changed) return value;
+    c10::impl::GenericList rebuilt(c10::AnyType::get());
+    rebuilt.reserve(items.size());
+    for (c10::IValue& item : items) rebuilt.push_back(std::move(item));
+    return rebuilt;
+  }
+  if (value.isGenericDict()) {
+    const c10::impl::GenericDict dict = value.toGenericDict();
+    std::vector<c10::IValue> values;
+    bool changed = false;
+    values.reserve(dict.size());
+    for (const auto& entry : dict) {
+      values.push_back(Untyped(entry.value()));
+      changed = changed || !values.back().isSameIdentity(entry.value());
+    }
+    if (!changed) return value;
+    c10::impl::GenericDict rebuilt(c10::AnyType::get(), c10::AnyType::get());
+    rebuilt.reserve(dict.size());
+    size_t i = 0;
+    for (const auto& entry : dict) rebuilt.insert(entry.key(), std::move(values[i++]));
+    return rebuilt;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> items;
+    bool changed = false;
+    for (const c10::IValue& item : value.toTupleRef().elements()) {
+      items.push_back(Untyped(item));
+      changed = changed || !items.back().isSameIdentity(item);
+    }
+    return changed ? c10::IValue(c10::ivalue::Tuple::create(std::move(items))) : value;
+  }
+  return value;
+}
+
 }  // namespace
 
 c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& tensor_fn) {
@@ -94,7 +143,7 @@ absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value) {
                                 /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
                                 /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
     pickler.protocol();
-    pickler.pushIValue(PlainValue(value, nullptr));  // So that the pickler writes no type tags.
+    pickler.pushIValue(Untyped(value));
     pickler.stop();
     caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) -> size_t {
       bytes.append(static_cast<const char*>(data), size);
