@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Instructions per training step of the tiny MLP, Kiln against the hand-written LibTorch loop, counted by callgrind
-# (repeatable to 0.3%, unlike timings on a shared machine). Each side runs twice, with 200 and 400
-# steps; the difference divided by 200 is the cost of one step, with start-up cancelled out. Then the cost of logging:
-# Kiln with a CSV logger and no metric logged per step against the same with 50 (metrics_50_over_0); of a checkpoint
-# every 10 steps against none (checkpoint_10_over_0); and Kiln's own optimizers (kiln::FusedSGD, FusedAdam: LibTorch's
-# fused kernels under 2.x) against the hand-written torch::optim loop, on the tiny MLP and on the medium and
-# many-layer classifiers (10 and 20 steps: a medium step is ~100 times a tiny one).
+# (repeatable to 0.3%, unlike timings on a shared machine). Each side runs twice, with 200 and 400 steps; the
+# difference divided by 200 is the cost of one step, with start-up cancelled out. Then the cost of logging: Kiln with
+# a CSV logger and no metric logged per step against the same with 50 (metrics_50_over_0); of a checkpoint every 10
+# steps against none (checkpoint_10_over_0: every thread's instructions, then the training thread's alone, since the
+# checkpoint writer's thread pickles and writes off the step); and Kiln's own optimizers (kiln::FusedSGD, FusedAdam:
+# LibTorch's fused kernels under 2.x) against the hand-written torch::optim loop, on the tiny MLP and on the medium
+# and many-layer classifiers (10 and 20 steps: a medium step is ~100 times a tiny one).
 #
 #   bazel build -c opt //tests/bench:step_instructions && tools/bench_instructions.sh [overhead|optimizers]
 #
@@ -21,12 +22,18 @@ cd "$(dirname "$0")/.."
 binary=${KILN_STEP_INSTRUCTIONS:-bazel-bin/tests/bench/step_instructions}  # Or a copy built elsewhere.
 command -v valgrind >/dev/null || { echo "valgrind is missing: apt-get install valgrind" >&2; exit 1; }
 [[ -x $binary ]] || { echo "build it first: bazel build -c opt //tests/bench:step_instructions" >&2; exit 1; }
-count() {  # count <mode> <steps> [metrics|every]
+# count <mode> <steps> [metrics|every]: instructions of the whole run, every thread's; with THREAD=1, the first
+# (training) thread's alone: the checkpoint writer's thread serialises and writes files off the step.
+count() {
   local out
-  out=$(mktemp)
-  valgrind --tool=callgrind --callgrind-out-file="$out" "$binary" "$@" >/dev/null 2>&1
-  sed -n 's/^summary: //p' "$out"
-  rm -f "$out"
+  out=$(mktemp -d)
+  valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out/cg" "$binary" "$@" >/dev/null 2>&1
+  if [[ ${THREAD:-all} == 1 ]]; then
+    sed -n 's/^summary: //p' "$out/cg-01"
+  else
+    cat "$out"/cg-* | sed -n 's/^summary: //p' | awk '{total += $1} END {print total}'
+  fi
+  rm -rf "$out"
 }
 # per_step <mode> <short> <long> [argument]: instructions of one step, from a run of <short> steps and one of <long>.
 per_step() {
@@ -53,6 +60,11 @@ if [[ $part != optimizers ]]; then
   echo "kiln_checkpoint_0 instructions_per_step $checkpoint_0"
   echo "kiln_checkpoint_10 instructions_per_step $checkpoint_10"
   ratio checkpoint_10_over_0_instructions "$checkpoint_10" "$checkpoint_0"
+  checkpoint_0=$(THREAD=1 per_step kiln_checkpoint 200 400 0)
+  checkpoint_10=$(THREAD=1 per_step kiln_checkpoint 200 400 10)
+  echo "kiln_checkpoint_0 training_thread_instructions_per_step $checkpoint_0"
+  echo "kiln_checkpoint_10 training_thread_instructions_per_step $checkpoint_10"
+  ratio checkpoint_10_over_0_training_thread_instructions "$checkpoint_10" "$checkpoint_0"
 fi
 [[ $part == overhead ]] && exit 0
 fused_per_step=$(per_step kiln_fused 200 400)
