@@ -11,7 +11,7 @@
 #   bazel build -c opt //tests/bench:step_instructions && tools/bench_instructions.sh [overhead|optimizers]
 #
 # "overhead" runs the tiny model's figures only (raw, kiln, metrics, checkpoint), "optimizers" the optimizer ones
-# only; both by default. Add --config=torch2 to the build for LibTorch 2.x.
+# only; both by default.
 set -euo pipefail
 part=${1:-all}
 case "$part" in

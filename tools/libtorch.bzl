@@ -1,38 +1,61 @@
 """The @libtorch repository: which LibTorch Kiln builds against.
 
-KILN_LIBTORCH_FLAVOR (set for repository rules by .bazelrc's configs) picks it:
+Kiln builds against LibTorch 2.x, 2.8 or newer (MINIMUM_VERSION; docs/libtorch.md says why). KILN_LIBTORCH_FLAVOR
+(set for repository rules by .bazelrc's configs) picks the build:
 
-- "system" (the default): Debian 12's CPU-only LibTorch 1.13.1 from libtorch-dev, headers under /usr/include
-  (//third_party:libtorch.BUILD).
-- "torch2" (--config=torch2): a LibTorch 2.x folder with include/ and lib/. By default the one `tools/setup.sh
-  --torch2` unpacks from the pinned PyPI wheel (~/.cache/kiln/torch-2.11.0-cu130/torch); KILN_LIBTORCH=/path points
-  it at any other, such as a LibTorch zip from pytorch.org (cxx11 ABI). Kiln links libtorch_cpu and libc10 only, so a
-  CPU build needs none of LibTorch's CUDA libraries (//third_party:libtorch2.BUILD.tpl).
+- "cpu" (the default): a LibTorch 2.x folder with include/ and lib/. By default the one `tools/setup.sh` unpacks
+  from the pinned PyPI wheel (~/.cache/kiln/torch-2.11.0-cu130/torch); KILN_LIBTORCH=/path points it at any other,
+  such as a LibTorch zip from pytorch.org (cxx11 ABI). Kiln links libtorch_cpu and libc10 only, so a CPU build needs
+  none of LibTorch's CUDA libraries (//third_party:libtorch.BUILD.tpl).
 - "cuda" (--config=cuda): the same folder, which must then be a CUDA build of LibTorch, plus the CUDA toolkit in
-  KILN_CUDA_HOME (default /usr/local/cuda). `@libtorch//:torch` is the same as under "torch2", so the two configs
+  KILN_CUDA_HOME (default /usr/local/cuda). `@libtorch//:torch` is the same as under "cpu", so the two configs
   share every compiled file but the CUDA backend's; `@libtorch//:torch_cuda` adds the toolkit's headers and links
   libtorch_cuda, libc10_cuda and libcudart.
+- "torch2" (--config=torch2, from the releases that defaulted to Debian's LibTorch 1.13): the same as "cpu", kept
+  so that scripts and workspaces that pass it keep building for a release.
 
-A missing or wrong folder stops the build with a message that names the variable, what was expected and the fix.
+A missing or wrong folder, or a LibTorch older than MINIMUM_VERSION, stops the build with a message that names the
+variable (or the version found), what was expected and the fix.
 """
 
 # The LibTorch 2.x that third_party/libtorch2/requirements.txt pins; change them together.
 TORCH2_VERSION = "2.11.0"
 TORCH2_DEFAULT_FOLDER = ".cache/kiln/torch-2.11.0-cu130/torch"  # below $HOME, as tools/setup.sh unpacks it
 
+# The oldest LibTorch Kiln builds against; hal/compat/version.h states the same, with the reason.
+MINIMUM_VERSION = (2, 8)
+
 def _fail_unless_exists(ctx, folder, relative, variable, what):
     if not ctx.path(folder + "/" + relative).exists:
         fail("%s=%s has no %s; point it at %s" % (variable, folder, relative, what))
 
+def _version_of(ctx, libtorch):
+    """(major, minor, patch) of the LibTorch in `libtorch`, from its torch/version.h, or None."""
+    found = {}
+    for relative in ["include/torch/headeronly/version.h", "include/torch/csrc/api/include/torch/version.h"]:
+        path = ctx.path(libtorch + "/" + relative)
+        if not path.exists:
+            continue
+        for line in ctx.read(path).splitlines():
+            words = [word for word in line.replace("\t", " ").split(" ") if word]
+            if len(words) == 3 and words[0] == "#define" and words[1] in ["TORCH_VERSION_MAJOR", "TORCH_VERSION_MINOR",
+                                                                           "TORCH_VERSION_PATCH"] and words[2].isdigit():
+                found[words[1]] = int(words[2])
+    if "TORCH_VERSION_MAJOR" not in found or "TORCH_VERSION_MINOR" not in found:
+        return None
+    return (found["TORCH_VERSION_MAJOR"], found["TORCH_VERSION_MINOR"], found.get("TORCH_VERSION_PATCH", 0))
+
 def _libtorch_repository_impl(ctx):
-    flavor = ctx.os.environ.get("KILN_LIBTORCH_FLAVOR", "system") or "system"
+    flavor = ctx.os.environ.get("KILN_LIBTORCH_FLAVOR", "cpu") or "cpu"
+    if flavor == "torch2":
+        flavor = "cpu"
     if flavor == "system":
-        ctx.symlink("/usr/include", "include")
-        ctx.symlink(ctx.attr.system_build_file, "BUILD.bazel")
-        return
-    if flavor not in ["torch2", "cuda"]:
-        fail(("KILN_LIBTORCH_FLAVOR='%s' is not known; expected 'system' (the default: Debian's LibTorch 1.13), " +
-              "'torch2' (set by --config=torch2) or 'cuda' (set by --config=cuda)") % flavor)
+        fail("KILN_LIBTORCH_FLAVOR='system' (Debian's LibTorch 1.13) is no longer supported: Kiln builds against " +
+             "LibTorch %d.%d or newer. Run `tools/setup.sh` (it fetches the pinned LibTorch %s) and build with no " %
+             (MINIMUM_VERSION[0], MINIMUM_VERSION[1], TORCH2_VERSION) + "--config, or set KILN_LIBTORCH to a LibTorch 2.x folder")
+    if flavor not in ["cpu", "cuda"]:
+        fail(("KILN_LIBTORCH_FLAVOR='%s' is not known; expected 'cpu' (the default), 'cuda' (set by --config=cuda) " +
+              "or 'torch2' (the same as 'cpu')") % flavor)
 
     libtorch = ctx.os.environ.get("KILN_LIBTORCH", "")
     variable = "KILN_LIBTORCH"
@@ -40,13 +63,21 @@ def _libtorch_repository_impl(ctx):
         libtorch = ctx.os.environ.get("HOME", "") + "/" + TORCH2_DEFAULT_FOLDER
         variable = "the default LibTorch 2.x folder (KILN_LIBTORCH unset)"
         if not ctx.path(libtorch).exists:
-            fail(("--config=%s builds against LibTorch %s, which is not unpacked at %s yet: run `tools/setup.sh " +
-                  "--%s`, or set KILN_LIBTORCH to a LibTorch folder (with include/ and lib/)") %
-                 (flavor, TORCH2_VERSION, libtorch, "cuda" if flavor == "cuda" else "torch2"))
+            fail(("Kiln builds against LibTorch %s, which is not unpacked at %s yet: run `tools/setup.sh%s`, or " +
+                  "set KILN_LIBTORCH to a LibTorch 2.x folder (with include/ and lib/)") %
+                 (TORCH2_VERSION, libtorch, " --cuda" if flavor == "cuda" else ""))
     what = "a LibTorch 2.x folder (with include/ and lib/, e.g. the torch/ folder of a torch wheel)"
     for relative in ["include/torch/csrc/api/include/torch/torch.h", "include/ATen/ATen.h", "lib/libtorch_cpu.so",
                      "lib/libc10.so"]:
         _fail_unless_exists(ctx, libtorch, relative, variable, what)
+    version = _version_of(ctx, libtorch)
+    if version == None:
+        fail("%s=%s has no torch/version.h that says its version; point it at %s" % (variable, libtorch, what))
+    if (version[0], version[1]) < MINIMUM_VERSION:
+        fail(("%s=%s holds LibTorch %d.%d.%d, but Kiln needs LibTorch %d.%d or newer (docs/libtorch.md); run " +
+              "`tools/setup.sh` for the pinned %s, or point KILN_LIBTORCH at a newer LibTorch") %
+             (variable, libtorch, version[0], version[1], version[2], MINIMUM_VERSION[0], MINIMUM_VERSION[1],
+              TORCH2_VERSION))
     ctx.symlink(libtorch + "/include", "include")
     lib = str(ctx.path(libtorch + "/lib").realpath)
     ctx.symlink(lib, "lib")
@@ -64,9 +95,9 @@ def _libtorch_repository_impl(ctx):
         ctx.symlink(cuda_home + "/include", "cuda_include")
         cuda_home = str(ctx.path(cuda_home).realpath)
     else:
-        ctx.file("cuda_include/README", "--config=torch2 has no CUDA toolkit; --config=cuda adds it here.\n")
+        ctx.file("cuda_include/README", "A CPU build has no CUDA toolkit; --config=cuda adds it here.\n")
 
-    ctx.template("BUILD.bazel", ctx.attr.torch2_build_file, {
+    ctx.template("BUILD.bazel", ctx.attr.build_file_template, {
         "%{LIBTORCH_LIB}": lib,
         "%{CUDA_LIB}": cuda_home + "/lib64" if cuda_home else "",
     })
@@ -77,7 +108,6 @@ libtorch_repository = repository_rule(
     local = True,
     attrs = {
         # Label(): Kiln's own files, also when Kiln is an external repository (tools/workspace.bzl).
-        "system_build_file": attr.label(default = Label("//third_party:libtorch.BUILD"), allow_single_file = True),
-        "torch2_build_file": attr.label(default = Label("//third_party:libtorch2.BUILD.tpl"), allow_single_file = True),
+        "build_file_template": attr.label(default = Label("//third_party:libtorch.BUILD.tpl"), allow_single_file = True),
     },
 )

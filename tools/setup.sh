@@ -1,27 +1,45 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that Kiln's build and tests need, when they are missing. Idempotent, and quick
-# when everything is already there (it only asks dpkg). Runs apt-get as root, or through sudo.
+# Installs what Kiln's build and tests need, when it is missing: Debian 12 packages (through apt-get, as root or
+# through sudo) and LibTorch 2.x, the pinned PyPI torch wheel (third_party/libtorch2/requirements.txt; pip checks its
+# SHA-256), unpacked as pip would lay it out under ~/.cache/kiln/torch-2.11.0-cu130, where tools/libtorch.bzl looks
+# (KILN_LIBTORCH points the build at another LibTorch folder instead). Idempotent, and quick when everything is
+# already there (it only asks dpkg and reads a marker). The build itself fetches nothing.
 #
 #   tools/setup.sh && bazel run //trainer:fit
 #   tools/setup.sh && bazel test //...
 #
-# --torch2 also fetches the LibTorch 2.x of --config=torch2: the pinned PyPI torch wheel (third_party/libtorch2/
-# requirements.txt; pip checks its SHA-256), unpacked as pip would lay it out under ~/.cache/kiln/torch-2.11.0-cu130,
-# where tools/libtorch.bzl looks (KILN_LIBTORCH points the build at another LibTorch folder instead). --cuda does that and adds what --config=cuda
-# links beyond the CUDA toolkit (requirements-cuda.txt). Both are quick once done. The build itself fetches nothing.
-#
-#   tools/setup.sh --torch2 && bazel test --config=torch2 //...
+# --cuda also fetches what --config=cuda links beyond the CUDA toolkit (requirements-cuda.txt).
 set -euo pipefail
 
-torch2=false
+usage() {
+  cat <<'USAGE'
+usage: tools/setup.sh [--cuda] [--help]
+
+Installs what Kiln's build and tests need, when it is missing:
+  - Debian 12 packages: Bazel 4.2.3, g++, Abseil, glog, GoogleTest, Google Benchmark, Gloo's headers, OpenBLAS,
+    zlib, OpenSSL, nlohmann/json, yaml-cpp, Boost, Protocol Buffers, and what the end-to-end tests use;
+  - LibTorch 2.11.0, the pinned PyPI torch wheel (SHA-256 checked), unpacked under ~/.cache/kiln. Kiln builds
+    against LibTorch 2.x (2.8 or newer) only: PyTorch's own DDP reducer, c10d's device backends, fused optimizer
+    kernels, autocast and named out-of-tree devices are 2.x (docs/libtorch.md). KILN_LIBTORCH=/path/to/libtorch
+    builds against another LibTorch folder instead.
+
+  --cuda   also fetch what `bazel build --config=cuda` links beyond the CUDA toolkit (cuSPARSELt, NVSHMEM, cuFile)
+  --help   print this
+USAGE
+}
+
 cuda=false
 for argument in "$@"; do
   case "$argument" in
-    --torch2) torch2=true ;;
-    --cuda) torch2=true cuda=true ;;
+    --torch2) ;;  # LibTorch 2.x is always fetched now; kept so that older scripts keep working.
+    --cuda) cuda=true ;;
+    --help | -h)
+      usage
+      exit 0
+      ;;
     *)
-      echo "tools/setup.sh: unknown option '$argument'; accepted: --torch2 (LibTorch 2.x for --config=torch2)," \
-        "--cuda (and the CUDA libraries for --config=cuda)" >&2
+      echo "tools/setup.sh: unknown option '$argument'; accepted: --cuda (the CUDA libraries for --config=cuda)," \
+        "--help" >&2
       exit 2
       ;;
   esac
@@ -30,9 +48,8 @@ done
 packages=(
   bazel-bootstrap          # Bazel 4.2.3; Kiln's WORKSPACE makes it build with no network at all.
   build-essential          # g++ 12.
-  libtorch-dev             # LibTorch 1.13.1 (CPU), with c10d.
-  libopenblas0-openmp      # Fast BLAS for LibTorch; netlib's reference BLAS is several times slower.
-  libgloo-dev              # Gloo headers, for c10d's ProcessGroupGloo.
+  libopenblas0-openmp      # Fast BLAS for the Python tests' Debian PyTorch; netlib's reference BLAS is much slower.
+  libgloo-dev              # Gloo headers, for c10d's ProcessGroupGloo (LibTorch's own Gloo is linked).
   libabsl-dev              # Abseil: flags, strings, status, time, containers.
   libgoogle-glog-dev       # glog (and gflags).
   libgtest-dev             # GoogleTest.
@@ -43,11 +60,14 @@ packages=(
   nlohmann-json3-dev       # nlohmann/json (header-only): the plan and --summary_json.
   libyaml-cpp-dev          # yaml-cpp: writes hparams.yaml.
   libboost-dev             # Boost.CRC (header-only): CRC-32C of TFRecord files. python3-sklearn pulls it in too.
-  libprotobuf-dev          # Protocol Buffers 3.21: TensorBoard's event messages (libtorch-dev pulls it in too),
+  libprotobuf-dev          # Protocol Buffers 3.21: TensorBoard's event messages,
   protobuf-compiler        #   compiled by its protoc; also the test reader's protoc, with python3-protobuf.
+  python3-pip              # pip download: fetches the pinned LibTorch wheels and checks their hashes.
+  unzip                    # Unpacks them.
   # For //trainer:fit's data and its end-to-end tests (tests/cli):
   python3-sklearn          # The UCI digits (--data=digits); ~26 MB with python3-sklearn-lib.
-  python3-torch            # Exports the TorchScript model the tests train; ~136 MB installed, 21 MB download.
+  python3-torch            # Python's side of the tests: exports TorchScript models, reads Kiln's checkpoints with
+                           # torch.load (Debian's PyTorch 1.13: an independent reader, not what Kiln links).
   python3-protobuf         # An independent reader of TensorBoard event files (with protoc and struct.proto); ~1 MB.
   python3-crcmod           # CRC-32C for that reader.
   chromium                 # Renders report.html headless in the report test; ~390 MB installed, 117 MB download.
@@ -55,12 +75,6 @@ packages=(
   openmpi-bin              # mpirun; ~10 MB download.
   iproute2                 # ip netns: two hosts made of network namespaces.
 )
-if $torch2; then
-  packages+=(
-    python3-pip            # pip download: fetches the pinned wheels and checks their hashes.
-    unzip                  # Unpacks them.
-  )
-fi
 
 missing=()
 for package in "${packages[@]}"; do
@@ -84,15 +98,16 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# LibTorch loads the generic libblas.so.3: make sure it is OpenBLAS (OpenMP build), not the reference BLAS.
+# Debian's PyTorch (the tests' Python side) loads the generic libblas.so.3: make sure it is OpenBLAS, not the
+# reference BLAS. (Kiln's LibTorch, the wheel's, brings its own BLAS.)
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | sed -n 's/^Value: //p')
 if [[ "$blas" != *openblas* ]]; then
-  echo "tools/setup.sh: warning: libblas.so.3 points to '${blas:-nothing}', not OpenBLAS; LibTorch will be slow." \
-    "Fix: update-alternatives --config libblas.so.3-x86_64-linux-gnu" >&2
+  echo "tools/setup.sh: warning: libblas.so.3 points to '${blas:-nothing}', not OpenBLAS; Python's PyTorch will be" \
+    "slow. Fix: update-alternatives --config libblas.so.3-x86_64-linux-gnu" >&2
 fi
 
-# LibTorch 2.x for --config=torch2 / --config=cuda (see the top of this file).
-if $torch2; then
+# LibTorch 2.x (see the top of this file).
+{
   here=$(cd "$(dirname "$0")/.." && pwd)
   target=$HOME/.cache/kiln/torch-2.11.0-cu130  # tools/libtorch.bzl's TORCH2_DEFAULT_FOLDER, less its torch/
   wheels=$HOME/.cache/kiln/wheels
@@ -125,4 +140,4 @@ if $torch2; then
   if $cuda; then unpack "$here/third_party/libtorch2/requirements-cuda.txt" .kiln-cuda; fi
   echo "tools/setup.sh: LibTorch $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$target/torch/version.py" 2>/dev/null ||
     echo 2.x) in $target/torch" >&2
-fi
+}

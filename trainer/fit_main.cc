@@ -31,6 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "hal/compat/logging.h"
 #include "hal/compat/version.h"
 #include "torch/utils.h"
 #include "trainer/accelerator_plugins.h"
@@ -381,6 +382,7 @@ int Main(int argc, char** argv) {
   // errors unless they ask for more. Logs that go to a file or a pipe keep everything.
   if (isatty(STDERR_FILENO) == 1 && !absl::GetFlag(FLAGS_verbose)) FLAGS_minloglevel = google::GLOG_WARNING;
   google::InitGoogleLogging(argv[0]);
+  compat::MatchLibTorchLoggingToGlog(FLAGS_minloglevel);
   // Plugins register their accelerators before anything resolves --accelerator.
   if (absl::Status loaded = LoadAcceleratorPluginsFromCommandLine(expanded_argc, expanded.data()); !loaded.ok()) {
     UsageError(loaded.message());

@@ -120,9 +120,10 @@ built=$(sed -n 's/^LibTorch: built against \([0-9.]*\), running with .*/\1/p' <<
 running=$(sed -n 's/^LibTorch: built against [0-9.]*, running with \([0-9][^ ]*\)$/\1/p' <<<"$version")
 [[ -n $built && ${running%%+*} == "$built" ]] || fail "--version: built '$built', running '$running': $version"
 grep -q '^CUDA: ' <<<"$version" || fail "--version names no CUDA line: $version"
+grep -q '^LibTorch: Kiln needs 2\.8 or newer (' <<<"$version" || fail "--version does not say which LibTorch Kiln needs: $version"
 $fit --max_epochs=1 --enable_progress_bar=false --enable_checkpointing=false --summary_json="$summary" >/dev/null \
   2>"$work/version.err" || fail "the run for the summary's versions failed: $(cat "$work/version.err")"
-grep -qF "\"libtorch_version\": \"$running\", \"libtorch_build_version\": \"$built\"" "$summary" ||
+grep -qF "\"libtorch_version\": \"$running\", \"libtorch_build_version\": \"$built\", \"libtorch_minimum_version\": \"2.8\"" "$summary" ||
   fail "summary's LibTorch versions are not '$running' and '$built': $(cat "$summary")"
 rm -f "$summary"
 

@@ -721,7 +721,7 @@ TEST(TrainerTest, ANonFiniteLossFoundOnTheDeviceStopsAsOnTheHost) {
         << "the parameters must be those of the 13 steps before the non-finite batch, bit for bit";
     // 10 batches an epoch: the host looks at the flag before epoch 1's validation, after its last batch (training
     // step 20); it never looked at the loss itself before then.
-    EXPECT_EQ(model.training_steps, FusedOptimizersAvailable() ? 20 : 14);
+    EXPECT_EQ(model.training_steps, 20);
   }
 }
 

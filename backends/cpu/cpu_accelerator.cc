@@ -72,7 +72,8 @@ absl::StatusOr<DeviceStats> CpuAccelerator::GetDeviceStats(const LogicalDevice& 
 }
 
 std::vector<Precision> CpuAccelerator::SupportedPrecisions() const {
-  // float16 matrix kernels are missing from LibTorch 1.13's CPU backend, so no 16-true and no fp16 autocast.
+  // As Lightning's CPU accelerator: no 16-true, and 16-mixed runs as bf16-mixed (SubstitutePrecision), although
+  // LibTorch 2.x has float16 CPU autocast: a float16 loss scaler on the CPU buys nothing over bfloat16.
   return {Precision::k32True, Precision::k64True, Precision::kBf16Mixed, Precision::kBf16True};
 }
 

@@ -77,9 +77,8 @@ absl::Status CudaAccelerator::CheckAvailable() const {
         "(is the libtorch_cuda this program loads the one it was built with? see README, 'CUDA backend')");
 #else
     return absl::FailedPreconditionError(
-        "no CUDA device can be used: this build of Kiln has LibTorch without CUDA (Debian's LibTorch 1.13 is "
-        "CPU-only, and --config=torch2 links LibTorch's CPU libraries alone); build Kiln with --config=cuda, after "
-        "tools/setup.sh --cuda (see README, 'CUDA backend')");
+        "no CUDA device can be used: this build of Kiln links LibTorch's CPU libraries alone (the default build); "
+        "build Kiln with --config=cuda, after tools/setup.sh --cuda (see README, 'CUDA backend')");
 #endif
   }
   if (LibTorchDeviceCount() <= 0) {

@@ -71,7 +71,7 @@ TEST(CudaAcceleratorTest, AvailabilityFollowsLibTorchAndSaysWhyNot) {
   const absl::Status available = cuda.CheckAvailable();
   if (!at::detail::getCUDAHooks().hasCUDART()) {
     EXPECT_EQ(available.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(available.message(), HasSubstr("this build of Kiln has LibTorch without CUDA"));
+    EXPECT_THAT(available.message(), HasSubstr("this build of Kiln links LibTorch's CPU libraries alone"));
     EXPECT_THAT(available.message(), HasSubstr("--config=cuda"));
   } else if (LibTorchCount() == 0) {
     EXPECT_EQ(available.code(), absl::StatusCode::kFailedPrecondition);

@@ -1,13 +1,7 @@
-// bf16-mixed on the virtual NPU: LibTorch 2.x has autocast for out-of-tree devices (the AutocastPrivateUse1
+// bf16-mixed on the virtual NPU: LibTorch has autocast for out-of-tree devices (the AutocastPrivateUse1
 // dispatch key), and leaves the casting policy to the device. This registers autocast's own op lists, the ones
 // LibTorch's accelerators share (ATen/autocast_mode.h): matrix products and convolutions in the lower precision,
 // reductions, losses and other precision-sensitive ops in float32, and mixed-type ops promoted to the widest input.
-// LibTorch 1.13 has no autocast for PrivateUse1, so there this file registers nothing and the device declares no
-// mixed precision (virtual_npu_accelerator.cc asks kiln::compat::HasAutocast).
-#include "torch/version.h"
-
-#if TORCH_VERSION_MAJOR >= 2
-
 #include "ATen/autocast_mode.h"
 #include "torch/library.h"
 
@@ -35,5 +29,3 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 }  // namespace
 }  // namespace virtual_npu
-
-#endif  // TORCH_VERSION_MAJOR >= 2

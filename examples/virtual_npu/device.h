@@ -39,8 +39,7 @@ const absl::StatusOr<int>& DeviceCount();
 // DeviceCount(), or 0 when the variable is invalid. Never throws.
 int DeviceCountOrZero() noexcept;
 
-// The name LibTorch gives the device type: "virtual_npu" where the LibTorch version allows a PrivateUse1 backend to
-// name itself, else "privateuseone" (kiln::compat::kCanNamePrivateUse1).
+// The name LibTorch gives the device type (c10::register_privateuse1_backend).
 inline constexpr char kDeviceName[] = "virtual_npu";
 
 // OK, or why the device could not take kDeviceName (another PrivateUse1 backend in the process named it first).

@@ -135,8 +135,6 @@ TEST(AllocatorTest, CountsBytesInUseAndPeakPerDevice) {
   EXPECT_TRUE(accelerator.TeardownDevice(kiln::LogicalDeviceOf(accelerator, kNpu1)).ok());
 }
 
-// Under LibTorch 2.x the device carries the backend's name (c10::register_privateuse1_backend) in everything LibTorch
-// prints and parses; LibTorch 1.13 cannot rename PrivateUse1.
 TEST(DeviceTest, CountsTheHostsReadsOfItsMemoryAndNotTheFallbacksCopies) {
   const int64_t start = DeviceToHostCopies();
   const at::Tensor host = at::arange(4, at::kFloat);
@@ -149,9 +147,10 @@ TEST(DeviceTest, CountsTheHostsReadsOfItsMemoryAndNotTheFallbacksCopies) {
   EXPECT_EQ(DeviceToHostCopies(), start + 2) << "a copy to the CPU reads the device";
 }
 
-TEST(DeviceTest, NameOfEachVersion) {
+// The device carries the backend's name (c10::register_privateuse1_backend) in everything LibTorch prints and parses.
+TEST(DeviceTest, Name) {
   EXPECT_TRUE(NamingStatus().ok()) << NamingStatus();
-  const std::string name = kiln::compat::kCanNamePrivateUse1 ? kDeviceName : "privateuseone";
+  const std::string name = kDeviceName;
   EXPECT_EQ(c10::Device(kDeviceType, 1).str(), name + ":1");
   EXPECT_EQ(c10::Device(name + ":1"), c10::Device(kDeviceType, 1));
   std::ostringstream printed;
@@ -172,7 +171,7 @@ TEST(AcceleratorTest, RefusesDevicesItDoesNotHave) {
   const c10::Device missing(kDeviceType, 2);
   absl::Status setup = accelerator.SetupDevice(kiln::LogicalDeviceOf(accelerator, missing));
   EXPECT_EQ(setup.code(), absl::StatusCode::kInvalidArgument);
-  const std::string name = kiln::compat::kCanNamePrivateUse1 ? "virtual_npu" : "privateuseone";
+  const std::string name = "virtual_npu";
   EXPECT_THAT(setup.message(), HasSubstr("'" + name + ":2' is not a virtual_npu device; this process has 2 (" + name +
                                          ":0 to " + name + ":1"));
   EXPECT_FALSE(accelerator.GetDeviceStats(kiln::LogicalDeviceOf(accelerator, c10::Device(c10::DeviceType::CPU))).ok());
@@ -187,22 +186,16 @@ TEST(SerializationTest, DeviceTensorsSaveAndLoadLikeCheckpointsDo) {
     archive.write("t", cpu.to(kNpu0), /*is_buffer=*/true);
     archive.save_to(bytes);
   }
-  // LibTorch 1.13's unpickler restores tensors only to the CPU, CUDA, XPU, HPU and meta devices: a checkpoint
-  // holding virtual NPU tensors loads with the CPU as its map location (which is what Kiln's trainer does, under
-  // every version, so that a checkpoint loads on a machine without the device), and fails without one. LibTorch 2.x
-  // restores them straight onto the named device.
+  // LibTorch restores them straight onto the named device; Kiln's trainer loads with the CPU as the map location, so
+  // that a checkpoint loads on a machine without the device, which must work too.
   {
     torch::serialize::InputArchive archive;
     std::istringstream input(bytes.str());
-    if (kiln::compat::kCanNamePrivateUse1) {
-      archive.load_from(input);
-      at::Tensor loaded;
-      archive.read("t", loaded, /*is_buffer=*/true);
-      EXPECT_EQ(loaded.device(), kNpu0);
-      EXPECT_TRUE(at::equal(loaded.to(at::kCPU), cpu));
-    } else {
-      EXPECT_THROW(archive.load_from(input), c10::Error);
-    }
+    archive.load_from(input);
+    at::Tensor loaded;
+    archive.read("t", loaded, /*is_buffer=*/true);
+    EXPECT_EQ(loaded.device(), kNpu0);
+    EXPECT_TRUE(at::equal(loaded.to(at::kCPU), cpu));
   }
   torch::serialize::InputArchive archive;
   std::istringstream input(bytes.str());

@@ -1,6 +1,6 @@
-// LibTorch's autocast, as both versions Kiln supports have it. LibTorch 1.13 has one switch per device type (cpu,
-// cuda, xpu) and runs only bfloat16 on the CPU; LibTorch 2.x has one switch that takes the device type, for cpu,
-// cuda, xpu, hpu, the out-of-tree device (PrivateUse1), mps and a few more, and float16 on the CPU too.
+// LibTorch's autocast: one switch that takes the device type, for cpu, cuda, xpu, hpu, the out-of-tree device
+// (PrivateUse1), mps and a few more (the list differs between 2.x versions; LibTorch's own list is read), with
+// bfloat16 and float16 on each.
 //
 // The switches are thread-local, as autocast's are. Nothing here throws.
 #ifndef KILN_HAL_COMPAT_AUTOCAST_H_

@@ -1,8 +1,6 @@
-// LibTorch's fused optimizer kernels, where the LibTorch Kiln is built against has them. LibTorch 2.x has
-// aten::_fused_adam_, _fused_adamw_ and _fused_sgd_ for the CPU and CUDA: one call updates every parameter of a list
-// in one pass over its memory, and skips the update on the device when a `found_inf` flag tensor holds 1. LibTorch
-// 1.13 has _fused_adam_ for CUDA alone (which Debian's build lacks) and no _fused_sgd_: there
-// HasFusedOptimizerKernels() is false and the calls throw.
+// LibTorch's fused optimizer kernels: aten::_fused_adam_, _fused_adamw_ and _fused_sgd_ for the CPU and CUDA (and any
+// device with a kernel or a fallback for them): one call updates every parameter of a list in one pass over its
+// memory, and skips the update on the device when a `found_inf` flag tensor holds 1.
 //
 // The lists are parallel (one entry per parameter) and must share one device and one dtype; `found_inf`, when
 // defined, is a one-element float32 tensor on that device (1: skip, 0: apply), read by the kernel, never by the host.
@@ -17,11 +15,13 @@
 
 namespace kiln::compat {
 
-// Whether this LibTorch has the fused kernels at all (2.x).
-bool HasFusedOptimizerKernels();
+// Whether this LibTorch has the fused kernels at all: always, since Kiln needs LibTorch 2.8 or newer. Kept for callers
+// written when Kiln also built against LibTorch 1.13, which had none.
+[[deprecated("always true: every LibTorch Kiln builds against has the fused kernels")]] bool
+HasFusedOptimizerKernels();
 
 // Whether they can run for tensors on `device`: a kernel for its dispatch key, or a backend fallback (as a
-// third-party device that runs unknown operators through the CPU has). False under 1.13.
+// third-party device that runs unknown operators through the CPU has).
 bool FusedOptimizerRunsOn(const c10::Device& device);
 
 struct FusedAdamArgs {

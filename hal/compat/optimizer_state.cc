@@ -12,26 +12,17 @@
 #include "torch/optim/adamw.h"
 #include "torch/optim/rmsprop.h"
 #include "torch/optim/sgd.h"
-#include "torch/version.h"
 
 namespace kiln::compat {
 
 const torch::optim::OptimizerParamState* StateOf(const torch::optim::Optimizer& optimizer, const at::Tensor& param) {
-#if TORCH_VERSION_MAJOR >= 2
   auto found = optimizer.state().find(param.unsafeGetTensorImpl());
-#else
-  auto found = optimizer.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
-#endif
   return found == optimizer.state().end() ? nullptr : found->second.get();
 }
 
 void SetStateOf(torch::optim::Optimizer& optimizer, const at::Tensor& param,
                 std::unique_ptr<torch::optim::OptimizerParamState> state) {
-#if TORCH_VERSION_MAJOR >= 2
   auto key = param.unsafeGetTensorImpl();
-#else
-  auto key = c10::guts::to_string(param.unsafeGetTensorImpl());
-#endif
   if (state == nullptr) {
     optimizer.state().erase(key);
   } else {
@@ -39,7 +30,6 @@ void SetStateOf(torch::optim::Optimizer& optimizer, const at::Tensor& param,
   }
 }
 
-#if TORCH_VERSION_MAJOR >= 2
 namespace {
 
 // Everything read from the archive before the optimizer is touched.
@@ -110,10 +100,8 @@ void LoadKeyedAsText(torch::optim::Optimizer& optimizer, torch::serialize::Input
 }
 
 }  // namespace
-#endif  // TORCH_VERSION_MAJOR >= 2
 
 void LoadOptimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& archive) {
-#if TORCH_VERSION_MAJOR >= 2
   using namespace torch::optim;
   if (dynamic_cast<AdamW*>(&optimizer) != nullptr)
     return LoadKeyedAsText<AdamWParamState, AdamWOptions>(optimizer, archive);
@@ -126,7 +114,6 @@ void LoadOptimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputAr
   if (dynamic_cast<Adagrad*>(&optimizer) != nullptr) {
     return LoadKeyedAsText<AdagradParamState, AdagradOptions>(optimizer, archive);
   }
-#endif
   optimizer.load(archive);
 }
 

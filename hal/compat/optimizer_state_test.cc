@@ -10,7 +10,6 @@
 #include "torch/optim/adam.h"
 #include "torch/optim/sgd.h"
 #include "torch/serialize/output-archive.h"
-#include "torch/version.h"
 
 namespace kiln::compat {
 namespace {
@@ -84,28 +83,26 @@ TEST(OptimizerStateTest, ReadsWhatThisVersionWrites) {
   EXPECT_TRUE(StateFits(loaded, fresh, {0.1f, 0.1f}));
 }
 
-TEST(OptimizerStateTest, ReadsLibTorch113sHexKeysUnderEveryVersion) {
+TEST(OptimizerStateTest, ReadsLibTorch113sHexKeys) {
   std::vector<at::Tensor> params = Params();
   torch::serialize::OutputArchive written = HexKeyedAdamArchive(params, 0.25);
   torch::serialize::InputArchive input = Reopen(written);
   torch::optim::Adam adam(params, torch::optim::AdamOptions(0.5));
   LoadOptimizer(adam, input);
   EXPECT_TRUE(StateFits(adam, params, {1.0f, 2.0f}));
-  if (TORCH_VERSION_MAJOR >= 2) {
-    // 2.x restores the saved options too.
-    EXPECT_EQ(static_cast<torch::optim::AdamOptions&>(adam.param_groups()[0].options()).lr(), 0.25);
-    // Why the adapter exists: LibTorch 2.x's own load parses the hex keys as decimal. Should it stop doing so, this
-    // fails, and LoadOptimizer can hand every optimizer to load().
-    std::vector<at::Tensor> other = Params();
-    torch::serialize::OutputArchive again = HexKeyedAdamArchive(other, 0.25);
-    torch::serialize::InputArchive reopened = Reopen(again);
-    torch::optim::Adam native(other, torch::optim::AdamOptions(0.5));
-    try {
-      native.load(reopened);
-      EXPECT_FALSE(StateFits(native, other, {1.0f, 2.0f})) << "LibTorch's load now reads 1.13's keys";
-    } catch (const std::exception&) {
-      // Refusing is as good a sign as misplacing.
-    }
+  // The saved options are restored too.
+  EXPECT_EQ(static_cast<torch::optim::AdamOptions&>(adam.param_groups()[0].options()).lr(), 0.25);
+  // Why the adapter exists: LibTorch 2.x's own load parses the hex keys as decimal. Should it stop doing so, this
+  // fails, and LoadOptimizer can hand every optimizer to load().
+  std::vector<at::Tensor> other = Params();
+  torch::serialize::OutputArchive again = HexKeyedAdamArchive(other, 0.25);
+  torch::serialize::InputArchive reopened = Reopen(again);
+  torch::optim::Adam native(other, torch::optim::AdamOptions(0.5));
+  try {
+    native.load(reopened);
+    EXPECT_FALSE(StateFits(native, other, {1.0f, 2.0f})) << "LibTorch's load now reads 1.13's keys";
+  } catch (const std::exception&) {
+    // Refusing is as good a sign as misplacing.
   }
 }
 

@@ -7,16 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "c10/core/DeviceType.h"
-#include "c10/util/Exception.h"
-
-#if TORCH_VERSION_MAJOR >= 2
 #include "ATen/CPUGeneratorImpl.h"
 #include "ATen/detail/PrivateUse1HooksInterface.h"
-#endif
+#include "c10/util/Exception.h"
 
 namespace kiln::compat {
-
-#if TORCH_VERSION_MAJOR >= 2
 namespace {
 
 class RuntimeHooks final : public at::PrivateUse1HooksInterface {
@@ -47,18 +42,12 @@ class RuntimeHooks final : public at::PrivateUse1HooksInterface {
 };
 
 }  // namespace
-#endif
 
 void RegisterPrivateUse1Runtime(PrivateUse1Runtime runtime) {
-#if TORCH_VERSION_MAJOR >= 2
   at::RegisterPrivateUse1HooksInterface(new RuntimeHooks(std::move(runtime)));  // Lives as long as the process.
-#else
-  (void)runtime;
-#endif
 }
 
 absl::Status NamePrivateUse1Backend(absl::string_view name) {
-#if TORCH_VERSION_MAJOR >= 2
   if (c10::is_privateuse1_backend_registered()) {
     const std::string current = c10::get_privateuse1_backend();
     if (current == name) return absl::OkStatus();
@@ -72,20 +61,11 @@ absl::Status NamePrivateUse1Backend(absl::string_view name) {
     return absl::InvalidArgumentError(absl::StrCat("cannot name LibTorch's out-of-tree device (PrivateUse1) '", name,
                                                    "': ", error.what_without_backtrace()));
   }
-#else
-  (void)name;
-#endif
   return absl::OkStatus();
 }
 
 std::string PrivateUse1Name() { return c10::DeviceTypeName(c10::DeviceType::PrivateUse1, /*lower_case=*/true); }
 
-c10::IntArrayRef AsIntArrayRef(c10::SymIntArrayRef sizes) {
-#if TORCH_VERSION_MAJOR >= 2
-  return c10::asIntArrayRefSlow(sizes, __FILE__, __LINE__);
-#else
-  return c10::asIntArrayRefSlow(sizes);
-#endif
-}
+c10::IntArrayRef AsIntArrayRef(c10::SymIntArrayRef sizes) { return c10::asIntArrayRefSlow(sizes, __FILE__, __LINE__); }
 
 }  // namespace kiln::compat

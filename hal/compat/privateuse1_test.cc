@@ -10,20 +10,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Naming works where the version can, is idempotent, and a second backend cannot rename the device.
+// Naming works, is idempotent, and a second backend cannot rename the device.
 TEST(PrivateUse1Test, Naming) {
   EXPECT_EQ(PrivateUse1Name(), "privateuseone");
   ASSERT_TRUE(NamePrivateUse1Backend("kiln_test_device").ok());
-  EXPECT_EQ(PrivateUse1Name(), kCanNamePrivateUse1 ? "kiln_test_device" : "privateuseone");
+  EXPECT_EQ(PrivateUse1Name(), "kiln_test_device");
   EXPECT_TRUE(NamePrivateUse1Backend("kiln_test_device").ok());
   const absl::Status other = NamePrivateUse1Backend("another_device");
-  if (kCanNamePrivateUse1) {
-    EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(other.message(), HasSubstr("it is 'kiln_test_device' already"));
-    EXPECT_EQ(c10::Device("kiln_test_device:1").type(), c10::DeviceType::PrivateUse1);
-  } else {
-    EXPECT_TRUE(other.ok());
-  }
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.message(), HasSubstr("it is 'kiln_test_device' already"));
+  EXPECT_EQ(c10::Device("kiln_test_device:1").type(), c10::DeviceType::PrivateUse1);
 }
 
 TEST(PrivateUse1Test, SymIntSizes) {
@@ -46,7 +42,7 @@ class CountingAllocator final : public DeviceAllocator {
   mutable int calls_ = 0;
 };
 
-// LibTorch reaches Allocate() through its own allocate(), whichever signature the version has.
+// LibTorch reaches Allocate() through its own allocate().
 TEST(PrivateUse1Test, AllocatorServesLibTorchsAllocate) {
   CountingAllocator allocator;
   c10::Allocator& as_libtorch = allocator;

@@ -5,7 +5,6 @@
 #include "ATen/Version.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "torch/version.h"
 
 #ifdef KILN_WITH_CUDA
 #include "cuda_runtime_api.h"  // CUDART_VERSION: 13000 for CUDA 13.0
@@ -48,6 +47,8 @@ std::string BuiltLibTorchVersion() {
   return absl::StrCat(TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR, ".", TORCH_VERSION_PATCH);
 }
 
+std::string MinimumLibTorchVersion() { return absl::StrCat(kMinimumLibTorchMajor, ".", kMinimumLibTorchMinor); }
+
 std::optional<std::string> RuntimeLibTorchVersion() { return BuildSetting("TORCH_VERSION"); }
 
 std::optional<std::string> BuiltCudaVersion() {
@@ -66,7 +67,7 @@ absl::Status CheckLibTorchVersions(absl::string_view built, std::optional<absl::
       absl::StrCat("this program was built against LibTorch ", built, " but runs with LibTorch ", *runtime,
                    ", whose C++ ABI differs; run it with the LibTorch ", MajorMinor(built),
                    " libraries (LD_LIBRARY_PATH), or rebuild against ", *runtime,
-                   " (KILN_LIBTORCH=/path/to/libtorch bazel build --config=torch2 ...; README, 'LibTorch versions')"));
+                   " (KILN_LIBTORCH=/path/to/libtorch bazel build ...; docs/libtorch.md)"));
 }
 
 absl::Status CheckLibTorchVersion() { return CheckLibTorchVersions(BuiltLibTorchVersion(), RuntimeLibTorchVersion()); }

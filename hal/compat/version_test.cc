@@ -13,7 +13,7 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
 TEST(VersionTest, BuiltVersionIsMajorMinorPatch) {
-  EXPECT_THAT(BuiltLibTorchVersion(), MatchesRegex("[12]\\.[0-9]+\\.[0-9]+"));
+  EXPECT_THAT(BuiltLibTorchVersion(), MatchesRegex("2\\.[0-9]+\\.[0-9]+"));
 }
 
 // The loaded libraries report their own version (show_config), and it is the one the headers had: a build that
@@ -23,6 +23,13 @@ TEST(VersionTest, RuntimeVersionIsTheBuiltOne) {
   ASSERT_TRUE(runtime.has_value()) << "at::show_config() names no TORCH_VERSION";
   EXPECT_EQ(runtime->substr(0, BuiltLibTorchVersion().size()), BuiltLibTorchVersion());
   EXPECT_TRUE(CheckLibTorchVersion().ok()) << CheckLibTorchVersion();
+}
+
+TEST(VersionTest, TheBuiltVersionIsAtLeastTheMinimum) {
+  EXPECT_EQ(MinimumLibTorchVersion(), "2.8");
+  EXPECT_TRUE(TORCH_VERSION_MAJOR > kMinimumLibTorchMajor ||
+              (TORCH_VERSION_MAJOR == kMinimumLibTorchMajor && TORCH_VERSION_MINOR >= kMinimumLibTorchMinor))
+      << BuiltLibTorchVersion();
 }
 
 struct VersionCase {

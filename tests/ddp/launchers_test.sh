@@ -21,7 +21,7 @@ for tool in /usr/bin/torchrun mpirun ip unshare; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing; run tools/setup.sh"; exit 1; }
 done
 [[ $(id -u) -eq 0 ]] || { echo "FAIL: this test needs root for its network namespaces (CI runs as root)"; exit 1; }
-# Debian's torchrun (1.13) starts the command through Python unless told not to, and on Python 3.11 its log
+# Debian's torchrun (python3-torch 1.13) starts the command through Python unless told not to, and on Python 3.11 its log
 # redirection crashes at exit ("'NoneType' object has no attribute 'get'") unless redirects and tee are set.
 torchrun=(/usr/bin/torchrun --no_python --redirects=0:2 --tee=0:2)
 
@@ -37,8 +37,9 @@ same() {  # same NAME ROOT: the run's last checkpoint equals the reference bit f
 }
 
 # torchrun's agent serves the store in its static mode, and a TCPStore speaks its own PyTorch's protocol: Debian's
-# torchrun (1.13) and a fit built against LibTorch 2.x cannot share it (the connection is reset). That build then
-# runs torchrun with the c10d rendezvous, where rank 0 serves the store; the static mode is checked by the 1.13 suite.
+# torchrun (1.13) and fit (LibTorch 2.x) cannot share it (the connection is reset). This test then runs torchrun with
+# the c10d rendezvous, where rank 0 serves the store; the static mode runs where torchrun's PyTorch has fit's
+# LibTorch version (a torchrun of PyTorch 2.11 on the PATH as /usr/bin/torchrun).
 fit_libtorch=$("$fit" --version | sed -n -E 's/^LibTorch: built against ([0-9]+\.[0-9]+).*/\1/p')
 torchrun_torch=$(/usr/bin/python3 -c 'import torch; print(".".join(torch.__version__.split(".")[:2]))')
 c10d_rendezvous=false

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What //trainer:fit links, read from the binary itself (readelf -d, ldd) and checked against the build it says it
 # is (fit --version):
-# - a CPU build (Debian's LibTorch 1.13, or --config=torch2) needs libtorch_cpu and libc10 and none of LibTorch's
+# - a CPU build (the default) needs libtorch_cpu and libc10 and none of LibTorch's
 #   CUDA libraries nor any CUDA library of its own, and loads nothing from a CUDA toolkit: it runs on a machine
 #   without CUDA. (The PyPI wheel's libtorch_cpu itself needs libcudart and libcupti; they come from their own pinned
 #   wheels beside it, third_party/libtorch2/requirements.txt, never from the toolkit.)

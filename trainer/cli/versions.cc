@@ -22,6 +22,9 @@ std::string VersionText() {
   std::string text =
       absl::StrCat("fit (Kiln)\nLibTorch: built against ", compat::BuiltLibTorchVersion(), ", running with ",
                    runtime.value_or("(a LibTorch that does not say its version)"), "\n");
+  absl::StrAppend(&text, "LibTorch: Kiln needs ", compat::MinimumLibTorchVersion(),
+                  " or newer (PyTorch's DDP reducer and per-device c10d backends, fused optimizer kernels, autocast "
+                  "and names for out-of-tree devices; docs/libtorch.md)\n");
   const absl::Status agree = compat::CheckLibTorchVersion();
   if (!agree.ok()) absl::StrAppend(&text, "error: ", agree.message(), "\n");
   const std::optional<std::string> cuda = compat::BuiltCudaVersion();
@@ -35,7 +38,8 @@ std::string VersionText() {
 
 void AddVersions(JsonObject& json) {
   json.AddString("libtorch_version", compat::RuntimeLibTorchVersion().value_or(compat::BuiltLibTorchVersion()))
-      .AddString("libtorch_build_version", compat::BuiltLibTorchVersion());
+      .AddString("libtorch_build_version", compat::BuiltLibTorchVersion())
+      .AddString("libtorch_minimum_version", compat::MinimumLibTorchVersion());
   if (const std::optional<std::string> cuda = compat::BuiltCudaVersion(); cuda.has_value()) {
     json.AddString("cuda_version", *cuda);
   }

@@ -29,7 +29,6 @@ Bucket& BucketFor(std::vector<Bucket>& buckets, const at::Tensor& param) {
 // Whether the kernels run on the device of every parameter of `optimizer`; with `log`, says so when they do not (the
 // first step asks with it, once).
 bool KernelsRunOn(const torch::optim::Optimizer& optimizer, const char* name, bool log = true) {
-  if (!compat::HasFusedOptimizerKernels()) return false;
   for (const auto& group : optimizer.param_groups()) {
     for (const at::Tensor& param : group.params()) {
       if (!compat::FusedOptimizerRunsOn(param.device())) {
@@ -126,7 +125,7 @@ void DeviceStepCounts::SyncToHost(SetStep set) {
   }
 }
 
-bool FusedOptimizersAvailable() { return compat::HasFusedOptimizerKernels(); }
+bool FusedOptimizersAvailable() { return true; }
 
 // ---- Adam and AdamW
 
@@ -238,7 +237,6 @@ void FusedSGD::set_found_inf(at::Tensor found_inf) { found_inf_ = std::move(foun
 
 std::shared_ptr<torch::optim::Optimizer> MakeOptimizer(const std::string& name, std::vector<at::Tensor> params,
                                                        double learning_rate, bool fused) {
-  fused = fused && FusedOptimizersAvailable();
   if (name == "sgd") {
     torch::optim::SGDOptions options(learning_rate);
     options.momentum(0.9);

@@ -100,11 +100,12 @@ class FusedSGD final : public torch::optim::SGD, public DeviceSkipOptimizer {
   at::Tensor found_inf_;
 };
 
-// Whether this LibTorch has the fused kernels (2.x); without them the classes above are torch::optim's.
-bool FusedOptimizersAvailable();
+// Whether this LibTorch has the fused kernels: always, since Kiln needs LibTorch 2.8 or newer (until 2026-12 it
+// also built against 1.13, which had none). Kept for a release for programs that ask.
+[[deprecated("always true: every LibTorch Kiln builds against has the fused kernels")]] bool FusedOptimizersAvailable();
 
-// The built-in optimizers by their fit names ("adam", "adamw", "sgd": momentum 0.9), fused where `fused` and the
-// kernels are there (FusedOptimizersAvailable), else torch::optim's own classes.
+// The built-in optimizers by their fit names ("adam", "adamw", "sgd": momentum 0.9), fused where `fused` (each steps
+// as torch::optim on a device the kernels do not run on), else torch::optim's own classes.
 std::shared_ptr<torch::optim::Optimizer> MakeOptimizer(const std::string& name, std::vector<at::Tensor> params,
                                                        double learning_rate, bool fused);
 

@@ -5,64 +5,27 @@
 #include <limits>
 
 #include "ATen/ATen.h"
-#include "ATen/core/dispatch/Dispatcher.h"
 #include "absl/strings/str_cat.h"
 #include "c10/core/GradMode.h"
 
 namespace kiln {
 namespace {
 
-// Whether LibTorch has a kernel of the ATen op `name` for `tensor`'s backend (CUDA in LibTorch 1.13; not CPU).
-bool HasAtenKernel(const char* name, const at::Tensor& tensor) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  return op.hasKernelForDispatchKey(c10::legacyExtractDispatchKey(tensor.key_set()));
-}
-
-// at::_amp_foreach_non_finite_check_and_unscale_: for every element x of every tensor, found_inf = 1 when x is
-// inf or NaN, and x *= inv_scale. `found_inf` and `inv_scale` are float32 [1] on the tensors' device.
+// PyTorch's GradScaler calls these two ATen ops; LibTorch has kernels for them on the CPU and CUDA, and a device
+// with a CPU fallback (the virtual NPU) runs them through it. A device with neither fails in LibTorch, naming the op.
+//
+// at::_amp_foreach_non_finite_check_and_unscale_: for every element x of every tensor, found_inf = 1 when x is inf or
+// NaN, and x *= inv_scale. `found_inf` and `inv_scale` are float32 [1] on the tensors' device.
 void NonFiniteCheckAndUnscale(std::vector<at::Tensor>& tensors, at::Tensor& found_inf, const at::Tensor& inv_scale) {
   if (tensors.empty()) return;
-  if (HasAtenKernel("aten::_amp_foreach_non_finite_check_and_unscale_", tensors.front())) {
-    at::_amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, inv_scale);
-    return;
-  }
-  // The same arithmetic from ordinary ops. The CUDA kernel multiplies in float32 (the op-math type) and rounds to
-  // the gradient's type; mul_ by a float32 scalar tensor does the same. x * 1 == x exactly, so the kernel's
-  // shortcut for inv_scale == 1 needs no branch here.
-  const at::Tensor factor = inv_scale.reshape({});
-  for (at::Tensor& tensor : tensors) {
-    if (tensor.numel() == 0) continue;
-    found_inf.masked_fill_(at::isfinite(tensor).logical_not().any(), 1.0);
-    tensor.mul_(factor);
-  }
+  at::_amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, inv_scale);
 }
 
-// at::_amp_update_scale_, as its CUDA kernel does it:
-//   if found_inf:   scale = float(scale * backoff_factor); tracker = 0
-//   else:           successful = tracker + 1
-//                   if successful == growth_interval:
-//                     grown = float(scale * growth_factor); if isfinite(grown): scale = grown
-//                     tracker = 0
-//                   else: tracker = successful
-// The kernel multiplies the float32 scale by the double factor in double and rounds once to float32; so does
-// this. Everything stays on the scale's device (no host round trip).
+// at::_amp_update_scale_: backs the scale off on found_inf, else counts a clean step and grows the scale every
+// growth_interval of them (on the scale's device: no host round trip).
 void UpdateScale(at::Tensor& scale, at::Tensor& growth_tracker, const at::Tensor& found_inf, double growth_factor,
                  double backoff_factor, int64_t growth_interval) {
-  if (HasAtenKernel("aten::_amp_update_scale_", scale)) {
-    at::_amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval);
-    return;
-  }
-  const at::Tensor found = found_inf.ne(0);
-  const at::Tensor successful = growth_tracker + 1;
-  const at::Tensor reached = successful.eq(growth_interval);
-  const at::Tensor wide = scale.to(at::kDouble);
-  const at::Tensor backed_off = wide.mul(backoff_factor).to(at::kFloat);
-  const at::Tensor grown = wide.mul(growth_factor).to(at::kFloat);
-  const at::Tensor grow = reached.logical_and(at::isfinite(grown));
-  const at::Tensor new_scale = at::where(found, backed_off, at::where(grow, grown, scale));
-  const at::Tensor new_tracker = at::where(found.logical_or(reached), at::zeros_like(successful), successful);
-  scale.copy_(new_scale);
-  growth_tracker.copy_(new_tracker);
+  at::_amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval);
 }
 
 absl::Status CheckOptions(const GradScalerOptions& options) {

@@ -12,10 +12,8 @@
 //   scaler.step(optimizer);       // unscales if unscale_ was not called; skips the step on inf/NaN gradients
 //   scaler.update();              // backs S off (inf/NaN seen) or counts a clean step and grows S on schedule
 //
-// Kernels: LibTorch 1.13 ships `_amp_foreach_non_finite_check_and_unscale_` and `_amp_update_scale_` for CUDA
-// only (PyTorch gained CPU kernels later). The scaler calls those ATen ops for tensors whose device has a kernel,
-// and otherwise runs the same arithmetic built from ordinary ATen ops (grad_scaler.cc states the rules), so it
-// works, and is tested, on CPU tensors.
+// Kernels: LibTorch's own `_amp_foreach_non_finite_check_and_unscale_` and `_amp_update_scale_` (CPU and CUDA
+// kernels; a device with a CPU fallback runs them through it), as PyTorch's scaler calls them.
 //
 // Misuse (unscale_ twice before update, step twice, update without an inf check, float16 gradients given to
 // unscale_) throws c10::Error with PyTorch's message, as PyTorch raises RuntimeError; the trainer turns that into

@@ -16,7 +16,6 @@
 #include "ATen/ATen.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "torch/version.h"
 #include "torch/nn/modules/linear.h"
 #include "torch/nn/utils/clip_grad.h"
 #include "torch/optim/sgd.h"
@@ -275,19 +274,11 @@ TEST(GradScalerTest, MisuseThrowsPyTorchsErrors) {
 }
 
 TEST(GradScalerTest, TheScalerUsesLibTorchsAmpOpsWhereTheyHaveCpuKernels) {
-  // Why grad_scaler.cc carries its own arithmetic: in LibTorch 1.13 these ops run on CUDA only. LibTorch 2.x has CPU
-  // kernels for them, and the scaler calls them there (it asks the dispatcher); the values they must give, worked
-  // out by hand below, are what the scaler's own arithmetic gives under 1.13.
+  // The scaler calls LibTorch's two ops; the values they must give are worked out by hand below.
   at::Tensor scale = at::full({1}, 4.0, at::kFloat);
   at::Tensor tracker = at::zeros({1}, at::kInt);
   at::Tensor found_inf = at::zeros({1}, at::kFloat);
   std::vector<at::Tensor> tensors = {at::full({2}, 8.0)};
-  if (TORCH_VERSION_MAJOR < 2) {
-    EXPECT_THROW(at::_amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 10), c10::Error);
-    EXPECT_THROW(at::_amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, at::full({1}, 0.25)),
-                 c10::Error);
-    return;
-  }
   at::_amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, at::full({1}, 0.25));
   EXPECT_TRUE(tensors[0].equal(at::full({2}, 2.0)));
   EXPECT_EQ(found_inf.item<float>(), 0);

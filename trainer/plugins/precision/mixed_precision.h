@@ -6,8 +6,8 @@
 // bfloat16; 16-mixed autocasts to float16 and scales the loss with a GradScaler (grad_scaler.h), since float16
 // gradients underflow where bfloat16 ones (with float32's exponent range) do not.
 //
-// Autocast in LibTorch 1.13 exists for cpu, cuda and xpu devices, and CPU autocast runs bfloat16 only: so
-// bf16-mixed runs on all three, and 16-mixed on cuda and xpu. The forward context enters autocast as
+// LibTorch's autocast exists for the device types compat::AutocastDeviceTypes() lists (cpu, cuda, xpu, hpu, the
+// out-of-tree device and more), in bfloat16 and float16. The forward context enters autocast as
 // torch.autocast does (saving and restoring the enabled flag, the dtype and the cache flag, nesting counted) and
 // clears autocast's cache of cast weights when the outermost context leaves, so a weight updated by the optimizer is
 // never served from a stale low-precision copy.
@@ -40,7 +40,7 @@ struct MixedPrecisionOptions {
 class MixedPrecision final : public PrecisionPlugin {
  public:
   // InvalidArgument for a precision that is not mixed or an autocast type that is neither bfloat16 nor float16;
-  // Unimplemented, naming the alternative, for a device type or autocast type LibTorch 1.13 has no autocast for;
+  // Unimplemented, naming the alternative, for a device type or autocast type this LibTorch has no autocast for;
   // the GradScaler's own option errors.
   static absl::StatusOr<std::unique_ptr<MixedPrecision>> Create(const MixedPrecisionOptions& options);
 

@@ -1,5 +1,4 @@
-# LibTorch 2.x, for --config=torch2 and --config=cuda (see //tools:libtorch.bzl, which fills in %{...}). The same
-# targets as libtorch.BUILD, so nothing else in Kiln changes with the version.
+# LibTorch 2.x, for the default build and --config=cuda (see //tools:libtorch.bzl, which fills in %{...}).
 package(default_visibility = ["//visibility:public"])
 
 # The CPU parts alone: libtorch_cpu and libc10 (libtorch.so would pull in libtorch_cuda). Under --config=cuda this
