@@ -18,6 +18,11 @@ StrategyRegistry::StrategyRegistry() {
                         "Distributed data parallel: one process per device on every node, gradients averaged by the "
                         "accelerator's collective backend.",
                         true},
+           StrategySpec{kDdpFindUnusedTrueStrategy,
+                        "ddp that finds the parameters a step leaves without a gradient and reduces them as zeros.",
+                        true},
+           StrategySpec{kDdpFindUnusedFalseStrategy,
+                        "ddp; a parameter that takes no part in a step is an error (the default).", true},
        }) {
     if (absl::Status status = Register(std::move(spec)); !status.ok()) {
       std::cerr << "kiln: cannot register a built-in strategy: " << status.message() << std::endl;
@@ -59,6 +64,17 @@ absl::StatusOr<StrategySpec> StrategyRegistry::Find(absl::string_view name) cons
     return absl::NotFoundError(absl::StrCat("strategy '", name, "' is not registered"));
   }
   return found->second;
+}
+
+absl::Status StrategyRegistry::SetFactory(absl::string_view name, StrategyFactory factory) {
+  absl::MutexLock lock(&mutex_);
+  auto found = specs_.find(absl::AsciiStrToLower(name));
+  if (found == specs_.end()) return absl::NotFoundError(absl::StrCat("strategy '", name, "' is not registered"));
+  if (found->second.factory) {
+    return absl::AlreadyExistsError(absl::StrCat("strategy '", name, "' has a factory already"));
+  }
+  found->second.factory = std::move(factory);
+  return absl::OkStatus();
 }
 
 std::string StrategyRegistry::NameList() const {

@@ -1,15 +1,24 @@
 // The strategy names the connector accepts for `strategy`, and what each one is.
 //
-// Every registry starts with Kiln's two built-in strategies, and later ones add theirs with Register:
-//   single_device  everything in one process on one device (not distributed)
-//   ddp            one process per device on every node, gradients averaged by a collective backend
+// Every registry starts with Kiln's built-in strategies, and later ones add theirs with Register:
+//   single_device                      everything in one process on one device (not distributed)
+//   ddp                                one process per device on every node, gradients averaged by the accelerator's
+//                                      collective backend
+//   ddp_find_unused_parameters_true    ddp that finds the parameters a step leaves without a gradient (Lightning's)
+//   ddp_find_unused_parameters_false   ddp, said explicitly (Lightning's)
+// Each entry carries a factory that makes the strategy: the connector never calls it (it cannot see the trainer's
+// Strategy class); the trainer makes every strategy, built-in or not, through it. The built-in names' factories are
+// the trainer's (trainer/strategies/strategy_factories.h sets them); a strategy of one's own registers with its
+// factory, and is then reachable from `fit --strategy=NAME` and config files like the built-in ones.
 // `StrategyRegistry::Default()` is the process-wide registry; tests create their own.
 //
 // Thread-safety: every method may be called from any thread; a mutex guards the table.
 #ifndef KILN_CONNECTOR_STRATEGY_REGISTRY_H_
 #define KILN_CONNECTOR_STRATEGY_REGISTRY_H_
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,17 +27,32 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "connector/strategy_descriptor.h"
 
 namespace kiln {
 
 inline constexpr char kSingleDeviceStrategy[] = "single_device";
 inline constexpr char kDdpStrategy[] = "ddp";
+inline constexpr char kDdpFindUnusedTrueStrategy[] = "ddp_find_unused_parameters_true";
+inline constexpr char kDdpFindUnusedFalseStrategy[] = "ddp_find_unused_parameters_false";
+
+// What the trainer hands a strategy factory: the Trainer's options that strategies read.
+struct StrategyArguments {
+  absl::Duration process_group_timeout = absl::Minutes(30);  // TrainerOptions::process_group_timeout.
+};
+
+// Makes a strategy for one trainer. It returns a kiln::Strategy (trainer/strategies/strategy.h) as its
+// StrategyDescriptor; the trainer refuses anything else. Called on the trainer's thread; may throw nothing.
+using StrategyFactory = std::function<std::shared_ptr<StrategyDescriptor>(const StrategyArguments&)>;
 
 struct StrategySpec {
   std::string name;         // Lower-case letters, digits, '_' and '-'; not "auto". Case-insensitive on lookup.
   std::string description;  // One line.
   // True when it runs one process per device on every node (see StrategyDescriptor::IsDistributed).
   bool distributed = false;
+  // Makes it (see StrategyFactory). Empty only for a built-in name whose factory the trainer has not set yet.
+  StrategyFactory factory;
 };
 
 class StrategyRegistry {
@@ -43,6 +67,10 @@ class StrategyRegistry {
 
   // Adds `spec`. InvalidArgument for a bad or reserved name, AlreadyExists for a name already registered.
   absl::Status Register(StrategySpec spec);
+
+  // Sets the factory of the registered `name` (the trainer's for the built-in names). NotFound for a name not
+  // registered, AlreadyExists when it has one (a second call with the same name is a mistake, not a replacement).
+  absl::Status SetFactory(absl::string_view name, StrategyFactory factory);
 
   // The spec registered as `name` (case-insensitive); NotFound otherwise.
   absl::StatusOr<StrategySpec> Find(absl::string_view name) const;

@@ -13,8 +13,12 @@ using ::testing::HasSubstr;
 
 TEST(StrategyRegistryTest, EveryRegistryKnowsTheBuiltInStrategies) {
   StrategyRegistry registry;
-  EXPECT_EQ(registry.NameList(), "ddp, single_device");
+  EXPECT_EQ(registry.NameList(),
+            "ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, single_device");
   EXPECT_TRUE(registry.Find("DDP")->distributed);
+  EXPECT_TRUE(registry.Find("ddp_find_unused_parameters_true")->distributed);
+  // The connector knows the names; their factories are the trainer's, set later (strategy_factories.h).
+  EXPECT_FALSE(registry.Find("ddp")->factory);
   EXPECT_FALSE(registry.Find("Single_Device")->distributed);
   EXPECT_EQ(registry.Find("fsdp").status().code(), absl::StatusCode::kNotFound);
 }
@@ -23,9 +27,19 @@ TEST(StrategyRegistryTest, RegistersNewNames) {
   StrategyRegistry registry;
   ASSERT_TRUE(registry.Register({"DDP_Spawn", "spawned ddp", true}).ok());
   EXPECT_EQ(registry.Find("ddp_spawn")->name, "ddp_spawn");
-  EXPECT_EQ(registry.NameList(), "ddp, ddp_spawn, single_device");
+  EXPECT_EQ(registry.NameList(),
+            "ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, ddp_spawn, single_device");
   // The default registry is another one.
   EXPECT_FALSE(StrategyRegistry::Default().Find("ddp_spawn").ok());
+}
+
+TEST(StrategyRegistryTest, AFactoryIsSetOnceOnANameThatExists) {
+  StrategyRegistry registry;
+  const StrategyFactory factory = [](const StrategyArguments&) { return std::shared_ptr<StrategyDescriptor>(); };
+  ASSERT_TRUE(registry.SetFactory("DDP", factory).ok());
+  EXPECT_TRUE(registry.Find("ddp")->factory);
+  EXPECT_EQ(registry.SetFactory("ddp", factory).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(registry.SetFactory("fsdp", factory).code(), absl::StatusCode::kNotFound);
 }
 
 struct BadCase {

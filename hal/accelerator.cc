@@ -27,6 +27,16 @@ absl::Status CheckIndexIsCompute(const LogicalDevice& device) {
                                                  "'s devices: its index is not its c10 device's"));
 }
 
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> Accelerator::MakeCollectiveBackend(
+    const LogicalDevice& device, const CollectiveOptions& options) {
+  if (device.compute.is_cpu()) return MakeGlooCollectiveBackend(options);
+  return absl::UnimplementedError(absl::StrCat(
+      "accelerator '", name(), "' brings no collective backend for its ", device.compute.str(),
+      " tensors, so data-parallel training cannot exchange them; its backend must implement "
+      "Accelerator::MakeCollectiveBackend (hal/accelerator.h, hal/collectives.h: a c10d backend for its device type, "
+      "as ProcessGroupNCCL is for CUDA), or train on one device"));
+}
+
 LogicalDevice LogicalDeviceOf(const Accelerator& accelerator, const c10::Device& compute) {
   return {.accelerator = accelerator.name(), .index = compute.has_index() ? compute.index() : 0, .compute = compute};
 }

@@ -3,8 +3,8 @@
 // An `Accelerator` answers every hardware question the connector and the trainer have: what the user's `devices`
 // value means, how many devices "auto" finds, whether the hardware can be used here, which `c10::Device`s the
 // processes compute on (a LogicalDevice keeps the accelerator's own index beside it), how to set a device up and tear
-// it down, what its statistics are, which collective backend distributed training should use, and which precisions it
-// supports. Nothing above the HAL knows any of this, so a third-party accelerator plugs in by implementing this class,
+// it down, what its statistics are, which collective backend distributed training runs on (hal/collectives.h), and
+// which precisions it supports. Nothing above the HAL knows any of this, so a third-party accelerator plugs in by implementing this class,
 // exactly like the built-in ones (backends/*).
 //
 // Contract for implementers:
@@ -27,6 +27,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "c10/core/Device.h"
+#include "c10/util/intrusive_ptr.h"
+#include "hal/collectives.h"
 #include "hal/devices.h"
 #include "hal/precision.h"
 
@@ -100,9 +102,18 @@ class Accelerator {
   // `*_available` = 0 key), it does not fail the call. Cheap enough to call every few steps; must not throw.
   virtual absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const = 0;
 
-  // The torch.distributed collective backend this accelerator prefers for data-parallel training ("gloo",
-  // "nccl", "hccl", ...). Must not throw.
+  // The name of the torch.distributed collective backend MakeCollectiveBackend makes ("gloo", "nccl", "hccl", a
+  // vendor's own), as plans, errors and `process_group_backend` spell it. Must not throw.
   virtual std::string ProcessGroupBackend() const = 0;
+
+  // Makes the c10d backend that carries data-parallel training's collectives on the tensors of `device`
+  // (hal/collectives.h says what it must support and how it fails), for this process: rank `options.rank` of
+  // `options.world_size`. Called once per process, after SetupDevice, by every rank at the same point of set-up; it
+  // may block while the ranks connect, for at most `options.timeout`. The default serves accelerators whose devices
+  // compute on the CPU, with Gloo; for any other device type it returns Unimplemented, naming the accelerator, the
+  // device type and what to implement. Errors are values; must not throw.
+  virtual absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice& device,
+                                                                                  const CollectiveOptions& options);
 
   // The precisions this accelerator can train in, in its order of preference. Never empty. Must not throw.
   virtual std::vector<Precision> SupportedPrecisions() const = 0;

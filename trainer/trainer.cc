@@ -27,6 +27,7 @@
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
 #include "trainer/strategies/ddp_strategy.h"
+#include "trainer/strategies/strategy_factories.h"
 #include "trainer/strategies/launcher.h"
 #include "trainer/strategies/strategy.h"
 
@@ -253,14 +254,23 @@ absl::Status Trainer::Prepare(Stage stage) {
                      "' describes itself to the connector but is not a kiln::Strategy; "
                      "derive it from kiln::Strategy (trainer/strategies/strategy.h) so that the trainer can run it"));
   }
-  if (strategy == nullptr && plan->strategy == "single_device") strategy = std::make_shared<SingleDeviceStrategy>();
-  if (strategy == nullptr && plan->strategy == "ddp") {
-    strategy = std::make_shared<DDPStrategy>(DDPOptions{.timeout = options_.process_group_timeout});
-  }
   if (strategy == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("strategy '", plan->strategy,
-                                                   "' has no implementation in the "
-                                                   "trainer; pass a kiln::Strategy instance as `strategy`"));
+    // Every strategy named by the plan, built-in or registered by a user, comes from its registry entry's factory.
+    SetBuiltinStrategyFactories();
+    absl::StatusOr<StrategySpec> spec = StrategyRegistry::Default().Find(plan->strategy);
+    if (!spec.ok() || !spec->factory) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy '", plan->strategy, "' is registered without a factory, so the trainer cannot make it; register "
+          "it with StrategySpec::factory (connector/strategy_registry.h) or pass a kiln::Strategy instance as "
+          "`strategy`"));
+    }
+    std::shared_ptr<StrategyDescriptor> made = spec->factory({.process_group_timeout = options_.process_group_timeout});
+    strategy = std::dynamic_pointer_cast<Strategy>(made);
+    if (strategy == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy '", plan->strategy, "''s factory made ", made == nullptr ? "nothing" : "a strategy that is not a "
+          "kiln::Strategy", "; it must return a kiln::Strategy (trainer/strategies/strategy.h)"));
+    }
   }
   absl::StatusOr<std::shared_ptr<PrecisionPlugin>> precision =
       SelectPrecisionPlugin(plan->precision, plan->root_device(), options_.precision_plugin);

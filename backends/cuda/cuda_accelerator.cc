@@ -10,6 +10,10 @@
 #include "c10/util/Exception.h"
 #include "hal/registry.h"
 
+#ifdef KILN_WITH_CUDA
+#include "torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp"
+#endif
+
 namespace kiln {
 namespace {
 
@@ -88,6 +92,26 @@ absl::Status CudaAccelerator::CheckAvailable() const {
                      "does not hide it"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> CudaAccelerator::MakeCollectiveBackend(
+    const LogicalDevice& device, const CollectiveOptions& options) {
+  if (absl::Status status = CheckIndexIsCompute(device); !status.ok()) return status;
+#ifdef KILN_WITH_CUDA
+  try {
+    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+    nccl_options->timeout = options.timeout;
+    return c10::intrusive_ptr<c10d::Backend>(
+        c10::make_intrusive<c10d::ProcessGroupNCCL>(options.store, options.rank, options.world_size, nccl_options));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("nccl: LibTorch's ProcessGroupNCCL could not start: ", e.what()));
+  }
+#else
+  (void)options;
+  return absl::FailedPreconditionError(
+      "nccl: this build of Kiln links LibTorch's CPU libraries alone, without ProcessGroupNCCL; build Kiln with "
+      "--config=cuda, after tools/setup.sh --cuda (see README, 'CUDA backend')");
+#endif
 }
 
 std::vector<c10::Device> CudaAccelerator::ParallelDevices(const std::vector<int>& indices) const {

@@ -61,6 +61,10 @@ class CudaAccelerator final : public Accelerator {
   absl::Status TeardownDevice(const LogicalDevice& device) override;
   absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return "nccl"; }
+  // LibTorch's ProcessGroupNCCL (in libtorch_cuda) in a --config=cuda build, its timeout the options'; in a CPU build,
+  // FailedPrecondition saying how to build with it.
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice& device,
+                                                                          const CollectiveOptions& options) override;
   std::vector<Precision> SupportedPrecisions() const override;
 
   // OK when NVML statistics can be read; otherwise why not (the library is absent, too old, or refuses to start).

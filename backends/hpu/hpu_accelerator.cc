@@ -174,6 +174,22 @@ absl::StatusOr<DeviceStats> HpuAccelerator::GetDeviceStats(const LogicalDevice& 
   return hpu::ReadDeviceStats(counted[index]);
 }
 
+// What was checked (2026-12-03, from public sources; no Gaudi machine was at hand): Habana's c10d backend for HPU
+// tensors, ProcessGroupHCCL, is created by its Python package (habana_frameworks.torch.distributed.hccl registers
+// "hccl" with torch.distributed.Backend.register_backend, building the group through torch._C); Habana ships no C++
+// header or documented C++ entry point for it, in the bridge libraries Kiln loads or elsewhere. Kiln therefore cannot
+// make an HCCL backend from C++, and says so before training instead of failing in the first all-reduce. A Habana C++
+// API for it would go here, as ProcessGroupNCCL does for CUDA (backends/cuda).
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> HpuAccelerator::MakeCollectiveBackend(
+    const LogicalDevice& device, const CollectiveOptions& options) {
+  (void)device;
+  (void)options;
+  return absl::FailedPreconditionError(
+      "hccl: Habana's HCCL backend for c10d is reachable only from Habana's Python package "
+      "(habana_frameworks.torch.distributed.hccl), not from C++, so Kiln cannot train on several HPUs yet; train on "
+      "one HPU (devices=1), or on the CPU with strategy=ddp");
+}
+
 std::vector<Precision> HpuAccelerator::SupportedPrecisions() const {
   return {Precision::k32True, Precision::kBf16Mixed};
 }

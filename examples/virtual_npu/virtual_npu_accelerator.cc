@@ -73,6 +73,12 @@ absl::Status VirtualNpuAccelerator::SetupDevice(const kiln::LogicalDevice& logic
   return absl::OkStatus();
 }
 
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> VirtualNpuAccelerator::MakeCollectiveBackend(
+    const kiln::LogicalDevice& device, const kiln::CollectiveOptions& options) {
+  if (absl::Status status = CheckDevice(device.compute); !status.ok()) return status;
+  return Collectives::Create(options);
+}
+
 absl::Status VirtualNpuAccelerator::TeardownDevice(const kiln::LogicalDevice& device) {
   if (absl::Status status = kiln::CheckIndexIsCompute(device); !status.ok()) return status;
   return CheckDevice(device.compute);

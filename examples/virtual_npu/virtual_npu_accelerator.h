@@ -9,18 +9,17 @@
 //                 Lightning's MPS accelerator. Several devices mean one process each, and data-parallel training
 //                 needs a collective that can reduce the device's tensors; the sample has none (see collective),
 //                 so "auto" stays on one device and `fit --accelerator=virtual_npu` trains with no other flag.
-//   devices used  virtual_npu:<index> under LibTorch 2.x (c10::register_privateuse1_backend), privateuseone:<index>
-//                 under 1.13, which has no way to rename PrivateUse1.
+//   devices used  virtual_npu:<index> (c10::register_privateuse1_backend).
 //   priority      VIRTUAL_NPU_PRIORITY (default -10). The CPU's is 0, so by default "auto" keeps training on the
 //                 CPU and the virtual NPU is used when asked for by name; VIRTUAL_NPU_PRIORITY=100 makes "auto"
 //                 choose it over every built-in accelerator. Read once, when the program starts.
 //   availability  available whenever the two variables are valid; otherwise unavailable, saying which is wrong.
 //   set-up        makes the device current for the calling thread and resets its peak memory counter;
 //                 tear-down has nothing to release (memory goes back when tensors are freed).
-//   collective    "gloo", the host's collective, since the memory is host memory. LibTorch 1.13's Gloo process
-//                 group accepts CPU and CUDA tensors only, so a data-parallel strategy would have to stage the
-//                 virtual NPU's gradients through CPU tensors; Kiln's own strategies do not do this.
-//   precisions    32-true, 64-true; and bf16-mixed under LibTorch 2.x, which has autocast for out-of-tree devices.
+//   collective    "vnccl" (collectives.h): its own c10d backend for its tensors, which stages them through host
+//                 memory over Gloo, as a vendor's backend would call its CCL. `--devices=4 --strategy=ddp` trains
+//                 on it.
+//   precisions    32-true, 64-true and bf16-mixed (LibTorch has autocast for out-of-tree devices; autocast.cc).
 //
 // Device statistics (GetDeviceStats), from the device's own allocator (allocator.h):
 //   memory_allocated_bytes       bytes in use on the device now
@@ -37,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "collectives.h"
 #include "hal/accelerator.h"
 
 namespace virtual_npu {
@@ -58,7 +58,9 @@ class VirtualNpuAccelerator final : public kiln::Accelerator {
   absl::Status SetupDevice(const kiln::LogicalDevice& device) override;
   absl::Status TeardownDevice(const kiln::LogicalDevice& device) override;
   absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const kiln::LogicalDevice& device) const override;
-  std::string ProcessGroupBackend() const override { return "gloo"; }
+  std::string ProcessGroupBackend() const override { return kCollectiveBackendName; }
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(
+      const kiln::LogicalDevice& device, const kiln::CollectiveOptions& options) override;
   std::vector<kiln::Precision> SupportedPrecisions() const override;
 };
 

@@ -1,6 +1,7 @@
 // A user program that brings its own accelerator, defined right here and registered nowhere, passes an instance to
 // the Trainer, and trains. The connector asks the instance every question: what `devices` means, which strategy
 // and collective backend fit, and which precision it can run.
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,10 +10,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "connector/connector.h"
+#include "connector/strategy_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hal/registry.h"
 #include "trainer/classifier.h"
+#include "trainer/strategies/ddp_strategy.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
@@ -224,6 +227,78 @@ TEST(AcceleratorInstanceTest, TheTrainerRunsAStrategyInstance) {
   EXPECT_EQ(strategy->backwards, trainer->global_step());
   const std::vector<at::Tensor> on_cpu = Train("cpu");
   for (size_t i = 0; i < on_cpu.size(); ++i) EXPECT_TRUE(at::equal(with_instance[i], on_cpu[i])) << "parameter " << i;
+}
+
+// A strategy of the user's own, registered by name with its factory: the trainer makes it through the registry, as
+// it makes the built-in ones (fit --strategy=NAME and config files reach it the same way).
+TEST(AcceleratorInstanceTest, AStrategyRegisteredWithAFactoryIsMadeByTheTrainer) {
+  auto made = std::make_shared<std::vector<std::shared_ptr<RecordingStrategy>>>();
+  ASSERT_TRUE(kiln::StrategyRegistry::Default()
+                  .Register({.name = "sota_recording",
+                             .description = "SingleDeviceStrategy, recorded.",
+                             .distributed = false,
+                             .factory = [made](const kiln::StrategyArguments&) {
+                               made->push_back(std::make_shared<RecordingStrategy>());
+                               return std::shared_ptr<kiln::StrategyDescriptor>(made->back());
+                             }})
+                  .ok());
+  kiln::Trainer* trainer = nullptr;
+  const std::vector<at::Tensor> by_name = Train(std::make_shared<NewSotaAccelerator>(), &trainer, "sota_recording");
+  ASSERT_EQ(made->size(), 1u) << "the trainer did not call the factory exactly once";
+  EXPECT_EQ(trainer->plan()->strategy, "sota_recording");
+  EXPECT_EQ(trainer->strategy(), made->front().get());
+  EXPECT_EQ(made->front()->setups, 1);
+  const std::vector<at::Tensor> on_cpu = Train("cpu");
+  for (size_t i = 0; i < on_cpu.size(); ++i) EXPECT_TRUE(at::equal(by_name[i], on_cpu[i])) << "parameter " << i;
+}
+
+TEST(AcceleratorInstanceTest, AStrategyRegisteredWithoutAFactoryIsRefusedNamingTheFix) {
+  ASSERT_TRUE(kiln::StrategyRegistry::Default()
+                  .Register({.name = "sota_nameonly", .description = "A name alone.", .distributed = false})
+                  .ok());
+  kiln::Trainer trainer(kiln::testing::Quiet({.accelerator = "cpu", .devices = "1", .strategy = "sota_nameonly"}));
+  torch::manual_seed(7);
+  kiln::MlpClassifier model({});
+  kiln::SyntheticClusters data(kiln::testing::SmallData());
+  const absl::Status status = trainer.fit(model, data);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("strategy 'sota_nameonly' is registered without a factory"));
+  EXPECT_THAT(status.message(), HasSubstr("StrategySpec::factory"));
+}
+
+// DDP refuses, before it joins anyone, a backend the accelerator does not bring (the virtual NPU brings "vnccl";
+// Gloo is every host's); and, before training, a backend that cannot carry the device's tensors, which the check
+// all-reduce on the device at set-up finds (Gloo reduces CPU tensors).
+TEST(AcceleratorInstanceTest, DdpRefusesABackendThatCannotCarryTheDevicesTensors) {
+  const auto run = [](const std::string& backend, kiln::Trainer** out) {
+    static std::vector<std::unique_ptr<kiln::Trainer>> trainers;
+    // Not testing::Quiet, which puts a named accelerator back on the CPU.
+    trainers.push_back(std::make_unique<kiln::Trainer>(kiln::TrainerOptions{
+        .accelerator = "virtual_npu",
+        .devices = "1",
+        .strategy = std::make_shared<kiln::DDPStrategy>(kiln::DDPOptions{.process_group_backend = backend}),
+        .max_epochs = 1,
+        .default_root_dir = kiln::testing::TempDir(),
+        .enable_progress_bar = false,
+    }));
+    *out = trainers.back().get();
+    torch::manual_seed(7);
+    kiln::MlpClassifier model({});
+    kiln::SyntheticClusters data(kiln::testing::SmallData());
+    return trainers.back()->fit(model, data);
+  };
+  kiln::Trainer* trainer = nullptr;
+  const absl::Status nccl = run("nccl", &trainer);
+  EXPECT_EQ(nccl.code(), absl::StatusCode::kFailedPrecondition) << nccl;
+  EXPECT_THAT(nccl.message(), HasSubstr("process group backend 'nccl' is not available for accelerator 'virtual_npu'"));
+  EXPECT_THAT(nccl.message(), HasSubstr("it brings 'vnccl'"));
+  EXPECT_THAT(nccl.message(), HasSubstr("set process_group_backend to 'vnccl' or leave it unset"));
+  EXPECT_EQ(trainer->global_step(), 0);
+  const absl::Status gloo = run("gloo", &trainer);
+  EXPECT_EQ(gloo.code(), absl::StatusCode::kFailedPrecondition) << gloo;
+  EXPECT_THAT(gloo.message(), HasSubstr("the collective backend 'gloo' cannot all-reduce virtual_npu:0 tensors"));
+  EXPECT_THAT(gloo.message(), HasSubstr("use the accelerator's own backend 'vnccl'"));
+  EXPECT_EQ(trainer->global_step(), 0);
 }
 
 }  // namespace

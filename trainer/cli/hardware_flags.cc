@@ -9,7 +9,9 @@ ABSL_FLAG(std::string, accelerator, "auto",
           "one with the highest priority.");
 ABSL_FLAG(std::string, devices, "auto",
           "Devices to use: \"auto\", a count N, -1 for all, or indices such as \"0,1\" or \"[0, 1]\".");
-ABSL_FLAG(std::string, strategy, "auto", "\"auto\", \"single_device\", \"ddp\", or a registered strategy's name.");
+ABSL_FLAG(std::string, strategy, "auto",
+          "\"auto\", \"single_device\", \"ddp\", \"ddp_find_unused_parameters_true\" (parameters a step may leave "
+          "without a gradient), \"ddp_find_unused_parameters_false\", or a registered strategy's name.");
 ABSL_FLAG(std::string, precision, "32-true",
           "32-true, 64-true, bf16-mixed, 16-mixed, bf16-true, 16-true (or the legacy 32, 64, 16, bf16), as the "
           "accelerator declares them: cpu runs 32-true, 64-true, bf16-mixed and bf16-true, and 16-mixed as "

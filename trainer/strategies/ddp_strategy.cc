@@ -19,13 +19,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
+#include "hal/collectives.h"
 #include "hal/compat/c10d.h"
 #include "torch/csrc/distributed/c10d/PrefixStore.hpp"
-#include "torch/csrc/distributed/c10d/ProcessGroupGloo.hpp"
+#include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
 #include "torch/csrc/distributed/c10d/TCPStore.hpp"
 #include "torch/csrc/distributed/c10d/comm.hpp"
+#include "torch/csrc/distributed/c10d/reducer.hpp"
 #include "trainer/strategies/gloo_devices.h"
-#include "trainer/strategies/gradient_reducer.h"
 
 namespace kiln {
 namespace {
@@ -34,6 +35,17 @@ constexpr size_t kBroadcastBucketBytes = 250 * 1024 * 1024;  // PyTorch DDP's _s
 constexpr size_t kFirstBucketBytes = 1024 * 1024;            // PyTorch DDP's _DEFAULT_FIRST_BUCKET_BYTES.
 
 constexpr char kJoinedKey[] = "kiln/ranks_joined";
+constexpr char kGlooBackend[] = "gloo";
+
+// The first line of a c10 error (the rest is LibTorch's backtrace).
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// c10d's name for a backend, as a ProcessGroup files it: its own two, and every other (a vendor's) as CUSTOM.
+c10d::ProcessGroup::BackendType BackendTypeOf(const std::string& name) {
+  if (name == "gloo") return c10d::ProcessGroup::BackendType::GLOO;
+  if (name == "nccl") return c10d::ProcessGroup::BackendType::NCCL;
+  return c10d::ProcessGroup::BackendType::CUSTOM;
+}
 
 std::chrono::milliseconds Millis(absl::Duration duration) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(duration));
@@ -95,9 +107,15 @@ auto DDPStrategy::Collective(const char* what, Fn&& fn) {
   try {
     return fn();
   } catch (const std::exception& e) {
-    throw std::runtime_error(absl::StrCat("rank ", global_rank_, " of ", world_size_, ": ", what, " failed: ",
-                                          e.what(), " (another rank has probably died or stopped answering; the "
-                                          "timeout is ", absl::FormatDuration(options_.timeout), ")"));
+    const std::string message = e.what();
+    // c10d::Reducer's own error for a parameter that got no gradient names PyTorch's flag; Kiln's is a strategy name.
+    const std::string hint =
+        absl::StrContains(message, "find_unused_parameters")
+            ? "; if the model has parameters that take no part in a step, use --strategy=ddp_find_unused_parameters_true"
+            : absl::StrCat(" (another rank has probably died or stopped answering; the timeout is ",
+                           absl::FormatDuration(options_.timeout), ")");
+    throw std::runtime_error(
+        absl::StrCat("rank ", global_rank_, " of ", world_size_, ": ", what, " failed: ", message, hint));
   }
 }
 
@@ -114,12 +132,17 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   device_ = logical_device_.compute;
   global_rank_ = plan.global_rank;
   world_size_ = plan.world_size;
-  const std::string backend = plan.process_group_backend.value_or(accelerator_->ProcessGroupBackend());
-  if (backend != "gloo") {
+  // The accelerator brings its own backend (hal/collectives.h); Gloo is there for every host.
+  const std::string native = accelerator_->ProcessGroupBackend();
+  const std::string backend = plan.process_group_backend.value_or(native);
+  if (backend != native && backend != kGlooBackend) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "process group backend '", backend, "' is not available in this LibTorch build; available: gloo",
-        backend == "nccl" ? " (nccl needs a CUDA build of LibTorch: build Kiln with --config=cuda)" : ""));
+        "process group backend '", backend, "' is not available for accelerator '", accelerator_->name(),
+        "': it brings '", native, "', and 'gloo' carries CPU tensors; set process_group_backend to '", native,
+        "' or leave it unset"));
   }
+  // Whether the backend can carry the device's tensors (Gloo: CPU and CUDA) is the backend's to say: set-up checks
+  // it with one all-reduce on the device (CheckCollectives), before any training.
   if (!plan.main_port.has_value()) {
     return absl::FailedPreconditionError(
         "ddp needs a main port for the processes to meet: set MASTER_PORT (and MASTER_ADDR) on every node");
@@ -181,38 +204,66 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   absl::StatusOr<std::vector<GlooDevice>> devices =
       ChooseGlooDevices(address, ifname != nullptr ? ifname : "", HostFacts::Probe(address));
   if (!devices.ok()) return devices.status();
-  try {
-    auto group_options = c10d::ProcessGroupGloo::Options::create(Millis(options_.timeout));
-    for (const GlooDevice& device : *devices) {
-      try {
-        group_options->devices.push_back(device.is_interface
-                                             ? c10d::ProcessGroupGloo::createDeviceForInterface(device.name)
-                                             : c10d::ProcessGroupGloo::createDeviceForHostname(device.name));
-      } catch (const std::exception& e) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            device.is_interface ? "GLOO_SOCKET_IFNAME names the interface '" : "cannot use the address '",
-            device.name, "', which Gloo cannot use (", e.what(), "); pass an interface of this host (`ip -brief "
-            "address` lists them)"));
-      }
+  CollectiveOptions collective;
+  collective.rank = global_rank_;
+  collective.world_size = world_size_;
+  collective.device_index = device_.has_index() ? device_.index() : 0;
+  collective.timeout = Millis(options_.timeout);
+  for (const GlooDevice& device : *devices) collective.host_endpoints.push_back({device.is_interface, device.name});
+  // Each backend meets under its own prefix, so that their keys never collide.
+  const auto prefixed = [&](const std::string& prefix) {
+    CollectiveOptions options = collective;
+    options.store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    return options;
+  };
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> device_backend =
+      backend == native ? accelerator_->MakeCollectiveBackend(logical_device_, prefixed("kiln/device/" + backend))
+                        : MakeGlooCollectiveBackend(prefixed("kiln/device/gloo"));
+  if (!device_backend.ok()) {
+    // Ranks that never connected are a join failure, said as every other one is; anything else is the backend's.
+    const absl::StatusCode code = device_backend.status().code();
+    if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
+      return NotMet(address, port, absl::StrCat("accelerator '", accelerator_->name(), "''s collective backend '",
+                                                backend, "' did not connect: ", device_backend.status().message()));
     }
-    process_group_ =
-        compat::MakeGlooProcessGroup(store_, global_rank_, world_size_, group_options, Remaining(deadline));
+    return absl::Status(code,
+                        absl::StrCat("rank ", global_rank_, " of ", world_size_, ": accelerator '",
+                                     accelerator_->name(), "' could not make its collective backend '", backend,
+                                     "': ", device_backend.status().message()));
+  }
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store_, global_rank_, world_size_);
+  group->setBackend(device_.type(), BackendTypeOf(backend), *device_backend);
+  group->setDefaultBackend(BackendTypeOf(backend));
+  if (!device_.is_cpu()) {
+    // Host values (a metric packed on the CPU, the bucket order the reducer agrees on) travel on Gloo.
+    absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> host = MakeGlooCollectiveBackend(prefixed("kiln/host/gloo"));
+    if (!host.ok()) return NotMet(address, port, host.status().message());
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, *host);
+  }
+  process_group_ = group;
+  if (absl::Status status = CheckCollectives(backend); !status.ok()) return status;
 
+  try {
     // Every rank starts from rank 0's parameters and buffers.
     std::vector<at::Tensor> states;
     for (const at::Tensor& parameter : model.parameters()) states.push_back(parameter.detach());
     for (const at::Tensor& buffer : model.buffers()) states.push_back(buffer.detach());
     if (!states.empty()) c10d::broadcast_coalesced(process_group_, states, kBroadcastBucketBytes, 0);
 
-    // Bucketed gradient all-reduce, overlapped with backward (gradient_reducer.h).
+    // PyTorch's own DDP reducer: bucketed gradient all-reduces that start during backward.
     std::vector<at::Tensor> parameters;
     for (const at::Tensor& parameter : model.parameters()) {
       if (parameter.requires_grad()) parameters.push_back(parameter);
     }
-    reducer_ = std::make_unique<GradientReducer>(parameters, process_group_, kFirstBucketBytes,
-                                                 static_cast<size_t>(options_.bucket_cap_mb) * 1024 * 1024);
+    if (!parameters.empty()) {
+      compat::ReducerOptions reducer_options;
+      reducer_options.first_bucket_bytes = kFirstBucketBytes;
+      reducer_options.bucket_bytes = static_cast<size_t>(options_.bucket_cap_mb) * 1024 * 1024;
+      reducer_options.find_unused_parameters = options_.find_unused_parameters;
+      reducer_ = compat::MakeReducer(parameters, process_group_, reducer_options);
+    }
   } catch (const std::exception& e) {
-    return NotMet(address, port, absl::StrCat("setting up the gloo process group failed: ", e.what()));
+    return NotMet(address, port, absl::StrCat("setting up the ", backend, " process group failed: ", e.what()));
   }
   LOG(INFO) << "ddp: rank " << global_rank_ << " of " << world_size_ << " joined at " << address << ":" << port;
   return absl::OkStatus();
@@ -231,9 +282,17 @@ Batch DDPStrategy::BatchToDevice(const Batch& batch) const { return MoveBatch(ba
 
 void DDPStrategy::Backward(const at::Tensor& loss, bool sync_gradients) {
   Collective("the backward pass's gradient all-reduce", [&] {
-    if (sync_gradients) reducer_->PrepareForBackward();
-    loss.backward();
-    if (sync_gradients) reducer_->FinishBackward();
+    if (reducer_ != nullptr) {
+      // What DistributedDataParallel's forward does before the model runs: agree on the buckets' order after the
+      // first iteration (a collective, on every rank), then arm the reducer for this backward. Without it (a
+      // no_sync window) the reducer's hooks do nothing and gradients accumulate locally.
+      reducer_->rebuild_buckets();
+      if (sync_gradients) {
+        reducer_->prepare_for_forward();
+        reducer_->prepare_for_backward({loss});
+      }
+    }
+    loss.backward();  // The reducer finishes its all-reduces in autograd's final callback, before this returns.
   });
 }
 
@@ -241,18 +300,20 @@ void DDPStrategy::OptimizerStep(torch::optim::Optimizer& optimizer) { optimizer.
 
 at::Tensor DDPStrategy::ReduceMean(const at::Tensor& value) {
   return Collective("reducing a logged value", [&] {
-    std::vector<at::Tensor> tensors = {value.detach().to(at::kCPU, at::kDouble).clone()};
+    // On the value's own device: the group's backend for its type carries it (Gloo for host values).
+    std::vector<at::Tensor> tensors = {value.detach().to(at::kDouble).clone()};
     process_group_->allreduce(tensors)->wait();
-    return (tensors[0] / world_size_).to(value.device(), value.scalar_type());
+    return (tensors[0] / world_size_).to(value.scalar_type());
   });
 }
 
 std::vector<at::Tensor> DDPStrategy::AllGather(const at::Tensor& value) {
   TORCH_CHECK(value.dim() >= 1, "AllGather needs a tensor with a first dimension, got a scalar");
   return Collective("gathering values from every rank", [&] {
-    const at::Tensor local = value.detach().to(at::kCPU).contiguous();
+    // On this process's device, over the accelerator's backend; the values come back to the CPU.
+    const at::Tensor local = value.detach().to(device_).contiguous();
     // The first dimensions first, then every value padded to the longest, then trimmed back.
-    std::vector<at::Tensor> size = {at::scalar_tensor(local.size(0), at::kLong)};
+    std::vector<at::Tensor> size = {at::scalar_tensor(local.size(0), at::TensorOptions(at::kLong).device(device_))};
     std::vector<std::vector<at::Tensor>> sizes(1);
     for (int r = 0; r < world_size_; ++r) sizes[0].push_back(at::empty_like(size[0]));
     process_group_->allgather(sizes, size)->wait();
@@ -266,14 +327,16 @@ std::vector<at::Tensor> DDPStrategy::AllGather(const at::Tensor& value) {
     for (int r = 0; r < world_size_; ++r) output[0].push_back(at::empty_like(input[0]));
     process_group_->allgather(output, input)->wait();
     std::vector<at::Tensor> values;
-    for (int r = 0; r < world_size_; ++r) values.push_back(output[0][r].slice(0, 0, sizes[0][r].item<int64_t>()));
+    for (int r = 0; r < world_size_; ++r) {
+      values.push_back(output[0][r].slice(0, 0, sizes[0][r].item<int64_t>()).to(at::kCPU));
+    }
     return values;
   });
 }
 
 bool DDPStrategy::ReduceAny(bool decision) {
   return Collective("agreeing on a decision of every rank", [&] {
-    std::vector<at::Tensor> tensors = {at::scalar_tensor(decision ? 1 : 0, at::kInt)};
+    std::vector<at::Tensor> tensors = {at::scalar_tensor(decision ? 1 : 0, at::TensorOptions(at::kInt).device(device_))};
     c10d::AllreduceOptions max;
     max.reduceOp = c10d::ReduceOp::MAX;
     process_group_->allreduce(tensors, max)->wait();
@@ -283,6 +346,33 @@ bool DDPStrategy::ReduceAny(bool decision) {
 
 void DDPStrategy::Barrier() {
   Collective("waiting at a barrier", [&] { process_group_->barrier()->wait(); });
+}
+
+absl::Status DDPStrategy::CheckCollectives(const std::string& backend) {
+  // One all-reduce of each rank's number + 1 on this process's device, before any training: a backend that cannot
+  // carry the device's tensors, or sums wrongly, is refused here with what to do, not inside the first backward.
+  const int64_t expected = static_cast<int64_t>(world_size_) * (world_size_ + 1) / 2;
+  int64_t got = -1;
+  try {
+    std::vector<at::Tensor> probe = {at::full({1}, global_rank_ + 1, at::TensorOptions(at::kFloat).device(device_))};
+    process_group_->allreduce(probe)->wait();
+    got = static_cast<int64_t>(probe[0].to(at::kCPU).item<float>());
+  } catch (const std::exception& e) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", global_rank_, " of ", world_size_, ": the collective backend '", backend, "' cannot all-reduce ",
+        device_.str(), " tensors (", FirstLine(e.what()), "); ",
+        backend == accelerator_->ProcessGroupBackend()
+            ? absl::StrCat("the accelerator '", accelerator_->name(),
+                           "' must bring a backend for its device type (Accelerator::MakeCollectiveBackend)")
+            : absl::StrCat("use the accelerator's own backend '", accelerator_->ProcessGroupBackend(),
+                           "': set process_group_backend to it, or leave it unset")));
+  }
+  if (got != expected) {
+    return absl::InternalError(absl::StrCat("rank ", global_rank_, " of ", world_size_, ": the collective backend '",
+                                            backend, "' summed 1..", world_size_, " to ", got, " on ", device_.str(),
+                                            ", not ", expected, "; its all-reduce is wrong"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kiln

@@ -2,15 +2,18 @@
 // DDPStrategy.
 //
 // Set-up: the processes meet through c10d's TCPStore at the plan's main address and port (global rank 0 hosts it),
-// create a process group with the backend the plan names (the accelerator's preference: "gloo" for the CPU),
-// broadcast rank 0's parameters and buffers, and average gradients in buckets with all-reduces that start during
-// the backward pass as soon as a bucket's gradients are ready (PyTorch's DDP scheme; see gradient_reducer.h).
+// make a process group whose backend for the device's type is the accelerator's own (Accelerator::
+// MakeCollectiveBackend: Gloo for the CPU, NCCL for CUDA, a vendor's CCL for its device; hal/collectives.h), with Gloo
+// beside it for host values where the device is not the CPU, check it with one all-reduce on the device, broadcast
+// rank 0's parameters and buffers, and average gradients with PyTorch's own DDP reducer (c10d::Reducer: buckets whose
+// all-reduces start during the backward pass, rebuilt in gradient order after the first step; with
+// find_unused_parameters, parameters that take no part in a step are found from the loss's graph).
 //
 // Faults never hang: joining and every collective are bounded by `timeout`; past it, the strategy fails with a
 // message naming this rank and what it waited for. A master port that is already taken is reported as such.
 //
-// Which process groups exist here: "gloo" (built into Debian's LibTorch). "nccl" needs a CUDA build of LibTorch;
-// any other name is an error listing the available ones.
+// Which backends: the accelerator's own (its ProcessGroupBackend() name), or "gloo" for a device that computes on the
+// CPU; any other name, or Gloo for another device's tensors, is refused before training with the fix.
 #ifndef KILN_TRAINER_STRATEGIES_DDP_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_DDP_STRATEGY_H_
 
@@ -26,17 +29,20 @@
 
 namespace c10d {
 class ProcessGroup;
+class Reducer;
 class Store;
 }  // namespace c10d
 
 namespace kiln {
 
-class GradientReducer;
 
 struct DDPOptions {
   absl::Duration timeout = absl::Minutes(30);  // PyTorch's default for joining and for each collective.
   std::optional<std::string> process_group_backend;  // Unset: the accelerator's preference.
   int64_t bucket_cap_mb = 25;                  // PyTorch DDP's bucket size.
+  // Lightning's and PyTorch's: find the parameters that get no gradient in a step (from the loss's graph) and
+  // reduce them as zeros. Without it, a parameter that takes no part in a step stops the next one with c10d's
+  // error. Strategy names: "ddp_find_unused_parameters_true" / "_false".
   bool find_unused_parameters = false;
 };
 
@@ -70,6 +76,8 @@ class DDPStrategy final : public Strategy {
   template <typename Fn>
   auto Collective(const char* what, Fn&& fn);
   absl::Status NotMet(const std::string& address, int port, absl::string_view cause) const;
+  // One all-reduce on the device; FailedPrecondition or Internal, naming the backend and the fix, when it fails.
+  absl::Status CheckCollectives(const std::string& backend);
 
   DDPOptions options_;
   std::shared_ptr<Accelerator> accelerator_;
@@ -80,7 +88,7 @@ class DDPStrategy final : public Strategy {
   int world_size_ = 1;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
-  std::unique_ptr<GradientReducer> reducer_;
+  std::shared_ptr<c10d::Reducer> reducer_;  // Null when no parameter needs a gradient.
 };
 
 }  // namespace kiln

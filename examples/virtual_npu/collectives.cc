@@ -1,0 +1,139 @@
+#include "collectives.h"
+
+#include <utility>
+
+#include "ATen/ATen.h"
+#include "ATen/core/ivalue.h"
+#include "absl/strings/str_cat.h"
+#include "device.h"
+#include "torch/csrc/distributed/c10d/Work.hpp"
+
+namespace virtual_npu {
+namespace {
+
+// A collective that completed before the call returned: its result is in `tensors`.
+class DoneWork final : public c10d::Work {
+ public:
+  DoneWork(int rank, c10d::OpType type, std::vector<at::Tensor> tensors)
+      : c10d::Work(rank, type), tensors_(std::move(tensors)) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    // The storages are the device's: no device list of the future's needs to hold them, since the values are
+    // already computed (an empty storage list skips c10's check that they are on the future's devices).
+    future_->markCompleted(c10::IValue(tensors_), std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>>{});
+  }
+  bool isCompleted() override { return true; }
+  bool isSuccess() const override { return true; }
+  bool wait(std::chrono::milliseconds /*timeout*/) override { return true; }
+  std::vector<at::Tensor> result() override { return tensors_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  std::vector<at::Tensor> tensors_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+void CheckOnDevice(const at::Tensor& tensor, const char* what) {
+  TORCH_CHECK(tensor.device().type() == kDeviceType, kCollectiveBackendName, ": ", what, " got a tensor on ",
+              tensor.device(), "; it carries ", kDeviceName, " tensors only");
+}
+
+std::vector<at::Tensor> ToHost(const std::vector<at::Tensor>& tensors, const char* what) {
+  std::vector<at::Tensor> host;
+  host.reserve(tensors.size());
+  for (const at::Tensor& tensor : tensors) {
+    CheckOnDevice(tensor, what);
+    host.push_back(tensor.to(at::kCPU).contiguous());
+  }
+  return host;
+}
+
+void FromHost(std::vector<at::Tensor>& device, const std::vector<at::Tensor>& host) {
+  for (size_t i = 0; i < device.size(); ++i) device[i].copy_(host[i]);
+}
+
+}  // namespace
+
+Collectives::Collectives(int rank, int size, c10::intrusive_ptr<c10d::Backend> host)
+    : c10d::Backend(rank, size), host_(std::move(host)) {}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> Collectives::Create(const kiln::CollectiveOptions& options) {
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> host = kiln::MakeGlooCollectiveBackend(options);
+  if (!host.ok()) {
+    return absl::Status(host.status().code(),
+                        absl::StrCat(kCollectiveBackendName, "'s host transport: ", host.status().message()));
+  }
+  return c10::intrusive_ptr<c10d::Backend>(
+      c10::make_intrusive<Collectives>(options.rank, options.world_size, *std::move(host)));
+}
+
+c10::intrusive_ptr<c10d::Work> Collectives::allreduce(std::vector<at::Tensor>& tensors,
+                                                      const c10d::AllreduceOptions& opts) {
+  std::vector<at::Tensor> host = ToHost(tensors, "allreduce");
+  host_->allreduce(host, opts)->wait();
+  FromHost(tensors, host);
+  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::ALLREDUCE, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> Collectives::broadcast(std::vector<at::Tensor>& tensors,
+                                                      const c10d::BroadcastOptions& opts) {
+  std::vector<at::Tensor> host = ToHost(tensors, "broadcast");
+  host_->broadcast(host, opts)->wait();
+  FromHost(tensors, host);
+  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::BROADCAST, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> Collectives::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                      std::vector<at::Tensor>& inputs,
+                                                      const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> host_inputs = ToHost(inputs, "allgather");
+  std::vector<std::vector<at::Tensor>> host_outputs;
+  for (const std::vector<at::Tensor>& list : outputs) host_outputs.push_back(ToHost(list, "allgather"));
+  host_->allgather(host_outputs, host_inputs, opts)->wait();
+  std::vector<at::Tensor> results;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    FromHost(outputs[i], host_outputs[i]);
+    results.insert(results.end(), outputs[i].begin(), outputs[i].end());
+  }
+  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::ALLGATHER, std::move(results));
+}
+
+c10::intrusive_ptr<c10d::Work> Collectives::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                            const c10d::AllgatherOptions& opts) {
+  CheckOnDevice(output, "_allgather_base");
+  CheckOnDevice(input, "_allgather_base");
+  at::Tensor host_output = output.to(at::kCPU).contiguous();
+  at::Tensor host_input = input.to(at::kCPU).contiguous();
+  host_->_allgather_base(host_output, host_input, opts)->wait();
+  output.copy_(host_output);
+  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::_ALLGATHER_BASE, std::vector<at::Tensor>{output});
+}
+
+c10::intrusive_ptr<c10d::Work> Collectives::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                           std::vector<std::vector<at::Tensor>>& inputs,
+                                                           const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> host_outputs = ToHost(outputs, "reduce_scatter");
+  std::vector<std::vector<at::Tensor>> host_inputs;
+  for (const std::vector<at::Tensor>& list : inputs) host_inputs.push_back(ToHost(list, "reduce_scatter"));
+  host_->reduce_scatter(host_outputs, host_inputs, opts)->wait();
+  FromHost(outputs, host_outputs);
+  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::REDUCE_SCATTER, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> Collectives::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                 const c10d::ReduceScatterOptions& opts) {
+  CheckOnDevice(output, "_reduce_scatter_base");
+  CheckOnDevice(input, "_reduce_scatter_base");
+  at::Tensor host_output = output.to(at::kCPU).contiguous();
+  at::Tensor host_input = input.to(at::kCPU).contiguous();
+  host_->_reduce_scatter_base(host_output, host_input, opts)->wait();
+  output.copy_(host_output);
+  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::_REDUCE_SCATTER_BASE,
+                                       std::vector<at::Tensor>{output});
+}
+
+c10::intrusive_ptr<c10d::Work> Collectives::barrier(const c10d::BarrierOptions& opts) {
+  host_->barrier(opts)->wait();
+  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::BARRIER, std::vector<at::Tensor>{});
+}
+
+}  // namespace virtual_npu

@@ -1,0 +1,60 @@
+// The virtual NPU's collective library, "vnccl": a c10d backend for its PrivateUse1 tensors, written as a vendor
+// writes one for a device whose CCL is not yet on the fabric: each collective stages the device tensors through host
+// memory and runs the host transport (Gloo, which the backend owns), then writes the result back to the device.
+// A real NPU's backend would call its CCL here instead; everything around it (the c10d::Backend overrides, the Work
+// and its future, the timeout, the errors) stays the same.
+//
+// What it supports, on virtual_npu tensors (any dtype Gloo takes): allreduce (sum, max, min, product), broadcast,
+// allgather, _allgather_base, reduce_scatter, _reduce_scatter_base and barrier. Each call completes before it
+// returns (the Work it gives is done; wait() returns at once, getFuture() is completed), and is bounded by the
+// timeout the backend was made with: a peer that never arrives makes the call throw Gloo's timeout error.
+//
+// Thread-safety: as c10d's backends: calls in the same order in every rank; one call at a time per process (the
+// host transport serialises them).
+#ifndef VIRTUAL_NPU_COLLECTIVES_H_
+#define VIRTUAL_NPU_COLLECTIVES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hal/collectives.h"
+#include "torch/csrc/distributed/c10d/Backend.hpp"
+
+namespace virtual_npu {
+
+inline constexpr char kCollectiveBackendName[] = "vnccl";
+
+class Collectives final : public c10d::Backend {
+ public:
+  // Connects rank `options.rank` of `options.world_size` through `options.store`, within `options.timeout`.
+  static absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> Create(const kiln::CollectiveOptions& options);
+
+  const std::string getBackendName() const override { return kCollectiveBackendName; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+
+  Collectives(int rank, int size, c10::intrusive_ptr<c10d::Backend> host);
+
+ private:
+  c10::intrusive_ptr<c10d::Backend> host_;  // The host transport (Gloo) the staged tensors travel on.
+};
+
+}  // namespace virtual_npu
+
+#endif  // VIRTUAL_NPU_COLLECTIVES_H_

@@ -1,0 +1,35 @@
+#include "hal/collectives.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "hal/compat/c10d.h"
+#include "torch/csrc/distributed/c10d/ProcessGroupGloo.hpp"
+
+namespace kiln {
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeGlooCollectiveBackend(const CollectiveOptions& options) {
+  if (options.host_endpoints.empty()) {
+    return absl::InvalidArgumentError("a Gloo backend needs at least one host endpoint (CollectiveOptions)");
+  }
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  for (const HostEndpoint& endpoint : options.host_endpoints) {
+    try {
+      gloo_options->devices.push_back(endpoint.is_interface
+                                          ? c10d::ProcessGroupGloo::createDeviceForInterface(endpoint.name)
+                                          : c10d::ProcessGroupGloo::createDeviceForHostname(endpoint.name));
+    } catch (const std::exception& e) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          endpoint.is_interface ? "GLOO_SOCKET_IFNAME names the interface '" : "cannot use the address '",
+          endpoint.name, "', which Gloo cannot use (", e.what(),
+          "); pass an interface of this host (`ip -brief address` lists them)"));
+    }
+  }
+  try {
+    return compat::MakeGlooBackend(options.store, options.rank, options.world_size, gloo_options, options.timeout);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("gloo: the ranks did not connect: ", e.what()));
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,62 @@
+// The collective seam: what an accelerator gives data-parallel training so that its processes can exchange its own
+// device's tensors. PyTorch lets a device bring its own c10d backend (ProcessGroupNCCL for CUDA, a vendor's CCL for
+// its device); Kiln asks the accelerator for one (Accelerator::MakeCollectiveBackend), and the strategies put it in a
+// c10d::ProcessGroup for the device's type, beside Gloo for host values where the device is not the CPU.
+//
+// What a collective backend must do, on tensors of the accelerator's device type (dense, contiguous, one per call
+// unless noted), as c10d::Backend declares it:
+//   allreduce (sum, and max on integers), broadcast, allgather (equal sizes), _allgather_base (into one flat
+//   tensor), _reduce_scatter_base (sum, out of one flat tensor), barrier;
+//   each returns a c10d::Work whose wait() returns once the result is in the tensors (or throws), and whose
+//   getFuture() completes with the same result (c10d::Reducer chains on it);
+//   each is bounded by CollectiveOptions::timeout: a peer that never arrives makes wait() throw within it, naming
+//   the collective (never hang).
+// Errors: a backend that cannot be made returns a Status whose message says why and what to do; collectives report
+// failures by throwing from wait() (c10::Error or std::runtime_error), as c10d's own backends do.
+//
+// Thread-safety: MakeCollectiveBackend is called once per process, from the loop thread, before training; a
+// backend's collectives are issued from the loop thread and from autograd's threads (the reducer's hooks), in the
+// same order in every process.
+#ifndef KILN_HAL_COLLECTIVES_H_
+#define KILN_HAL_COLLECTIVES_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "c10/util/intrusive_ptr.h"
+#include "hal/devices.h"
+#include "torch/csrc/distributed/c10d/Backend.hpp"
+#include "torch/csrc/distributed/c10d/Store.hpp"
+
+namespace kiln {
+
+// A network endpoint a host-side transport (Gloo, or a vendor's host path) may use: an interface name ("eth0") or a
+// host name or address. The strategy chooses them from the launcher's environment (GLOO_SOCKET_IFNAME, MASTER_ADDR;
+// trainer/strategies/gloo_devices.h).
+struct HostEndpoint {
+  bool is_interface = false;
+  std::string name;
+};
+
+struct CollectiveOptions {
+  // Where the ranks meet and exchange what a backend needs to connect (a unique id, addresses), already prefixed
+  // for this backend: keys do not collide with anything else's. Shared; the backend may keep it.
+  c10::intrusive_ptr<c10d::Store> store;
+  int rank = 0;        // This process's global rank.
+  int world_size = 1;  // How many processes take part.
+  int device_index = 0;  // The c10 index of the device this process computes on (its LogicalDevice's compute).
+  // The bound on each collective, and on joining: the backend's constructor returns (or fails) within it.
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  std::vector<HostEndpoint> host_endpoints;  // For host-side transports; at least one.
+};
+
+// A Gloo backend for `options` (CPU tensors). What the CPU accelerator gives, and what a device whose memory the host
+// can address may stage its tensors through. Returns Unavailable, with c10d's message, when the ranks do not meet
+// within the timeout; never throws.
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeGlooCollectiveBackend(const CollectiveOptions& options);
+
+}  // namespace kiln
+
+#endif  // KILN_HAL_COLLECTIVES_H_

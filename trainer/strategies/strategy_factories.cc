@@ -1,0 +1,47 @@
+#include "trainer/strategies/strategy_factories.h"
+
+#include <memory>
+#include <mutex>
+
+#include "glog/logging.h"
+#include "trainer/strategies/ddp_strategy.h"
+#include "trainer/strategies/strategy.h"
+
+namespace kiln {
+namespace {
+
+StrategyFactory Ddp(bool find_unused_parameters) {
+  return [find_unused_parameters](const StrategyArguments& arguments) -> std::shared_ptr<StrategyDescriptor> {
+    return std::make_shared<DDPStrategy>(DDPOptions{.timeout = arguments.process_group_timeout,
+                                                    .find_unused_parameters = find_unused_parameters});
+  };
+}
+
+}  // namespace
+
+absl::Status SetBuiltinStrategyFactories(StrategyRegistry& registry) {
+  const std::pair<const char*, StrategyFactory> factories[] = {
+      {kSingleDeviceStrategy,
+       [](const StrategyArguments&) -> std::shared_ptr<StrategyDescriptor> {
+         return std::make_shared<SingleDeviceStrategy>();
+       }},
+      {kDdpStrategy, Ddp(false)},
+      {kDdpFindUnusedFalseStrategy, Ddp(false)},
+      {kDdpFindUnusedTrueStrategy, Ddp(true)},
+  };
+  for (const auto& [name, factory] : factories) {
+    if (absl::Status status = registry.SetFactory(name, factory); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+void SetBuiltinStrategyFactories() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const absl::Status status = SetBuiltinStrategyFactories(StrategyRegistry::Default());
+    // Only a program that set one of these names' factories itself gets here; Kiln's own then cannot be used.
+    LOG_IF(WARNING, !status.ok()) << "kiln: the built-in strategies' factories: " << status;
+  });
+}
+
+}  // namespace kiln
