@@ -12,7 +12,8 @@
 #   16-mixed    vs the CPU's 32-true:     |val_loss difference| <= 0.05, |val_acc difference| <= 0.03 (the CPU has no
 #               float16 matrix kernels worth comparing; the gradient scaler runs on the GPU alone)
 # and exactly (params_sha256): a run stopped after 2 epochs and resumed from its GPU checkpoint to 4 equals a run
-# of 4, in 32-true and in 16-mixed (whose scaler state the checkpoint carries).
+# of 4, in 32-true and in 16-mixed (whose scaler state the checkpoint carries); and DDP on NCCL with one process per
+# visible GPU (world size 1 on a one-GPU machine equals the single-device run exactly).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -155,6 +156,35 @@ resume() {  # resume <precision>
 }
 resume 32-true
 resume 16-mixed
+
+# 6. DDP on NCCL (LibTorch's ProcessGroupNCCL, the CUDA accelerator's collective backend), one process per visible
+# GPU: it trains, on nccl, and with one GPU (world size 1) it ends with the single-device run's parameters exactly
+# (the reducer divides by 1 and all-reduces over one rank). With several GPUs, against the CPU's metrics as above.
+t0=$(date +%s)
+gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+if fit_run ddp_nccl "$work/ddp_nccl" --accelerator=cuda --devices=-1 --strategy=ddp --max_epochs=$epochs; then
+  backend=$(json ddp_nccl 's["process_group_backend"]')
+  if [[ $gpus -eq 1 ]]; then
+    ddp=$(json ddp_nccl 's["params_sha256"]')
+    single=$(json gpu_32 's["params_sha256"]' 2>/dev/null)
+    if [[ $backend == nccl && -n $ddp && $ddp == "$single" ]]; then
+      row "DDP on NCCL, 1 GPU" PASS "process_group_backend nccl; params_sha256 ${ddp:0:16}... = single device" \
+        $(($(date +%s) - t0))
+    else
+      row "DDP on NCCL, 1 GPU" FAIL "backend '$backend'; params ${ddp:0:16} vs single device ${single:0:16}" \
+        $(($(date +%s) - t0))
+    fi
+  else
+    acc=$(json ddp_nccl 's["final_metrics"]["val_acc"]')
+    if [[ $backend == nccl ]] && awk -v a="$acc" 'BEGIN {exit !(a > 0.8)}'; then
+      row "DDP on NCCL, $gpus GPUs" PASS "process_group_backend nccl; val_acc $acc" $(($(date +%s) - t0))
+    else
+      row "DDP on NCCL, $gpus GPUs" FAIL "backend '$backend', val_acc '$acc'" $(($(date +%s) - t0))
+    fi
+  fi
+else
+  row "DDP on NCCL" FAIL "$(tail -n 1 "$work/ddp_nccl.err")" $(($(date +%s) - t0))
+fi
 
 {
   echo "Kiln GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(cat "$here/COMMIT")"

@@ -99,13 +99,8 @@ c10::intrusive_ptr<c10d::Work> Collectives::allgather(std::vector<std::vector<at
 
 c10::intrusive_ptr<c10d::Work> Collectives::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                             const c10d::AllgatherOptions& opts) {
-  CheckOnDevice(output, "_allgather_base");
-  CheckOnDevice(input, "_allgather_base");
-  at::Tensor host_output = output.to(at::kCPU).contiguous();
-  at::Tensor host_input = input.to(at::kCPU).contiguous();
-  host_->_allgather_base(host_output, host_input, opts)->wait();
-  output.copy_(host_output);
-  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::_ALLGATHER_BASE, std::vector<at::Tensor>{output});
+  return StagedFlat(output, input, "_allgather_base", c10d::OpType::_ALLGATHER_BASE,
+                    [&](at::Tensor& out, at::Tensor& in) { return host_->_allgather_base(out, in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> Collectives::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -121,14 +116,20 @@ c10::intrusive_ptr<c10d::Work> Collectives::reduce_scatter(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> Collectives::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::ReduceScatterOptions& opts) {
-  CheckOnDevice(output, "_reduce_scatter_base");
-  CheckOnDevice(input, "_reduce_scatter_base");
+  return StagedFlat(output, input, "_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE,
+                    [&](at::Tensor& out, at::Tensor& in) { return host_->_reduce_scatter_base(out, in, opts); });
+}
+
+c10::intrusive_ptr<c10d::Work> Collectives::StagedFlat(
+    at::Tensor& output, at::Tensor& input, const char* what, c10d::OpType type,
+    const std::function<c10::intrusive_ptr<c10d::Work>(at::Tensor&, at::Tensor&)>& host_call) {
+  CheckOnDevice(output, what);
+  CheckOnDevice(input, what);
   at::Tensor host_output = output.to(at::kCPU).contiguous();
   at::Tensor host_input = input.to(at::kCPU).contiguous();
-  host_->_reduce_scatter_base(host_output, host_input, opts)->wait();
+  host_call(host_output, host_input)->wait();
   output.copy_(host_output);
-  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::_REDUCE_SCATTER_BASE,
-                                       std::vector<at::Tensor>{output});
+  return c10::make_intrusive<DoneWork>(getRank(), type, std::vector<at::Tensor>{output});
 }
 
 c10::intrusive_ptr<c10d::Work> Collectives::barrier(const c10d::BarrierOptions& opts) {

@@ -14,6 +14,7 @@
 #ifndef VIRTUAL_NPU_COLLECTIVES_H_
 #define VIRTUAL_NPU_COLLECTIVES_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,12 @@ class Collectives final : public c10d::Backend {
   Collectives(int rank, int size, c10::intrusive_ptr<c10d::Backend> host);
 
  private:
+  // A collective on one flat output and one flat input (the _base ones): stages both, runs `host_call` on the host
+  // copies, writes the output back.
+  c10::intrusive_ptr<c10d::Work> StagedFlat(
+      at::Tensor& output, at::Tensor& input, const char* what, c10d::OpType type,
+      const std::function<c10::intrusive_ptr<c10d::Work>(at::Tensor&, at::Tensor&)>& host_call);
+
   c10::intrusive_ptr<c10d::Backend> host_;  // The host transport (Gloo) the staged tensors travel on.
 };
 

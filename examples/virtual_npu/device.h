@@ -1,8 +1,7 @@
 // The virtual NPU's device runtime: how many devices this process has, and which one the calling thread uses.
 //
 // The virtual NPU is an out-of-tree LibTorch device: tensors live under c10::DeviceType::PrivateUse1 (named
-// "virtual_npu:<index>" under LibTorch 2.x, which lets the device take a name; LibTorch 1.13 prints
-// "privateuseone:<index>"), in host memory obtained from its own allocator (allocator.h), and
+// "virtual_npu:<index>"), in host memory obtained from its own allocator (allocator.h), and
 // every operator computes through LibTorch's CPU kernels (kernels.cc). Its numbers are therefore the CPU's, bit for
 // bit, which is what makes it a useful sample: a run on it can be checked exactly against a run on the CPU.
 //

@@ -7,10 +7,25 @@
 //
 // With --accelerator_plugin, the accelerator comes from a plugin shared library (hal/plugin/kiln_plugin_c_api.h),
 // loaded into the default registry before the checks run, exactly as Kiln's programs load one.
-// Checks that need the hardware (devices, set-up, statistics, training) skip, printing the accelerator's own reason,
-// when it is not available here; the others (registration, never throwing, parsing) always run. Tests share the
-// accelerator instance the registry holds, as Kiln's programs do.
+// Checks that need the hardware (devices, set-up, statistics, training, collectives) skip, printing the accelerator's
+// own reason, when it is not available here; the others (registration, never throwing, parsing) always run. Tests
+// share the accelerator instance the registry holds, as Kiln's programs do.
+//
+// The collective checks run 2 and 4 real processes: this binary starts itself again once per rank with
+// --collective_rank (and the arguments it was given), and each rank makes the accelerator's collective backend
+// (Accelerator::MakeCollectiveBackend) and checks every collective of hal/collectives.h on its device's tensors.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -21,13 +36,17 @@
 #include "ATen/ATen.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
+#include "hal/collectives.h"
 #include "hal/plugin/plugin_loader.h"
 #include "hal/registry.h"
+#include "torch/csrc/distributed/c10d/PrefixStore.hpp"
+#include "torch/csrc/distributed/c10d/TCPStore.hpp"
 #include "torch/optim/sgd.h"
 
 namespace kiln::conformance {
@@ -37,6 +56,12 @@ struct Config {
   std::string accelerator;
   bool bitwise = false;
   std::vector<std::string> plugins;  // Plugin libraries to load first.
+  std::string self;                  // This binary, for the collective checks' ranks.
+  // Set in a rank of the collective checks (see RunCollectiveRank).
+  int collective_rank = -1;
+  int collective_world = 0;
+  int collective_port = 0;
+  int collective_timeout_ms = 0;
 };
 
 Config& GetConfig() {
@@ -440,15 +465,236 @@ TEST_F(ConformanceTest, TrainingStepsMatchTheCpu) {
   }
 }
 
+// ---- Collectives (hal/collectives.h), across real processes.
+
+// A rank of the collective checks, in a process of its own: makes the accelerator's backend and checks every
+// collective on its device's tensors. Prints "FAIL: ..." for each wrong result; returns the process's exit status
+// (0: every check passed; 1: a wrong result; 3: the backend could not be made; 4: a collective threw).
+int RunCollectiveRank(const Config& config) {
+  const int rank = config.collective_rank;
+  const int world = config.collective_world;
+  absl::StatusOr<std::shared_ptr<Accelerator>> found = AcceleratorRegistry::Default().Get(config.accelerator);
+  if (!found.ok()) {
+    std::cout << "error: " << found.status().message() << std::endl;
+    return 3;
+  }
+  Accelerator& accelerator = **found;
+  absl::StatusOr<std::vector<int>> indices = accelerator.ParseDevices(-1);
+  if (!indices.ok() || indices->empty()) indices = accelerator.ParseDevices("auto");
+  if (!indices.ok() || indices->empty()) {
+    std::cout << "error: no device to run on" << std::endl;
+    return 3;
+  }
+  const std::vector<LogicalDevice> devices = LogicalDevices(accelerator, *indices);
+  const LogicalDevice& logical = devices[rank % devices.size()];
+  const c10::Device device = logical.compute;
+  if (absl::Status status = accelerator.SetupDevice(logical); !status.ok()) {
+    std::cout << "error: SetupDevice(" << logical.ToString() << "): " << status.message() << std::endl;
+    return 3;
+  }
+  const std::chrono::milliseconds timeout(config.collective_timeout_ms);
+  CollectiveOptions options;
+  options.rank = rank;
+  options.world_size = world;
+  options.device_index = device.has_index() ? device.index() : 0;
+  options.timeout = timeout;
+  options.host_endpoints = {{.is_interface = false, .name = "127.0.0.1"}};
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(config.collective_port);
+    store_options.isServer = rank == 0;
+    store_options.numWorkers = static_cast<size_t>(world);
+    store_options.waitWorkers = false;
+    store_options.timeout = timeout;
+    auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
+    options.store = c10::make_intrusive<c10d::PrefixStore>("conformance", store);
+  } catch (const std::exception& e) {
+    std::cout << "error: the store: " << e.what() << std::endl;
+    return 3;
+  }
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> made = accelerator.MakeCollectiveBackend(logical, options);
+  if (!made.ok()) {
+    std::cout << "error: MakeCollectiveBackend: " << made.status().message() << std::endl;
+    return 3;
+  }
+  c10d::Backend& backend = **made;
+  const auto on_device = at::TensorOptions(at::kFloat).device(device);
+  int failures = 0;
+  const auto expect = [&](const char* what, const at::Tensor& got, const at::Tensor& want) {
+    if (got.device() != device) {
+      std::cout << "FAIL: " << what << ": the result left " << device << " for " << got.device() << std::endl;
+      ++failures;
+    } else if (!at::equal(got.to(at::kCPU), want)) {
+      std::cout << "FAIL: " << what << " on rank " << rank << " of " << world << " gave " << got.to(at::kCPU)
+                << " where " << want << " is right; the backend's " << what << " computes wrongly" << std::endl;
+      ++failures;
+    }
+  };
+  try {
+    std::vector<at::Tensor> sum = {at::full({5}, rank + 1, on_device)};
+    backend.allreduce(sum)->wait();
+    expect("allreduce", sum[0], at::full({5}, world * (world + 1) / 2, at::kFloat));
+
+    std::vector<at::Tensor> from_root = {at::full({3}, rank == 0 ? 7.0 : -1.0, on_device)};
+    backend.broadcast(from_root)->wait();
+    expect("broadcast", from_root[0], at::full({3}, 7.0, at::kFloat));
+
+    std::vector<at::Tensor> mine = {at::full({2}, rank, on_device)};
+    std::vector<std::vector<at::Tensor>> gathered(1);
+    for (int r = 0; r < world; ++r) gathered[0].push_back(at::zeros({2}, on_device));
+    backend.allgather(gathered, mine)->wait();
+    for (int r = 0; r < world; ++r) expect("allgather", gathered[0][r], at::full({2}, r, at::kFloat));
+
+    at::Tensor flat = at::zeros({2 * world}, on_device);
+    at::Tensor input = at::full({2}, rank, on_device);
+    backend._allgather_base(flat, input)->wait();
+    expect("_allgather_base", flat, at::arange(world, at::kFloat).repeat_interleave(2));
+
+    // Rank q contributes arange(2 * world) + q; rank r keeps elements [2r, 2r + 2) of the sum.
+    at::Tensor contributions = (at::arange(2 * world, at::kFloat) + rank).to(device);
+    at::Tensor scattered = at::zeros({2}, on_device);
+    backend._reduce_scatter_base(scattered, contributions)->wait();
+    expect("_reduce_scatter_base", scattered,
+           at::arange(2 * rank, 2 * rank + 2, at::kFloat) * world + world * (world - 1) / 2);
+
+    backend.barrier()->wait();
+  } catch (const std::exception& e) {
+    std::cout << "error: a collective threw: " << e.what() << std::endl;
+    return 4;
+  }
+  (void)accelerator.TeardownDevice(logical);
+  return failures == 0 ? 0 : 1;
+}
+
+// A free port on loopback a moment ago.
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+struct RankRun {
+  pid_t pid = -1;
+  std::string log;
+  int status = -1;      // The exit status; -1 while it runs; -2 when killed at the deadline.
+  double seconds = 0;   // From the start to its exit.
+};
+
+// Starts ranks `ranks` of `world` (this binary again, with --collective_*), waits for them until `deadline_s`, and
+// kills what is left. Each rank's output goes to a file of its own.
+std::vector<RankRun> RunRanks(const std::vector<int>& ranks, int world, int timeout_ms, double deadline_s) {
+  const Config& config = GetConfig();
+  const int port = FreePort();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::vector<RankRun> runs(ranks.size());
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    runs[i].log = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/collective_", port, "_", ranks[i], ".log");
+    std::vector<std::string> args = {config.self, "--accelerator=" + config.accelerator,
+                                     absl::StrCat("--collective_rank=", ranks[i]),
+                                     absl::StrCat("--collective_world=", world), absl::StrCat("--collective_port=", port),
+                                     absl::StrCat("--collective_timeout_ms=", timeout_ms)};
+    for (const std::string& plugin : config.plugins) args.push_back("--accelerator_plugin=" + plugin);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(runs[i].log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv(config.self.c_str(), argv.data());
+      ::_exit(127);
+    }
+    runs[i].pid = pid;
+  }
+  size_t running = runs.size();
+  while (running > 0) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (RankRun& run : runs) {
+      if (run.status != -1) continue;
+      int status = 0;
+      if (::waitpid(run.pid, &status, WNOHANG) == run.pid) {
+        run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        run.seconds = elapsed;
+        --running;
+      } else if (elapsed > deadline_s) {
+        ::kill(run.pid, SIGKILL);
+        ::waitpid(run.pid, &status, 0);
+        run.status = -2;
+        run.seconds = elapsed;
+        --running;
+      }
+    }
+    ::usleep(20 * 1000);
+  }
+  return runs;
+}
+
+std::string Output(const RankRun& run) {
+  std::ifstream file(run.log);
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  return text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+}
+
+TEST_F(ConformanceTest, CollectivesGiveTheRightValuesAcrossProcesses) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  for (const int world : {2, 4}) {
+    SCOPED_TRACE(absl::StrCat(world, " processes"));
+    std::vector<int> ranks(world);
+    for (int r = 0; r < world; ++r) ranks[r] = r;
+    const std::vector<RankRun> runs = RunRanks(ranks, world, /*timeout_ms=*/30000, /*deadline_s=*/60);
+    for (size_t r = 0; r < runs.size(); ++r) {
+      EXPECT_EQ(runs[r].status, 0)
+          << "rank " << r << " of " << world << (runs[r].status == -2 ? " did not finish within 60 s" : " failed")
+          << "; the backend of Accelerator::MakeCollectiveBackend must give hal/collectives.h's results on "
+          << accelerator_->name() << "'s tensors. Its output:\n"
+          << Output(runs[r]);
+    }
+  }
+}
+
+TEST_F(ConformanceTest, AMissingPeerFailsWithinTheTimeout) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  // Rank 0 of 2 alone: making the backend or its first collective must fail within the timeout (plus set-up).
+  constexpr int kTimeoutMs = 3000;
+  constexpr double kSlackS = 12;
+  const std::vector<RankRun> runs = RunRanks({0}, 2, kTimeoutMs, kTimeoutMs / 1000.0 + kSlackS);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_NE(runs[0].status, -2) << "rank 0 waited for a peer that never came past " << kTimeoutMs / 1000 << " s + "
+                                << kSlackS << " s: the backend must bound joining and every collective by "
+                                << "CollectiveOptions::timeout (hal/collectives.h). Its output:\n"
+                                << Output(runs[0]);
+  EXPECT_NE(runs[0].status, 0) << "rank 0 of 2 succeeded without its peer. Its output:\n" << Output(runs[0]);
+}
+
 }  // namespace
 }  // namespace kiln::conformance
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   kiln::conformance::Config& config = kiln::conformance::GetConfig();
+  char self[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  config.self = length > 0 ? std::string(self, length) : std::string(argv[0]);
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
-    if (absl::ConsumePrefix(&arg, "--accelerator=")) {
+    int number = 0;
+    if (absl::ConsumePrefix(&arg, "--collective_rank=") && absl::SimpleAtoi(arg, &number)) {
+      config.collective_rank = number;
+    } else if (absl::ConsumePrefix(&arg, "--collective_world=") && absl::SimpleAtoi(arg, &number)) {
+      config.collective_world = number;
+    } else if (absl::ConsumePrefix(&arg, "--collective_port=") && absl::SimpleAtoi(arg, &number)) {
+      config.collective_port = number;
+    } else if (absl::ConsumePrefix(&arg, "--collective_timeout_ms=") && absl::SimpleAtoi(arg, &number)) {
+      config.collective_timeout_ms = number;
+    } else if (absl::ConsumePrefix(&arg, "--accelerator=")) {
       config.accelerator = std::string(arg);
     } else if (arg == "--bitwise") {
       config.bitwise = true;
@@ -473,6 +719,7 @@ int main(int argc, char** argv) {
     std::cout << "Loaded accelerator plugin '" << loaded->name << "' from " << path << " (plugin API "
               << loaded->api_version << ")\n";
   }
+  if (config.collective_rank >= 0) return kiln::conformance::RunCollectiveRank(config);
   std::cout << "Kiln accelerator conformance suite for '" << config.accelerator << "'"
             << (config.bitwise ? ", training compared with the CPU bit for bit" : "") << "\n";
   return RUN_ALL_TESTS();

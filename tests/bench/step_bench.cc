@@ -7,7 +7,7 @@
 //           per-tensor work shows)
 //
 // The hand-written loop steps with torch::optim. Kiln's module steps with Kiln's optimizers (kiln::FusedSGD and
-// FusedAdam, which fit's --optimizer uses): LibTorch's fused kernels under 2.x, torch::optim under 1.13 (counter
+// FusedAdam, which fit's --optimizer uses): LibTorch's fused kernels (counter
 // fused = 1 or 0). The *TorchOptim cases give Kiln torch::optim too, so they show the trainer's own overhead.
 //
 // Each benchmark iteration runs one round: the hand-written loop over `steps` batches, then Trainer::fit over the

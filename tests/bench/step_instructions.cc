@@ -7,8 +7,8 @@
 //                                         and M metrics logged in each training_step (M = 0 is the baseline)
 //   step_instructions kiln_checkpoint N K Trainer::fit with a ModelCheckpoint saving every K steps (keeping the
 //                                         newest, Kiln's default); K = 0 is the same run with checkpointing off
-//   step_instructions kiln_fused N        the tiny MLP under Trainer::fit with kiln::FusedSGD (fused kernels under
-//                                         LibTorch 2.x, torch::optim under 1.13), callbacks off
+//   step_instructions kiln_fused N        the tiny MLP under Trainer::fit with kiln::FusedSGD (LibTorch's fused
+//                                         kernels), callbacks off
 //   step_instructions raw_medium N        the hand-written loop on 784 -> 512 -> 256 -> 10, batch 128, Adam
 //   step_instructions kiln_medium N       Trainer::fit on it with kiln::FusedAdam, callbacks off
 //   step_instructions raw_many N          the hand-written loop on 256 -> 24 x 256 -> 10, batch 32, Adam

@@ -1,4 +1,5 @@
-"""Python side of python_checkpoint_test.sh, with Debian's python3-torch (the same 1.13 as Kiln's LibTorch).
+"""Python side of python_checkpoint_test.sh, with Debian's python3-torch (1.13: an independent reader of
+Kiln's checkpoints, which Kiln writes with LibTorch 2.x).
 
   python_checkpoint.py check <kiln.ckpt>
       torch.load gives a dictionary with Lightning's keys; its state_dict goes into an equivalent torch.nn module

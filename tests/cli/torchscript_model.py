@@ -1,4 +1,5 @@
-"""Python side of torchscript_test.sh, with Debian's python3-torch (the same 1.13 as Kiln's LibTorch).
+"""Python side of torchscript_test.sh, with Debian's python3-torch (1.13: an independent Python;
+Kiln's LibTorch is 2.x, which loads the module 1.13 exports).
 
   torchscript_model.py make <model.pt> <features> <classes>
       Saves torch.jit.script(Net) and prints the SHA-256 of its parameters in registration order (what Kiln's

@@ -1,7 +1,9 @@
 // Deliberately broken accelerators: "conformance_broken" breaks one rule of the contract for every check of the
-// conformance suite, and "conformance_meta" keeps every rule but cannot compute. conformance_kit_test runs the suite
+// conformance suite (its collective backend sums wrongly and waits for peers past any timeout), and "conformance_meta" keeps every rule but cannot compute. conformance_kit_test runs the suite
 // against them and expects the checks to fail, so a suite that stopped checking something would not pass silently.
 // Test support only.
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -10,12 +12,60 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "hal/accelerator.h"
+#include "hal/collectives.h"
 #include "hal/devices.h"
 #include "hal/registry.h"
 
 namespace kiln::testing {
 namespace {
+
+// A collective backend with two faults a vendor's could have: it waits for its peers with no bound (ignoring
+// CollectiveOptions::timeout), and its all-reduce adds one to the sum. Everything else is Gloo's.
+class WrongCollectives final : public c10d::Backend {
+ public:
+  static absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> Create(const CollectiveOptions& options) {
+    options.store->set(absl::StrCat("here_", options.rank), std::vector<uint8_t>{1});
+    for (int peer = 0; peer < options.world_size; ++peer) {
+      while (!options.store->check({absl::StrCat("here_", peer)})) ::usleep(100 * 1000);  // No bound: the fault.
+    }
+    absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> gloo = MakeGlooCollectiveBackend(options);
+    if (!gloo.ok()) return gloo.status();
+    return c10::intrusive_ptr<c10d::Backend>(
+        c10::make_intrusive<WrongCollectives>(options.rank, options.world_size, *gloo));
+  }
+  WrongCollectives(int rank, int size, c10::intrusive_ptr<c10d::Backend> gloo)
+      : c10d::Backend(rank, size), gloo_(std::move(gloo)) {}
+  const std::string getBackendName() const override { return "wrong"; }
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override {
+    gloo_->allreduce(tensors, opts)->wait();
+    for (at::Tensor& tensor : tensors) tensor.add_(1);  // The fault.
+    return gloo_->barrier();
+  }
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override {
+    return gloo_->broadcast(tensors, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override {
+    return gloo_->allgather(outputs, inputs, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override {
+    return gloo_->_allgather_base(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override {
+    return gloo_->_reduce_scatter_base(output, input, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override { return gloo_->barrier(opts); }
+
+ private:
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+};
 
 class BrokenAccelerator final : public Accelerator {
  public:
@@ -48,7 +98,13 @@ class BrokenAccelerator final : public Accelerator {
     return DeviceStats{{"Bad Key", std::numeric_limits<double>::quiet_NaN()}};
   }
 
-  std::string ProcessGroupBackend() const override { return "gloo"; }
+  std::string ProcessGroupBackend() const override { return "wrong"; }
+
+  // Sums wrongly, and waits for missing peers forever.
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice&,
+                                                                          const CollectiveOptions& options) override {
+    return WrongCollectives::Create(options);
+  }
 
   // Lists a precision twice.
   std::vector<Precision> SupportedPrecisions() const override { return {Precision::k32True, Precision::k32True}; }

@@ -17,7 +17,6 @@ ABSL_FLAG(std::string, input_shape, "",
 ABSL_FLAG(std::string, optimizer, "adam", "\"adam\" or \"sgd\" (with momentum 0.9).");
 ABSL_FLAG(double, learning_rate, 1e-3, "The optimizer's learning rate.");
 ABSL_FLAG(bool, fused_optimizer, true,
-          "Step the optimizer with LibTorch's fused kernels (one pass over each device's parameters; LibTorch 2.x, "
-          "CPU and CUDA), which also lets the device skip a non-finite loss's update without the host waiting for "
-          "it. false: torch::optim's Adam or SGD, unchanged. LibTorch 1.13 has no such kernels: there it is always "
-          "torch::optim.");
+          "Step the optimizer with LibTorch's fused kernels (one pass over each device's parameters; CPU and CUDA), "
+          "which also lets the device skip a non-finite loss's update without the host waiting for it. false: "
+          "torch::optim's Adam or SGD, unchanged.");

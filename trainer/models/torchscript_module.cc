@@ -57,7 +57,7 @@ absl::StatusOr<std::shared_ptr<TorchScriptModule>> TorchScriptModule::Load(const
   try {
     script = torch::jit::load(path, c10::Device(c10::kCPU));
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a TorchScript module LibTorch 1.13 can load (",
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a TorchScript module this LibTorch can load (",
                                                    e.what_without_backtrace(),
                                                    "); save one in Python with torch.jit.script(model).save(path)"));
   }

@@ -4,7 +4,7 @@
 // and param_groups, the same state (AdamParamState, SGDParamState) under the same keys, so state_dict(), Kiln's
 // checkpoints (PyTorch's layout), learning-rate schedulers and LearningRateMonitor see no difference.
 //
-// Where the kernels are not there (LibTorch 1.13) or do not run on the parameters' device, step() is
+// Where the kernels do not run on the parameters' device, step() is
 // torch::optim's, unchanged; fused() says which ran. MakeOptimizer picks them by default (fit's --fused_optimizer).
 //
 // What differs from torch::optim's result is rounding, element by element (measured in fused_optimizers_test):
