@@ -95,6 +95,13 @@ absl::StatusOr<const AcceleratorRegistry::Entry*> AcceleratorRegistry::FindLocke
   if (auto alias = aliases_.find(key); alias != aliases_.end()) key = alias->second;
   auto entry = entries_.find(key);
   if (entry == entries_.end()) {
+    // An empty registry is a program that links no backend: the link is what to fix, not the name.
+    if (entries_.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "unknown accelerator '", name_or_alias, "'; registered: (none): this program links no accelerator "
+          "backend. Add \"@kiln//backends:linked\" (every backend Kiln's programs link; \"//backends:linked\" "
+          "inside Kiln) or \"@kiln//backends:builtin\" (cpu, cuda, hpu) to its deps"));
+    }
     return absl::NotFoundError(absl::StrCat("unknown accelerator '", name_or_alias, "'; registered: ",
                                             NameListLocked(), ". Pick one of these, or \"auto\"."));
   }

@@ -133,6 +133,8 @@ TEST(RegistryTest, UnknownNameListsRegisteredOnes) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), HasSubstr("unknown accelerator 'tpu'; registered: alpha, zeta"));
   EXPECT_THAT(AcceleratorRegistry().Get("cpu").status().message(), HasSubstr("registered: (none)"));
+  // An empty registry is a missing link: the error names the target to add.
+  EXPECT_THAT(AcceleratorRegistry().Get("cpu").status().message(), HasSubstr("@kiln//backends:linked"));
 }
 
 TEST(RegistryTest, RejectsInvalidSpecs) {

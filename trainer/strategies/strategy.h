@@ -26,33 +26,48 @@
 
 namespace kiln {
 
+// How the methods fail: Setup and Teardown return errors as values (and must not throw). The step's methods
+// (Backward, OptimizerStep, ReduceMean, ReduceAny, AllGather, Barrier) run inside the trainer's loop, which catches
+// exceptions: they throw (c10::Error or std::runtime_error) with a message naming this rank and what failed, as
+// LibTorch's own calls do, and the trainer turns that into the run's Status. The accessors never throw or block.
 class Strategy : public StrategyDescriptor {
  public:
   // Sets up this process's device through the plan's accelerator, joins the other processes (distributed
-  // strategies) and moves `model` there. Errors stop the run before training. Teardown follows it, also after a
-  // failure.
+  // strategies, within their timeout) and moves `model` there. Blocks while joining. Errors (a device that cannot be
+  // set up, peers that never come, a collective backend that cannot carry the device's tensors) stop the run before
+  // training. Teardown follows it, also after a failure. Called once per run, on the loop thread.
   virtual absl::Status Setup(const Plan& plan, torch::nn::Module& model) = 0;
+  // Releases the process group and the device. Safe after a failed or partial Setup, and twice. Never throws.
   virtual absl::Status Teardown() = 0;
 
+  // The c10 device this process computes on (valid after Setup). Never throws.
   virtual c10::Device root_device() const = 0;
+  // `batch` on root_device() (copies that need not wait, where the source allows). Throws what LibTorch throws.
   virtual Batch BatchToDevice(const Batch& batch) const = 0;
   // Backward pass. `sync_gradients` is false on the batches of a gradient-accumulation window that do not end in an
-  // optimizer step, where distributed strategies skip their gradient all-reduce (Lightning's no_sync).
+  // optimizer step, where distributed strategies skip their gradient all-reduce (Lightning's no_sync). A collective:
+  // every process calls it with the same `sync_gradients`. Blocks until the gradients are averaged; throws when a
+  // peer fails or the timeout passes.
   virtual void Backward(const at::Tensor& loss, bool sync_gradients) = 0;
+  // Steps `optimizer` (after Backward with sync_gradients). Throws what the optimizer throws.
   virtual void OptimizerStep(torch::optim::Optimizer& optimizer) = 0;
-  // The mean of `value` over all processes (the value itself with one process).
+  // The mean of `value` over all processes (the value itself with one process), on `value`'s device and of its
+  // type. A collective; throws when a peer fails or the timeout passes.
   virtual at::Tensor ReduceMean(const at::Tensor& value) = 0;
-  // True when `decision` is true in any process (Lightning's reduce_boolean_decision(all=False)).
+  // True when `decision` is true in any process (Lightning's reduce_boolean_decision(all=False)). A collective, as
+  // ReduceMean.
   virtual bool ReduceAny(bool decision) = 0;
   // Every process's `value`, in rank order, on the CPU. The values may differ in their first dimension (the other
   // dimensions and the type must agree). With one process, {value}. The default serves one process and throws for
   // more (naming the strategy), so that a strategy written before this method existed still builds; the trainer
-  // calls it only to gather predictions over several processes.
+  // calls it only to gather predictions over several processes. A collective, as ReduceMean.
   virtual std::vector<at::Tensor> AllGather(const at::Tensor& value);
-  // True in the one process that logs, writes checkpoints and shows progress.
+  // True in the one process that logs, writes checkpoints and shows progress. Never throws.
   virtual bool is_global_zero() const = 0;
+  // This process's rank among world_size() processes (0 and 1 before Setup). Never throw.
   virtual int global_rank() const = 0;
   virtual int world_size() const = 0;
+  // Returns once every process has called it. A collective, as ReduceMean.
   virtual void Barrier() = 0;
 };
 
