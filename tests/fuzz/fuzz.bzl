@@ -17,7 +17,9 @@ makes:
 Adding a target is a source file, a corpus folder, this macro call, and a line in tools/fuzz.sh's list.
 """
 
-def kiln_fuzz_target(name, srcs, deps = [], data = [], size = "small", **kwargs):
+load("//tools:cc.bzl", "cc_library")
+
+def kiln_fuzz_target(name, srcs, deps = [], data = [], size = "small", torch_pch = False, **kwargs):
     """A fuzz target, its replay test and its libFuzzer binary (see above).
 
     Args:
@@ -26,10 +28,13 @@ def kiln_fuzz_target(name, srcs, deps = [], data = [], size = "small", **kwargs)
       deps: what the sources need.
       data: files the target reads at run time (a plugin it loads), given to both the replay test and the fuzzer.
       size: the replay test's size.
+      torch_pch: True when the source includes LibTorch (through Kiln's headers): the target compiles against the
+        precompiled LibTorch headers (tools/cc.bzl).
       **kwargs: passed to the replay test (tags, timeout, ...).
     """
-    native.cc_library(
+    cc_library(
         name = name + "_target",
+        torch_pch = torch_pch,
         testonly = True,
         srcs = srcs,
         deps = deps,
