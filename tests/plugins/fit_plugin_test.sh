@@ -100,7 +100,7 @@ expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_absent.so':
   - --accelerator_plugin=$tests/libtest_plugin_absent.so
 expect_usage_error "error: accelerator plugin '$tests/testing/not_a_plugin.so' cannot be loaded as a shared library" \
   - --accelerator_plugin=$tests/testing/not_a_plugin.so
-expect_usage_error "was built for plugin API version 2.0, but this Kiln implements 1.0" \
+expect_usage_error "was built for plugin API version 2.1, but this Kiln implements 1.1" \
   - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so
 expect_usage_error "'$tests/libtest_plugin_missing_symbol.so' does not export KILN_GetPluginApi" \
   - --accelerator_plugin=$tests/libtest_plugin_missing_symbol.so
