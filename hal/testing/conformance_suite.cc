@@ -520,6 +520,12 @@ int RunCollectiveRank(const Config& config) {
   c10d::Backend& backend = **made;
   const auto on_device = at::TensorOptions(at::kFloat).device(device);
   int failures = 0;
+  // Plans, logs and `process_group_backend` name the backend by ProcessGroupBackend(): it must be the one made.
+  if (backend.getBackendName() != accelerator.ProcessGroupBackend()) {
+    std::cout << "FAIL: MakeCollectiveBackend made a backend named '" << backend.getBackendName()
+              << "', but ProcessGroupBackend() says '" << accelerator.ProcessGroupBackend() << "'" << std::endl;
+    ++failures;
+  }
   const auto expect = [&](const char* what, const at::Tensor& got, const at::Tensor& want) {
     if (got.device() != device) {
       std::cout << "FAIL: " << what << ": the result left " << device << " for " << got.device() << std::endl;
