@@ -354,6 +354,12 @@ KILN_Error* CheckBuffer(const void* buffer, size_t bytes, const char* call, cons
                    std::string(kCclName) + " " + call + ": " + name + " is NULL for " + Str(bytes) + " bytes");
 }
 
+KILN_Error* CheckBuffers(const void* send, size_t send_bytes, const void* receive, size_t receive_bytes,
+                         const char* call) {
+  KILN_Error* error = CheckBuffer(send, send_bytes, call, "send_buffer");
+  return error != nullptr ? error : CheckBuffer(receive, receive_bytes, call, "recv_buffer");
+}
+
 // ---- One collective: every rank sends its part to rank 0, rank 0 answers each.
 
 // A rank's part of a collective, as rank 0 sees it: how many bytes rank r sends, and what to do with them.
@@ -655,10 +661,8 @@ KILN_Error* CollectivesAllReduce(KILN_Collectives_AllReduce_Args* args) {
     if (KILN_Error* error = CheckType(args->data_type, "AllReduce", &element); error != nullptr) return error;
     if (KILN_Error* error = CheckOp(args->op, "AllReduce"); error != nullptr) return error;
     const size_t bytes = args->count * element;
-    if (KILN_Error* error = CheckBuffer(args->send_buffer, bytes, "AllReduce", "send_buffer"); error != nullptr) {
-      return error;
-    }
-    if (KILN_Error* error = CheckBuffer(args->recv_buffer, bytes, "AllReduce", "recv_buffer"); error != nullptr) {
+    if (KILN_Error* error = CheckBuffers(args->send_buffer, bytes, args->recv_buffer, bytes, "AllReduce");
+        error != nullptr) {
       return error;
     }
     KILN_Communicator* comm = args->communicator;
@@ -718,10 +722,8 @@ KILN_Error* CollectivesAllGather(KILN_Collectives_AllGather_Args* args) {
     KILN_Communicator* comm = args->communicator;
     const size_t bytes = args->count * element;
     const size_t all = bytes * comm->world_size;
-    if (KILN_Error* error = CheckBuffer(args->send_buffer, bytes, "AllGather", "send_buffer"); error != nullptr) {
-      return error;
-    }
-    if (KILN_Error* error = CheckBuffer(args->recv_buffer, all, "AllGather", "recv_buffer"); error != nullptr) {
+    if (KILN_Error* error = CheckBuffers(args->send_buffer, bytes, args->recv_buffer, all, "AllGather");
+        error != nullptr) {
       return error;
     }
     Collective collective =
@@ -749,10 +751,8 @@ KILN_Error* CollectivesReduceScatter(KILN_Collectives_ReduceScatter_Args* args) 
     KILN_Communicator* comm = args->communicator;
     const size_t bytes = args->count * element;
     const size_t all = bytes * comm->world_size;
-    if (KILN_Error* error = CheckBuffer(args->send_buffer, all, "ReduceScatter", "send_buffer"); error != nullptr) {
-      return error;
-    }
-    if (KILN_Error* error = CheckBuffer(args->recv_buffer, bytes, "ReduceScatter", "recv_buffer"); error != nullptr) {
+    if (KILN_Error* error = CheckBuffers(args->send_buffer, all, args->recv_buffer, bytes, "ReduceScatter");
+        error != nullptr) {
       return error;
     }
     Collective collective =

@@ -14,8 +14,9 @@
 //     communicator's timeout; ranks other than 0 give rank 0 one more second to report what went wrong). A peer that
 //     does not answer in time is DEADLINE_EXCEEDED naming it and the call; a peer whose connection closed is
 //     UNAVAILABLE naming it. After such an error the communicator is broken: rank 0 closes every connection so that
-//     the other ranks fail at once, and later calls fail. INVALID_ARGUMENT and UNIMPLEMENTED are found before any
-//     data moves, identically on every rank, and leave the communicator usable.
+//     the other ranks fail at once, and later calls fail. INVALID_ARGUMENT and UNIMPLEMENTED about a call's own
+//     arguments are found before any data moves, identically on every rank, and leave the communicator usable
+//     (more than the header promises); ranks whose calls differ are an INVALID_ARGUMENT that breaks it.
 //
 // Types: FLOAT32, FLOAT64, BFLOAT16 (combined in float, rounded to bfloat16 after each rank, as bfloat16 arithmetic
 // does), INT8, UINT8, INT32, INT64 (sums and products wrap), BOOL (SUM and MAX are "or", PRODUCT and MIN "and"), with

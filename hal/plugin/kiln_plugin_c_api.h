@@ -90,12 +90,14 @@
  *   - Every call is bounded by the communicator's timeout (CommInit's by its own timeout_ms): a peer that does not
  *     arrive in time is a DEADLINE_EXCEEDED error whose message names the call and the missing rank; a peer that is
  *     gone (its connection closed) is UNAVAILABLE naming the rank. A data type or reduction the plugin does not
- *     support is UNIMPLEMENTED, naming it. After any error from a collective the communicator is broken (the ranks
- *     may be out of step): later calls on it fail, and only Collectives_CommDestroy is valid.
+ *     support is UNIMPLEMENTED, naming it. After any error from a collective, the caller uses the communicator only
+ *     to destroy it (the ranks may be out of step); a plugin fails later calls on a broken communicator at once
+ *     rather than waiting.
  *   - Threads: the calls on one communicator come from one thread at a time, and every rank makes the same calls,
  *     with the same counts, types and roots, in the same order. Different communicators may be used at once.
  *   - Plugin_Info's process_group_backend names the CCL ("acme_ccl"), not "gloo", which names Kiln's own host
- *     transport. Without these functions, Kiln keeps a plugin's data-parallel training on Gloo (host tensors).
+ *     transport. Without these functions Kiln does what it did before: Gloo for a plugin whose device type is the
+ *     CPU, and for another device type no data-parallel training (an error saying so).
  */
 #ifndef KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
 #define KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
