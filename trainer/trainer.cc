@@ -240,6 +240,7 @@ absl::Status Trainer::Prepare(Stage stage) {
   connector.accelerator = options_.accelerator;
   connector.devices = options_.devices;
   connector.strategy = options_.strategy;
+  connector.process_group_backend = options_.process_group_backend;
   absl::StatusOr<std::string> precision_flag = PrecisionFlag(options_.precision, options_.precision_plugin.get());
   if (!precision_flag.ok()) return precision_flag.status();
   connector.precision = *precision_flag;
