@@ -288,6 +288,15 @@ class Resolver {
       }
       return absl::OkStatus();
     }
+    if (!options_.process_group_backend.empty()) {
+      if (backend.has_value() && !backend->empty() && *backend != options_.process_group_backend) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "process_group_backend='", options_.process_group_backend, "' conflicts with strategy '", plan_.strategy,
+            "', which insists on '", *backend, "'; drop process_group_backend or give the strategy '",
+            options_.process_group_backend, "'"));
+      }
+      backend = options_.process_group_backend;
+    }
     if (!backend.has_value() || backend->empty()) backend = plan_.accelerator->ProcessGroupBackend();
     if (backend->empty()) {
       return absl::FailedPreconditionError(absl::StrCat(

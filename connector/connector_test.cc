@@ -840,6 +840,45 @@ TEST_F(ConnectorTest, StrategyInstancesAreCarriedThroughUntouched) {
               HasSubstr("the strategy instance passed as `strategy` has an empty name()"));
 }
 
+TEST_F(ConnectorTest, ProcessGroupBackendOptionChoosesTheDistributedBackend) {
+  // The npu accelerator brings "hccl"; the option replaces it for a named or automatic distributed strategy.
+  for (const char* strategy : {"auto", "ddp", "ddp_find_unused_parameters_true"}) {
+    SCOPED_TRACE(strategy);
+    absl::StatusOr<Plan> plan =
+        Resolve({.accelerator = "npu", .devices = 2, .strategy = strategy, .process_group_backend = "host_ccl"});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->process_group_backend, "host_ccl");
+  }
+  absl::StatusOr<Plan> unset = Resolve({.accelerator = "npu", .devices = 2, .strategy = "ddp"});
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->process_group_backend, "hccl") << "unset, the accelerator's backend";
+
+  // An instance without a backend of its own takes the option; one insisting on the same backend agrees with it.
+  absl::StatusOr<Plan> plain = Resolve({.accelerator = "npu", .devices = 2,
+                                        .strategy = std::make_shared<TestStrategy>("pipeline", true),
+                                        .process_group_backend = "host_ccl"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->process_group_backend, "host_ccl");
+  absl::StatusOr<Plan> same = Resolve({.accelerator = "npu", .devices = 2,
+                                       .strategy = std::make_shared<TestStrategy>("pipeline", true, "host_ccl"),
+                                       .process_group_backend = "host_ccl"});
+  ASSERT_TRUE(same.ok()) << same.status();
+
+  // One insisting on another backend is refused, naming both.
+  absl::StatusOr<Plan> conflict = Resolve({.accelerator = "npu", .devices = 2,
+                                           .strategy = std::make_shared<TestStrategy>("pipeline", true, "custom_ccl"),
+                                           .process_group_backend = "host_ccl"});
+  EXPECT_EQ(conflict.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(conflict.status().message(),
+              HasSubstr("process_group_backend='host_ccl' conflicts with strategy 'pipeline', which insists on "
+                        "'custom_ccl'"));
+
+  // On one device there is no process group: the option changes nothing.
+  absl::StatusOr<Plan> single = Resolve({.accelerator = "npu", .devices = 1, .process_group_backend = "host_ccl"});
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_FALSE(single->process_group_backend.has_value());
+}
+
 TEST_F(ConnectorTest, ClusterEnvironmentInstancesReplaceDetection) {
   // Variables that would detect SLURM are ignored when the user passes an environment.
   const Variables srun = {{"SLURM_NTASKS", "1"}};

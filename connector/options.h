@@ -62,6 +62,10 @@ struct ConnectorOptions {
   AcceleratorFlag accelerator;        // Default "auto".
   Devices devices;                    // Default "auto".
   StrategyFlag strategy;              // Default "auto".
+  // The collective backend of a distributed strategy (Lightning's DDPStrategy(process_group_backend=...)). Empty:
+  // the strategy instance's, else the accelerator's. Set, it is the plan's; an instance insisting on another one is
+  // an error. Which backends can carry which devices is the strategy's to check, not the connector's.
+  std::string process_group_backend;
   std::string precision = "32-true";  // Lightning's names, and its legacy "32", "64", "16", "bf16".
   int num_nodes = 1;
   // Lightning's `plugins=[SomeClusterEnvironment()]`: used instead of detection when set. The connector calls its

@@ -13,7 +13,8 @@
 #               float16 matrix kernels worth comparing; the gradient scaler runs on the GPU alone)
 # and exactly (params_sha256): a run stopped after 2 epochs and resumed from its GPU checkpoint to 4 equals a run
 # of 4, in 32-true and in 16-mixed (whose scaler state the checkpoint carries); and DDP on NCCL with one process per
-# visible GPU (world size 1 on a one-GPU machine equals the single-device run exactly).
+# visible GPU (world size 1 on a one-GPU machine equals the single-device run exactly); and DDP on Gloo with two
+# processes sharing one GPU, against two CPU processes within the 32-true tolerances.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
@@ -184,6 +185,43 @@ if fit_run ddp_nccl "$work/ddp_nccl" --accelerator=cuda --devices=-1 --strategy=
   fi
 else
   row "DDP on NCCL" FAIL "$(tail -n 1 "$work/ddp_nccl.err")" $(($(date +%s) - t0))
+fi
+
+# 7. Two processes sharing GPU 0 over Gloo (--process_group_backend=gloo: NCCL refuses two ranks on one GPU), started
+# as a launcher starts them (Lightning's variables: two nodes of one process each, both on cuda:0). They train on
+# gloo, and end near 2 CPU processes on Gloo (the same shards and the same two-rank average; the GPU's kernels round
+# differently), within the 32-true tolerances of step 4.
+t0=$(date +%s)
+fit_run ddp_cpu2 "$work/ddp_cpu2" --accelerator=cpu --devices=2 --strategy=ddp --max_epochs=$epochs || true
+port=$((20000 + RANDOM % 20000))
+shared=(--accelerator=cuda --devices=1 --num_nodes=2 --strategy=ddp --process_group_backend=gloo --max_epochs=$epochs
+  --process_group_timeout=120)
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NODE_RANK=1 LOCAL_RANK=0 \
+  fit_run shared_gpu_rank1 "$work/shared_gpu_rank1" "${shared[@]}" &
+rank1=$!
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NODE_RANK=0 LOCAL_RANK=0 fit_run shared_gpu "$work/shared_gpu" "${shared[@]}"
+status0=$?
+wait $rank1
+status1=$?
+if [[ $status0 -ne 0 || $status1 -ne 0 ]]; then
+  row "DDP on Gloo, 2 processes on one GPU" FAIL "exit $status0/$status1: $(tail -n 1 "$work/shared_gpu.err") /\
+ $(tail -n 1 "$work/shared_gpu_rank1.err")" $(($(date +%s) - t0))
+elif [[ ! -s "$work/ddp_cpu2.json" ]]; then
+  row "DDP on Gloo, 2 processes on one GPU" FAIL "the 2-process CPU run failed: $(tail -n 1 "$work/ddp_cpu2.err")" \
+    $(($(date +%s) - t0))
+else
+  detail=$($python - "$work/shared_gpu.json" "$work/ddp_cpu2.json" <<'EOF'
+import json, sys
+gpu, cpu = (json.load(open(p)) for p in sys.argv[1:3])
+g, c = gpu["final_metrics"], cpu["final_metrics"]
+dl, da = abs(g["val_loss"] - c["val_loss"]), abs(g["val_acc"] - c["val_acc"])
+ok = gpu["process_group_backend"] == "gloo" and gpu["world_size"] == 2 and dl <= 0.02 and da <= 0.02
+print("PASS" if ok else "FAIL", "backend %s, world size %s; val_loss %.4f vs 2 CPU processes %.4f (|d| %.4f <= 0.02), "
+      "val_acc %.4f vs %.4f (|d| %.4f <= 0.02)" % (gpu["process_group_backend"], gpu["world_size"], g["val_loss"],
+                                                   c["val_loss"], dl, g["val_acc"], c["val_acc"], da))
+EOF
+  )
+  row "DDP on Gloo, 2 processes on one GPU" "${detail%% *}" "${detail#* }" $(($(date +%s) - t0))
 fi
 
 {

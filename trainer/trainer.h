@@ -75,6 +75,11 @@ struct TrainerOptions {
   StrategyFlag strategy;        // "auto", "single_device", "ddp", or a Strategy instance (e.g. a DDPStrategy).
   // ddp by name: how long joining and each collective may take before the run fails (PyTorch's default).
   absl::Duration process_group_timeout = absl::Minutes(30);
+  // A distributed strategy's collective backend, as Lightning's DDPStrategy(process_group_backend=...): empty for
+  // the accelerator's own (Accelerator::ProcessGroupBackend()); "gloo" runs the device's collectives over Gloo (a
+  // CUDA device's tensors, or several processes sharing one GPU). The strategy refuses, before training, a backend
+  // that cannot carry the device's tensors.
+  std::string process_group_backend;
   std::string precision = "32-true";
   int num_nodes = 1;
 

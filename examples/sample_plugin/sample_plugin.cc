@@ -8,7 +8,8 @@
 //                 computes, bit for bit.
 //   priority      SAMPLE_PLUGIN_PRIORITY (default -20, below cpu's 0, so "auto" keeps the CPU unless it is raised).
 //                 Read by Plugin_Initialize: a value that is not an integer fails the load, saying so.
-//   collective    "gloo"
+//   collective    "sample_ccl": its own collective library over TCP (sample_ccl.h), through the C API's optional
+//                 collectives (1.1); data-parallel training exchanges tensors through it.
 //   precisions    32-true, 64-true, bf16-mixed, bf16-true; 16-mixed runs as bf16-mixed with a warning (LibTorch's
 //                 CPU autocast is bfloat16 only).
 //   statistics    setup_calls, teardown_calls (since the plugin was loaded), devices_set_up (set up and not yet
@@ -16,8 +17,8 @@
 //                 when it cannot be read).
 //
 // Why the CPU device type and not a PrivateUse1 device of its own: Kiln's programs already link the virtual NPU
-// (examples/virtual_npu), which owns the process's one PrivateUse1 slot in LibTorch 1.13; a second registration
-// would replace its kernels. A plugin for real hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1 and registers its
+// (examples/virtual_npu), which owns the process's one PrivateUse1 slot in LibTorch; a second registration would
+// replace its kernels. A plugin for real hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1 and registers its
 // device with LibTorch when loaded (see the header).
 #include <unistd.h>
 
@@ -29,45 +30,15 @@
 #include <new>
 #include <string>
 
+#include "examples/sample_plugin/errors.h"
+#include "examples/sample_plugin/sample_ccl.h"
 #include "hal/plugin/kiln_plugin_c_api.h"
-
-struct KILN_Error {
-  KILN_Error_Code code;
-  std::string message;
-};
 
 namespace sample_plugin {
 namespace {
 
-constexpr char kName[] = "sample_plugin";
 constexpr char kPriorityVariable[] = "SAMPLE_PLUGIN_PRIORITY";
 constexpr int32_t kDefaultPriority = -20;
-
-// Returned when an error cannot be allocated (a null error would read as success). Error_Destroy leaves it alone.
-KILN_Error* OutOfMemoryError() {
-  static KILN_Error* const error = new KILN_Error{KILN_ERROR_CODE_RESOURCE_EXHAUSTED, "sample_plugin: out of memory"};
-  return error;
-}
-
-// Errors cross the boundary as KILN_Error objects, never as exceptions.
-KILN_Error* MakeError(KILN_Error_Code code, std::string message) {
-  try {
-    return new KILN_Error{code, std::string(kName) + ": " + std::move(message)};
-  } catch (...) {
-    return OutOfMemoryError();
-  }
-}
-
-// INVALID_ARGUMENT when the caller's args struct is smaller than this plugin's fields (API 1.0).
-template <typename Args>
-KILN_Error* CheckArgs(const Args* args, size_t needed, const char* type) {
-  if (args->struct_size >= needed) return nullptr;
-  return MakeError(KILN_ERROR_CODE_INVALID_ARGUMENT,
-                   std::string(type) + " is " + std::to_string(args->struct_size) + " bytes, but plugin API 1.0 " +
-                       "defines " + std::to_string(needed) + ": the caller was built against a modified header");
-}
-#define SAMPLE_CHECK_ARGS(args, type) \
-  if (KILN_Error* error = CheckArgs(args, type##_STRUCT_SIZE, #type); error != nullptr) return error
 
 struct State {
   int32_t priority = kDefaultPriority;
@@ -88,9 +59,7 @@ KILN_Error* CheckDevice(int32_t index) {
                    "has no device " + std::to_string(index) + "; each process has one device, index 0");
 }
 
-void ErrorDestroy(KILN_Error_Destroy_Args* args) {
-  if (args->error != OutOfMemoryError()) delete args->error;
-}
+void ErrorDestroy(KILN_Error_Destroy_Args* args) { DestroyError(args->error); }
 
 void ErrorMessage(KILN_Error_Message_Args* args) {
   args->message = args->error->message.c_str();
@@ -100,7 +69,7 @@ void ErrorMessage(KILN_Error_Message_Args* args) {
 void ErrorGetCode(KILN_Error_GetCode_Args* args) { args->code = args->error->code; }
 
 KILN_Error* PluginInitialize(KILN_Plugin_Initialize_Args* args) {
-  SAMPLE_CHECK_ARGS(args, KILN_Plugin_Initialize_Args);
+  SAMPLE_CHECK_ARGS(args, KILN_Plugin_Initialize_Args, "1.0");
   (void)OutOfMemoryError();  // Made now, while memory is plentiful.
   const char* value = std::getenv(kPriorityVariable);
   if (value != nullptr && *value != '\0') {
@@ -124,7 +93,7 @@ constexpr KILN_Precision kPrecisions[] = {KILN_PRECISION_32_TRUE, KILN_PRECISION
                                           KILN_PRECISION_BF16_TRUE};
 
 KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
-  SAMPLE_CHECK_ARGS(args, KILN_Plugin_Info_Args);
+  SAMPLE_CHECK_ARGS(args, KILN_Plugin_Info_Args, "1.0");
   args->name = kName;
   args->description =
       "The sample accelerator plugin (examples/sample_plugin): LibTorch's CPU device, loaded at run "
@@ -134,7 +103,7 @@ KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
   args->priority = GetState().priority;
   args->device_type = KILN_DEVICE_TYPE_CPU;
   args->device_numbering = KILN_DEVICE_NUMBERING_PROCESSES;
-  args->process_group_backend = "gloo";
+  args->process_group_backend = kCclName;  // Its own collectives (sample_ccl.h).
   args->precisions = kPrecisions;
   args->num_precisions = sizeof(kPrecisions) / sizeof(kPrecisions[0]);
   args->visibility_hint_is_set = false;
@@ -142,19 +111,19 @@ KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
 }
 
 KILN_Error* DevicesCount(KILN_Devices_Count_Args* args) {
-  SAMPLE_CHECK_ARGS(args, KILN_Devices_Count_Args);
+  SAMPLE_CHECK_ARGS(args, KILN_Devices_Count_Args, "1.0");
   args->count = 1;  // "auto": one process.
   args->auto_count_is_set = false;
   return nullptr;
 }
 
 KILN_Error* DevicesCheckAvailable(KILN_Devices_CheckAvailable_Args* args) {
-  SAMPLE_CHECK_ARGS(args, KILN_Devices_CheckAvailable_Args);
+  SAMPLE_CHECK_ARGS(args, KILN_Devices_CheckAvailable_Args, "1.0");
   return nullptr;  // The host is always there.
 }
 
 KILN_Error* DeviceSetup(KILN_Device_Setup_Args* args) {
-  SAMPLE_CHECK_ARGS(args, KILN_Device_Setup_Args);
+  SAMPLE_CHECK_ARGS(args, KILN_Device_Setup_Args, "1.0");
   if (KILN_Error* error = CheckDevice(args->device_index); error != nullptr) return error;
   GetState().setup_calls.fetch_add(1);
   GetState().devices_set_up.fetch_add(1);
@@ -162,7 +131,7 @@ KILN_Error* DeviceSetup(KILN_Device_Setup_Args* args) {
 }
 
 KILN_Error* DeviceTeardown(KILN_Device_Teardown_Args* args) {
-  SAMPLE_CHECK_ARGS(args, KILN_Device_Teardown_Args);
+  SAMPLE_CHECK_ARGS(args, KILN_Device_Teardown_Args, "1.0");
   if (KILN_Error* error = CheckDevice(args->device_index); error != nullptr) return error;
   GetState().teardown_calls.fetch_add(1);
   int64_t set_up = GetState().devices_set_up.load();
@@ -184,7 +153,7 @@ double ResidentBytes() {
 }
 
 KILN_Error* DeviceStats(KILN_Device_Stats_Args* args) {
-  SAMPLE_CHECK_ARGS(args, KILN_Device_Stats_Args);
+  SAMPLE_CHECK_ARGS(args, KILN_Device_Stats_Args, "1.0");
   if (KILN_Error* error = CheckDevice(args->device_index); error != nullptr) return error;
   const State& state = GetState();
   KILN_Device_Stat stats[4] = {
@@ -200,7 +169,7 @@ KILN_Error* DeviceStats(KILN_Device_Stats_Args* args) {
 }
 
 KILN_Error* PrecisionSubstitute(KILN_Precision_Substitute_Args* args) {
-  SAMPLE_CHECK_ARGS(args, KILN_Precision_Substitute_Args);
+  SAMPLE_CHECK_ARGS(args, KILN_Precision_Substitute_Args, "1.0");
   args->substitute_is_set = false;
   if (args->requested == KILN_PRECISION_16_MIXED) {
     args->substitute_is_set = true;
@@ -227,6 +196,15 @@ constexpr KILN_Plugin_Api kApi = {
     .Device_Teardown = DeviceTeardown,
     .Device_Stats = DeviceStats,
     .Precision_Substitute = PrecisionSubstitute,
+    // 1.1: collectives, all eight (sample_ccl.h).
+    .Collectives_GetUniqueId = CollectivesGetUniqueId,
+    .Collectives_CommInit = CollectivesCommInit,
+    .Collectives_CommDestroy = CollectivesCommDestroy,
+    .Collectives_AllReduce = CollectivesAllReduce,
+    .Collectives_Broadcast = CollectivesBroadcast,
+    .Collectives_AllGather = CollectivesAllGather,
+    .Collectives_ReduceScatter = CollectivesReduceScatter,
+    .Collectives_Barrier = CollectivesBarrier,
 };
 
 }  // namespace

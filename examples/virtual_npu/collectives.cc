@@ -3,34 +3,12 @@
 #include <utility>
 
 #include "ATen/ATen.h"
-#include "ATen/core/ivalue.h"
 #include "absl/strings/str_cat.h"
 #include "device.h"
-#include "torch/csrc/distributed/c10d/Work.hpp"
+#include "hal/completed_work.h"
 
 namespace virtual_npu {
 namespace {
-
-// A collective that completed before the call returned: its result is in `tensors`.
-class DoneWork final : public c10d::Work {
- public:
-  DoneWork(int rank, c10d::OpType type, std::vector<at::Tensor> tensors)
-      : c10d::Work(rank, type), tensors_(std::move(tensors)) {
-    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-    // The storages are the device's: no device list of the future's needs to hold them, since the values are
-    // already computed (an empty storage list skips c10's check that they are on the future's devices).
-    future_->markCompleted(c10::IValue(tensors_), std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>>{});
-  }
-  bool isCompleted() override { return true; }
-  bool isSuccess() const override { return true; }
-  bool wait(std::chrono::milliseconds /*timeout*/) override { return true; }
-  std::vector<at::Tensor> result() override { return tensors_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-
- private:
-  std::vector<at::Tensor> tensors_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
 
 void CheckOnDevice(const at::Tensor& tensor, const char* what) {
   TORCH_CHECK(tensor.device().type() == kDeviceType, kCollectiveBackendName, ": ", what, " got a tensor on ",
@@ -71,7 +49,7 @@ c10::intrusive_ptr<c10d::Work> Collectives::allreduce(std::vector<at::Tensor>& t
   std::vector<at::Tensor> host = ToHost(tensors, "allreduce");
   host_->allreduce(host, opts)->wait();
   FromHost(tensors, host);
-  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::ALLREDUCE, tensors);
+  return kiln::CompletedWork(getRank(), c10d::OpType::ALLREDUCE, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> Collectives::broadcast(std::vector<at::Tensor>& tensors,
@@ -79,7 +57,7 @@ c10::intrusive_ptr<c10d::Work> Collectives::broadcast(std::vector<at::Tensor>& t
   std::vector<at::Tensor> host = ToHost(tensors, "broadcast");
   host_->broadcast(host, opts)->wait();
   FromHost(tensors, host);
-  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::BROADCAST, tensors);
+  return kiln::CompletedWork(getRank(), c10d::OpType::BROADCAST, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> Collectives::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -94,7 +72,7 @@ c10::intrusive_ptr<c10d::Work> Collectives::allgather(std::vector<std::vector<at
     FromHost(outputs[i], host_outputs[i]);
     results.insert(results.end(), outputs[i].begin(), outputs[i].end());
   }
-  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::ALLGATHER, std::move(results));
+  return kiln::CompletedWork(getRank(), c10d::OpType::ALLGATHER, std::move(results));
 }
 
 c10::intrusive_ptr<c10d::Work> Collectives::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -111,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> Collectives::reduce_scatter(std::vector<at::Tenso
   for (const std::vector<at::Tensor>& list : inputs) host_inputs.push_back(ToHost(list, "reduce_scatter"));
   host_->reduce_scatter(host_outputs, host_inputs, opts)->wait();
   FromHost(outputs, host_outputs);
-  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::REDUCE_SCATTER, outputs);
+  return kiln::CompletedWork(getRank(), c10d::OpType::REDUCE_SCATTER, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> Collectives::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -129,12 +107,12 @@ c10::intrusive_ptr<c10d::Work> Collectives::StagedFlat(
   at::Tensor host_input = input.to(at::kCPU).contiguous();
   host_call(host_output, host_input)->wait();
   output.copy_(host_output);
-  return c10::make_intrusive<DoneWork>(getRank(), type, std::vector<at::Tensor>{output});
+  return kiln::CompletedWork(getRank(), type, std::vector<at::Tensor>{output});
 }
 
 c10::intrusive_ptr<c10d::Work> Collectives::barrier(const c10d::BarrierOptions& opts) {
   host_->barrier(opts)->wait();
-  return c10::make_intrusive<DoneWork>(getRank(), c10d::OpType::BARRIER, std::vector<at::Tensor>{});
+  return kiln::CompletedWork(getRank(), c10d::OpType::BARRIER, std::vector<at::Tensor>{});
 }
 
 }  // namespace virtual_npu

@@ -15,9 +15,15 @@
  *   - The first three fields of KILN_Plugin_Api (struct_size, major_version, minor_version) keep their place and
  *     type in every major version, so that any Kiln can read any plugin's version.
  *   Kiln loads a plugin when its major version equals Kiln's, its minor version is at least the minor version
- *   that introduced the last function Kiln calls, and its KILN_Plugin_Api is at least as large as that minor
- *   version's table. A plugin built against a newer minor version than Kiln's loads: Kiln ignores the fields it
- *   does not know. Anything else is refused with an error naming the plugin's path and both versions.
+ *   that introduced the last function Kiln requires, and its KILN_Plugin_Api is at least as large as the table of
+ *   the minor version it reports (of Kiln's own, for a newer one). A plugin built against a newer minor version
+ *   than Kiln's loads: Kiln ignores the fields it does not know. A plugin built against an older minor version
+ *   loads too: Kiln reads no function pointer beyond its struct_size, so a later optional part (such as 1.1's
+ *   collectives) is simply absent. Anything else is refused with an error naming the plugin's path and both
+ *   versions.
+ *   - Optional parts: a group of functions added as optional (1.1's Collectives_*) is all or nothing. A plugin sets
+ *     every pointer of the group, or none (NULL: the plugin does not offer it, and Kiln does what it did before);
+ *     some set and some NULL fails the load with an error naming the missing ones.
  *
  * CALLING CONVENTION
  *   - Every function takes one pointer to an args struct and (except the three KILN_Error_* functions, which cannot
@@ -41,13 +47,15 @@
  *     plugin and must stay valid and unchanged while the plugin is loaded (string literals and static data do).
  *   - A KILN_Error is owned by the caller from the moment it is returned until the caller passes it to
  *     Error_Destroy. Its message is owned by the error.
- *   - Buffers passed in by the caller (KILN_Device_Stats_Args.stats) are owned by the caller; the plugin writes
- *     into them during the call only and keeps no pointer to them.
+ *   - Buffers passed in by the caller (KILN_Device_Stats_Args.stats, the tensors' memory given to the collectives)
+ *     are owned by the caller; the plugin reads and writes them during the call only and keeps no pointer to them.
+ *   - A KILN_Communicator is owned by the caller from Collectives_CommInit until it passes it to
+ *     Collectives_CommDestroy.
  *
  * THREADS
  *   Kiln may call every function from any thread, several at once, except Device_Setup and Device_Teardown, which
- *   are called from one thread at a time for a given device. Plugin_Initialize is called once, before any other
- *   function but the KILN_Error_* ones.
+ *   are called from one thread at a time for a given device, and the collectives (see COLLECTIVES below).
+ *   Plugin_Initialize is called once, before any other function but the KILN_Error_* ones.
  *
  * LOADING
  *   Kiln opens the library with dlopen(RTLD_NOW | RTLD_LOCAL) from exactly the path it was given: every symbol the
@@ -60,18 +68,36 @@
  *   registers its device (allocator, device guard, kernels) with LibTorch when it is loaded; it must then link
  *   the same LibTorch shared libraries as the Kiln program that loads it, so that its registrations reach the
  *   process's dispatcher. LibTorch has one PrivateUse1 slot per process: Kiln refuses a PrivateUse1 plugin when
- *   something else already registered a PrivateUse1 device. What the plugin's device gets depends on the LibTorch
- *   version the Kiln program was built against (`fit --version` says which):
- *     LibTorch 1.13: devices print as "privateuseone:N"; no autocast (declare no *-mixed precision); checkpoints
- *       are read onto the CPU and moved to the device by the trainer.
- *     LibTorch 2.x: the plugin may name its device (c10::register_privateuse1_backend("acme") when it is loaded),
- *       and Kiln's plans, statistics, logs and errors then say "acme:N"; a named device must also register
- *       at::PrivateUse1HooksInterface (at::RegisterPrivateUse1HooksInterface), which LibTorch 2.x asks for the
- *       device count and a default generator per device (at::manual_seed does); with autocast kernels registered
- *       for the AutocastPrivateUse1 key it can declare bf16-mixed (or 16-mixed); the trainer still reads
- *       checkpoints onto the CPU, so that one written on the device loads on any machine. A plugin built with
- *       Kiln's own adapter (hal/compat/privateuse1.h) gets all of this for either version; the sample
- *       examples/virtual_npu shows it.
+ *   something else already registered a PrivateUse1 device. Kiln builds against LibTorch 2.8 or later (`fit
+ *   --version` says which), where the plugin may name its device (c10::register_privateuse1_backend("acme") when it
+ *   is loaded), and Kiln's plans, statistics, logs and errors then say "acme:N"; a named device must also register
+ *   at::PrivateUse1HooksInterface (at::RegisterPrivateUse1HooksInterface), which LibTorch asks for the device count
+ *   and a default generator per device (at::manual_seed does); with autocast kernels registered for the
+ *   AutocastPrivateUse1 key it can declare bf16-mixed (or 16-mixed). The trainer reads checkpoints onto the CPU, so
+ *   that one written on the device loads on any machine. A plugin built with Kiln's own adapter
+ *   (hal/compat/privateuse1.h) gets all of this; the sample examples/virtual_npu shows it.
+ *
+ * COLLECTIVES (1.1, optional)
+ *   A plugin whose vendor has a collective communication library (CCL) offers it through the Collectives_*
+ *   functions, and data-parallel training (`--strategy=ddp`) then exchanges the device's tensors through it. The
+ *   shape is the one vendors' CCLs share:
+ *   - Rank 0 calls Collectives_GetUniqueId; Kiln hands the bytes to every other rank through the job's own
+ *     rendezvous (its c10d store); every rank then calls Collectives_CommInit with the same bytes, its rank, the
+ *     world size and its device, and gets a KILN_Communicator.
+ *   - AllReduce, Broadcast, AllGather, ReduceScatter and Barrier run on a communicator. Buffers are the tensors'
+ *     memory on the plugin's device type (host memory for KILN_DEVICE_TYPE_CPU), dense and contiguous, `count`
+ *     elements of `data_type`. Every call completes before it returns: the results are in the receive buffers.
+ *   - Every call is bounded by the communicator's timeout (CommInit's by its own timeout_ms): a peer that does not
+ *     arrive in time is a DEADLINE_EXCEEDED error whose message names the call and the missing rank; a peer that is
+ *     gone (its connection closed) is UNAVAILABLE naming the rank. A data type or reduction the plugin does not
+ *     support is UNIMPLEMENTED, naming it. After any error from a collective, the caller uses the communicator only
+ *     to destroy it (the ranks may be out of step); a plugin fails later calls on a broken communicator at once
+ *     rather than waiting.
+ *   - Threads: the calls on one communicator come from one thread at a time, and every rank makes the same calls,
+ *     with the same counts, types and roots, in the same order. Different communicators may be used at once.
+ *   - Plugin_Info's process_group_backend names the CCL ("acme_ccl"), not "gloo", which names Kiln's own host
+ *     transport. Without these functions Kiln does what it did before: Gloo for a plugin whose device type is the
+ *     CPU, and for another device type no data-parallel training (an error saying so).
  */
 #ifndef KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
 #define KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
@@ -85,7 +111,7 @@ extern "C" {
 #endif
 
 #define KILN_PLUGIN_API_MAJOR 1
-#define KILN_PLUGIN_API_MINOR 0
+#define KILN_PLUGIN_API_MINOR 1
 
 /* The size of `type` up to and including `last_field`: what a struct_size must be at least for that field. */
 #define KILN_STRUCT_SIZE(type, last_field) (offsetof(type, last_field) + sizeof(((type*)0)->last_field))
@@ -155,6 +181,27 @@ typedef enum KILN_Precision {
   KILN_PRECISION_16_TRUE = 5,    /* "16-true" */
   KILN_PRECISION_BF16_TRUE = 6   /* "bf16-true" */
 } KILN_Precision;
+
+/* 1.1: the element type of a collective's buffers (at::ScalarType's names). */
+typedef enum KILN_Data_Type {
+  KILN_DATA_TYPE_FLOAT32 = 1,
+  KILN_DATA_TYPE_FLOAT64 = 2,
+  KILN_DATA_TYPE_FLOAT16 = 3,  /* IEEE 754 binary16 */
+  KILN_DATA_TYPE_BFLOAT16 = 4, /* the upper half of a float32 */
+  KILN_DATA_TYPE_INT8 = 5,
+  KILN_DATA_TYPE_UINT8 = 6,
+  KILN_DATA_TYPE_INT32 = 7,
+  KILN_DATA_TYPE_INT64 = 8,
+  KILN_DATA_TYPE_BOOL = 9 /* one byte, 0 or 1 */
+} KILN_Data_Type;
+
+/* 1.1: how a collective combines the ranks' values, element by element. */
+typedef enum KILN_Reduce_Op {
+  KILN_REDUCE_OP_SUM = 1,
+  KILN_REDUCE_OP_PRODUCT = 2,
+  KILN_REDUCE_OP_MIN = 3,
+  KILN_REDUCE_OP_MAX = 4
+} KILN_Reduce_Op;
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Errors. KILN_Error is opaque: each plugin defines it. These three functions never fail and return nothing.
@@ -237,9 +284,9 @@ typedef KILN_Error* KILN_Plugin_Info(KILN_Plugin_Info_Args* args);
  * device and shows the error's message when the user asks for devices. */
 typedef struct KILN_Devices_Count_Args {
   size_t struct_size;
-  /* out: INDEXED: the devices visible to this process, at most 128 (LibTorch 1.13 indexes a device type's devices
-   * with an int8_t; Kiln refuses a larger count). PROCESSES: how many processes "auto" means (usually 1; at
-   * most 65536). */
+  /* out: INDEXED: the devices visible to this process, at most 128 (LibTorch indexes a device type's devices with
+   * c10::DeviceIndex, an int8_t; Kiln refuses a larger count). PROCESSES: how many processes "auto" means (usually
+   * 1; at most 65536). */
   int32_t count;
   /* out, optional, INDEXED only: "auto" uses the first auto_count devices instead of all of them. */
   bool auto_count_is_set;
@@ -315,10 +362,116 @@ KILN_DEFINE_STRUCT_SIZE(KILN_Precision_Substitute_Args, warning);
 typedef KILN_Error* KILN_Precision_Substitute(KILN_Precision_Substitute_Args* args);
 
 /* ---------------------------------------------------------------------------------------------------------------
+ * Collectives (1.1, optional; see COLLECTIVES at the top). KILN_Communicator is opaque: each plugin defines it.
+ * ------------------------------------------------------------------------------------------------------------- */
+
+typedef struct KILN_Communicator KILN_Communicator;
+
+/* The most bytes a unique id may have. */
+#define KILN_COLLECTIVES_UNIQUE_ID_MAX_BYTES 128
+
+/* Called on rank 0 only, once per communicator to be made: the bytes that let the other ranks find rank 0 and
+ * join it (an address and a nonce, say). Kiln copies them to the other ranks unchanged. The plugin may hold
+ * resources for the id (a listening socket) until rank 0's Collectives_CommInit with it, or until the process
+ * exits when that never comes. */
+typedef struct KILN_Collectives_GetUniqueId_Args {
+  size_t struct_size;
+  uint8_t unique_id[KILN_COLLECTIVES_UNIQUE_ID_MAX_BYTES]; /* out: the first unique_id_size bytes. */
+  size_t unique_id_size;                                   /* out: 1 to KILN_COLLECTIVES_UNIQUE_ID_MAX_BYTES. */
+} KILN_Collectives_GetUniqueId_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Collectives_GetUniqueId_Args, unique_id_size);
+typedef KILN_Error* KILN_Collectives_GetUniqueId(KILN_Collectives_GetUniqueId_Args* args);
+
+/* Called on every rank with the same unique id: joins the communicator of world_size ranks as rank `rank`, on the
+ * device device_index (as in the Device_* functions). Returns once every rank has joined, or fails within
+ * timeout_ms (DEADLINE_EXCEEDED naming the ranks that did not join). timeout_ms also bounds every later call on the
+ * communicator. */
+typedef struct KILN_Collectives_CommInit_Args {
+  size_t struct_size;
+  uint8_t unique_id[KILN_COLLECTIVES_UNIQUE_ID_MAX_BYTES]; /* in: the first unique_id_size bytes. */
+  size_t unique_id_size;                                   /* in */
+  int32_t rank;                                            /* in: 0 to world_size - 1. */
+  int32_t world_size;                                      /* in: 1 or more. */
+  int32_t device_index;                                    /* in */
+  int64_t timeout_ms;                                      /* in: more than 0. */
+  KILN_Communicator* communicator;                         /* out: owned by the caller (Collectives_CommDestroy). */
+} KILN_Collectives_CommInit_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Collectives_CommInit_Args, communicator);
+typedef KILN_Error* KILN_Collectives_CommInit(KILN_Collectives_CommInit_Args* args);
+
+/* Releases a communicator (not NULL), which the caller owned; also a broken one. It is invalid afterwards, even
+ * when this returns an error. Does not wait for the other ranks. */
+typedef struct KILN_Collectives_CommDestroy_Args {
+  size_t struct_size;
+  KILN_Communicator* communicator; /* in: taken by this call. */
+} KILN_Collectives_CommDestroy_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Collectives_CommDestroy_Args, communicator);
+typedef KILN_Error* KILN_Collectives_CommDestroy(KILN_Collectives_CommDestroy_Args* args);
+
+/* recv[i] = op over the ranks of send[i], for i < count, on every rank. send and recv may be the same buffer. */
+typedef struct KILN_Collectives_AllReduce_Args {
+  size_t struct_size;
+  KILN_Communicator* communicator; /* in: borrowed. */
+  const void* send_buffer;         /* in: count elements. */
+  void* recv_buffer;               /* in: count elements, written by the call. */
+  size_t count;                    /* in */
+  KILN_Data_Type data_type;        /* in */
+  KILN_Reduce_Op op;               /* in */
+} KILN_Collectives_AllReduce_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Collectives_AllReduce_Args, op);
+typedef KILN_Error* KILN_Collectives_AllReduce(KILN_Collectives_AllReduce_Args* args);
+
+/* Every rank's buffer becomes root's. */
+typedef struct KILN_Collectives_Broadcast_Args {
+  size_t struct_size;
+  KILN_Communicator* communicator; /* in: borrowed. */
+  void* buffer;                    /* in: count elements; read on root, written on the others. */
+  size_t count;                    /* in */
+  KILN_Data_Type data_type;        /* in */
+  int32_t root;                    /* in: the rank whose buffer is sent. */
+} KILN_Collectives_Broadcast_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Collectives_Broadcast_Args, root);
+typedef KILN_Error* KILN_Collectives_Broadcast(KILN_Collectives_Broadcast_Args* args);
+
+/* recv holds every rank's send, in rank order: rank r's count elements at recv + r * count. */
+typedef struct KILN_Collectives_AllGather_Args {
+  size_t struct_size;
+  KILN_Communicator* communicator; /* in: borrowed. */
+  const void* send_buffer;         /* in: count elements. */
+  void* recv_buffer;               /* in: count * world_size elements, written by the call; not send_buffer. */
+  size_t count;                    /* in: per rank. */
+  KILN_Data_Type data_type;        /* in */
+} KILN_Collectives_AllGather_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Collectives_AllGather_Args, data_type);
+typedef KILN_Error* KILN_Collectives_AllGather(KILN_Collectives_AllGather_Args* args);
+
+/* Rank r's recv[i] = op over the ranks of send[r * count + i], for i < count. */
+typedef struct KILN_Collectives_ReduceScatter_Args {
+  size_t struct_size;
+  KILN_Communicator* communicator; /* in: borrowed. */
+  const void* send_buffer;         /* in: count * world_size elements. */
+  void* recv_buffer;               /* in: count elements, written by the call; not within send_buffer. */
+  size_t count;                    /* in: per rank. */
+  KILN_Data_Type data_type;        /* in */
+  KILN_Reduce_Op op;               /* in */
+} KILN_Collectives_ReduceScatter_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Collectives_ReduceScatter_Args, op);
+typedef KILN_Error* KILN_Collectives_ReduceScatter(KILN_Collectives_ReduceScatter_Args* args);
+
+/* Returns once every rank has called it. */
+typedef struct KILN_Collectives_Barrier_Args {
+  size_t struct_size;
+  KILN_Communicator* communicator; /* in: borrowed. */
+} KILN_Collectives_Barrier_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Collectives_Barrier_Args, communicator);
+typedef KILN_Error* KILN_Collectives_Barrier(KILN_Collectives_Barrier_Args* args);
+
+/* ---------------------------------------------------------------------------------------------------------------
  * The function table and the entry point.
  * ------------------------------------------------------------------------------------------------------------- */
 
-/* Every function is required (non-NULL) in version 1.0. New functions are only ever added at the end. */
+/* Every 1.0 function is required (non-NULL). The 1.1 collectives are optional, all eight or none. New functions are
+ * only ever added at the end. */
 typedef struct KILN_Plugin_Api {
   size_t struct_size;    /* KILN_Plugin_Api_STRUCT_SIZE of the header the plugin was built with. */
   int32_t major_version; /* KILN_PLUGIN_API_MAJOR of that header. */
@@ -336,8 +489,18 @@ typedef struct KILN_Plugin_Api {
   KILN_Device_Teardown* Device_Teardown;
   KILN_Device_Stats* Device_Stats;
   KILN_Precision_Substitute* Precision_Substitute;
+
+  /* 1.1, optional: collectives */
+  KILN_Collectives_GetUniqueId* Collectives_GetUniqueId;
+  KILN_Collectives_CommInit* Collectives_CommInit;
+  KILN_Collectives_CommDestroy* Collectives_CommDestroy;
+  KILN_Collectives_AllReduce* Collectives_AllReduce;
+  KILN_Collectives_Broadcast* Collectives_Broadcast;
+  KILN_Collectives_AllGather* Collectives_AllGather;
+  KILN_Collectives_ReduceScatter* Collectives_ReduceScatter;
+  KILN_Collectives_Barrier* Collectives_Barrier;
 } KILN_Plugin_Api;
-KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Api, Precision_Substitute);
+KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier);
 
 /* The one symbol a plugin exports, under exactly this (unmangled) name. It returns the plugin's function table,
  * which the plugin owns and keeps valid and unchanged while it is loaded. It may be called any number of times,

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
+#include "hal/plugin/plugin_collectives.h"
 
 namespace kiln {
 namespace {
@@ -125,6 +126,12 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
     return BadInfo(library, "gave no process_group_backend (\"gloo\" for host memory)");
   }
   info.process_group_backend = args.process_group_backend;
+  info.has_collectives = library.has_collectives();
+  if (info.has_collectives && info.process_group_backend == "gloo") {
+    return BadInfo(library,
+                   "names its own collectives (Collectives_*) \"gloo\", which is Kiln's host transport; name them "
+                   "after the plugin's collective library (\"acme_ccl\")");
+  }
   if (args.num_precisions == 0 || args.precisions == nullptr) {
     return BadInfo(library, "gave no precisions; list at least one, such as KILN_PRECISION_32_TRUE");
   }
@@ -248,9 +255,8 @@ std::vector<c10::Device> PluginAccelerator::ParallelDevices(const std::vector<in
 absl::StatusOr<int32_t> PluginAccelerator::PluginIndex(const LogicalDevice& logical) const {
   const c10::Device& device = logical.compute;
   if (device.type() != info_.device_type) {
-    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ",
-                                                   logical.ToString(), "; its devices are ",
-                                                   LowerCaseName(info_.device_type), " devices"));
+    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ", logical.ToString(),
+                                                   "; its devices are ", LowerCaseName(info_.device_type), " devices"));
   }
   if (info_.devices_are_processes) {
     if (device.has_index() && device.index() != 0) {
@@ -262,8 +268,8 @@ absl::StatusOr<int32_t> PluginAccelerator::PluginIndex(const LogicalDevice& logi
   }
   // The plugin numbers its devices itself: its index is the logical one, whatever c10 device they compute on.
   if (logical.index < 0 || (device.has_index() && device.index() != logical.index)) {
-    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ",
-                                                   logical.ToString(), "; use the devices ParallelDevices gives"));
+    return absl::InvalidArgumentError(absl::StrCat("accelerator '", info_.name, "' has no device ", logical.ToString(),
+                                                   "; use the devices ParallelDevices gives"));
   }
   return static_cast<int32_t>(logical.index);
 }
@@ -325,6 +331,16 @@ absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const LogicalDevic
   }
   return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path,
                                           "': Device_Stats asked for a larger buffer four times in a row"));
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> PluginAccelerator::MakeCollectiveBackend(
+    const LogicalDevice& device, const CollectiveOptions& options) {
+  if (!info_.has_collectives) return Accelerator::MakeCollectiveBackend(device, options);
+  absl::StatusOr<int32_t> index = PluginIndex(device);
+  if (!index.ok()) return index.status();
+  CollectiveOptions plugin_options = options;
+  plugin_options.device_index = *index;  // The plugin's own numbering, as in Device_Setup.
+  return PluginCollectives::Create(library_, info_.process_group_backend, info_.device_type, plugin_options);
 }
 
 std::optional<PrecisionSubstitute> PluginAccelerator::SubstitutePrecision(Precision requested) const {

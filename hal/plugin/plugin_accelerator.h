@@ -30,7 +30,7 @@ namespace kiln {
 // buffer's allocation aborted the process).
 inline constexpr size_t kMaxPluginDeviceStats = 4096;
 
-// The most devices a plugin with indexed devices may count: LibTorch 1.13 indexes a device type's devices with
+// The most devices a plugin with indexed devices may count: LibTorch indexes a device type's devices with
 // c10::DeviceIndex, an int8_t, so device 128 would wrap to -128 (a fuzzer's plugin counting 300 devices made
 // ParallelDevices throw for device 200), and honouring a count of millions allocated in proportion.
 inline constexpr int kMaxPluginIndexedDevices = std::numeric_limits<c10::DeviceIndex>::max() + 1;
@@ -46,12 +46,16 @@ struct PluginInfo {
   c10::DeviceType device_type = c10::DeviceType::CPU;
   bool devices_are_processes = false;  // KILN_DEVICE_NUMBERING_PROCESSES; otherwise indexed.
   std::string process_group_backend;
+  // The plugin brings its own collectives (plugin API 1.1): process_group_backend names them, and
+  // MakeCollectiveBackend makes a PluginCollectives. Otherwise data-parallel training uses Kiln's default.
+  bool has_collectives = false;
   std::vector<Precision> precisions;
   std::string visibility_hint;  // Empty when the plugin gave none.
 };
 
 // Calls Plugin_Info and checks every answer: strings present, a known device type and numbering (indexed devices
-// need a type with device indices, so not CPU), at least one precision and only known ones, and a PrivateUse1
+// need a type with device indices, so not CPU), a process_group_backend other than "gloo" when the plugin brings
+// its own collectives, at least one precision and only known ones, and a PrivateUse1
 // device type only when no other PrivateUse1 device was registered before the plugin was loaded. Errors name the
 // plugin's path, the bad value and what the header expects. Name rules are the registry's (it checks them); the name
 // and aliases are lower-cased as the registry lower-cases them, so that the accelerator's name() is its registered
@@ -83,6 +87,10 @@ class PluginAccelerator final : public Accelerator {
   // plugin.
   absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return info_.process_group_backend; }
+  // With collectives: a PluginCollectives over the plugin's communicator, on the plugin's index for `device`.
+  // Without: the Accelerator default (Gloo for a plugin that computes on the CPU).
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice& device,
+                                                                          const CollectiveOptions& options) override;
   std::vector<Precision> SupportedPrecisions() const override { return info_.precisions; }
   // The plugin's Precision_Substitute; none when it errs or offers something it did not declare.
   std::optional<PrecisionSubstitute> SubstitutePrecision(Precision requested) const override;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -12,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 
@@ -22,16 +24,19 @@ std::string Quoted(absl::string_view path) { return absl::StrCat("'", path, "'")
 
 std::string Version(int major, int minor) { return absl::StrCat(major, ".", minor); }
 
-// The size of the function table up to the last function of `minor` (within major version 1). Minor versions this
-// Kiln does not know (only tests ask for them) need at least everything it knows.
-size_t ApiSizeAtMinor(int minor) {
-  (void)minor;  // 1.0 is the only minor version so far; add a case per minor version as it is released.
-  return KILN_Plugin_Api_STRUCT_SIZE;
-}
-
 }  // namespace
 
 namespace internal {
+
+size_t PluginApiSizeAtMinor(int minor) {
+  // Add a case per minor version as it is released.
+  if (minor <= 0) return KILN_STRUCT_SIZE(KILN_Plugin_Api, Precision_Substitute);
+  return KILN_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier);
+}
+
+bool PluginApiHasCollectives(const KILN_Plugin_Api& api) {
+  return api.minor_version >= 1 && api.struct_size >= PluginApiSizeAtMinor(1) && api.Collectives_GetUniqueId != nullptr;
+}
 
 absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api, int minimum_minor) {
   const size_t version_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, minor_version);
@@ -56,7 +61,10 @@ absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api,
                      " or later (it calls functions added since); rebuild the plugin against kiln_plugin_c_api.h ",
                      Version(KILN_PLUGIN_API_MAJOR, minimum_minor), " or newer"));
   }
-  const size_t needed = ApiSizeAtMinor(minimum_minor);
+  // The table of the version the plugin reports (of Kiln's own when it is newer), and at least that of the version
+  // Kiln needs: a 1.0 plugin's table ends after Precision_Substitute, and Kiln reads nothing beyond it.
+  const size_t needed = std::max(PluginApiSizeAtMinor(std::min(api.minor_version, KILN_PLUGIN_API_MINOR)),
+                                 PluginApiSizeAtMinor(minimum_minor));
   if (api.struct_size < needed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "accelerator plugin ", Quoted(path), " reports plugin API version ", plugin_version,
@@ -84,6 +92,28 @@ absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api,
                                                      " requires; the plugin must implement it"));
     }
   }
+  if (api.minor_version < 1 || api.struct_size < PluginApiSizeAtMinor(1)) return absl::OkStatus();
+  // 1.1's collectives: optional, all or nothing.
+  const std::vector<std::pair<const char*, bool>> collectives = {
+      {"Collectives_GetUniqueId", api.Collectives_GetUniqueId != nullptr},
+      {"Collectives_CommInit", api.Collectives_CommInit != nullptr},
+      {"Collectives_CommDestroy", api.Collectives_CommDestroy != nullptr},
+      {"Collectives_AllReduce", api.Collectives_AllReduce != nullptr},
+      {"Collectives_Broadcast", api.Collectives_Broadcast != nullptr},
+      {"Collectives_AllGather", api.Collectives_AllGather != nullptr},
+      {"Collectives_ReduceScatter", api.Collectives_ReduceScatter != nullptr},
+      {"Collectives_Barrier", api.Collectives_Barrier != nullptr},
+  };
+  std::vector<std::string> missing;
+  for (const auto& [name, present] : collectives) {
+    if (!present) missing.push_back(name);
+  }
+  if (!missing.empty() && missing.size() < collectives.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "accelerator plugin ", Quoted(path), " sets some of plugin API 1.1's collectives but not ",
+        absl::StrJoin(missing, ", "), " (NULL in its function table); the collectives are all or nothing: implement ",
+        missing.size() == 1 ? "it" : "them", ", or set all eight to NULL to offer none"));
+  }
   return absl::OkStatus();
 }
 
@@ -104,6 +134,8 @@ OpenedLibraries& Opened() {
 }
 
 }  // namespace
+
+bool PluginLibrary::has_collectives() const { return internal::PluginApiHasCollectives(*api_); }
 
 std::string PluginLibrary::version() const { return Version(api_->major_version, api_->minor_version); }
 
@@ -153,38 +185,38 @@ absl::StatusOr<std::shared_ptr<const PluginLibrary>> PluginLibrary::Open(const s
     return found->second;
   }
 
+  // What comes before Plugin_Initialize depends only on the file and `minimum_minor`, and is checked on every open
+  // until the library is initialised (a refusal for one minimum must not stick to a later, lower one); the outcome
+  // of Plugin_Initialize is kept, since it runs once.
+  ::dlerror();
+  void* const entry = ::dlsym(handle, KILN_PLUGIN_ENTRY_SYMBOL);
+  if (entry == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "accelerator plugin ", Quoted(path), " does not export ", KILN_PLUGIN_ENTRY_SYMBOL,
+        ": it is not a Kiln accelerator plugin, or it was built without exporting the entry point (declare it "
+        "with KILN_PLUGIN_EXPORT, unmangled, as kiln_plugin_c_api.h does)"));
+  }
+  const KILN_Plugin_Api* api = nullptr;
+  try {
+    api = reinterpret_cast<KILN_GetPluginApi_Fn*>(entry)();
+  } catch (...) {
+    return absl::InternalError(absl::StrCat("accelerator plugin ", Quoted(path), ": ", KILN_PLUGIN_ENTRY_SYMBOL,
+                                            " threw a C++ exception across the C API"));
+  }
+  if (api == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("accelerator plugin ", Quoted(path), ": ", KILN_PLUGIN_ENTRY_SYMBOL,
+                                                   " returned NULL; it must return the plugin's function table"));
+  }
+  if (absl::Status checked = internal::CheckPluginApi(path, *api, minimum_minor); !checked.ok()) return checked;
+  std::shared_ptr<const PluginLibrary> library(new PluginLibrary(path, api, privateuse1_taken));
+  KILN_Plugin_Initialize_Args args{};
+  args.struct_size = KILN_Plugin_Initialize_Args_STRUCT_SIZE;
   absl::StatusOr<std::shared_ptr<const PluginLibrary>>& result = opened.by_handle[handle];
-  result = [&]() -> absl::StatusOr<std::shared_ptr<const PluginLibrary>> {
-    ::dlerror();
-    void* const entry = ::dlsym(handle, KILN_PLUGIN_ENTRY_SYMBOL);
-    if (entry == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "accelerator plugin ", Quoted(path), " does not export ", KILN_PLUGIN_ENTRY_SYMBOL,
-          ": it is not a Kiln accelerator plugin, or it was built without exporting the entry point (declare it "
-          "with KILN_PLUGIN_EXPORT, unmangled, as kiln_plugin_c_api.h does)"));
-    }
-    const KILN_Plugin_Api* api = nullptr;
-    try {
-      api = reinterpret_cast<KILN_GetPluginApi_Fn*>(entry)();
-    } catch (...) {
-      return absl::InternalError(absl::StrCat("accelerator plugin ", Quoted(path), ": ", KILN_PLUGIN_ENTRY_SYMBOL,
-                                              " threw a C++ exception across the C API"));
-    }
-    if (api == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("accelerator plugin ", Quoted(path), ": ",
-                                                     KILN_PLUGIN_ENTRY_SYMBOL,
-                                                     " returned NULL; it must return the plugin's function table"));
-    }
-    if (absl::Status checked = internal::CheckPluginApi(path, *api, minimum_minor); !checked.ok()) return checked;
-    std::shared_ptr<const PluginLibrary> library(new PluginLibrary(path, api, privateuse1_taken));
-    KILN_Plugin_Initialize_Args args{};
-    args.struct_size = KILN_Plugin_Initialize_Args_STRUCT_SIZE;
-    if (absl::Status initialized = library->Call("Plugin_Initialize", api->Plugin_Initialize, &args);
-        !initialized.ok()) {
-      return initialized;
-    }
-    return library;
-  }();
+  if (absl::Status initialized = library->Call("Plugin_Initialize", api->Plugin_Initialize, &args); !initialized.ok()) {
+    result = initialized;
+  } else {
+    result = library;
+  }
   return result;
 }
 

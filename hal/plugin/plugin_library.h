@@ -43,9 +43,10 @@ class PluginLibrary {
   // Loads the plugin at `path` and checks its C API. `path` must contain a '/': a bare file name is refused rather
   // than searched for (dlopen would look in the library path). Errors name `path` and the problem: no such file
   // (NotFound), not a loadable shared library, no KILN_GetPluginApi, a major version other than Kiln's, a minor
-  // version below `minimum_minor`, a function table shorter than that version's or with a missing function
-  // (InvalidArgument), or Plugin_Initialize's own error (with the plugin's code). `minimum_minor` is
-  // kPluginApiMinimumMinor outside tests. Never throws, never crashes on a malformed plugin that keeps to C.
+  // version below `minimum_minor`, a function table shorter than the version it reports (or `minimum_minor`'s),
+  // a missing required function, or an optional group (the collectives) set in part (InvalidArgument), or
+  // Plugin_Initialize's own error (with the plugin's code). `minimum_minor` is kPluginApiMinimumMinor outside tests.
+  // Never throws, never crashes on a malformed plugin that keeps to C.
   static absl::StatusOr<std::shared_ptr<const PluginLibrary>> Open(const std::string& path,
                                                                    int minimum_minor = kPluginApiMinimumMinor);
 
@@ -57,8 +58,11 @@ class PluginLibrary {
   const KILN_Plugin_Api& api() const { return *api_; }
   // "1.0": the version the plugin was built against.
   std::string version() const;
+  // Whether the plugin offers collectives (plugin API 1.1, optional): it reports 1.1 or later and sets all eight
+  // Collectives_* functions (Open refuses a plugin that sets only some).
+  bool has_collectives() const;
   // Whether the process already had a PrivateUse1 device (a LibTorch device guard for it) before this library was
-  // loaded: then the plugin cannot own that device type (LibTorch 1.13 has one PrivateUse1 slot).
+  // loaded: then the plugin cannot own that device type (LibTorch has one PrivateUse1 slot per process).
   bool privateuse1_taken_before_load() const { return privateuse1_taken_before_load_; }
 
   // Calls `function` (a member of api()) with `args`, whose struct_size the caller has set, and turns a returned
@@ -91,10 +95,19 @@ class PluginLibrary {
 namespace internal {
 // The checks Open makes of a plugin's function table, on their own: how tests and the fuzzer check tables that no
 // real library holds. Reads `api.struct_size` first, and nothing beyond it: the version fields only when struct_size
-// covers them, the function pointers only when it covers the whole table of `minimum_minor`, and those only to
-// compare them with NULL. OK when the table is usable by a Kiln needing `minimum_minor`, otherwise InvalidArgument
-// naming `path`, the problem and the fix. Never throws.
+// covers them, the function pointers only when it covers the whole table of the minor version the plugin reports
+// (at most Kiln's own) and of `minimum_minor`, and those only to compare them with NULL. OK when the table is usable
+// by a Kiln needing `minimum_minor`, otherwise InvalidArgument naming `path`, the problem and the fix: a 1.0 function
+// that is NULL is named alone; collectives set in part name every missing one. Never throws.
 absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api, int minimum_minor);
+
+// Whether a table that passed CheckPluginApi offers collectives: it reports minor version 1 or later, its struct_size
+// covers them, and they are set (all of them, as CheckPluginApi made sure).
+bool PluginApiHasCollectives(const KILN_Plugin_Api& api);
+
+// The size of the function table up to the last function of minor version `minor` (of Kiln's major version); a
+// minor version newer than Kiln's gives Kiln's whole table.
+size_t PluginApiSizeAtMinor(int minor);
 }  // namespace internal
 
 }  // namespace kiln

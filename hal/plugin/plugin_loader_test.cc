@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -14,8 +15,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hal/plugin/kiln_plugin_c_api.h"
+#include "hal/plugin/plugin_collectives.h"
 #include "hal/registry.h"
 #include "hal/testing/fake_accelerator.h"
+#include "torch/csrc/distributed/c10d/HashStore.hpp"
 
 namespace kiln {
 namespace {
@@ -42,7 +45,8 @@ TEST(PluginLoaderTest, RegistersAWellFormedPluginUnderItsOwnNames) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->name, "test_indexed");
   EXPECT_EQ(info->path, TestPlugin("indexed"));
-  EXPECT_EQ(info->api_version, "1.0");
+  EXPECT_EQ(info->api_version, "1.1");
+  EXPECT_FALSE(info->has_collectives) << "a 1.1 plugin whose collectives are NULL has none";
   EXPECT_THAT(info->aliases, ElementsAre("test_alias"));
   EXPECT_EQ(info->device_type, c10::DeviceType::PrivateUse1);
   EXPECT_FALSE(info->devices_are_processes);
@@ -144,7 +148,7 @@ TEST(PluginLoaderTest, EveryBrokenPluginIsAClearErrorNamingItsPath) {
   const std::vector<BrokenPlugin> broken = {
       {TestPlugin("wrong_major"),
        absl::StatusCode::kInvalidArgument,
-       {"was built for plugin API version 2.0, but this Kiln implements 1.0", "major versions must be equal"}},
+       {"was built for plugin API version 2.1, but this Kiln implements 1.1", "major versions must be equal"}},
       {TestPlugin("missing_symbol"), absl::StatusCode::kInvalidArgument, {"does not export KILN_GetPluginApi"}},
       {TestPlugin("null_entry"), absl::StatusCode::kInvalidArgument, {"KILN_GetPluginApi returned NULL"}},
       {TestPlugin("short_api"),
@@ -152,6 +156,10 @@ TEST(PluginLoaderTest, EveryBrokenPluginIsAClearErrorNamingItsPath) {
        {absl::StrCat("but its function table is ", KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Teardown),
                      " bytes (struct_size), shorter than the ", KILN_Plugin_Api_STRUCT_SIZE, " bytes")}},
       {TestPlugin("null_function"), absl::StatusCode::kInvalidArgument, {"has no Device_Stats (NULL"}},
+      {TestPlugin("partial_collectives"),
+       absl::StatusCode::kInvalidArgument,
+       {"sets some of plugin API 1.1's collectives but not Collectives_ReduceScatter, Collectives_Barrier (NULL",
+        "all or nothing: implement them, or set all eight to NULL"}},
       {TestPlugin("init_error"),
        absl::StatusCode::kFailedPrecondition,
        {"Plugin_Initialize: the test driver libtestdriver.so.1 is not installed"}},
@@ -184,13 +192,72 @@ TEST(PluginLoaderTest, EveryBrokenPluginIsAClearErrorNamingItsPath) {
 TEST(PluginLoaderTest, APluginForAnOlderMinorVersionIsRefusedByAKilnThatNeedsANewerOne) {
   AcceleratorRegistry registry;
   absl::StatusOr<PluginInfo> info =
-      internal::LoadAcceleratorPluginRequiringMinor(TestPlugin("indexed"), registry, KILN_PLUGIN_API_MINOR + 1);
+      internal::LoadAcceleratorPluginRequiringMinor(TestPlugin("v1_0"), registry, /*minimum_minor=*/1);
   ASSERT_FALSE(info.ok());
   EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(info.status().message(),
-              HasSubstr(absl::StrCat("accelerator plugin '", TestPlugin("indexed"), "' was built for plugin API ",
+              HasSubstr(absl::StrCat("accelerator plugin '", TestPlugin("v1_0"), "' was built for plugin API ",
                                      "version 1.0, but this Kiln needs 1.1 or later")));
   EXPECT_EQ(registry.NameList(), "(none)");
+}
+
+TEST(PluginLoaderTest, APluginBuiltAgainstHeader1_0StillLoadsWithoutCollectives) {
+  // Its table ends after Precision_Substitute: Kiln reads nothing beyond, and keeps its Gloo-or-nothing default.
+  AcceleratorRegistry registry;
+  std::shared_ptr<PluginAccelerator> plugin = Loaded(registry, "v1_0");
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_EQ(plugin->info().api_version, "1.0");
+  EXPECT_FALSE(plugin->info().has_collectives);
+  EXPECT_EQ(plugin->ProcessGroupBackend(), "gloo");
+  CollectiveOptions options;
+  options.store = c10::make_intrusive<c10d::HashStore>();
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> backend =
+      plugin->MakeCollectiveBackend(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 0)), options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(backend.status().message(), HasSubstr("brings no collective backend"));
+}
+
+TEST(PluginLoaderTest, APluginWithAllEightCollectivesLoadsAndKilnMakesItsCommunicator) {
+  AcceleratorRegistry registry;
+  std::shared_ptr<PluginAccelerator> plugin = Loaded(registry, "collectives");
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_EQ(plugin->info().api_version, "1.1");
+  EXPECT_TRUE(plugin->info().has_collectives);
+  EXPECT_EQ(plugin->ProcessGroupBackend(), "test_ccl");
+  const LogicalDevice device = LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 0));
+
+  // Rank 0 asks the plugin for a unique id and leaves it in the store, then joins: the test plugin's CommInit fails,
+  // and its error comes back with its code, naming the path and the function.
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  CollectiveOptions options;
+  options.store = store;
+  options.world_size = 2;
+  options.timeout = std::chrono::milliseconds(2000);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> rank0 = plugin->MakeCollectiveBackend(device, options);
+  ASSERT_FALSE(rank0.ok());
+  EXPECT_EQ(rank0.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(rank0.status().message(),
+              HasSubstr(absl::StrCat("accelerator plugin '", TestPlugin("collectives"),
+                                     "': Collectives_CommInit: test plugin: rank 0 of 2 cannot join: the test fabric "
+                                     "is down")));
+  const std::vector<uint8_t> id = store->get(kPluginUniqueIdKey);
+  EXPECT_EQ(std::string(id.begin(), id.end()), std::string("test-id", 8));
+
+  // Rank 1 reads the id from the store (CommInit checks it is the plugin's own).
+  options.rank = 1;
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> rank1 = plugin->MakeCollectiveBackend(device, options);
+  ASSERT_FALSE(rank1.ok());
+  EXPECT_THAT(rank1.status().message(), HasSubstr("test plugin: rank 1 of 2 cannot join"));
+
+  // Without rank 0, rank 1 waits for the id for the timeout, then says what it waited for.
+  options.store = c10::make_intrusive<c10d::HashStore>();
+  options.timeout = std::chrono::milliseconds(200);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> alone = plugin->MakeCollectiveBackend(device, options);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(alone.status().message(), HasSubstr("rank 1 of 2: test_ccl (accelerator plugin '"));
+  EXPECT_THAT(alone.status().message(), HasSubstr("rank 0's unique id did not arrive within 200 ms"));
 }
 
 TEST(PluginLoaderTest, OnlyPathsAreLoadedNeverABareNameFromTheWorkingDirectory) {

@@ -520,6 +520,12 @@ int RunCollectiveRank(const Config& config) {
   c10d::Backend& backend = **made;
   const auto on_device = at::TensorOptions(at::kFloat).device(device);
   int failures = 0;
+  // Plans, logs and `process_group_backend` name the backend by ProcessGroupBackend(): it must be the one made.
+  if (backend.getBackendName() != accelerator.ProcessGroupBackend()) {
+    std::cout << "FAIL: MakeCollectiveBackend made a backend named '" << backend.getBackendName()
+              << "', but ProcessGroupBackend() says '" << accelerator.ProcessGroupBackend() << "'" << std::endl;
+    ++failures;
+  }
   const auto expect = [&](const char* what, const at::Tensor& got, const at::Tensor& want) {
     if (got.device() != device) {
       std::cout << "FAIL: " << what << ": the result left " << device << " for " << got.device() << std::endl;
@@ -582,12 +588,15 @@ int FreePort() {
 struct RankRun {
   pid_t pid = -1;
   std::string log;
-  int status = -1;      // The exit status; -1 while it runs; -2 when killed at the deadline.
+  int status = -1;      // The exit status; -1 while it runs; -2 when killed at the deadline; -3 when stopped
+                        // because another rank had failed.
   double seconds = 0;   // From the start to its exit.
 };
 
 // Starts ranks `ranks` of `world` (this binary again, with --collective_*), waits for them until `deadline_s`, and
-// kills what is left. Each rank's output goes to a file of its own.
+// kills what is left. Once a rank has exited with a non-zero status the run has failed, and the ranks still running
+// are stopped rather than left to wait out their timeouts for a peer (or a store) that is gone. Each rank's output
+// goes to a file of its own.
 std::vector<RankRun> RunRanks(const std::vector<int>& ranks, int world, int timeout_ms, double deadline_s) {
   const Config& config = GetConfig();
   const int port = FreePort();
@@ -615,6 +624,7 @@ std::vector<RankRun> RunRanks(const std::vector<int>& ranks, int world, int time
     runs[i].pid = pid;
   }
   size_t running = runs.size();
+  bool failed = false;
   while (running > 0) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (RankRun& run : runs) {
@@ -623,11 +633,12 @@ std::vector<RankRun> RunRanks(const std::vector<int>& ranks, int world, int time
       if (::waitpid(run.pid, &status, WNOHANG) == run.pid) {
         run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         run.seconds = elapsed;
+        failed = failed || run.status != 0;
         --running;
-      } else if (elapsed > deadline_s) {
+      } else if (elapsed > deadline_s || failed) {
         ::kill(run.pid, SIGKILL);
         ::waitpid(run.pid, &status, 0);
-        run.status = -2;
+        run.status = elapsed > deadline_s ? -2 : -3;
         run.seconds = elapsed;
         --running;
       }
@@ -652,7 +663,10 @@ TEST_F(ConformanceTest, CollectivesGiveTheRightValuesAcrossProcesses) {
     const std::vector<RankRun> runs = RunRanks(ranks, world, /*timeout_ms=*/30000, /*deadline_s=*/60);
     for (size_t r = 0; r < runs.size(); ++r) {
       EXPECT_EQ(runs[r].status, 0)
-          << "rank " << r << " of " << world << (runs[r].status == -2 ? " did not finish within 60 s" : " failed")
+          << "rank " << r << " of " << world
+          << (runs[r].status == -2   ? " did not finish within 60 s"
+              : runs[r].status == -3 ? " was stopped after another rank had failed"
+                                     : " failed")
           << "; the backend of Accelerator::MakeCollectiveBackend must give hal/collectives.h's results on "
           << accelerator_->name() << "'s tensors. Its output:\n"
           << Output(runs[r]);

@@ -32,9 +32,11 @@ if $compare "$(last "$work/ddp")" "$(last "$work/one32")" $tolerance >/dev/null;
 fi
 
 echo "== two nodes on loopback, one process each, started separately"
+# Two nodes would have their own cores; on one machine each gets its share (OMP_NUM_THREADS=1), or their intra-op
+# threads oversubscribe the cores (fit does this itself for the processes of one node).
 port=$(free_port)
 for node in 0 1; do
-  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NODE_RANK=$node \
+  OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port NODE_RANK=$node \
     $fit "${common[@]}" --devices=1 --num_nodes=2 --batch_size=32 --process_group_timeout=60 \
     --default_root_dir="$work/nodes" --summary_json="$work/nodes$node.json" >"$work/node$node.log" 2>&1 &
   pids[$node]=$!

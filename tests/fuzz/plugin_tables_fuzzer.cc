@@ -19,9 +19,10 @@
 //
 // What must hold, each derived here from the table or the script and the rules of kiln_plugin_c_api.h, never from
 // the loader's code:
-//   - a table is accepted exactly when struct_size covers the whole table, the major version is Kiln's, the minor
-//     version is at least the minimum and no function is NULL; a refusal is InvalidArgument naming the path (and
-//     the missing function, when that is the only fault);
+//   - a table is accepted exactly when struct_size covers the whole table of the minor version it reports (at most
+//     the header's) and of the minimum, the major version is Kiln's, the minor version is at least the minimum, no
+//     1.0 function is NULL, and a 1.1 table's eight collectives are all set or all NULL; a refusal is
+//     InvalidArgument naming the path (and the missing function, when that is the only fault);
 //   - ReadPluginInfo succeeds exactly when the answers are valid (strings present, every alias present, a known
 //     device type and numbering but not CPU with indexed devices, at least one precision, all known, none twice, a
 //     visibility hint when one is said to be set), and then holds exactly the plugin's answers;
@@ -112,6 +113,25 @@ constexpr Function kFunctions[] = {
     {"Precision_Substitute", offsetof(KILN_Plugin_Api, Precision_Substitute)},
 };
 
+// The functions of version 1.1: optional, all or nothing.
+constexpr Function kCollectives[] = {
+    {"Collectives_GetUniqueId", offsetof(KILN_Plugin_Api, Collectives_GetUniqueId)},
+    {"Collectives_CommInit", offsetof(KILN_Plugin_Api, Collectives_CommInit)},
+    {"Collectives_CommDestroy", offsetof(KILN_Plugin_Api, Collectives_CommDestroy)},
+    {"Collectives_AllReduce", offsetof(KILN_Plugin_Api, Collectives_AllReduce)},
+    {"Collectives_Broadcast", offsetof(KILN_Plugin_Api, Collectives_Broadcast)},
+    {"Collectives_AllGather", offsetof(KILN_Plugin_Api, Collectives_AllGather)},
+    {"Collectives_ReduceScatter", offsetof(KILN_Plugin_Api, Collectives_ReduceScatter)},
+    {"Collectives_Barrier", offsetof(KILN_Plugin_Api, Collectives_Barrier)},
+};
+
+// The table's size at each minor version, from the header: 1.0 ends with Precision_Substitute, 1.1 with
+// Collectives_Barrier.
+size_t TableSizeAtMinor(int minor) {
+  return minor <= 0 ? KILN_STRUCT_SIZE(KILN_Plugin_Api, Precision_Substitute)
+                    : KILN_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier);
+}
+
 template <typename T>
 T Field(const uint8_t* bytes, size_t offset) {
   T value;
@@ -144,17 +164,37 @@ void FuzzTable(FuzzInput& input) {
   }
   const bool has_versions = claimed >= offsetof(KILN_Plugin_Api, minor_version) + sizeof(int32_t);
   const bool versions_fit = has_versions && major == KILN_PLUGIN_API_MAJOR && minor >= minimum_minor;
-  const bool whole = claimed >= KILN_Plugin_Api_STRUCT_SIZE;
-  const bool expected_ok = versions_fit && whole && missing == nullptr;
+  // The table of the version the plugin reports (at most this header's) and of the version Kiln needs.
+  const bool whole =
+      claimed >= std::max(TableSizeAtMinor(std::min(minor, KILN_PLUGIN_API_MINOR)), TableSizeAtMinor(minimum_minor));
+  // A 1.1 table sets its collectives all or none.
+  const char* missing_collective = nullptr;
+  int collectives_set = 0;
+  if (minor >= 1) {
+    for (const Function& function : kCollectives) {
+      if (Field<uintptr_t>(bytes, function.offset) != 0) {
+        ++collectives_set;
+      } else if (missing_collective == nullptr) {
+        missing_collective = function.name;
+      }
+    }
+  }
+  const bool partial = collectives_set > 0 && missing_collective != nullptr;
+  const bool expected_ok = versions_fit && whole && missing == nullptr && !partial;
   const auto shown = [&] {
     return absl::StrCat("struct_size ", claimed, ", version ", major, ".", minor, ", minimum minor ", minimum_minor,
-                        ", first NULL function ", missing != nullptr ? missing : "none", ": ", status.ToString());
+                        ", first NULL function ", missing != nullptr ? missing : "none", ", collectives set ",
+                        collectives_set, ": ", status.ToString());
   };
   KILN_FUZZ_CHECK(status.ok() == expected_ok, shown());
   if (status.ok()) return;
   KILN_FUZZ_CHECK(status.code() == absl::StatusCode::kInvalidArgument, shown());
   KILN_FUZZ_CHECK(absl::StrContains(status.message(), Quoted(kTablePath)), shown());
-  if (versions_fit && whole) KILN_FUZZ_CHECK(absl::StrContains(status.message(), missing), shown());
+  if (versions_fit && whole && missing != nullptr)
+    KILN_FUZZ_CHECK(absl::StrContains(status.message(), missing), shown());
+  if (versions_fit && whole && missing == nullptr) {
+    KILN_FUZZ_CHECK(absl::StrContains(status.message(), missing_collective), shown());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -422,8 +462,8 @@ std::vector<c10::Device> CheckDevices(const PluginAccelerator& accelerator, cons
 }
 
 // SetupDevice and TeardownDevice reach the plugin with the device's index, and only for its own devices.
-void CheckSetupAndTeardown(PluginAccelerator& accelerator, const KILN_FUZZ_Script& script,
-                           const LogicalDevice& device, int32_t plugin_index) {
+void CheckSetupAndTeardown(PluginAccelerator& accelerator, const KILN_FUZZ_Script& script, const LogicalDevice& device,
+                           int32_t plugin_index) {
   const auto shown = [&] { return absl::StrCat(device.ToString(), " as plugin index ", plugin_index); };
   KILN_FUZZ_Calls before = Calls();
   const absl::Status setup = accelerator.SetupDevice(device);
@@ -611,8 +651,8 @@ void FuzzPlugin(FuzzInput& input) {
   const c10::Device compute = !parsed.empty() ? parsed.front()
                               : processes     ? c10::Device(info->device_type)
                                               : c10::Device(info->device_type, 0);
-  const LogicalDevice device{.accelerator = info->name, .index = compute.has_index() ? compute.index() : 0,
-                             .compute = compute};
+  const LogicalDevice device{
+      .accelerator = info->name, .index = compute.has_index() ? compute.index() : 0, .compute = compute};
   const int32_t plugin_index = processes ? 0 : compute.index();
   CheckSetupAndTeardown(accelerator, script, device, plugin_index);
   CheckStats(accelerator, script, device, plugin_index);

@@ -2,7 +2,8 @@
 # Drives the real //trainer:fit with accelerator plugins loaded at run time (hal/plugin/kiln_plugin_c_api.h): the
 # sample plugin (examples/sample_plugin) by --accelerator_plugin and by KILN_ACCELERATOR_PLUGINS, chosen by name,
 # alias and "auto", trains with the CPU run's parameters bit for bit (it computes on LibTorch's CPU device), with one
-# process or two; broken plugins stop fit before training with exit status 2 and one error line naming the path.
+# process or two (then on its own collectives, sample_ccl, which also end a run whose peer stops answering within the
+# timeout); broken plugins stop fit before training with exit status 2 and one error line naming the path.
 set -uo pipefail
 fit=trainer/fit
 sample=examples/sample_plugin/libkiln_sample_plugin.so
@@ -65,11 +66,45 @@ train auto_raised SAMPLE_PLUGIN_PRIORITY=100 -- --accelerator_plugin="$sample"
 expect_trained_on auto_raised sample_plugin
 expect_parameters_of auto_raised cpu
 
-# Two processes: the launched rank loads the plugin from the same flags; data-parallel results equal the CPU's.
-train cpu_ddp -- --accelerator=cpu --devices=2
-train plugin_ddp -- --accelerator_plugin="$sample" --accelerator=sample_plugin --devices=2
+# Two processes: the launched rank loads the plugin from the same flags, and DDP exchanges gradients through the
+# plugin's own collectives (sample_ccl, plugin API 1.1), not Gloo. The parameters equal two CPU processes' on Gloo bit
+# for bit: with two ranks every sum is a + b, in whichever order, and the reducer, buckets and data are the same.
+train cpu_ddp -- --accelerator=cpu --devices=2 --strategy=ddp
+grep -qF '"process_group_backend": "gloo"' "$tmp/cpu_ddp.json" || fail "cpu_ddp: plan: $(cat "$tmp/cpu_ddp.json")"
+train plugin_ddp -- --accelerator_plugin="$sample" --accelerator=sample_plugin --devices=2 --strategy=ddp
 expect_trained_on plugin_ddp sample_plugin ddp
+grep -qF '"process_group_backend": "sample_ccl"' "$tmp/plugin_ddp.json" ||
+  fail "plugin_ddp: the plan names no sample_ccl backend: $(cat "$tmp/plugin_ddp.json")"
 expect_parameters_of plugin_ddp cpu_ddp
+
+# A rank that stops answering (SIGSTOP: alive, but silent) ends the run within the timeout: rank 0's sample_ccl call
+# fails with DEADLINE_EXCEEDED naming the collective and the rank, and the launcher takes the stopped rank down.
+start=$(date +%s)
+$fit --accelerator_plugin="$sample" --accelerator=sample_plugin --devices=2 --strategy=ddp --max_epochs=200 \
+  --num_train=32768 --enable_progress_bar=false --log_every_n_steps=0 --enable_checkpointing=false \
+  --num_sanity_val_steps=0 --process_group_timeout=5 --default_root_dir="$tmp/stopped" >"$tmp/stopped.log" 2>&1 &
+launcher=$!
+child=""
+for _ in $(seq 1 400); do
+  child=$(pgrep -P $launcher | head -1)
+  [[ -n "$child" ]] && grep -q "joined at" "$tmp/stopped.log" && break
+  sleep 0.05
+done
+if [[ -z "$child" ]]; then
+  fail "stopped: no child process appeared: $(tail -n 3 "$tmp/stopped.log")"
+  kill -KILL $launcher 2>/dev/null
+else
+  sleep 1
+  kill -STOP "$child"
+  wait $launcher
+  code=$?
+  elapsed=$(($(date +%s) - start))
+  [[ $code -ne 0 ]] || fail "stopped: the launcher exited 0 while its rank 1 was stopped"
+  [[ $elapsed -lt 30 ]] || fail "stopped: took ${elapsed}s to end with a 5 s timeout"
+  grep -qE "sample_ccl [a-z_]+ failed \(DEADLINE_EXCEEDED\).*sample_ccl [A-Za-z]+: rank 1 did not (arrive|take its data) within the timeout of 5000 ms" \
+    "$tmp/stopped.log" || fail "stopped: no sample_ccl error naming rank 1: $(grep "^error" "$tmp/stopped.log")"
+  kill -0 "$child" 2>/dev/null && { fail "stopped: rank 1 was left behind"; kill -KILL "$child"; }
+fi
 
 # The plugin's precision substitute, with its warning.
 $fit --accelerator_plugin="$sample" --accelerator=sample_plugin --precision=16-mixed --max_epochs=1 \
@@ -100,7 +135,7 @@ expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_absent.so':
   - --accelerator_plugin=$tests/libtest_plugin_absent.so
 expect_usage_error "error: accelerator plugin '$tests/testing/not_a_plugin.so' cannot be loaded as a shared library" \
   - --accelerator_plugin=$tests/testing/not_a_plugin.so
-expect_usage_error "was built for plugin API version 2.0, but this Kiln implements 1.0" \
+expect_usage_error "was built for plugin API version 2.1, but this Kiln implements 1.1" \
   - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so
 expect_usage_error "'$tests/libtest_plugin_missing_symbol.so' does not export KILN_GetPluginApi" \
   - --accelerator_plugin=$tests/libtest_plugin_missing_symbol.so
@@ -114,7 +149,7 @@ expect_usage_error "Plugin_Initialize: sample_plugin: SAMPLE_PLUGIN_PRIORITY='hi
 expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_null_function.so' has no Device_Stats" \
   KILN_ACCELERATOR_PLUGINS=$tests/libtest_plugin_null_function.so --accelerator=cpu
 # Every --accelerator_plugin counts, not only the last (Abseil's flags keep the last value).
-expect_usage_error "'$tests/libtest_plugin_wrong_major.so' was built for plugin API version 2.0" \
+expect_usage_error "'$tests/libtest_plugin_wrong_major.so' was built for plugin API version 2.1" \
   - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so --accelerator_plugin="$sample"
 # This program links the virtual NPU, which owns LibTorch's one PrivateUse1 slot: a PrivateUse1 plugin is refused.
 expect_usage_error "computes on PrivateUse1 devices, but this process already had a PrivateUse1 device registered" \

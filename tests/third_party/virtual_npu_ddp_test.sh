@@ -4,7 +4,8 @@
 # - 4 virtual NPU processes end with the parameters of 4 CPU processes, bit for bit (params_sha256): the same
 #   reducer, the same sums, on another device;
 # (What cannot work, Gloo named for the device's tensors or a backend the accelerator does not bring, is refused
-# before training: //tests/third_party:ddp_backend_test.)
+# before training: //tests/third_party:instance_test; here, through fit's --process_group_backend, Gloo for the
+# virtual NPU's tensors and the virtual NPU's backend for the CPU's.)
 # - a rank killed mid-training ends the others within --process_group_timeout plus a few seconds.
 set -uo pipefail
 fit=trainer/fit
@@ -26,6 +27,19 @@ grep -qF '"process_group_backend": "vnccl"' "$tmp/npu.json" || fail "the plan na
 cpu_sha=$(sha "$tmp/cpu.json")
 npu_sha=$(sha "$tmp/npu.json")
 [[ -n "$cpu_sha" && "$npu_sha" == "$cpu_sha" ]] || fail "4 virtual NPUs ended with $npu_sha, 4 CPU processes with $cpu_sha"
+
+echo "== a backend that cannot carry the device, chosen with --process_group_backend, is refused before training"
+$fit "${common[@]}" --accelerator=virtual_npu --devices=2 --strategy=ddp --process_group_backend=gloo \
+  --default_root_dir="$tmp/gloo" >"$tmp/gloo.out" 2>"$tmp/gloo.err"
+code=$?
+[[ $code -ne 0 ]] || fail "--process_group_backend=gloo on virtual_npu exited 0"
+grep -q "the collective backend 'gloo' cannot all-reduce virtual_npu:0 tensors" "$tmp/gloo.err" ||
+  fail "no refusal naming gloo and the device in: $(tail -n 5 "$tmp/gloo.err")"
+grep -q "^Trained on" "$tmp/gloo.out" && fail "it trained with gloo on virtual_npu"
+$fit "${common[@]}" --accelerator=cpu --devices=2 --strategy=ddp --process_group_backend=vnccl \
+  --default_root_dir="$tmp/vnccl" >"$tmp/vnccl.out" 2>"$tmp/vnccl.err" && fail "vnccl on cpu exited 0"
+grep -q "process group backend 'vnccl' is not available for accelerator 'cpu'" "$tmp/vnccl.err" ||
+  fail "no refusal of vnccl on cpu in: $(tail -n 5 "$tmp/vnccl.err")"
 
 echo "== a killed rank ends the others within the timeout"
 long=(--max_epochs=200 --num_train=32768 --enable_progress_bar=false --log_every_n_steps=0 --enable_checkpointing=false

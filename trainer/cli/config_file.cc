@@ -327,6 +327,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"precision", Section::kTrainer, "precision"},
       {"num_nodes", Section::kTrainer, "num_nodes"},
       {"process_group_timeout", Section::kTrainer, "process_group_timeout"},
+      {"process_group_backend", Section::kTrainer, "process_group_backend"},
       {"max_epochs", Section::kTrainer, "max_epochs"},
       {"min_epochs", Section::kTrainer, "min_epochs"},
       {"max_steps", Section::kTrainer, "max_steps"},

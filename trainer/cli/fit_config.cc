@@ -248,6 +248,7 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     return FlagError("process_group_timeout", absl::StrCat(timeout), "pass a number of seconds > 0");
   }
   trainer.process_group_timeout = absl::Seconds(absl::GetFlag(FLAGS_process_group_timeout));
+  trainer.process_group_backend = absl::GetFlag(FLAGS_process_group_backend);
   trainer.max_epochs = absl::GetFlag(FLAGS_max_epochs);
   if (absl::Status s = AtLeast("max_epochs", *trainer.max_epochs, -1, " (-1: no limit)"); !s.ok()) return s;
   if (absl::GetFlag(FLAGS_min_epochs) != 0) trainer.min_epochs = absl::GetFlag(FLAGS_min_epochs);

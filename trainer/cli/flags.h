@@ -24,6 +24,7 @@ ABSL_DECLARE_FLAG(std::string, devices);
 ABSL_DECLARE_FLAG(std::string, strategy);
 ABSL_DECLARE_FLAG(std::string, precision);
 ABSL_DECLARE_FLAG(int, num_nodes);
+ABSL_DECLARE_FLAG(std::string, process_group_backend);
 ABSL_DECLARE_FLAG(double, process_group_timeout);
 
 // Training loop.

@@ -17,5 +17,8 @@ ABSL_FLAG(std::string, precision, "32-true",
           "accelerator declares them: cpu runs 32-true, 64-true, bf16-mixed and bf16-true, and 16-mixed as "
           "bf16-mixed (with Lightning's warning).");
 ABSL_FLAG(int, num_nodes, 1, "Number of machines.");
+ABSL_FLAG(std::string, process_group_backend, "",
+          "ddp: the collective backend; empty for the accelerator's own (nccl for cuda, gloo for cpu, a vendor's for "
+          "its device). \"gloo\" carries CUDA tensors too, and lets several processes share one GPU.");
 ABSL_FLAG(double, process_group_timeout, 1800,
           "ddp: seconds that joining the other processes, and each collective, may take before the run fails.");

@@ -14,6 +14,12 @@
  *   TEST_PLUGIN_BAD_INFO        Plugin_Info leaves device_type unset (0)
  *   TEST_PLUGIN_FAILING         "test_failing": loads, but counting, availability, set-up, tear-down, statistics
  *                               and substitutes all fail
+ *   TEST_PLUGIN_V1_0            "test_v1_0": a plugin built against header 1.0: minor version 0, and a function
+ *                               table that ends after Precision_Substitute (what a 1.0 build's struct_size says)
+ *   TEST_PLUGIN_COLLECTIVES     "test_ccl": 1.1 with all eight collectives, process group backend "test_ccl";
+ *                               its unique id is "test-id", and Collectives_CommInit fails with UNAVAILABLE
+ *                               (no fabric), so that Kiln's handling of a plugin's CCL error can be seen
+ *   TEST_PLUGIN_PARTIAL_COLLECTIVES  1.1 with collectives but Collectives_ReduceScatter and Collectives_Barrier NULL
  *
  * Every function checks the caller's struct_size first, as the header asks of plugins. */
 #include <stdio.h>
@@ -80,8 +86,12 @@ static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
 #ifdef TEST_PLUGIN_INFO_ERROR
   return MakeError(KILN_ERROR_CODE_INTERNAL, "the test plugin's configuration file is corrupt");
 #else
-#ifdef TEST_PLUGIN_FAILING
+#if defined(TEST_PLUGIN_FAILING)
   args->name = "test_failing";
+#elif defined(TEST_PLUGIN_V1_0)
+  args->name = "test_v1_0";
+#elif defined(TEST_PLUGIN_COLLECTIVES)
+  args->name = "test_ccl";
 #else
   args->name = "test_indexed";
   args->aliases = kAliases;
@@ -93,7 +103,11 @@ static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
   args->device_type = KILN_DEVICE_TYPE_PRIVATEUSE1;
 #endif
   args->device_numbering = KILN_DEVICE_NUMBERING_INDEXED;
+#ifdef TEST_PLUGIN_COLLECTIVES
+  args->process_group_backend = "test_ccl";
+#else
   args->process_group_backend = "gloo";
+#endif
   args->precisions = kPrecisions;
   args->num_precisions = 1;
   args->visibility_hint_is_set = true;
@@ -168,9 +182,45 @@ static KILN_Error* PrecisionSubstitute(KILN_Precision_Substitute_Args* args) {
   return NULL;
 }
 
+/* The collectives (1.1): just enough for the loader's tests; a working CCL is examples/sample_plugin's. */
+static const char kUniqueId[] = "test-id";
+
+MAYBE_UNUSED static KILN_Error* GetUniqueId(KILN_Collectives_GetUniqueId_Args* args) {
+  CHECK_ARGS(args, KILN_Collectives_GetUniqueId_Args);
+  memcpy(args->unique_id, kUniqueId, sizeof(kUniqueId));
+  args->unique_id_size = sizeof(kUniqueId);
+  return NULL;
+}
+
+MAYBE_UNUSED static KILN_Error* CommInit(KILN_Collectives_CommInit_Args* args) {
+  CHECK_ARGS(args, KILN_Collectives_CommInit_Args);
+  if (args->unique_id_size != sizeof(kUniqueId) || memcmp(args->unique_id, kUniqueId, sizeof(kUniqueId)) != 0) {
+    return MakeError(KILN_ERROR_CODE_INVALID_ARGUMENT, "test plugin: not the unique id it gave");
+  }
+  char message[160];
+  snprintf(message, sizeof(message), "test plugin: rank %d of %d cannot join: the test fabric is down", args->rank,
+           args->world_size);
+  return MakeError(KILN_ERROR_CODE_UNAVAILABLE, message);
+}
+
+/* Never reached: no communicator is ever made. */
+#define NO_COMMUNICATOR(name, type)                                                                         \
+  MAYBE_UNUSED static KILN_Error* name(type* args) {                                                        \
+    CHECK_ARGS(args, type);                                                                                 \
+    return MakeError(KILN_ERROR_CODE_FAILED_PRECONDITION, "test plugin: " #name " without a communicator"); \
+  }
+NO_COMMUNICATOR(CommDestroy, KILN_Collectives_CommDestroy_Args)
+NO_COMMUNICATOR(AllReduce, KILN_Collectives_AllReduce_Args)
+NO_COMMUNICATOR(Broadcast, KILN_Collectives_Broadcast_Args)
+NO_COMMUNICATOR(AllGather, KILN_Collectives_AllGather_Args)
+NO_COMMUNICATOR(ReduceScatter, KILN_Collectives_ReduceScatter_Args)
+NO_COMMUNICATOR(Barrier, KILN_Collectives_Barrier_Args)
+
 MAYBE_UNUSED static const KILN_Plugin_Api kApi = {
-#ifdef TEST_PLUGIN_SHORT_API
+#if defined(TEST_PLUGIN_SHORT_API)
     .struct_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Teardown),
+#elif defined(TEST_PLUGIN_V1_0)
+    .struct_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, Precision_Substitute),
 #else
     .struct_size = KILN_Plugin_Api_STRUCT_SIZE,
 #endif
@@ -179,7 +229,11 @@ MAYBE_UNUSED static const KILN_Plugin_Api kApi = {
 #else
     .major_version = KILN_PLUGIN_API_MAJOR,
 #endif
+#ifdef TEST_PLUGIN_V1_0
+    .minor_version = 0,
+#else
     .minor_version = KILN_PLUGIN_API_MINOR,
+#endif
     .Error_Destroy = ErrorDestroy,
     .Error_Message = ErrorMessage,
     .Error_GetCode = ErrorGetCode,
@@ -195,6 +249,18 @@ MAYBE_UNUSED static const KILN_Plugin_Api kApi = {
     .Device_Stats = DeviceStats,
 #endif
     .Precision_Substitute = PrecisionSubstitute,
+#if defined(TEST_PLUGIN_COLLECTIVES) || defined(TEST_PLUGIN_PARTIAL_COLLECTIVES)
+    .Collectives_GetUniqueId = GetUniqueId,
+    .Collectives_CommInit = CommInit,
+    .Collectives_CommDestroy = CommDestroy,
+    .Collectives_AllReduce = AllReduce,
+    .Collectives_Broadcast = Broadcast,
+    .Collectives_AllGather = AllGather,
+#endif
+#ifdef TEST_PLUGIN_COLLECTIVES
+    .Collectives_ReduceScatter = ReduceScatter,
+    .Collectives_Barrier = Barrier,
+#endif
 };
 
 #if defined(TEST_PLUGIN_MISSING_SYMBOL)
