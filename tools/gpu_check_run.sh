@@ -164,7 +164,7 @@ resume 16-mixed
 t0=$(date +%s)
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 if fit_run ddp_nccl "$work/ddp_nccl" --accelerator=cuda --devices=-1 --strategy=ddp --max_epochs=$epochs; then
-  backend=$(json ddp_nccl 's["process_group_backend"]')
+  backend=$(json ddp_nccl 's["plan"]["process_group_backend"]')
   if [[ $gpus -eq 1 ]]; then
     ddp=$(json ddp_nccl 's["params_sha256"]')
     single=$(json gpu_32 's["params_sha256"]' 2>/dev/null)
@@ -215,9 +215,10 @@ import json, sys
 gpu, cpu = (json.load(open(p)) for p in sys.argv[1:3])
 g, c = gpu["final_metrics"], cpu["final_metrics"]
 dl, da = abs(g["val_loss"] - c["val_loss"]), abs(g["val_acc"] - c["val_acc"])
-ok = gpu["process_group_backend"] == "gloo" and gpu["world_size"] == 2 and dl <= 0.02 and da <= 0.02
+plan = gpu["plan"]
+ok = plan["process_group_backend"] == "gloo" and plan["world_size"] == 2 and dl <= 0.02 and da <= 0.02
 print("PASS" if ok else "FAIL", "backend %s, world size %s; val_loss %.4f vs 2 CPU processes %.4f (|d| %.4f <= 0.02), "
-      "val_acc %.4f vs %.4f (|d| %.4f <= 0.02)" % (gpu["process_group_backend"], gpu["world_size"], g["val_loss"],
+      "val_acc %.4f vs %.4f (|d| %.4f <= 0.02)" % (plan["process_group_backend"], plan["world_size"], g["val_loss"],
                                                    c["val_loss"], dl, g["val_acc"], c["val_acc"], da))
 EOF
   )
