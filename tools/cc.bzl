@@ -53,7 +53,11 @@ def _torch_pch_impl(ctx):
             system_include_directories = deps_context.system_includes,
             framework_include_directories = deps_context.framework_includes,
             preprocessor_defines = deps_context.defines,
-            use_pic = True,
+            # As the configuration compiles the objects that binaries link (Bazel's rule): position-independent code
+            # except under -c opt, where Debian's GCC compiles them as -fPIE. A header precompiled the other way is
+            # refused (-Winvalid-pch, "different settings of -fpie"): under -c opt, the shared objects that tests
+            # link parse the plain header.
+            use_pic = ctx.var["COMPILATION_MODE"] != "opt",
         )
         command_line = cc_common.get_memory_inefficient_command_line(
             feature_configuration = feature_configuration,

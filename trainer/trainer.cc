@@ -327,9 +327,12 @@ absl::Status Trainer::SetupStrategy(LightningModule& model) {
     // starting one intra-op thread per core oversubscribes the cores, and the threads' spin-waits then cost several
     // times the training itself (a 2-process CPU run on 2 busy cores: 35 s against 3.5 s). Processes this one
     // launches inherit the variable; an OMP_NUM_THREADS the user (or the launcher) set is kept.
-    const int threads = std::max(1, at::get_num_threads() / plan_->num_devices());
+    const int cores = at::get_num_threads();
+    const int threads = std::max(1, cores / plan_->num_devices());
     at::set_num_threads(threads);
     ::setenv("OMP_NUM_THREADS", absl::StrCat(threads).c_str(), /*overwrite=*/0);
+    LOG(INFO) << "ddp: " << plan_->num_devices() << " local processes share " << cores << " intra-op thread(s): "
+              << threads << " each (set OMP_NUM_THREADS to choose)";
   }
   if (strategy_->IsDistributed() && !plan_->creates_processes_externally) {
     if (!plan_->main_port.has_value()) {

@@ -14,8 +14,6 @@
 //
 // The model is the DDP row's of process_bench (256-1024-1024-10, batch 512 per process: 5.3 MB of gradients),
 // one intra-op thread per process.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +34,7 @@
 #include "torch/nn/modules/activation.h"
 #include "torch/nn/modules/container/sequential.h"
 #include "torch/nn/modules/linear.h"
+#include "trainer/strategies/launcher.h"
 
 namespace kiln {
 namespace {
@@ -43,18 +42,6 @@ namespace {
 const bool kSmoke = std::getenv("KILN_BENCH_SMOKE") != nullptr;
 const int kRounds = kSmoke ? 1 : 7;
 const int kSteps = kSmoke ? 2 : 20;
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 struct Medians {
   double pytorch_ms = 0, manual_ms = 0;
@@ -152,7 +139,9 @@ BENCHMARK(BM_DdpReducers)->Iterations(1)->UseManualTime()->Unit(benchmark::kMill
 
 int main(int argc, char** argv) {
   // Rank 1 is forked before LibTorch starts any thread, and runs the same single benchmark iteration's rounds.
-  kiln::g_port = kiln::FreePort();
+  const absl::StatusOr<int> port = kiln::FindFreePort();
+  if (!port.ok()) return 1;
+  kiln::g_port = *port;
   const pid_t child = fork();
   if (child < 0) return 1;
   if (child == 0) {

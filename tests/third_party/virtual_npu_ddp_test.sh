@@ -6,6 +6,7 @@
 # (What cannot work, Gloo named for the device's tensors or a backend the accelerator does not bring, is refused
 # before training: //tests/third_party:instance_test; here, through fit's --process_group_backend, Gloo for the
 # virtual NPU's tensors and the virtual NPU's backend for the CPU's.)
+# - the local processes share the intra-op threads, unless OMP_NUM_THREADS is set;
 # - a rank killed mid-training ends the others within --process_group_timeout plus a few seconds.
 set -uo pipefail
 fit=trainer/fit
@@ -24,6 +25,12 @@ $fit "${common[@]}" --accelerator=virtual_npu --devices=4 --strategy=ddp --defau
   --summary_json="$tmp/npu.json" >"$tmp/npu.out" 2>"$tmp/npu.err" || fail "4 virtual NPUs: $(tail -n 3 "$tmp/npu.err")"
 grep -q "^Trained on virtual_npu (ddp, 32-true)" "$tmp/npu.out" || fail "no 'Trained on virtual_npu (ddp' in: $(cat "$tmp/npu.out")"
 grep -qF '"process_group_backend": "vnccl"' "$tmp/npu.json" || fail "the plan names no vnccl backend: $(cat "$tmp/npu.json")"
+# The 4 local processes share the machine's intra-op threads (unless OMP_NUM_THREADS says otherwise): each takes
+# its share, at least one, as the log says.
+cores=$(nproc)
+share=$((cores / 4 > 0 ? cores / 4 : 1))
+grep -q "ddp: 4 local processes share $cores intra-op thread(s): $share each" "$tmp/cpu.err" ||
+  fail "no 'ddp: 4 local processes share $cores intra-op thread(s): $share each' in: $(grep 'ddp:' "$tmp/cpu.err")"
 cpu_sha=$(sha "$tmp/cpu.json")
 npu_sha=$(sha "$tmp/npu.json")
 [[ -n "$cpu_sha" && "$npu_sha" == "$cpu_sha" ]] || fail "4 virtual NPUs ended with $npu_sha, 4 CPU processes with $cpu_sha"
@@ -36,6 +43,10 @@ code=$?
 grep -q "the collective backend 'gloo' cannot all-reduce virtual_npu:0 tensors" "$tmp/gloo.err" ||
   fail "no refusal naming gloo and the device in: $(tail -n 5 "$tmp/gloo.err")"
 grep -q "^Trained on" "$tmp/gloo.out" && fail "it trained with gloo on virtual_npu"
+# A user's OMP_NUM_THREADS is kept: no share is taken.
+OMP_NUM_THREADS=1 $fit "${common[@]}" --accelerator=cpu --devices=2 --strategy=ddp --max_epochs=1 \
+  --default_root_dir="$tmp/omp" >"$tmp/omp.out" 2>"$tmp/omp.err" || fail "2 CPU processes: $(tail -n 3 "$tmp/omp.err")"
+grep -q "local processes share" "$tmp/omp.err" && fail "OMP_NUM_THREADS=1 was overridden: $(grep 'share' "$tmp/omp.err")"
 $fit "${common[@]}" --accelerator=cpu --devices=2 --strategy=ddp --process_group_backend=vnccl \
   --default_root_dir="$tmp/vnccl" >"$tmp/vnccl.out" 2>"$tmp/vnccl.err" && fail "vnccl on cpu exited 0"
 grep -q "process group backend 'vnccl' is not available for accelerator 'cpu'" "$tmp/vnccl.err" ||
