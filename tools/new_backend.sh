@@ -266,7 +266,7 @@ passes Kiln's conformance suite; replace each `TODO` in `@NAME@_accelerator.cc` 
        # ... WORKSPACE.snippet here ...
 
    and a `.bazelrc` with `build --cxxopt=-std=c++17` and `build --host_cxxopt=-std=c++17` (LibTorch needs C++17).
-   Kiln's README, "Your workspace", has these files complete.
+   Kiln's docs/accelerators.md, "Your workspace", has these files complete.
 2. `bazel test @@NAME@//:all` runs Kiln's conformance suite against "@NAME@", beside every backend Kiln links.
 3. `bazel run @@KILN@//tools:accelerators` lists it; `bazel run @@KILN@//trainer:fit -- --accelerator=@NAME@` trains
    on it. A program of yours links `@@KILN@//trainer` and `@@KILN@//backends:linked`.

@@ -6,7 +6,8 @@
 #   apt-get install slurm-wlm munge        # ~25 MB download
 #   bazel build //trainer:fit && tools/slurm_check.sh
 #
-# Figures from a run are in the README ("Distributed training", SLURM). Exit status: 0 when every check held.
+# Figures from a run are in docs/distributed.md ("Distributed training", SLURM). Exit status: 0 when every check
+# held.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fit=${KILN_FIT:-$PWD/bazel-bin/trainer/fit}

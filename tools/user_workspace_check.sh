@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# A user's workspace, built from the README's own text: the files and commands of README "Your workspace" (each in
-# a fenced block after a `<!-- user-workspace: NAME -->` line) are copied verbatim into a new folder, with
-# /path/to/kiln replaced by this checkout, and the commands run there as a vendor would run them: the scaffold
-# writes a backend, its conformance test runs, `fit` trains on it, and a program of the user's own trains.
+# A user's workspace, built from the documentation's own text: the files and commands of docs/accelerators.md, "Your
+# workspace" (each in a fenced block after a `<!-- user-workspace: NAME -->` line) are copied verbatim into a new
+# folder, with /path/to/kiln replaced by this checkout, and the commands run there as a vendor would run them: the
+# scaffold writes a backend, its conformance test runs, `fit` trains on it, and a program of the user's own trains.
 #
-# A second workspace then does the same with another backend (the README's text with "acme" replaced by "zeta"),
-# and prints how many of its actions the disk cache answered: everything but that backend should come from it
-# (README, "Your workspace").
+# A second workspace then does the same with another backend (the same text with "acme" replaced by "zeta"), and
+# prints how many of its actions the disk cache answered: everything but that backend should come from it
+# (docs/accelerators.md, "Your workspace"; the timings are in docs/build-notes.md).
 #
 #   tools/user_workspace_check.sh [--keep]      (--keep leaves the folders and their output bases behind)
 #
@@ -15,7 +15,7 @@ set -euo pipefail
 kiln=$(cd "$(dirname "$0")/.." && pwd)
 keep=0
 [[ "${1:-}" == --keep ]] && keep=1
-readme="$kiln/README.md"
+doc="$kiln/docs/accelerators.md"
 root=$(mktemp -d /tmp/kiln-user-workspace.XXXXXX)
 
 cleanup() {
@@ -40,14 +40,14 @@ block() {
     found == 1 && /^```/ { found = 2; next }
     found == 2 && /^```/ { exit }
     found == 2 { print }
-  ' "$readme"
+  ' "$doc"
 }
 
-names=$(sed -n -E 's/^<!-- user-workspace: (.+) -->$/\1/p' "$readme")
-[[ -n "$names" ]] || fail "README.md has no <!-- user-workspace: NAME --> blocks"
-grep -qx "commands" <<<"$names" || fail "README.md has no <!-- user-workspace: commands --> block"
+names=$(sed -n -E 's/^<!-- user-workspace: (.+) -->$/\1/p' "$doc")
+[[ -n "$names" ]] || fail "docs/accelerators.md has no <!-- user-workspace: NAME --> blocks"
+grep -qx "commands" <<<"$names" || fail "docs/accelerators.md has no <!-- user-workspace: commands --> block"
 
-# make_workspace DIR BACKEND: the README's files, with Kiln's path and the backend's name filled in.
+# make_workspace DIR BACKEND: the documented files, with Kiln's path and the backend's name filled in.
 make_workspace() {
   local dir=$1 backend=$2
   mkdir -p "$dir"
@@ -56,20 +56,20 @@ make_workspace() {
     [[ "$name" == commands ]] && continue
     mkdir -p "$dir/$(dirname "$name")"
     block "$name" | sed -e "s|/path/to/kiln|$kiln|g" -e "s|acme|$backend|g" >"$dir/$name"
-    [[ -s "$dir/$name" ]] || fail "the README's block for $name is empty"
+    [[ -s "$dir/$name" ]] || fail "docs/accelerators.md's block for $name is empty"
   done <<<"$names"
   block commands | sed -e "s|/path/to/kiln|$kiln|g" -e "s|acme|$backend|g" >"$dir/.readme_commands.sh"
 }
 
-# run_workspace DIR: runs the README's commands there; prints each bazel command's process summary.
+# run_workspace DIR: runs the documented commands there; prints each bazel command's process summary.
 run_workspace() {
   local dir=$1 log=$1/.readme_commands.log
   local start=$SECONDS
-  echo "== $(basename "$dir"): the README's commands"
+  echo "== $(basename "$dir"): the documented commands"
   sed 's/^/   $ /' "$dir/.readme_commands.sh"
   if ! (cd "$dir" && bash -euo pipefail .readme_commands.sh) >"$log" 2>&1; then
     tail -n 60 "$log" >&2
-    fail "$(basename "$dir"): a command of the README failed (log above)"
+    fail "$(basename "$dir"): a documented command failed (log above)"
   fi
   echo "   passed in $((SECONDS - start)) s"
   grep -aE '^INFO: [0-9]+ process(es)?:' "$log" | sed 's/^/   /' || true
@@ -92,4 +92,4 @@ while read -r line; do
   hits=$((hits + ${h:-0})) ran=$((ran + ${r:-0}))
 done < <(grep -aE '^INFO: [0-9]+ process(es)?:' "$root/second/.readme_commands.log")
 echo "second workspace: $hits actions from the disk cache, $ran run (its backend, links, tests)"
-echo "user workspace check passed: both workspaces built from the README, passed conformance and trained"
+echo "user workspace check passed: both workspaces built from docs/accelerators.md, passed conformance and trained"

@@ -15,8 +15,9 @@ into Kiln's programs without editing Kiln) writes, in *its* WORKSPACE:
     kiln_backends(name = "kiln_backends", backends = ["@acme//:acme"])
 
 and builds with C++17 (`build --cxxopt=-std=c++17 --host_cxxopt=-std=c++17` in its .bazelrc, as Kiln's has). Then
-`bazel run @kiln//trainer:fit -- --accelerator=acme` trains on it. README.md, "Your workspace", has the complete
-files (WORKSPACE, .bazelrc, a BUILD and a program), which CI builds as written (tools/user_workspace_check.sh).
+`bazel run @kiln//trainer:fit -- --accelerator=acme` trains on it. docs/accelerators.md, "Your workspace", has the
+complete files (WORKSPACE, .bazelrc, a BUILD and a program), which CI builds as written
+(tools/user_workspace_check.sh).
 
 `kiln_dependencies()` declares what Kiln's BUILD files refer to: the offline stand-ins for the repositories Bazel
 4.2.3 fetches by itself (rules_cc, rules_java, remote_coverage_tools; third_party/README.md), LibTorch

@@ -55,7 +55,7 @@ absl::Status AddCachingAllocatorStats(int device_index, DeviceStats* stats) {
   (void)stats;
   return absl::UnimplementedError(
       "this build of Kiln cannot read the CUDA caching allocator; build with --config=cuda against a CUDA-enabled "
-      "LibTorch (see README, 'CUDA backend')");
+      "LibTorch (see docs/backends.md, 'CUDA backend')");
 }
 
 absl::Status EmptyCache() { return absl::OkStatus(); }

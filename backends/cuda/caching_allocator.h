@@ -1,8 +1,8 @@
 // LibTorch's CUDA caching allocator, as far as the CUDA backend needs it: statistics and releasing cached memory.
 //
 // The allocator lives in libc10_cuda, which only a CUDA-enabled LibTorch has. The code that calls it is compiled
-// only in a build with KILN_WITH_CUDA defined (`bazel build --config=cuda`, see README); in every other build these
-// functions report that the allocator is not built in, and EmptyCache has nothing to release.
+// only in a build with KILN_WITH_CUDA defined (`bazel build --config=cuda`, see docs/backends.md); in every other
+// build these functions report that the allocator is not built in, and EmptyCache has nothing to release.
 //
 // Thread-safety: the allocator is thread-safe; so are these functions. None throws: LibTorch's exceptions are
 // caught and returned as errors.

@@ -78,11 +78,11 @@ absl::Status CudaAccelerator::CheckAvailable() const {
 #ifdef KILN_WITH_CUDA
     return absl::FailedPreconditionError(
         "no CUDA device can be used: this build links LibTorch's CUDA libraries, but they registered no CUDA runtime "
-        "(is the libtorch_cuda this program loads the one it was built with? see README, 'CUDA backend')");
+        "(is the libtorch_cuda this program loads the one it was built with? see docs/backends.md, 'CUDA backend')");
 #else
     return absl::FailedPreconditionError(
         "no CUDA device can be used: this build of Kiln links LibTorch's CPU libraries alone (the default build); "
-        "build Kiln with --config=cuda, after tools/setup.sh --cuda (see README, 'CUDA backend')");
+        "build Kiln with --config=cuda, after tools/setup.sh --cuda (see docs/backends.md, 'CUDA backend')");
 #endif
   }
   if (LibTorchDeviceCount() <= 0) {
@@ -110,7 +110,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> CudaAccelerator::MakeCollectiv
   (void)options;
   return absl::FailedPreconditionError(
       "nccl: this build of Kiln links LibTorch's CPU libraries alone, without ProcessGroupNCCL; build Kiln with "
-      "--config=cuda, after tools/setup.sh --cuda (see README, 'CUDA backend')");
+      "--config=cuda, after tools/setup.sh --cuda (see docs/backends.md, 'CUDA backend')");
 #endif
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile input through the real //trainer:fit binary, one check per class of failure (README, "Reliability"):
+# Hostile input through the real //trainer:fit binary, one check per class of failure (docs/reliability.md):
 #  1. runs never lose each other's data: two fits started at once in one folder get two complete run folders, and a
 #     resume from another run's checkpoint (or from a moved folder) writes where this run's flags say and leaves the
 #     other run's files byte for byte;

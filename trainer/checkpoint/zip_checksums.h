@@ -4,7 +4,7 @@
 // each with a CRC-32 in the central directory. LibTorch 1.13 never checks those CRCs (its miniz is built with
 // MINIZ_DISABLE_ZIP_READER_CRC32_CHECKS), so a damaged record flows into its unpickler and TorchScript parser, which
 // may throw, or crash: a fuzzer flipped one byte of a real checkpoint and LibTorch's TorchScript type parser
-// dereferenced a wild pointer (tests/fuzz, README "Reliability"). ReadCheckpoint therefore verifies the archive first,
+// dereferenced a wild pointer (tests/fuzz, docs/reliability.md). ReadCheckpoint therefore verifies the archive first,
 // so that damage is an error that names the record, never a crash.
 //
 // What this does not do: protect against a crafted archive whose CRCs were recomputed. Like torch.load, loading a
