@@ -6,9 +6,11 @@
 #  2. inputs too large for memory are errors (exit 2), never aborts;
 #  3. flag files, variables and arguments after "--" meet the command line's checks: one error line, exit 2;
 #  4. data in other encodings or line endings, and NaN labels, are read right or refused, never misread;
-#  5. outputs that cannot be written are refused before training (exit 2), and a symbolic link is written through.
+#  5. outputs that cannot be written are refused before training (exit 2), and a symbolic link is written through;
+#  6. checkpoints whose pickle lies about its tensors or nests without bound are refused (exit 2), never a crash.
 set -uo pipefail
 fit=$PWD/trainer/fit
+corpus=$PWD/tests/fuzz/corpus/checkpoint_reader
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/hostile.XXXXXX")
 cd "$work" || exit 1
 quick=(--max_epochs=2 --num_train=256 --num_val=64 --enable_progress_bar=false --num_workers=0)
@@ -143,6 +145,27 @@ ln -s target.json link.json
 "$fit" "${quick[@]}" --default_root_dir=linked --summary_json=link.json >link.log 2>&1 || fail "link.json run failed"
 [[ -L link.json ]] || fail "the symbolic link --summary_json was replaced by a file"
 grep -q '"mode": "fit"' target.json || fail "the summary was not written through the link"
+
+# --- 6. Hostile checkpoints ---------------------------------------------------------------------------------
+# Files whose zip CRCs are right but whose pickle lies (tests/fuzz/hostile_checkpoints.py wrote them into the fuzz
+# corpus, as 'r' + the file): each one crashed fit, or had it load memory it does not own, before the reader's checks.
+declare -A says=(
+  [hostile-storage-past-record]="but the record holds 4"
+  [hostile-offset-2-40]="reaches past the 32 bytes of record data/0"
+  [hostile-negative-offset]="negative storage offset"
+  [hostile-stride-2-36]="reaches past the 32 bytes of record data/0"
+  [hostile-offset-past-short-record]="reaches past the 4 bytes of record data/0"
+  [hostile-duplicate-record]="appears twice"
+  [hostile-nested-200000-lists]="containers nest more than 100 deep"
+  [hostile-nested-200000-appends]="containers nest more than 100 deep"
+  [hostile-memo-hidden-depth]="nests containers more than 64 deep"
+  [hostile-list-holds-itself]="a container holds itself"
+)
+for name in "${!says[@]}"; do
+  [[ -f "$corpus/$name" ]] || { fail "$name: not in the corpus"; continue; }
+  tail -c +2 "$corpus/$name" >"$work/$name.ckpt"
+  refused "$name" "${says[$name]}" --ckpt_path="$work/$name.ckpt"
+done
 
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "every hostile input held: nothing lost, nothing aborted, bad input refused before training"

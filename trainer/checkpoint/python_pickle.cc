@@ -3,6 +3,7 @@
 // already written (a MARK before APPEND's element, a key before BUILD's state).
 #include "trainer/checkpoint/python_pickle.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -14,6 +15,13 @@
 
 namespace kiln {
 namespace {
+
+// Deeper nesting is refused before LibTorch sees the pickle: LibTorch frees its values recursively, and a pickle
+// nested some 200,000 deep overflowed the stack when the unpickled value (or, after an error, the unpickler's stack)
+// was freed. A checkpoint nests a handful of levels; the bound leaves room for any user's hyper-parameters. Depths
+// are tracked per value on the stack and per memo entry (a container stored and then filled, as Python writes
+// them); torch_file.cc measures the unpickled value again, since memo references can hide depth from this count.
+constexpr int kMaxPickleDepth = 100;
 
 // What the output holds for each value on the stack.
 enum class Kind {
@@ -28,6 +36,10 @@ struct Entry {
   size_t start = 0;  // Where the value's opcodes begin in the output.
   Kind kind = Kind::kValue;
   std::string name;  // "module.Class" for classes and objects.
+  // How deeply the value nests containers: 0 for a scalar or a string, 1 for an empty list, and so on.
+  int depth = 0;
+  // The memo slot the value was last stored in (-1: none), so that filling it later updates what the memo knows.
+  int64_t memo = -1;
 };
 
 struct Mark {
@@ -125,7 +137,26 @@ class Rewriter {
 
   void Emit(absl::string_view bytes) { out_.append(bytes.data(), bytes.size()); }
 
-  void Push(Kind kind, std::string name = "") { stack_.push_back(Entry{out_.size(), kind, std::move(name)}); }
+  void Push(Kind kind, std::string name = "", int depth = 0) {
+    stack_.push_back(Entry{out_.size(), kind, std::move(name), depth, -1});
+  }
+
+  // Records that the container on top of the stack (or a new value) nests `depth` deep; an error past the bound.
+  absl::Status Nest(Entry& entry, int depth) {
+    entry.depth = std::max(entry.depth, depth);
+    if (entry.memo >= 0) memo_depths_[static_cast<uint32_t>(entry.memo)] = entry.depth;
+    if (entry.depth > kMaxPickleDepth) {
+      return Error(absl::StrCat("containers nest more than ", kMaxPickleDepth,
+                                " deep (a checkpoint nests a handful of levels)"));
+    }
+    return absl::OkStatus();
+  }
+
+  static int Deepest(const std::vector<Entry>& entries, size_t from = 0) {
+    int depth = 0;
+    for (size_t i = from; i < entries.size(); ++i) depth = std::max(depth, entries[i].depth);
+    return depth;
+  }
 
   absl::Status Pop(size_t n, std::vector<Entry>* popped = nullptr) {
     if (stack_.size() < n + (marks_.empty() ? 0 : marks_.back().stack_size)) {
@@ -162,6 +193,8 @@ class Rewriter {
       return absl::OkStatus();
     }
     classes_.erase(id);
+    stack_.back().memo = id;
+    memo_depths_[id] = top.depth;
     Emit(in_.substr(op_pos_, pos_ - op_pos_));
     return absl::OkStatus();
   }
@@ -173,7 +206,9 @@ class Rewriter {
       out_.push_back('}');
       return;
     }
-    Push(Kind::kValue);
+    auto depth = memo_depths_.find(id);
+    Push(Kind::kValue, "", depth == memo_depths_.end() ? 0 : depth->second);
+    stack_.back().memo = id;
     Emit(in_.substr(op_pos_, pos_ - op_pos_));
   }
 
@@ -191,7 +226,7 @@ class Rewriter {
       }
       out_.resize(args.start);
       stack_.push_back(Entry{callee.start, Kind::kDict, callee.name});
-      return absl::OkStatus();
+      return Nest(stack_.back(), 1);
     }
     if (callee.kind == Kind::kOtherClass) {
       out_.insert(args.start, "(" + Unicode(kPythonArgsKey));
@@ -200,12 +235,12 @@ class Rewriter {
       AppendUnicode(out_, callee.name);
       out_.push_back('u');
       stack_.push_back(Entry{callee.start, Kind::kObject, callee.name});
-      return absl::OkStatus();
+      return Nest(stack_.back(), args.depth + 1);
     }
     if (callee.kind != Kind::kValue) return Error("a dictionary is called");
     out_.push_back(op);
     stack_.push_back(Entry{callee.start, Kind::kValue, ""});
-    return absl::OkStatus();
+    return Nest(stack_.back(), args.depth);  // What LibTorch builds from the arguments (a tensor: 0 would do).
   }
 
   absl::Status Step(char op) {
@@ -229,10 +264,13 @@ class Rewriter {
       case 'N':     // NONE
       case '\x88':  // NEWTRUE
       case '\x89':  // NEWFALSE
-      case ')':     // EMPTY_TUPLE
-      case ']':     // EMPTY_LIST
-      case '}':     // EMPTY_DICT
         return PassValue(0);
+      case ')':    // EMPTY_TUPLE
+      case ']':    // EMPTY_LIST
+      case '}': {  // EMPTY_DICT
+        if (absl::Status status = PassValue(0); !status.ok()) return status;
+        return Nest(stack_.back(), 1);
+      }
       case 'K':  // BININT1
         return PassValue(1);
       case 'M':  // BININT2
@@ -275,11 +313,12 @@ class Rewriter {
         for (size_t i = from; i < stack_.size(); ++i) {
           if (absl::Status status = CheckNotClass(stack_[i]); !status.ok()) return status;
         }
+        const int inner = Deepest(stack_, from);
         size_t start = 0;
         if (absl::Status status = PopToMark(&start); !status.ok()) return status;
         stack_.push_back(Entry{start, Kind::kValue, ""});
         out_.push_back(op);
-        return absl::OkStatus();
+        return Nest(stack_.back(), inner + 1);
       }
       case '\x85':    // TUPLE1
       case '\x86':    // TUPLE2
@@ -292,7 +331,7 @@ class Rewriter {
         }
         stack_.push_back(Entry{popped[0].start, Kind::kValue, ""});
         out_.push_back(op);
-        return absl::OkStatus();
+        return Nest(stack_.back(), Deepest(popped) + 1);
       }
       case 'a': {  // APPEND: LibTorch reads only APPENDS, so the element gets a MARK in front of it.
         std::vector<Entry> popped;
@@ -301,7 +340,7 @@ class Rewriter {
         if (stack_.empty()) return Error("APPEND with no list");
         out_.insert(popped[0].start, 1, '(');
         out_.push_back('e');
-        return absl::OkStatus();
+        return Nest(stack_.back(), popped[0].depth + 1);
       }
       case 'e':  // APPENDS
       case 'u':  // SETITEMS
@@ -310,10 +349,11 @@ class Rewriter {
         for (size_t i = from; i < stack_.size(); ++i) {
           if (absl::Status status = CheckNotClass(stack_[i]); !status.ok()) return status;
         }
+        const int inner = Deepest(stack_, from);
         if (absl::Status status = PopToMark(nullptr); !status.ok()) return status;
         if (stack_.empty()) return Error("APPENDS or SETITEMS with no container");
         out_.push_back(op);
-        return absl::OkStatus();
+        return Nest(stack_.back(), inner + 1);
       }
       case 's': {  // SETITEM: LibTorch 1.13 reads only SETITEMS, so the key gets a MARK in front of it.
         std::vector<Entry> popped;
@@ -324,7 +364,7 @@ class Rewriter {
         if (stack_.empty()) return Error("SETITEM with no dictionary");
         out_.insert(popped[0].start, 1, '(');
         out_.push_back('u');
-        return absl::OkStatus();
+        return Nest(stack_.back(), Deepest(popped) + 1);
       }
       case 'q':  // BINPUT
         if (!Read(1, &arg)) return Error("truncated BINPUT");
@@ -369,17 +409,17 @@ class Rewriter {
         if (kind == Kind::kDict || kind == Kind::kObject) {
           out_.insert(popped[0].start, "(" + Unicode(kind == Kind::kDict ? kDictStateKey : kPythonStateKey));
           out_.push_back('u');
-          return absl::OkStatus();
+          return Nest(stack_.back(), popped[0].depth + 1);
         }
         out_.push_back(op);
-        return absl::OkStatus();
+        return Nest(stack_.back(), popped[0].depth + 1);
       }
       case 'Q': {  // BINPERSID: a tensor's storage.
         std::vector<Entry> popped;
         if (absl::Status status = Pop(1, &popped); !status.ok()) return status;
         stack_.push_back(Entry{popped[0].start, Kind::kValue, ""});
         out_.push_back(op);
-        return absl::OkStatus();
+        return absl::OkStatus();  // A storage: no container.
       }
       default:
         return Error(absl::StrCat("opcode 0x", absl::Hex(static_cast<uint8_t>(op)), " ('", std::string(1, op),
@@ -395,6 +435,7 @@ class Rewriter {
   std::vector<Entry> stack_;
   std::vector<Mark> marks_;
   std::map<uint32_t, Entry> classes_;  // Memo entries that hold a class.
+  std::map<uint32_t, int> memo_depths_;  // Each memo entry's nesting depth, as last known.
   int raw_globals_ = 0;
 };
 

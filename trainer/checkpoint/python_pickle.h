@@ -34,7 +34,7 @@ inline constexpr char kDictStateKey[] = "__kiln_dict_state__";
 
 // The rewritten pickle, or InvalidArgument naming the byte offset and what is wrong: an opcode LibTorch cannot read
 // and this cannot rewrite (protocols above 2, text-mode memo opcodes, an integer past 64 bits), or a stream that is
-// not a well-formed pickle (truncated, a stack or mark underflow).
+// not a well-formed pickle (truncated, a stack or mark underflow), or containers nested more than 100 deep.
 absl::StatusOr<std::string> RewritePythonPickle(absl::string_view pickle);
 
 }  // namespace kiln

@@ -5,6 +5,9 @@
 
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "ATen/ATen.h"
 #include "caffe2/serialize/inline_container.h"
@@ -29,10 +32,39 @@ std::string Global(const std::string& module, const std::string& name) { return 
 std::string Put(int id) { return std::string("q") + static_cast<char>(id); }
 std::string Get(int id) { return std::string("h") + static_cast<char>(id); }
 std::string Int(int value) { return std::string("K") + static_cast<char>(value); }
+// Any 64-bit integer (LONG1 with 8 bytes, as LibTorch reads it).
+std::string Long(int64_t value) {
+  std::string out("\x8a\x08", 2);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((static_cast<uint64_t>(value) >> (8 * i)) & 0xff));
+  return out;
+}
+
+// A float tensor as torch.save pickles one: _rebuild_tensor_v2(storage data/<key> of `numel` floats, offset, sizes,
+// strides, requires_grad=False, OrderedDict()).
+std::string TensorPickle(const std::string& key, int64_t numel, int64_t offset, const std::vector<int64_t>& sizes,
+                         const std::vector<int64_t>& strides) {
+  std::string out = Global("torch._utils", "_rebuild_tensor_v2") + "((" + Unicode("storage") +
+                    Global("torch", "FloatStorage") + Unicode(key) + Unicode("cpu") + Long(numel) + "tQ" +
+                    Long(offset) + "(";
+  for (int64_t size : sizes) out += Long(size);
+  out += "t(";
+  for (int64_t stride : strides) out += Long(stride);
+  return out + "t\x89" + Global("collections", "OrderedDict") + ")RtR";
+}
+
+std::string Floats(int n) {
+  std::string bytes;
+  for (int i = 0; i < n; ++i) {
+    const float value = static_cast<float>(i);
+    bytes.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  }
+  return bytes;
+}
 const std::string kProto = std::string("\x80\x02", 2);
 
-// A torch.save file whose data.pkl is `pickle`, read back.
-absl::StatusOr<c10::IValue> Read(const std::string& pickle) {
+// A torch.save file whose data.pkl is `pickle`, with more records (name, bytes), read back.
+absl::StatusOr<c10::IValue> Read(const std::string& pickle,
+                                 const std::vector<std::pair<std::string, std::string>>& records = {}) {
   std::string zip;
   {
     caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) -> size_t {
@@ -40,6 +72,7 @@ absl::StatusOr<c10::IValue> Read(const std::string& pickle) {
       return size;
     });
     writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+    for (const auto& [name, bytes] : records) writer.writeRecord(name, bytes.data(), bytes.size());
     writer.writeEndOfFile();
   }
   std::istringstream stream(zip);
@@ -125,6 +158,77 @@ TEST(PythonPickleTest, WhatLibTorchWritesReadsBackTheSame) {
   const c10::impl::GenericDict read = Dict(ReadTorchFile(reader));
   EXPECT_TRUE(read.at(std::string("tensor")).toTensor().equal(at::arange(4, at::kFloat)));
   EXPECT_EQ(read.at(std::string("big")).toInt(), int64_t{1} << 40);
+}
+
+TEST(PythonPickleTest, TensorsAreReadWithinTheirRecords) {
+  const absl::StatusOr<c10::IValue> whole = Read(kProto + TensorPickle("0", 8, 2, {2, 3}, {3, 1}) + ".",
+                                                 {{"data/0", Floats(8)}});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(whole->toTensor().equal(at::arange(2, 8, at::kFloat).view({2, 3})));
+  // An empty tensor may sit anywhere, as Python allows.
+  EXPECT_TRUE(Read(kProto + TensorPickle("0", 0, 5, {0}, {1}) + ".", {{"data/0", ""}}).ok());
+}
+
+// The pickle states each storage's size and each tensor's offset, sizes and strides; none of it may reach past the
+// bytes of the record (each of these read memory Kiln does not own, or crashed, before the check).
+TEST(PythonPickleTest, TensorsThatReachPastTheirRecordAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> four_bytes = {{"data/0", Floats(1)}};
+  EXPECT_THAT(Read(kProto + TensorPickle("0", 32, 0, {32}, {1}) + ".", four_bytes).status().message(),
+              HasSubstr("gives record data/0 a storage of 128 bytes, but the record holds 4"));
+  const std::vector<std::pair<std::string, std::string>> eight = {{"data/0", Floats(8)}};
+  for (const auto& [offset, sizes, strides] :
+       std::vector<std::tuple<int64_t, std::vector<int64_t>, std::vector<int64_t>>>{
+           {1000, {1}, {1}},
+           {int64_t{1} << 40, {1}, {1}},
+           {0, {2, 2}, {int64_t{1} << 36, 1}},
+           {0, {9}, {1}},
+           {7, {2}, {1}},
+           {0, {3, 3}, {int64_t{1} << 62, int64_t{1} << 62}},  // Overflows int64 on the way.
+       }) {
+    EXPECT_THAT(Read(kProto + TensorPickle("0", 8, offset, sizes, strides) + ".", eight).status().message(),
+                HasSubstr("reaches past the 32 bytes of record data/0"))
+        << "offset " << offset << ", sizes " << at::IntArrayRef(sizes) << ", strides " << at::IntArrayRef(strides);
+  }
+  EXPECT_THAT(Read(kProto + TensorPickle("0", 8, -(int64_t{1} << 40), {1}, {1}) + ".", eight).status().message(),
+              HasSubstr("negative"));
+  // LibTorch replaces a negative stride with the contiguous one (the next dimension's size times its stride), and
+  // the tensor is then checked as it is: here strides (-3, 5) become (10, 5), past the record.
+  EXPECT_THAT(Read(kProto + TensorPickle("0", 8, 0, {2, 2}, {-3, 5}) + ".", eight).status().message(),
+              HasSubstr("a tensor of sizes [2, 2], strides [10, 5] and storage offset 0 reaches past"));
+}
+
+// LibTorch frees nested values recursively: a pickle nested 200,000 deep crashed Kiln when it was freed.
+TEST(PythonPickleTest, DeepNestingIsRefusedBeforeLibTorchBuildsIt) {
+  constexpr int kDeep = 200000;
+  EXPECT_THAT(RewritePythonPickle(kProto + std::string(kDeep, ']') + std::string(kDeep - 1, 'a') + ".")
+                  .status()
+                  .message(),
+              HasSubstr("containers nest more than 100 deep"));
+  EXPECT_THAT(RewritePythonPickle(kProto + std::string(kDeep, '(') + std::string(kDeep, 'l') + ".").status().message(),
+              HasSubstr("containers nest more than 100 deep"));
+  EXPECT_THAT(Read(kProto + std::string(kDeep, '(') + std::string(kDeep, 'l') + ".").status().message(),
+              HasSubstr("data.pkl: pickle byte"));
+  // What a checkpoint nests reads.
+  const absl::StatusOr<c10::IValue> nested = Read(kProto + std::string(20, ']') + std::string(19, 'a') + ".");
+  ASSERT_TRUE(nested.ok()) << nested.status();
+}
+
+// Containers stored in the memo and linked through it afterwards hide their depth from the rewrite's count; the
+// value LibTorch built is measured again, and freed without recursion when it is refused.
+TEST(PythonPickleTest, NestingHiddenBehindTheMemoIsRefusedToo) {
+  constexpr int kLists = 200;
+  std::string pickle = kProto + "]";  // The outer list, which will hold every other one.
+  for (int i = 0; i < kLists; ++i) pickle += "]r" + std::string(reinterpret_cast<const char*>(&i), 4) + "a";
+  // Each list i holds list i + 1: get both, APPEND, and the (now longer) list i goes into the outer list.
+  for (int i = 0; i + 1 < kLists; ++i) {
+    const int next = i + 1;
+    pickle += "j" + std::string(reinterpret_cast<const char*>(&i), 4) + "j" +
+              std::string(reinterpret_cast<const char*>(&next), 4) + "aa";
+  }
+  ASSERT_TRUE(RewritePythonPickle(pickle + ".").ok()) << "the rewrite saw the depth: this test no longer hides it";
+  EXPECT_THAT(Read(pickle + ".").status().message(), HasSubstr("nests containers more than 64 deep"));
+  // A list that holds itself.
+  EXPECT_THAT(Read(kProto + "]" + Put(0) + Get(0) + "a.").status().message(), HasSubstr("a container holds itself"));
 }
 
 TEST(PythonPickleTest, WhatCannotBeReadIsRefusedNamingTheByte) {

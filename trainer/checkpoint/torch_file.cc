@@ -1,7 +1,12 @@
 #include "trainer/checkpoint/torch_file.h"
 
+#include <algorithm>
 #include <exception>
+#include <optional>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,9 +22,140 @@ namespace {
 // Containers deeper than this are taken for damage (a checkpoint nests a handful of levels).
 constexpr int kMaxDepth = 64;
 
-// What python_pickle.h left for this reader to finish: drops dictionaries' own attributes and unwraps parameters.
-c10::IValue Finish(const c10::IValue& value, int depth) {
+bool IsContainer(const c10::IValue& value) { return value.isList() || value.isGenericDict() || value.isTuple(); }
+
+// The values `value` holds directly (a dictionary's values; its keys are strings or numbers).
+std::vector<c10::IValue> Children(const c10::IValue& value) {
+  std::vector<c10::IValue> children;
+  if (value.isList()) {
+    for (const c10::IValue& item : value.toListRef()) children.push_back(item);
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) children.push_back(entry.value());
+  } else if (value.isTuple()) {
+    for (const c10::IValue& item : value.toTupleRef().elements()) children.push_back(item);
+  }
+  return children;
+}
+
+// How many containers deep `root` nests (0 for a scalar or a tensor), measured without recursion; nullopt when it
+// nests deeper than `limit` or a container holds itself. Shared parts are measured once.
+std::optional<int> NestingDepth(const c10::IValue& root, int limit) {
+  if (!IsContainer(root)) return 0;
+  struct Frame {
+    c10::IValue value;
+    std::vector<c10::IValue> children;
+    size_t next = 0;
+    int deepest_child = 0;
+  };
+  std::unordered_map<const void*, int> measured;
+  std::unordered_set<const void*> open;
+  std::vector<Frame> path;
+  path.push_back(Frame{root, Children(root)});
+  open.insert(root.internalToPointer());
+  while (true) {
+    Frame& frame = path.back();
+    if (frame.next < frame.children.size()) {
+      const c10::IValue& child = frame.children[frame.next++];
+      if (!IsContainer(child)) continue;
+      const void* key = child.internalToPointer();
+      if (open.count(key) != 0) return std::nullopt;  // A container that holds itself.
+      if (auto found = measured.find(key); found != measured.end()) {
+        frame.deepest_child = std::max(frame.deepest_child, found->second);
+        continue;
+      }
+      if (static_cast<int>(path.size()) >= limit) return std::nullopt;
+      open.insert(key);
+      path.push_back(Frame{child, Children(child)});
+      continue;
+    }
+    const int depth = frame.deepest_child + 1;
+    const void* key = frame.value.internalToPointer();
+    measured[key] = depth;
+    open.erase(key);
+    path.pop_back();
+    if (path.empty()) return depth;
+    path.back().deepest_child = std::max(path.back().deepest_child, depth);
+  }
+}
+
+// Frees `root` without recursion: LibTorch frees nested values recursively, which a deep enough value (or one that
+// holds itself, which would never be freed) turns into a stack overflow. Every container is emptied before it goes.
+void FreeIteratively(c10::IValue root) {
+  std::vector<c10::IValue> pending;
+  pending.push_back(std::move(root));
+  while (!pending.empty()) {
+    c10::IValue value = std::move(pending.back());
+    pending.pop_back();
+    if (value.isList()) {
+      c10::impl::GenericList list = value.toList();
+      for (size_t i = 0; i < list.size(); ++i) pending.push_back(list.get(i));
+      list.clear();
+    } else if (value.isGenericDict()) {
+      c10::impl::GenericDict dict = value.toGenericDict();
+      for (const auto& entry : dict) pending.push_back(entry.value());
+      dict.clear();
+    } else if (value.isTuple()) {
+      c10::intrusive_ptr<c10::ivalue::Tuple> tuple = value.toTuple();
+      for (size_t i = 0; i < tuple->size(); ++i) {
+        pending.push_back(tuple->elements()[i]);
+        tuple->unsafeSetElement(i, c10::IValue());
+      }
+    }
+  }
+}
+
+// Where each tensor storage the unpickler was given came from: its record and the bytes the record holds.
+using StorageRecords = std::unordered_map<const void*, std::pair<std::string, size_t>>;
+
+// Checks, before anything reads it, that `tensor` lies inside its storage and its storage inside its record: the
+// pickle states the storage's size, and each tensor's offset, sizes and strides, and LibTorch's unpickler believes
+// them (a 4-byte record read as 32 floats, or an offset of 2^40, read memory Kiln does not own). c10::Error if not.
+void CheckTensorBounds(const at::Tensor& tensor, const StorageRecords& records) {
+  if (!tensor.defined()) return;
+  TORCH_CHECK(tensor.layout() == at::kStrided, "a tensor has layout ", tensor.layout(),
+              "; checkpoints hold dense tensors only");
+  const c10::Storage& storage = tensor.storage();
+  const size_t storage_bytes = storage.nbytes();
+  std::string record = "its storage";
+  if (auto found = records.find(storage.data()); found != records.end()) {
+    record = absl::StrCat("record ", found->second.first);
+    TORCH_CHECK(storage_bytes <= found->second.second, "the pickle gives ", record, " a storage of ", storage_bytes,
+                " bytes, but the record holds ", found->second.second);
+  }
+  const int64_t offset = tensor.storage_offset();
+  TORCH_CHECK(offset >= 0, "a tensor in ", record, " has the negative storage offset ", offset);
+  bool empty = false;
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    // (LibTorch replaces a negative stride it is given with a contiguous one; the check stays for what it keeps.)
+    TORCH_CHECK(tensor.size(d) >= 0 && tensor.stride(d) >= 0, "a tensor in ", record, " has sizes ", tensor.sizes(),
+                " and strides ", tensor.strides(), "; negative ones are not a tensor's");
+    empty = empty || tensor.size(d) == 0;
+  }
+  if (empty) return;
+  // The last element's index, offset + sum((size - 1) * stride), and the bytes up to its end, without overflow.
+  int64_t last = offset;
+  bool overflow = false;
+  for (int64_t d = 0; d < tensor.dim() && !overflow; ++d) {
+    int64_t step = 0;
+    overflow = __builtin_mul_overflow(tensor.size(d) - 1, tensor.stride(d), &step) ||
+               __builtin_add_overflow(last, step, &last);
+  }
+  int64_t end_bytes = 0;
+  overflow = overflow || __builtin_add_overflow(last, int64_t{1}, &last) ||
+             __builtin_mul_overflow(last, static_cast<int64_t>(tensor.element_size()), &end_bytes);
+  TORCH_CHECK(!overflow && static_cast<uint64_t>(end_bytes) <= storage_bytes, "a tensor of sizes ", tensor.sizes(),
+              ", strides ", tensor.strides(), " and storage offset ", offset, " reaches past the ", storage_bytes,
+              " bytes of ", record);
+}
+
+// What python_pickle.h left for this reader to finish: drops dictionaries' own attributes and unwraps parameters,
+// and checks every tensor's bounds (CheckTensorBounds).
+c10::IValue Finish(const c10::IValue& value, int depth, const StorageRecords& records) {
   TORCH_CHECK(depth < kMaxDepth, "the file nests containers more than ", kMaxDepth, " deep");
+  if (value.isTensor()) {
+    CheckTensorBounds(value.toTensor(), records);
+    return value;
+  }
   if (value.isGenericDict()) {
     c10::impl::GenericDict dict = value.toGenericDict();
     const c10::IValue state_key{std::string(kDictStateKey)};
@@ -32,11 +168,11 @@ c10::IValue Finish(const c10::IValue& value, int depth) {
       if (name.isString() && name.toStringRef() == "torch._utils._rebuild_parameter" && dict.contains(args_key) &&
           dict.at(args_key).isTuple() && !dict.at(args_key).toTupleRef().elements().empty() &&
           dict.at(args_key).toTupleRef().elements()[0].isTensor()) {
-        return dict.at(args_key).toTupleRef().elements()[0];
+        return Finish(dict.at(args_key).toTupleRef().elements()[0], depth + 1, records);
       }
     }
     for (const auto& entry : dict) {
-      c10::IValue finished = Finish(entry.value(), depth + 1);
+      c10::IValue finished = Finish(entry.value(), depth + 1, records);
       if (!finished.isSameIdentity(entry.value())) dict.insert_or_assign(entry.key(), std::move(finished));
     }
     return dict;
@@ -45,7 +181,7 @@ c10::IValue Finish(const c10::IValue& value, int depth) {
     c10::List<c10::IValue> list = value.toList();
     for (size_t i = 0; i < list.size(); ++i) {
       c10::IValue item = list.get(i);
-      c10::IValue finished = Finish(item, depth + 1);
+      c10::IValue finished = Finish(item, depth + 1, records);
       if (!finished.isSameIdentity(item)) list.set(i, std::move(finished));
     }
     return value;
@@ -54,7 +190,7 @@ c10::IValue Finish(const c10::IValue& value, int depth) {
     std::vector<c10::IValue> items;
     bool changed = false;
     for (const c10::IValue& item : value.toTupleRef().elements()) {
-      items.push_back(Finish(item, depth + 1));
+      items.push_back(Finish(item, depth + 1, records));
       changed = changed || !items.back().isSameIdentity(item);
     }
     return changed ? c10::IValue(c10::ivalue::Tuple::create(std::move(items))) : value;
@@ -171,6 +307,7 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
         RewritePythonPickle(absl::string_view(static_cast<const char*>(data.get()), size));
     if (!pickle.ok()) return absl::InvalidArgumentError(absl::StrCat("data.pkl: ", pickle.status().message()));
     size_t read = 0;
+    StorageRecords records;
     torch::jit::Unpickler unpickler(
         [&](char* buffer, size_t wanted) -> size_t {
           const size_t n = std::min(wanted, pickle->size() - read);
@@ -182,10 +319,19 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
         [&](const std::string& key) -> at::DataPtr {
           const std::string record = "data/" + key;
           TORCH_CHECK(reader.hasRecord(record), "a tensor's storage record ", record, " is missing");
-          return std::get<0>(reader.getRecord(record));
+          auto [bytes, size] = reader.getRecord(record);
+          records[bytes.get()] = {record, size};
+          return std::move(bytes);
         },
         at::Device(at::kCPU));
-    return Finish(unpickler.parse_ivalue(), 0);
+    c10::IValue value = unpickler.parse_ivalue();
+    // RewritePythonPickle bounds the nesting it can see; memo references can build deeper values that it cannot.
+    if (!NestingDepth(value, kMaxDepth).has_value()) {
+      FreeIteratively(std::move(value));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the file nests containers more than ", kMaxDepth, " deep, or a container holds itself"));
+    }
+    return Finish(value, 0, records);
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -34,7 +34,9 @@ c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(
 // The value of the torch.save file `reader` has open, with every tensor on the CPU. What Python wrote is read as
 // python_pickle.h describes; a dictionary's own attributes (kDictStateKey) are dropped, and a pickled
 // torch.nn.Parameter becomes its tensor. InvalidArgument, naming what is wrong, for a file that does not hold a
-// readable pickle; the zip's CRCs are the caller's to check (zip_checksums.h).
+// readable pickle, whose containers nest more than 64 deep (or hold themselves), or any of whose tensors is not
+// dense or does not lie inside its storage, or whose storage does not lie inside its record: nothing is read from a
+// tensor before these checks. The zip's CRCs are the caller's to check (zip_checksums.h).
 absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader& reader);
 
 }  // namespace kiln

@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -252,9 +254,16 @@ absl::Status VerifyZipChecksums(const std::string& path) {
   }
   std::vector<uint8_t> buffer(1 << 20);
   uint64_t consumed = 0;
+  // LibTorch's zip reader (miniz) finds a record by its name compared without case: two records whose names differ
+  // at most in case leave which one is read to its search order (a short data/0 and then a whole one read past the
+  // short one's end). A file torch.save wrote names each record once.
+  std::unordered_set<std::string> names;
   for (uint64_t i = 0; i < directory->entries; ++i) {
     absl::StatusOr<Entry> entry = ParseEntry(central.data() + consumed, central.size() - consumed, consumed);
     if (!entry.ok()) return entry.status();
+    if (!names.insert(absl::AsciiStrToLower(entry->name)).second) {
+      return Damaged(absl::StrCat("record '", entry->name, "' appears twice (names compared without case)"));
+    }
     uint8_t local[kLocalSize];
     if (entry->local_offset > directory->offset || directory->offset - entry->local_offset < kLocalSize ||
         !file.ReadAt(entry->local_offset, kLocalSize, local) || U32(local) != kLocalHeader) {

@@ -7,8 +7,8 @@
 // dereferenced a wild pointer (tests/fuzz, docs/reliability.md). ReadCheckpoint therefore verifies the archive first,
 // so that damage is an error that names the record, never a crash.
 //
-// What this does not do: protect against a crafted archive whose CRCs were recomputed. Like torch.load, loading a
-// checkpoint from an untrusted source is unsafe.
+// What this does not do: check what the records hold. A crafted archive's CRCs are right; ReadTorchFile
+// (torch_file.h) checks that the pickle's tensors lie inside their records and that it nests boundedly.
 //
 // Thread-safety: a pure function of the file's content. Never throws.
 #ifndef KILN_TRAINER_CHECKPOINT_ZIP_CHECKSUMS_H_
@@ -21,7 +21,8 @@
 namespace kiln {
 
 // OK when `path` is a single-disk zip archive (zip64 included) whose records are stored or deflated, lie inside the
-// file, agree with their local headers and match their CRC-32. Otherwise InvalidArgument saying what is wrong, naming
+// file, agree with their local headers, match their CRC-32 and have names that differ in more than case (LibTorch
+// finds a record by its name compared without case). Otherwise InvalidArgument saying what is wrong, naming
 // the record where there is one (the path is left to the caller), or NotFound when the file cannot be opened.
 absl::Status VerifyZipChecksums(const std::string& path);
 

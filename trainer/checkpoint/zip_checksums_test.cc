@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ATen/ATen.h"
+#include "caffe2/serialize/inline_container.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "torch/serialize/output-archive.h"
@@ -72,6 +73,26 @@ TEST(ZipChecksumsTest, AcceptsDeflatedRecords) {
   const std::string path = WriteCheckpointFile(TempDir(), /*nested=*/8);
   ASSERT_EQ(Methods(FileBytes(path)), (std::set<int>{0, 8})) << "no deflated record to check";
   EXPECT_TRUE(VerifyZipChecksums(path).ok()) << VerifyZipChecksums(path);
+}
+
+// LibTorch's zip reader finds records by name compared without case, so two such records are ambiguous: a short
+// data/0 and then a whole one had LibTorch read past the short one's end.
+TEST(ZipChecksumsTest, RefusesRecordsWhoseNamesDifferOnlyInCase) {
+  std::string zip;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) -> size_t {
+      zip.append(static_cast<const char*>(data), size);
+      return size;
+    });
+    const std::string pickle = "\x80\x02N.";
+    writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+    writer.writeRecord("data/0", "abcd", 4);
+    writer.writeRecord("DATA/0", std::string(128, 'x').data(), 128);
+    writer.writeEndOfFile();
+  }
+  const std::string path = TempDir() + "/twice.ckpt";
+  Overwrite(path, zip);
+  EXPECT_THAT(VerifyZipChecksums(path).message(), HasSubstr("/DATA/0' appears twice (names compared without case)"));
 }
 
 TEST(ZipChecksumsTest, RefusesWhatIsNotAZipArchive) {
