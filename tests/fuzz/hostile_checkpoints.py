@@ -41,13 +41,20 @@ def checkpoint(value_pickle):
     return (b"\x80\x02}(" + unicode("state_dict") + b"}(" + unicode("w") + value_pickle + b"uu.")
 
 
+def add(zip_file, name, data, compression=zipfile.ZIP_STORED):
+    """A record with a fixed date, so that the files come out the same on every run."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = compression
+    zip_file.writestr(info, data)
+
+
 def archive(pickle, records):
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as zip_file:
-        zip_file.writestr("archive/data.pkl", pickle)
+    with zipfile.ZipFile(buffer, "w") as zip_file:
+        add(zip_file, "archive/data.pkl", pickle)
         for name, data in records:
-            zip_file.writestr("archive/" + name, data)
-        zip_file.writestr("archive/version", b"3\n")
+            add(zip_file, "archive/" + name, data)
+        add(zip_file, "archive/version", b"3\n")
     return b"r" + buffer.getvalue()
 
 
@@ -64,11 +71,11 @@ def cases():
                                                       [("data/0", struct.pack("<f", 1.0))])
     # Two records whose names differ in case only: which one LibTorch reads is its search's choice.
     with_duplicate = io.BytesIO()
-    with zipfile.ZipFile(with_duplicate, "w", zipfile.ZIP_STORED) as zip_file:
-        zip_file.writestr("archive/data.pkl", checkpoint(tensor("0", 8, 0, [8], [1])))
-        zip_file.writestr("archive/data/0", struct.pack("<f", 1.0))
-        zip_file.writestr("archive/DATA/0", FLOATS_8)
-        zip_file.writestr("archive/version", b"3\n")
+    with zipfile.ZipFile(with_duplicate, "w") as zip_file:
+        add(zip_file, "archive/data.pkl", checkpoint(tensor("0", 8, 0, [8], [1])))
+        add(zip_file, "archive/data/0", struct.pack("<f", 1.0))
+        add(zip_file, "archive/DATA/0", FLOATS_8)
+        add(zip_file, "archive/version", b"3\n")
     yield "hostile-duplicate-record", b"r" + with_duplicate.getvalue()
     deep = 200000
     yield "hostile-nested-200000-lists", archive(b"\x80\x02" + b"(" * deep + b"l" * deep + b".", [])
@@ -82,6 +89,19 @@ def cases():
         pickle += b"j" + struct.pack("<I", i) + b"j" + struct.pack("<I", i + 1) + b"aa"
     yield "hostile-memo-hidden-depth", archive(pickle + b".", [])
     yield "hostile-list-holds-itself", archive(b"\x80\x02]q\x00h\x00a.", [])
+    # A deflated data.pkl whose directory says it inflates to 3.75 GiB (a deflate bomb's claim; this one's stream is
+    # small): LibTorch would allocate all of it to read the record.
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w") as zip_file:
+        add(zip_file, "archive/data.pkl", b"\x80\x02N.", zipfile.ZIP_DEFLATED)
+        add(zip_file, "archive/version", b"3\n")
+    data = bytearray(bomb.getvalue())
+    claimed = struct.pack("<I", 0xF0000000)
+    local = data.find(b"PK\x03\x04")
+    data[local + 22:local + 26] = claimed
+    central = data.find(b"PK\x01\x02")
+    data[central + 24:central + 28] = claimed
+    yield "hostile-deflate-claims-3.75-gib", b"r" + bytes(data)
 
 
 def main():

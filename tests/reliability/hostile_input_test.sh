@@ -160,6 +160,7 @@ declare -A says=(
   [hostile-nested-200000-appends]="containers nest more than 100 deep"
   [hostile-memo-hidden-depth]="nests containers more than 64 deep"
   [hostile-list-holds-itself]="a container holds itself"
+  [hostile-deflate-claims-3.75-gib]="inflates to 4026531840 bytes, more than the 1024 MiB"
 )
 for name in "${!says[@]}"; do
   [[ -f "$corpus/$name" ]] || { fail "$name: not in the corpus"; continue; }
