@@ -6,7 +6,8 @@
 #  2. inputs too large for memory are errors (exit 2), never aborts;
 #  3. flag files, variables and arguments after "--" meet the command line's checks: one error line, exit 2;
 #  4. data in other encodings or line endings, and NaN labels, are read right or refused, never misread;
-#  5. outputs that cannot be written are refused before training (exit 2), and a symbolic link is written through;
+#  5. outputs that cannot be written, or that are an input, are refused before training (exit 2), and a symbolic link
+#     is written through;
 #  6. checkpoints whose pickle lies about its tensors or nests without bound are refused (exit 2), never a crash.
 set -uo pipefail
 fit=$PWD/trainer/fit
@@ -140,6 +141,15 @@ mkdir -p a-folder
 refused summary-is-folder "--summary_json=$work/a-folder: it is a folder" --summary_json="$work/a-folder"
 refused predictions-is-folder "--predictions=$work/a-folder: it is a folder" \
   --mode=predict --ckpt_path="$work/B/lightning_logs/version_0/checkpoints/last.ckpt" --predictions="$work/a-folder"
+# An output that is an input (through a link too) is refused, and the input is left as it was.
+ckpt="$work/B/lightning_logs/version_0/checkpoints/last.ckpt"
+ckpt_before=$(sha256sum <"$ckpt")
+ln -s "$ckpt" "$work/ckpt-link"
+refused predictions-over-checkpoint "--predictions=$ckpt: it is the file --ckpt_path names" \
+  --mode=predict --ckpt_path="$ckpt" --predictions="$ckpt"
+refused summary-over-checkpoint "it is the file --ckpt_path names" \
+  --mode=validate --ckpt_path="$ckpt" --summary_json="$work/ckpt-link"
+[[ "$(sha256sum <"$ckpt")" == "$ckpt_before" ]] || fail "an output was written over the checkpoint"
 echo '{}' >target.json
 ln -s target.json link.json
 "$fit" "${quick[@]}" --default_root_dir=linked --summary_json=link.json >link.log 2>&1 || fail "link.json run failed"

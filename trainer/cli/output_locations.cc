@@ -1,6 +1,7 @@
 #include "trainer/cli/output_locations.h"
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +27,59 @@ constexpr size_t kRunFolderRoom = 160;
 absl::Status Refuse(absl::string_view flag, const std::string& value, absl::string_view problem,
                     absl::string_view fix) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", value, ": ", problem, "; ", fix));
+}
+
+// Whether `a` and `b` name one file: the same inode when both exist (through symbolic and hard links alike),
+// else the same path once links and "." and ".." are resolved.
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat first;
+  struct stat second;
+  if (::stat(a.c_str(), &first) == 0 && ::stat(b.c_str(), &second) == 0) {
+    return first.st_dev == second.st_dev && first.st_ino == second.st_ino;
+  }
+  std::error_code error_a;
+  std::error_code error_b;
+  const fs::path canonical_a = fs::weakly_canonical(fs::absolute(a), error_a);
+  const fs::path canonical_b = fs::weakly_canonical(fs::absolute(b), error_b);
+  return !error_a && !error_b && canonical_a == canonical_b;
+}
+
+// The files `config` reads, as (flag, path): the data, the model, the checkpoint, the rows to predict on.
+std::vector<std::pair<std::string, std::string>> InputFiles(const FitConfig& config) {
+  std::vector<std::pair<std::string, std::string>> inputs;
+  if (config.data.data != "synthetic" && config.data.data != "digits") inputs.emplace_back("data", config.data.data);
+  if (!config.data.digits_path.empty()) inputs.emplace_back("data", config.data.digits_path);
+  if (!config.data.predict_data.empty()) inputs.emplace_back("predict_data", config.data.predict_data);
+  if (config.model.model != "mlp" && config.model.model != "cnn") inputs.emplace_back("model", config.model.model);
+  if (!config.ckpt_path.empty() && config.ckpt_path != "last" && config.ckpt_path != "best") {
+    inputs.emplace_back("ckpt_path", config.ckpt_path);
+  }
+  return inputs;
+}
+
+// No output file may be an input (writing it would destroy what the run reads, or read what it half wrote) or
+// another output.
+absl::Status CheckOutputsSpareInputs(const FitConfig& config) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (config.mode == "predict") outputs.emplace_back("predictions", config.outputs.predictions);
+  if (!config.outputs.summary_json.empty()) outputs.emplace_back("summary_json", config.outputs.summary_json);
+  const std::vector<std::pair<std::string, std::string>> inputs = InputFiles(config);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [flag, path] = outputs[i];
+    for (const auto& [input_flag, input] : inputs) {
+      if (SameFile(path, input)) {
+        return Refuse(flag, path, absl::StrCat("it is the file --", input_flag, " names (", input, "), which the run reads"),
+                      "write it to another file");
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (SameFile(path, outputs[j].second)) {
+        return Refuse(flag, path, absl::StrCat("it is the file --", outputs[j].first, " writes"),
+                      "write the two to different files");
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -83,6 +138,7 @@ absl::Status CheckFileLocation(absl::string_view flag, const std::string& file) 
 }
 
 absl::Status CheckOutputLocations(const FitConfig& config) {
+  if (absl::Status spared = CheckOutputsSpareInputs(config); !spared.ok()) return spared;
   const OutputSpec& outputs = config.outputs;
   if (config.mode == "fit" && config.trainer.fast_dev_run == 0 &&
       (!outputs.loggers.empty() || outputs.report || config.trainer.enable_checkpointing)) {

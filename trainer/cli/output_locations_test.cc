@@ -56,6 +56,36 @@ TEST(OutputLocationsTest, EachWayALocationCannotBeWrittenIsNamed) {
   ExpectRefused(CheckFileLocation("predictions", root + "/file/p.csv"), "is a file, not a folder");
 }
 
+// An output written over an input destroys what the run reads (the checkpoint, the training data), with exit 0.
+TEST(OutputLocationsTest, AnOutputThatIsAnInputIsRefused) {
+  const std::string root = Fresh("locations_inputs");
+  std::ofstream(root + "/run.ckpt") << "x";
+  std::ofstream(root + "/train.csv") << "x";
+  std::ofstream(root + "/rows.csv") << "x";
+  fs::create_symlink(root + "/run.ckpt", root + "/link.ckpt");
+  fs::create_hard_link(root + "/train.csv", root + "/hard.csv");
+  FitConfig config;
+  config.mode = "predict";
+  config.ckpt_path = root + "/run.ckpt";
+  config.data.data = root + "/train.csv";
+  config.data.predict_data = root + "/rows.csv";
+  config.trainer.default_root_dir = root + "/runs";
+  config.outputs.predictions = root + "/predictions.csv";
+  EXPECT_TRUE(CheckOutputLocations(config).ok()) << CheckOutputLocations(config);
+
+  config.outputs.predictions = root + "/run.ckpt";
+  ExpectRefused(CheckOutputLocations(config), "--predictions=" + root + "/run.ckpt: it is the file --ckpt_path names");
+  config.outputs.predictions = root + "/link.ckpt";  // A symbolic link to the checkpoint.
+  ExpectRefused(CheckOutputLocations(config), "it is the file --ckpt_path names");
+  config.outputs.predictions = root + "/rows.csv";
+  ExpectRefused(CheckOutputLocations(config), "it is the file --predict_data names");
+  config.outputs.predictions = root + "/predictions.csv";
+  config.outputs.summary_json = root + "/hard.csv";  // A hard link to the training data.
+  ExpectRefused(CheckOutputLocations(config), "--summary_json=" + root + "/hard.csv: it is the file --data names");
+  config.outputs.summary_json = root + "/./predictions.csv";  // Neither exists yet: the same path.
+  ExpectRefused(CheckOutputLocations(config), "it is the file --predictions writes");
+}
+
 TEST(OutputLocationsTest, AFolderWithoutWritePermission) {
   // Root writes through permission bits, so the check runs in a child process as the user nobody when the test runs
   // as root (as in CI), and as the test's own user otherwise. The folder is under /tmp, which nobody may enter.
