@@ -73,6 +73,26 @@ mv A moved
 [[ -f moved/lightning_logs/version_1/checkpoints/epoch=2-step=12.ckpt ]] || fail "the moved run wrote no checkpoint"
 echo "a moved run folder resumes in its new place"
 
+# A version named by two runs at once: the second is refused (exit 2), naming the first, and writes nothing there;
+# once the first has ended, the version may be named again (Lightning's way to continue a run's logs).
+"$fit" --max_epochs=1000 --num_train=20000 --enable_progress_bar=false --num_workers=0 --default_root_dir=held \
+  --log_version=3 >held-a.log 2>&1 &
+holder=$!
+for _ in $(seq 1 200); do [[ -f held/lightning_logs/version_3/hparams.yaml ]] && break; sleep 0.05; done
+held_before=$(cd held/lightning_logs/version_3 && sha256sum config.yaml hparams.yaml 2>/dev/null)
+"$fit" "${quick[@]}" --default_root_dir=held --log_version=3 >held-b.log 2>&1
+code=$?
+[[ $code -eq 2 ]] || fail "a second run on a held version: exit $code, not 2 ($(grep -m1 error held-b.log))"
+grep -q "version_3 is in use by another run (process $holder: " held-b.log ||
+  fail "the refusal does not name process $holder: $(grep -m1 error held-b.log)"
+[[ "$(cd held/lightning_logs/version_3 && sha256sum config.yaml hparams.yaml 2>/dev/null)" == "$held_before" ]] ||
+  fail "the refused run wrote into the held folder"
+kill "$holder"
+wait "$holder"
+"$fit" "${quick[@]}" --default_root_dir=held --log_version=3 >held-c.log 2>&1 ||
+  fail "the version of a run that ended cannot be named again: $(grep -m1 error held-c.log)"
+echo "a version another run holds is refused, naming it; free again once that run ended"
+
 # --- 2. Inputs too large -----------------------------------------------------------------------------------
 memory_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
 truncate -s "$((memory_kib * 2))K" larger-than-memory.csv  # Sparse: costs no disk.

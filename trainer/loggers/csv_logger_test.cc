@@ -1,5 +1,8 @@
 #include "trainer/loggers/csv_logger.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "trainer/loggers/hparams_yaml.h"
 #include "trainer/loggers/log_dir.h"
@@ -88,6 +92,43 @@ TEST(RunFolderTest, ClaimsOnceAndReusesAGivenVersion) {
   // A version asked for is that folder, whether it exists or not: the user chose it.
   RunFolder given({.save_dir = root, .version = 0});
   EXPECT_EQ(given.Claim().value_or(""), root + "/lightning_logs/version_0");
+}
+
+// A run holds its folder while it lives: this process may claim it again, another process may not until it is
+// released.
+TEST(RunFolderTest, AnotherProcessCannotClaimAFolderThisOneHolds) {
+  const std::string root = FreshDir("held");
+  auto first = std::make_unique<RunFolder>(LogDirOptions{.save_dir = root, .version = 2});
+  ASSERT_TRUE(first->Claim().ok());
+  RunFolder again({.save_dir = root, .version = 2});
+  EXPECT_TRUE(again.Claim().ok()) << "this process already holds it";
+  const auto other_process_claims = [&] {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      const absl::StatusOr<std::string> claimed = RunFolder({.save_dir = root, .version = 2}).Claim();
+      if (claimed.ok()) ::_exit(0);
+      const bool named = claimed.status().code() == absl::StatusCode::kFailedPrecondition &&
+                         claimed.status().message().find(absl::StrCat("in use by another run (process ", ::getppid(),
+                                                                       ": ")) != std::string::npos;
+      ::_exit(named ? 1 : 2);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(other_process_claims(), 1) << "0: it claimed a held folder; 2: the error does not name this process";
+  first.reset();
+  EXPECT_EQ(other_process_claims(), 1) << "still held by `again`";
+}
+
+TEST(RunFolderTest, ReleasedFolderCanBeClaimedByAnotherProcess) {
+  const std::string root = FreshDir("released");
+  { RunFolder({.save_dir = root, .version = 0}).Claim().IgnoreError(); }
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(RunFolder({.save_dir = root, .version = 0}).Claim().ok() ? 0 : 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST(RunFolderTest, LoggersOfOneRunShareTheClaimedFolder) {

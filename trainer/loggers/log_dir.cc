@@ -1,13 +1,21 @@
 #include "trainer/loggers/log_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
 #include <system_error>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -35,7 +43,89 @@ absl::Status MakeFolders(const std::string& folder) {
   return absl::OkStatus();
 }
 
+// The run folders this process holds, by (device, inode): the descriptor whose flock holds each, and how many
+// RunFolders share it (a process may open one run's folder more than once; another process may not).
+struct Held {
+  int fd = -1;
+  int users = 0;
+  pid_t owner = 0;  // A forked child inherits this table, not the holds: its entries are its parent's.
+};
+std::mutex& HeldMutex() {
+  static std::mutex* mutex = new std::mutex;
+  return *mutex;
+}
+std::map<std::pair<dev_t, ino_t>, Held>& HeldFolders() {
+  static auto* held = new std::map<std::pair<dev_t, ino_t>, Held>;
+  return *held;
+}
+
+// The process that holds a flock on inode `inode` (from /proc/locks), and its command line; empty if not found.
+std::string Holder(ino_t inode) {
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream fields(line);
+    std::string id, kind, mode, access, pid, where;
+    if (!(fields >> id >> kind)) continue;
+    if (kind == "->") fields >> kind;  // A waiter's line.
+    if (!(fields >> mode >> access >> pid >> where) || kind != "FLOCK") continue;
+    const size_t colon = where.rfind(':');
+    if (colon == std::string::npos || where.substr(colon + 1) != std::to_string(inode)) continue;
+    std::ifstream cmdline("/proc/" + pid + "/cmdline");
+    std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    while (!command.empty() && command.back() == ' ') command.pop_back();
+    if (command.size() > 160) command = command.substr(0, 157) + "...";
+    return absl::StrCat("process ", pid, command.empty() ? "" : ": ", command);
+  }
+  return "";
+}
+
 }  // namespace
+
+absl::StatusOr<FolderHold> HoldRunFolder(const std::string& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", folder, ": ", std::strerror(errno)));
+  struct stat info;
+  if (::fstat(fd, &info) != 0) {
+    const int code = errno;
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("cannot stat ", folder, ": ", std::strerror(code)));
+  }
+  const FolderHold key{info.st_dev, info.st_ino};
+  std::lock_guard<std::mutex> lock(HeldMutex());
+  Held& held = HeldFolders()[{key.device, key.inode}];
+  if (held.owner != ::getpid()) held = Held{};
+  if (held.users > 0) {
+    ::close(fd);
+    ++held.users;
+    return key;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int code = errno;
+    ::close(fd);
+    HeldFolders().erase({key.device, key.inode});
+    if (code != EWOULDBLOCK) {
+      return absl::InternalError(absl::StrCat("cannot lock ", folder, ": ", std::strerror(code)));
+    }
+    const std::string holder = Holder(key.inode);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the run folder ", folder, " is in use by another run (", holder.empty() ? "a running process" : holder,
+        "); two runs never share a folder: pass another version, or none for a new one"));
+  }
+  held.fd = fd;
+  held.users = 1;
+  held.owner = ::getpid();
+  return key;
+}
+
+void ReleaseRunFolder(const FolderHold& hold) {
+  std::lock_guard<std::mutex> lock(HeldMutex());
+  auto found = HeldFolders().find({hold.device, hold.inode});
+  if (found == HeldFolders().end() || found->second.owner != ::getpid() || --found->second.users > 0) return;
+  ::close(found->second.fd);  // Releases the flock.
+  HeldFolders().erase(found);
+}
 
 int64_t NextVersion(const std::string& save_dir, const std::string& name) {
   int64_t next = 0;
@@ -79,16 +169,24 @@ absl::StatusOr<int64_t> ClaimVersion(const std::string& save_dir, const std::str
 absl::StatusOr<std::string> RunFolder::Claim() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (claimed_.has_value()) return *claimed_;
+  std::string folder;
   if (options_.version.has_value()) {
-    const std::string folder = VersionDir(options_);
+    folder = VersionDir(options_);
     if (absl::Status made = MakeFolders(folder); !made.ok()) return made;
-    claimed_ = folder;
   } else {
     absl::StatusOr<int64_t> version = ClaimVersion(options_.save_dir, options_.name);
     if (!version.ok()) return version.status();
-    claimed_ = absl::StrCat(Parent(options_.save_dir, options_.name), "/version_", *version);
+    folder = absl::StrCat(Parent(options_.save_dir, options_.name), "/version_", *version);
   }
+  absl::StatusOr<FolderHold> hold = HoldRunFolder(folder);
+  if (!hold.ok()) return hold.status();
+  hold_ = *hold;
+  claimed_ = folder;
   return *claimed_;
+}
+
+RunFolder::~RunFolder() {
+  if (hold_.has_value()) ReleaseRunFolder(*hold_);
 }
 
 std::string RunFolder::path() const {

@@ -6,6 +6,10 @@
 // folder, which the file system does for one process only (mkdir fails with EEXIST for the other), so the loser
 // moves on to the next number. Lightning looks for the next free number and creates the folder later, which lets
 // both runs take the same one.
+//
+// A run holds its folder while it lives (an flock on the folder, which the system drops when the process ends, however
+// it ends): a run that names a version another live process holds is refused, naming that process, so that two runs
+// never write into one folder. A folder of a run that has ended may be named again (Lightning's way to continue one).
 #ifndef KILN_TRAINER_LOGGERS_LOG_DIR_H_
 #define KILN_TRAINER_LOGGERS_LOG_DIR_H_
 
@@ -13,6 +17,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+
+#include <sys/types.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -37,12 +43,27 @@ std::string VersionDir(const LogDirOptions& options);
 // folder when it cannot be created (a file in the way, no permission, a name too long).
 absl::StatusOr<int64_t> ClaimVersion(const std::string& save_dir, const std::string& name);
 
+// The hold of one run folder (its device and inode).
+struct FolderHold {
+  dev_t device = 0;
+  ino_t inode = 0;
+};
+
+// Holds `folder` (which exists) for this process until ReleaseRunFolder: FailedPrecondition naming the process and its
+// command line when another process holds it. The same process may hold a folder more than once (counted).
+absl::StatusOr<FolderHold> HoldRunFolder(const std::string& folder);
+void ReleaseRunFolder(const FolderHold& hold);
+
 // The folder of one run, shared by its loggers. With a version given, it is that version's folder (created, or
 // reused: the user asked for it); without one, the first Claim takes a new version with ClaimVersion.
-// Thread-safe. Only the process with global rank zero claims (the Trainer calls Logger::setup there alone).
+// Thread-safe. Only the process with global rank zero claims (the Trainer calls Logger::setup there alone). The
+// claimed folder is held (HoldRunFolder) until the RunFolder is destroyed; Claim fails when another process holds it.
 class RunFolder {
  public:
   explicit RunFolder(LogDirOptions options) : options_(std::move(options)) {}
+  ~RunFolder();
+  RunFolder(const RunFolder&) = delete;
+  RunFolder& operator=(const RunFolder&) = delete;
 
   // Creates the folder on the first call and returns it; later calls return the same folder.
   absl::StatusOr<std::string> Claim();
@@ -54,6 +75,7 @@ class RunFolder {
   const LogDirOptions options_;
   mutable std::mutex mutex_;
   std::optional<std::string> claimed_ ABSL_GUARDED_BY(mutex_);
+  std::optional<FolderHold> hold_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace kiln
