@@ -86,20 +86,14 @@ void FreeIteratively(c10::IValue root) {
   while (!pending.empty()) {
     c10::IValue value = std::move(pending.back());
     pending.pop_back();
+    for (c10::IValue& child : Children(value)) pending.push_back(std::move(child));
     if (value.isList()) {
-      c10::impl::GenericList list = value.toList();
-      for (size_t i = 0; i < list.size(); ++i) pending.push_back(list.get(i));
-      list.clear();
+      value.toList().clear();
     } else if (value.isGenericDict()) {
-      c10::impl::GenericDict dict = value.toGenericDict();
-      for (const auto& entry : dict) pending.push_back(entry.value());
-      dict.clear();
+      value.toGenericDict().clear();
     } else if (value.isTuple()) {
       c10::intrusive_ptr<c10::ivalue::Tuple> tuple = value.toTuple();
-      for (size_t i = 0; i < tuple->size(); ++i) {
-        pending.push_back(tuple->elements()[i]);
-        tuple->unsafeSetElement(i, c10::IValue());
-      }
+      for (size_t i = 0; i < tuple->size(); ++i) tuple->unsafeSetElement(i, c10::IValue());
     }
   }
 }

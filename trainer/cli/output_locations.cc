@@ -44,11 +44,12 @@ bool SameFile(const std::string& a, const std::string& b) {
   return !error_a && !error_b && canonical_a == canonical_b;
 }
 
-// The files `config` reads, as (flag, path): the data, the model, the checkpoint, the rows to predict on.
+// The files `config` reads, as (flag, path): the data (or the digits file --data=digits reads), the model, the
+// checkpoint, the rows to predict on.
 std::vector<std::pair<std::string, std::string>> InputFiles(const FitConfig& config) {
   std::vector<std::pair<std::string, std::string>> inputs;
   if (config.data.data != "synthetic" && config.data.data != "digits") inputs.emplace_back("data", config.data.data);
-  if (!config.data.digits_path.empty()) inputs.emplace_back("data", config.data.digits_path);
+  if (config.data.data == "digits") inputs.emplace_back("digits_path", config.data.digits_path);
   if (!config.data.predict_data.empty()) inputs.emplace_back("predict_data", config.data.predict_data);
   if (config.model.model != "mlp" && config.model.model != "cnn") inputs.emplace_back("model", config.model.model);
   if (!config.ckpt_path.empty() && config.ckpt_path != "last" && config.ckpt_path != "best") {
@@ -68,7 +69,8 @@ absl::Status CheckOutputsSpareInputs(const FitConfig& config) {
     const auto& [flag, path] = outputs[i];
     for (const auto& [input_flag, input] : inputs) {
       if (SameFile(path, input)) {
-        return Refuse(flag, path, absl::StrCat("it is the file --", input_flag, " names (", input, "), which the run reads"),
+        return Refuse(flag, path,
+                      absl::StrCat("it is the file --", input_flag, " names (", input, "), which the run reads"),
                       "write it to another file");
       }
     }

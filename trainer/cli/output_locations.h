@@ -4,9 +4,9 @@
 // naming the flag, the path and the part of it in the way, so that fit exits 2 having written nothing rather than
 // failing after the training it would throw away.
 //
-// An output file that is one of the run's input files (--data, --predict_data, --model, --ckpt_path), or the other
-// output file, is refused the same way: through symbolic or hard links too (the same inode), and by path when the
-// output does not exist yet.
+// An output file that is one of the run's input files (--data, --digits_path, --predict_data, --model,
+// --ckpt_path), or the other output file, is refused the same way: through symbolic or hard links too (the same
+// inode), and by path when the output does not exist yet.
 //
 // Symbolic links are followed: an output that is a link writes the file it points to (atomic_file.h), and a folder
 // that is a link is the folder it points to.

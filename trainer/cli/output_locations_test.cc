@@ -82,6 +82,12 @@ TEST(OutputLocationsTest, AnOutputThatIsAnInputIsRefused) {
   config.outputs.predictions = root + "/predictions.csv";
   config.outputs.summary_json = root + "/hard.csv";  // A hard link to the training data.
   ExpectRefused(CheckOutputLocations(config), "--summary_json=" + root + "/hard.csv: it is the file --data names");
+  config.outputs.summary_json = root + "/digits.csv.gz";  // Read only with --data=digits.
+  std::ofstream(root + "/digits.csv.gz") << "x";
+  config.data.digits_path = root + "/digits.csv.gz";
+  EXPECT_TRUE(CheckOutputLocations(config).ok()) << CheckOutputLocations(config);
+  config.data.data = "digits";
+  ExpectRefused(CheckOutputLocations(config), "it is the file --digits_path names");
   config.outputs.summary_json = root + "/./predictions.csv";  // Neither exists yet: the same path.
   ExpectRefused(CheckOutputLocations(config), "it is the file --predictions writes");
 }
