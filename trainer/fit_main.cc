@@ -30,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "c10/util/Exception.h"
 #include "glog/logging.h"
 #include "hal/compat/logging.h"
 #include "hal/compat/version.h"
@@ -76,9 +77,12 @@ constexpr char kUsage[] =
     "version_<N>/\n(metrics.csv, hparams.yaml, report.html, checkpoints/). Exit status: 0 done, 2 bad flags or data "
     "(nothing\nwritten), 1 training failed.";
 
+// Every `error:` line fit prints: one line, whatever the message holds (OneLine, command_line.h).
+void PrintError(absl::string_view message) { std::cerr << "error: " << OneLine(message) << std::endl; }
+
 // A flag or data error: one line, exit 2.
 [[noreturn]] void UsageError(absl::string_view message) {
-  std::cerr << "error: " << message << std::endl;
+  PrintError(message);
   std::exit(kExitUsage);
 }
 
@@ -240,7 +244,7 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
     if (!written.ok()) LOG(WARNING) << "report.html: " << written;
   }
   if (!status.ok()) {
-    std::cerr << "error: " << status.message() << std::endl;
+    PrintError(status.message());
     return IsInputError(status) ? kExitUsage : kExitFailed;
   }
 
@@ -273,7 +277,7 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
         .AddString("params_sha256", ParamsSha256(model));
     AddVersions(json);
     if (absl::Status written = WriteOutput(outputs.summary_json, json.ToString()); !written.ok()) {
-      std::cerr << "error: --summary_json: " << written.message() << std::endl;
+      PrintError(absl::StrCat("--summary_json: ", written.message()));
       return kExitFailed;
     }
   }
@@ -288,7 +292,7 @@ int RunEvaluate(const FitConfig& config, LoadedData& data, SupervisedModule& mod
                                                             : trainer.validate(model, *data.module, config.ckpt_path);
   if (!metrics.ok()) {
     if (IsInputError(metrics.status())) UsageError(metrics.status().message());
-    std::cerr << "error: " << metrics.status().message() << std::endl;
+    PrintError(metrics.status().message());
     return kExitFailed;
   }
   if (!trainer.is_global_zero()) return 0;  // The metrics are every rank's; rank zero alone reports them.
@@ -301,7 +305,7 @@ int RunEvaluate(const FitConfig& config, LoadedData& data, SupervisedModule& mod
         .AddString("params_sha256", ParamsSha256(model));
     AddVersions(json);
     if (absl::Status written = WriteOutput(config.outputs.summary_json, json.ToString()); !written.ok()) {
-      std::cerr << "error: --summary_json: " << written.message() << std::endl;
+      PrintError(absl::StrCat("--summary_json: ", written.message()));
       return kExitFailed;
     }
   }
@@ -314,17 +318,17 @@ int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& mode
   absl::StatusOr<std::vector<at::Tensor>> predictions = trainer.predict(model, *data.module, config.ckpt_path);
   if (!predictions.ok()) {
     if (IsInputError(predictions.status())) UsageError(predictions.status().message());
-    std::cerr << "error: " << predictions.status().message() << std::endl;
+    PrintError(predictions.status().message());
     return kExitFailed;
   }
   if (!trainer.is_global_zero()) return 0;  // Every rank holds every prediction; rank zero alone writes them.
   absl::StatusOr<std::string> csv = PredictionsCsv(*predictions, data.task, data.class_names);
   if (!csv.ok()) {
-    std::cerr << "error: " << csv.status().message() << std::endl;
+    PrintError(csv.status().message());
     return kExitFailed;
   }
   if (absl::Status written = WriteOutput(config.outputs.predictions, *csv); !written.ok()) {
-    std::cerr << "error: --predictions: " << written.message() << std::endl;
+    PrintError(absl::StrCat("--predictions: ", written.message()));
     return kExitFailed;
   }
   int64_t rows = 0;
@@ -338,7 +342,7 @@ int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& mode
         .AddString("params_sha256", ParamsSha256(model));
     AddVersions(json);
     if (absl::Status written = WriteOutput(config.outputs.summary_json, json.ToString()); !written.ok()) {
-      std::cerr << "error: --summary_json: " << written.message() << std::endl;
+      PrintError(absl::StrCat("--summary_json: ", written.message()));
       return kExitFailed;
     }
   }
@@ -364,6 +368,8 @@ int Main(int argc, char** argv) {
   // Flag files and variables first, so that their flags meet the same checks as the command line's.
   absl::StatusOr<std::vector<std::string>> args = ExpandCommandLine({argv, argv + argc}, UserPath);
   if (!args.ok()) UsageError(args.status().message());
+  absl::StatusOr<std::vector<std::string>> config_files = ConfigFileNames(*args);
+  if (!config_files.ok()) UsageError(config_files.status().message());
   // Config files' flags go first, so that the command line overrides them and they meet the same checks.
   args = ApplyConfigFiles(*args, UserPath);
   if (!args.ok()) UsageError(args.status().message());
@@ -388,6 +394,8 @@ int Main(int argc, char** argv) {
     UsageError(loaded.message());
   }
 
+  // Before any input is read (the saved run's checkpoint, just below).
+  if (absl::Status limits = ApplyInputLimitFlags(); !limits.ok()) UsageError(limits.message());
   // --mode=validate and --mode=predict take the model and data flags left out from the checkpoint.
   std::optional<SavedRun> saved;
   const std::string ckpt_path = absl::GetFlag(FLAGS_ckpt_path);
@@ -410,6 +418,7 @@ int Main(int argc, char** argv) {
     std::cout << ConfigYaml();
     return 0;
   }
+  for (const std::string& file : *config_files) config->config_files.push_back(UserPath(file));
   if (absl::Status writable = CheckOutputLocations(*config); !writable.ok()) UsageError(writable.message());
   absl::StatusOr<LoadedData> data = LoadData(config->data);
   if (!data.ok()) UsageError(data.status().message());
@@ -443,6 +452,8 @@ int Main(int argc, char** argv) {
   if (std::exception_ptr current = std::current_exception()) {
     try {
       std::rethrow_exception(current);
+    } catch (const c10::Error& error) {
+      what = error.what_without_backtrace();  // what() appends LibTorch's C++ backtrace, many lines long.
     } catch (const std::exception& error) {
       what = error.what();
     } catch (...) {
@@ -450,7 +461,7 @@ int Main(int argc, char** argv) {
   } else {
     what = "std::terminate without an exception";
   }
-  std::cerr << "error: internal error, training stopped: " << what << std::endl;
+  kiln::PrintError(absl::StrCat("internal error, training stopped: ", what));
   std::_Exit(kiln::kExitFailed);
 }
 
@@ -458,8 +469,11 @@ int main(int argc, char** argv) {
   std::set_terminate(OnTerminate);
   try {
     return kiln::Main(argc, argv);
+  } catch (const c10::Error& error) {
+    kiln::PrintError(absl::StrCat("internal error, training stopped: ", error.what_without_backtrace()));
+    return kiln::kExitFailed;
   } catch (const std::exception& error) {
-    std::cerr << "error: internal error, training stopped: " << error.what() << std::endl;
+    kiln::PrintError(absl::StrCat("internal error, training stopped: ", error.what()));
     return kiln::kExitFailed;
   }
 }

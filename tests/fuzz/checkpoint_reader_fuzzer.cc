@@ -5,6 +5,12 @@
 //
 // Input: the first byte chooses how the rest is used.
 //   'r'    raw: the rest is the file's bytes (a zip archive: what torch.save writes, or format 1's LibTorch archive);
+//   't'    lying tensors: a well-formed archive (right CRCs, unique records) whose pickle, spelt opcode by opcode as
+//          torch.save writes one, describes the model's parameters with fuzzed storage types, storage keys, storage
+//          sizes, offsets, sizes and strides over records of fuzzed lengths (see WriteLyingTensors). It goes through
+//          Trainer::validate(..., ckpt_path), which restores the weights alone; when that succeeds, every restored
+//          value must be the one the declared view reads from its record's bytes (no read past a record, no silent
+//          wrong restore). The crafted files of issue #39 are of this kind (hostile_checkpoints.py);
 //   other  structured: the rest chooses, entry by entry, what a checkpoint holds: the right value, nothing, or a
 //          value of another type or shape (see WriteStructured). ReadCheckpoint checks every record's CRC, so
 //          byte-level mutations of a real checkpoint rarely get past the zip layer; this mode reaches the trainer's
@@ -16,6 +22,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -24,6 +32,7 @@
 
 #include "ATen/ATen.h"
 #include "ATen/CPUGeneratorImpl.h"
+#include "caffe2/serialize/inline_container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -210,19 +219,188 @@ std::string WriteStructured(FuzzInput& input) {
   return SerializeTorchFile(top).value();
 }
 
-void RestoreAndCheck(const std::string& path) {
-  // ReadCheckpoint alone, as FindLastCheckpoint uses it to skip damaged files.
-  const auto archive = ReadCheckpoint(path);
-  if (!archive.ok()) {
-    KILN_FUZZ_CHECK(archive.status().code() == absl::StatusCode::kInvalidArgument, archive.status().ToString());
+// The pickle opcodes torch.save's protocol 2 uses for a tensor (pickletools names them).
+std::string PickleString(const std::string& text) {
+  std::string out = "X";
+  const uint32_t length = static_cast<uint32_t>(text.size());
+  out.append(reinterpret_cast<const char*>(&length), 4);
+  return out + text;
+}
+std::string PickleGlobal(const std::string& module, const std::string& name) {
+  return "c" + module + "\n" + name + "\n";
+}
+std::string PickleLong(int64_t value) {
+  std::string out = "\x8a\x08";
+  out.append(reinterpret_cast<const char*>(&value), 8);
+  return out;
+}
+
+// One declared tensor of a lying archive, and what a correct reader must make of it.
+struct DeclaredTensor {
+  std::string name;
+  bool is_float = false;
+  std::string key;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
+struct LyingArchive {
+  std::string bytes;
+  std::vector<DeclaredTensor> tensors;
+  std::map<std::string, std::string> records;  // Storage key -> the record's bytes.
+};
+
+// A value near `right` most of the time, anything sometimes.
+int64_t Lie(FuzzInput& input, int64_t right) {
+  const uint8_t byte = input.Byte();
+  if (byte < 150) return right;
+  if (byte < 200) return right + static_cast<int8_t>(input.Byte());
+  if (byte < 230) return static_cast<int64_t>(1) << (input.Byte() % 63);
+  return input.Integer<int64_t>();
+}
+
+// {"state_dict": {name: tensor, ...}} for the model's parameters, each tensor's declaration fuzzed around the right
+// one, over storage records whose lengths are fuzzed around what the declarations need.
+LyingArchive WriteLyingTensors(FuzzInput& input, LightningModule& model) {
+  static const char* kStorages[] = {"FloatStorage", "FloatStorage", "FloatStorage", "DoubleStorage",
+                                    "HalfStorage",  "LongStorage",  "ByteStorage",  "BoolStorage"};
+  static const int kElementBytes[] = {4, 4, 4, 8, 2, 8, 1, 1};
+  LyingArchive archive;
+  std::map<std::string, int64_t> wanted_bytes;  // Per key: what the first declaration using it needs.
+  std::string pickle = "\x80\x02}(" + PickleString("state_dict") + "}(";
+  int parameter = 0;
+  for (const auto& item : model.named_parameters()) {
+    DeclaredTensor tensor;
+    tensor.name = input.Byte() < 240 ? item.key() : input.String(16);
+    const int type = input.Byte() % 8;
+    tensor.is_float = type < 3;
+    tensor.key = std::to_string((parameter++ + input.Byte()) % 4);  // Distinct unless the input says otherwise.
+    const std::vector<int64_t> shape = item.value().sizes().vec();
+    int64_t numel = 1;
+    for (int64_t size : shape) numel *= size;
+    if (input.Byte() < 220) {
+      for (size_t d = 0; d < shape.size(); ++d) tensor.sizes.push_back(Lie(input, shape[d]));
+    } else {
+      tensor.sizes.resize(input.Byte() % 5);
+      for (int64_t& size : tensor.sizes) size = Lie(input, 2);
+    }
+    int64_t stride = 1;
+    tensor.strides.resize(tensor.sizes.size());
+    for (size_t d = tensor.sizes.size(); d-- > 0;) {
+      tensor.strides[d] = Lie(input, stride);
+      stride *= std::max<int64_t>(tensor.sizes[d], 1);
+    }
+    tensor.offset = Lie(input, 0);
+    const int64_t storage_numel = Lie(input, numel + tensor.offset);
+    wanted_bytes.emplace(tensor.key, numel * kElementBytes[type]);
+    pickle += PickleString(tensor.name) + PickleGlobal("torch._utils", "_rebuild_tensor_v2") + "((" +
+              PickleString("storage") + PickleGlobal("torch", kStorages[type]) + PickleString(tensor.key) +
+              PickleString("cpu") + PickleLong(storage_numel) + "tQ" + PickleLong(tensor.offset) + "(";
+    for (int64_t size : tensor.sizes) pickle += PickleLong(size);
+    pickle += "t(";
+    for (int64_t s : tensor.strides) pickle += PickleLong(s);
+    pickle += "t\x89" + PickleGlobal("collections", "OrderedDict") + ")RtR";
+    archive.tensors.push_back(std::move(tensor));
   }
+  pickle += "uu.";
+  for (const auto& [key, right] : wanted_bytes) {
+    const int64_t length = std::clamp<int64_t>(Lie(input, right), 0, 1 << 16);
+    std::string bytes(static_cast<size_t>(length), '\0');
+    // Small floats (0.25 * (i % 8)): a correct restore gives finite weights, so validation runs to its end.
+    for (int64_t i = 0; i + 4 <= length; i += 4) {
+      const float value = 0.25f * static_cast<float>((i / 4) % 8);
+      std::memcpy(bytes.data() + i, &value, 4);
+    }
+    archive.records[key] = std::move(bytes);
+  }
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) -> size_t {
+    archive.bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  for (const auto& [key, bytes] : archive.records) writer.writeRecord("data/" + key, bytes.data(), bytes.size());
+  writer.writeEndOfFile();
+  return archive;
+}
+
+// After a restore that succeeded: each parameter holds what its declaration reads from its record, element by
+// element, computed here from the record's bytes without LibTorch.
+void CheckRestoredValues(const LyingArchive& archive, LightningModule& model) {
+  std::map<std::string, at::Tensor> parameters;
+  for (const auto& item : model.named_parameters()) parameters[item.key()] = item.value().detach().contiguous();
+  for (const DeclaredTensor& tensor : archive.tensors) {
+    if (!tensor.is_float || parameters.count(tensor.name) == 0) continue;
+    const at::Tensor restored = parameters[tensor.name];
+    KILN_FUZZ_CHECK(restored.sizes().vec() == tensor.sizes, absl::StrCat("shape of ", tensor.name));
+    const std::string& record = archive.records.at(tensor.key);
+    const float* values = restored.data_ptr<float>();
+    std::vector<int64_t> index(tensor.sizes.size(), 0);
+    for (int64_t i = 0; i < restored.numel(); ++i) {
+      int64_t element = tensor.offset;
+      for (size_t d = 0; d < index.size(); ++d) element += index[d] * tensor.strides[d];
+      KILN_FUZZ_CHECK(element >= 0 && (element + 1) * 4 <= static_cast<int64_t>(record.size()),
+                      absl::StrCat(tensor.name, " was restored from element ", element, " of a record of ",
+                                   record.size(), " bytes"));
+      float expected;
+      std::memcpy(&expected, record.data() + element * 4, 4);
+      KILN_FUZZ_CHECK(std::memcmp(&expected, &values[i], 4) == 0,
+                      absl::StrCat(tensor.name, "[", i, "] is ", values[i], ", its record says ", expected));
+      for (size_t d = index.size(); d-- > 0;) {
+        if (++index[d] < tensor.sizes[d]) break;
+        index[d] = 0;
+      }
+    }
+  }
+}
+
+SyntheticOptions DataOptions() {
   SyntheticOptions data_options;
   data_options.num_train = 16;
   data_options.num_val = 8;
   data_options.num_features = 4;
   data_options.num_classes = 2;
   data_options.batch_size = 8;
-  SyntheticClusters data(data_options);
+  return data_options;
+}
+
+void ValidateAndCheck(FuzzInput& input, const std::string& path) {
+  auto model = MakeModel();
+  LyingArchive archive;
+  try {
+    archive = WriteLyingTensors(input, *model);
+  } catch (const c10::Error&) {
+    return;  // The writer refused a record name: nothing to read.
+  }
+  {
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file.write(archive.bytes.data(), static_cast<std::streamsize>(archive.bytes.size()));
+  }
+  if (const char* save = std::getenv("KILN_CHECKPOINT_FUZZER_SAVE"); save != nullptr) {
+    std::ofstream copy(save, std::ios::binary | std::ios::trunc);
+    copy << 'r' << archive.bytes;
+  }
+  SyntheticClusters data(DataOptions());
+  Trainer trainer({.accelerator = "cpu", .devices = 1, .logger = false, .enable_progress_bar = false});
+  const absl::StatusOr<MetricMap> metrics = trainer.validate(*model, data, path);
+  if (std::getenv("KILN_FUZZ_VERBOSE") != nullptr) {
+    std::fprintf(stderr, "  validate: %s\n", metrics.status().ToString().c_str());
+  }
+  if (!metrics.ok()) {
+    KILN_FUZZ_CHECK(metrics.status().code() == absl::StatusCode::kInvalidArgument, metrics.status().ToString());
+    KILN_FUZZ_CHECK(absl::StrContains(metrics.status().message(), path), metrics.status().ToString());
+    return;
+  }
+  CheckRestoredValues(archive, *model);
+}
+
+void RestoreAndCheck(const std::string& path) {
+  // ReadCheckpoint alone, as FindLastCheckpoint uses it to skip damaged files.
+  const auto archive = ReadCheckpoint(path);
+  if (!archive.ok()) {
+    KILN_FUZZ_CHECK(archive.status().code() == absl::StatusCode::kInvalidArgument, archive.status().ToString());
+  }
+  SyntheticClusters data(DataOptions());
   auto model = MakeModel();
   Trainer trainer({.accelerator = "cpu",
                    .devices = 1,
@@ -284,7 +462,12 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 1 << 20) return 0;
   kiln::fuzzing::FuzzInput input(data, size);
-  const bool raw = input.Byte() == 'r';
+  const uint8_t mode = input.Byte();
+  if (mode == 't') {
+    kiln::ValidateAndCheck(input, kiln::CheckpointPath());
+    return 0;
+  }
+  const bool raw = mode == 'r';
   std::string bytes;
   try {
     bytes = raw ? input.Rest() : kiln::WriteStructured(input);

@@ -117,6 +117,11 @@ with open('bomb.csv.gz', 'wb') as out:
 (ulimit -v 3000000; refused gzip-bomb "bomb.csv.gz" --data=bomb.csv.gz) >gzip-bomb.out
 cat gzip-bomb.out
 grep -q '^FAIL' gzip-bomb.out && failures=$((failures + 1))
+# Compressed input has a stated limit of its own (--max_inflated_mib, 1 GiB by default: this file inflates to 1.3 GiB),
+# whatever the memory; the flag raises it.
+refused gzip-limit "bomb.csv.gz inflates to more than 1.0 GiB, the most Kiln inflates" --data=bomb.csv.gz
+refused gzip-limit-64 "bomb.csv.gz inflates to more than 64.0 MiB" --data=bomb.csv.gz --max_inflated_mib=64
+refused max-inflated-0 "--max_inflated_mib='0' is not valid; pass a number of MiB in [1, 1048576]" --max_inflated_mib=0
 
 # --- 3. Flag sources --------------------------------------------------------------------------------------
 printf -- '--max_epochs=ten\n' >bad-value.flags
@@ -170,6 +175,16 @@ refused predictions-over-checkpoint "--predictions=$ckpt: it is the file --ckpt_
 refused summary-over-checkpoint "it is the file --ckpt_path names" \
   --mode=validate --ckpt_path="$ckpt" --summary_json="$work/ckpt-link"
 [[ "$(sha256sum <"$ckpt")" == "$ckpt_before" ]] || fail "an output was written over the checkpoint"
+printf 'trainer:\n  max_epochs: 1\n' >run.yaml
+ln run.yaml run-hard-link.yaml
+refused summary-over-config "--summary_json=run-hard-link.yaml: it is the file --config names" \
+  --config=run.yaml --summary_json=run-hard-link.yaml
+[[ "$(cat run.yaml)" == "$(printf 'trainer:\n  max_epochs: 1')" ]] || fail "the summary was written over the config file"
+# One error is one line, however the value that caused it is spelt (a newline in a path, an escape sequence).
+refused newline-in-path "--data='bad\\nname.csv' is not valid" --data="$(printf 'bad\nname.csv')"
+refused escape-in-path 'bad\x1b[2Jname.csv' --data="$(printf 'bad\033[2Jname.csv')"
+printf 'trainer:\n  "max\\nepochs": 1\n' >newline-key.yaml
+refused newline-in-yaml-key 'max\nepochs' --config=newline-key.yaml
 echo '{}' >target.json
 ln -s target.json link.json
 "$fit" "${quick[@]}" --default_root_dir=linked --summary_json=link.json >link.log 2>&1 || fail "link.json run failed"
@@ -190,13 +205,16 @@ declare -A says=(
   [hostile-nested-200000-appends]="containers nest more than 100 deep"
   [hostile-memo-hidden-depth]="nests containers more than 64 deep"
   [hostile-list-holds-itself]="a container holds itself"
-  [hostile-deflate-claims-3.75-gib]="inflates to 4026531840 bytes, more than the 1024 MiB"
+  [hostile-deflate-claims-3.75-gib]="(4026531840 bytes, says the zip directory) inflates to more than 1.0 GiB"
 )
 for name in "${!says[@]}"; do
   [[ -f "$corpus/$name" ]] || { fail "$name: not in the corpus"; continue; }
   tail -c +2 "$corpus/$name" >"$work/$name.ckpt"
   refused "$name" "${says[$name]}" --ckpt_path="$work/$name.ckpt"
 done
+# Raising the limit lets the record be inflated, which then shows its stream is not what its directory says.
+refused deflate-limit-raised "record 'archive/data.pkl' does not inflate to its 4026531840 bytes" \
+  --ckpt_path="$work/hostile-deflate-claims-3.75-gib.ckpt" --max_inflated_mib=4096
 
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "every hostile input held: nothing lost, nothing aborted, bad input refused before training"

@@ -220,6 +220,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   }
   // LibTorch does not check the archive's CRCs, and a damaged record can crash its parsers: check them first.
   if (absl::Status verified = VerifyZipChecksums(path); !verified.ok()) {
+    if (absl::IsResourceExhausted(verified)) {  // Well-formed, but a record inflates past the limit.
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": ", verified.message()));
+    }
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",
                                                    "archive: ", verified.message()));
   }

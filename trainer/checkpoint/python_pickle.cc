@@ -195,21 +195,35 @@ class Rewriter {
     classes_.erase(id);
     stack_.back().memo = id;
     memo_depths_[id] = top.depth;
-    Emit(in_.substr(op_pos_, pos_ - op_pos_));
+    // LibTorch's unpickler ignores the slot a PUT names: it appends to its memo, reserving room for twice the slot
+    // first (a slot of 2^32 - 1 asked for 137 GB), and a GET indexes what it appended. So the output numbers its
+    // slots 0, 1, 2, ... in the order they are stored, and each GET names the slot its PUT became.
+    const uint32_t slot = static_cast<uint32_t>(libtorch_slots_.size());
+    libtorch_slots_[id] = slot;
+    EmitSlot('r', slot);
     return absl::OkStatus();
   }
 
-  void MemoGet(uint32_t id) {
+  absl::Status MemoGet(uint32_t id) {
     auto found = classes_.find(id);
     if (found != classes_.end()) {
       Push(found->second.kind, found->second.name);
       out_.push_back('}');
-      return;
+      return absl::OkStatus();
     }
+    auto slot = libtorch_slots_.find(id);
+    if (slot == libtorch_slots_.end()) return Error(absl::StrCat("memo slot ", id, " is read before anything is stored in it"));
     auto depth = memo_depths_.find(id);
     Push(Kind::kValue, "", depth == memo_depths_.end() ? 0 : depth->second);
     stack_.back().memo = id;
-    Emit(in_.substr(op_pos_, pos_ - op_pos_));
+    EmitSlot('j', slot->second);
+    return absl::OkStatus();
+  }
+
+  // LONG_BINPUT ('r') or LONG_BINGET ('j') of `slot`.
+  void EmitSlot(char op, uint32_t slot) {
+    out_.push_back(op);
+    for (int byte = 0; byte < 4; ++byte) out_.push_back(static_cast<char>((slot >> (8 * byte)) & 0xff));
   }
 
   // REDUCE or NEWOBJ: the callee and its argument tuple are the top two values.
@@ -374,12 +388,10 @@ class Rewriter {
         return MemoPut(static_cast<uint32_t>(LittleEndian(arg)));
       case 'h':  // BINGET
         if (!Read(1, &arg)) return Error("truncated BINGET");
-        MemoGet(static_cast<uint32_t>(LittleEndian(arg)));
-        return absl::OkStatus();
+        return MemoGet(static_cast<uint32_t>(LittleEndian(arg)));
       case 'j':  // LONG_BINGET
         if (!Read(4, &arg)) return Error("truncated LONG_BINGET");
-        MemoGet(static_cast<uint32_t>(LittleEndian(arg)));
-        return absl::OkStatus();
+        return MemoGet(static_cast<uint32_t>(LittleEndian(arg)));
       case 'c': {  // GLOBAL
         std::string module;
         std::string name;
@@ -436,6 +448,7 @@ class Rewriter {
   std::vector<Mark> marks_;
   std::map<uint32_t, Entry> classes_;  // Memo entries that hold a class.
   std::map<uint32_t, int> memo_depths_;  // Each memo entry's nesting depth, as last known.
+  std::map<uint32_t, uint32_t> libtorch_slots_;  // Each memo slot of the input -> its slot in the output.
   int raw_globals_ = 0;
 };
 

@@ -250,5 +250,27 @@ TEST(PythonPickleTest, WhatCannotBeReadIsRefusedNamingTheByte) {
   EXPECT_THAT(Read(kProto + "N0N.").status().message(), HasSubstr("data.pkl: pickle byte 3"));
 }
 
+// LibTorch's unpickler appends each PUT to its memo whatever slot it names, and a GET indexes what was appended; the
+// rewrite numbers the slots in order, so a value shared after a memoized class (which stays out of LibTorch's memo)
+// is the right one, a slot never stored is an error, and a huge slot number allocates nothing.
+TEST(PythonPickleTest, MemoSlotsAreTheOnesThePickleNames) {
+  // {"c": OrderedDict(), "x": [7], "y": <x through the memo>}, the class in slot 1 and the list in slot 3.
+  const std::string shared = kProto + "}" + Put(0) + "(" + Unicode("c") + Global("collections", "OrderedDict") +
+                             Put(1) + ")R" + Put(2) + Unicode("x") + "]" + Put(3) + Int(7) + "a" + Unicode("y") +
+                             Get(3) + "u.";
+  const c10::impl::GenericDict dict = Dict(Read(shared));
+  ASSERT_TRUE(dict.at(std::string("y")).isList()) << dict.at(std::string("y")).tagKind();
+  EXPECT_EQ(dict.at(std::string("y")).toListRef().at(0).toInt(), 7);
+  // A slot of 2^32 - 1 (LibTorch reserved room for twice that: 137 GB).
+  const std::string huge = kProto + "]" + std::string("r\xff\xff\xff\xff", 5) + "j" + std::string("\xff\xff\xff\xff", 4) +
+                           "a.";
+  EXPECT_THAT(Read(huge).status().message(), HasSubstr("a container holds itself"));
+  const std::string far = kProto + "}" + std::string("r\xff\xff\xff\xff", 5) + Unicode("k") + Int(1) + "s.";
+  EXPECT_EQ(Dict(Read(far)).size(), 1u);
+  // Read before it is stored (LibTorch's own message was "vector::_M_range_check: __n (which is 200) >= this->size()").
+  EXPECT_THAT(Read(kProto + "]" + Put(0) + std::string("h\xc8", 2) + "a.").status().message(),
+              HasSubstr("memo slot 200 is read before anything is stored in it"));
+}
+
 }  // namespace
 }  // namespace kiln

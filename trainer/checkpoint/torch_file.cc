@@ -327,9 +327,16 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
     }
     return Finish(value, 0, records);
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(e.what_without_backtrace());
+    // What LibTorch's unpickler refused: a tensor whose sizes, strides or storage overflow when LibTorch builds it,
+    // a missing record, a wrong type. Its text says what; the prefix says where, and the plea for a better message
+    // that LibTorch appends to some checks is dropped.
+    std::string what = e.what_without_backtrace();
+    if (const size_t plea = what.find("  (Could this error message be improved?"); plea != std::string::npos) {
+      what.resize(plea);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("data.pkl describes what LibTorch cannot build: ", what));
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(e.what());
+    return absl::InvalidArgumentError(absl::StrCat("data.pkl describes what LibTorch cannot build: ", e.what()));
   }
 }
 

@@ -184,11 +184,8 @@ absl::StatusOr<Entry> ParseEntry(const uint8_t* p, uint64_t available, uint64_t&
   }
   // Checked before anything is inflated: LibTorch allocates a record's whole size to read it (a 0.5 MB deflate bomb
   // took 2.3 GB and 18 s before it failed).
-  if (method == kDeflated && uncompressed > kMaxInflatedRecordBytes) {
-    return Damaged(absl::StrCat("record '", entry.name, "' inflates to ", uncompressed, " bytes, more than the ",
-                                kMaxInflatedRecordBytes >> 20, " MiB Kiln inflates from one compressed record ",
-                                "(torch.save stores its records uncompressed; re-store a re-compressed archive's ",
-                                "records with `zip -0`)"));
+  if (method == kDeflated && uncompressed > MaxInflatedBytes()) {
+    return InflatesTooFar(absl::StrCat("record '", entry.name, "' (", uncompressed, " bytes, says the zip directory)"));
   }
   entry.method = method;
   entry.compressed_size = compressed;

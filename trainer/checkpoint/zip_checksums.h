@@ -18,17 +18,20 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "trainer/data/memory_budget.h"
 
 namespace kiln {
 
-// The most one compressed record may inflate to (stored records are bounded by the file's size).
-inline constexpr uint64_t kMaxInflatedRecordBytes = uint64_t{1} << 30;
+// The default of the most one compressed record may inflate to (stored records are bounded by the file's size); the
+// limit in force is MaxInflatedBytes (trainer/data/memory_budget.h), which fit's --max_inflated_mib sets.
+inline constexpr uint64_t kMaxInflatedRecordBytes = kDefaultMaxInflatedBytes;
 
 // OK when `path` is a single-disk zip archive (zip64 included) whose records are stored or deflated, lie inside the
 // file, agree with their local headers, match their CRC-32 and have names that differ in more than case (LibTorch
 // finds a record by its name compared without case), and no deflated record inflates to more than
-// kMaxInflatedRecordBytes (refused from the directory, before anything is inflated). Otherwise InvalidArgument saying what is wrong, naming
-// the record where there is one (the path is left to the caller), or NotFound when the file cannot be opened.
+// MaxInflatedBytes (refused from the directory, before anything is inflated: ResourceExhausted, naming the record
+// and the flag that raises the limit). Otherwise InvalidArgument saying what is wrong, naming the record where there
+// is one (the path is left to the caller), or NotFound when the file cannot be opened.
 absl::Status VerifyZipChecksums(const std::string& path);
 
 }  // namespace kiln

@@ -128,6 +128,24 @@ bool IsHelp(absl::string_view arg) {
 
 }  // namespace
 
+std::string OneLine(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if ((byte < 0x20 && c != '\t') || byte == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(byte, absl::kZeroPad2));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 std::string ClosestName(absl::string_view name, const std::vector<std::string>& candidates) {
   std::string best;
   size_t best_distance = 4;

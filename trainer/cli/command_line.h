@@ -57,6 +57,11 @@ absl::StatusOr<std::string> ReadArgumentFile(absl::string_view flag, const std::
 // none is that close: the "did you mean" of fit's errors.
 std::string ClosestName(absl::string_view name, const std::vector<std::string>& candidates);
 
+// `text` with its control characters written as escapes (a newline as \n, a carriage return as \r, others and DEL
+// as \xNN; a tab stays), so that one error is one line however a path, a YAML key or a plugin's message was spelt,
+// and no escape sequence reaches the terminal. fit prints every `error:` line through it.
+std::string OneLine(absl::string_view text);
+
 // The arguments as the argc/argv pair that CheckCommandLine and Abseil take; it points into `args`.
 std::vector<char*> ArgvOf(std::vector<std::string>& args);
 

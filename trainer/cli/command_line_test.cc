@@ -166,5 +166,13 @@ TEST(HelpTest, NoFlagTakesANameAbseilDefines) {
   }
 }
 
+TEST(OneLineTest, ControlCharactersBecomeEscapes) {
+  EXPECT_EQ(OneLine("plain text, a tab\there"), "plain text, a tab\there");
+  EXPECT_EQ(OneLine("two\nlines\r\n"), "two\\nlines\\r\\n");
+  EXPECT_EQ(OneLine("\x1b[2J clear"), "\\x1b[2J clear");
+  EXPECT_EQ(OneLine(std::string("nul\0del\x7f", 8)), "nul\\x00del\\x7f");
+  EXPECT_EQ(OneLine("UTF-8 stays: \xc3\xa9"), "UTF-8 stays: \xc3\xa9");
+}
+
 }  // namespace
 }  // namespace kiln

@@ -16,6 +16,7 @@
 #include "trainer/data/text_encoding.h"
 #include "trainer/loggers/atomic_file.h"
 #include "trainer/loggers/hparams_yaml.h"
+#include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kiln {
@@ -381,6 +382,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"shuffle", Section::kData, "shuffle"},
       {"normalize", Section::kData, "normalize"},
       {"num_workers", Section::kData, "num_workers"},
+      {"max_inflated_mib", Section::kData, "max_inflated_mib"},
       {"digits_path", Section::kData, "digits_path"},
       {"num_features", Section::kData, "num_features"},
       {"num_classes", Section::kData, "num_classes"},
@@ -434,6 +436,11 @@ absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view t
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(*utf8));
+  } catch (const YAML::DeepRecursion& error) {
+    // yaml-cpp parses recursively and stops itself, with a message that says only "bad file".
+    return absl::InvalidArgumentError(absl::StrCat("--config=", source, ": line ", error.mark.line + 1,
+                                                   ": it nests deeper than the ", kMaxYamlDepth,
+                                                   " levels YAML may nest here; a config file nests a few"));
   } catch (const YAML::Exception& error) {
     return absl::InvalidArgumentError(
         absl::StrCat("--config=", source, ": line ", error.mark.line + 1, ": not valid YAML (", error.msg, ")"));
@@ -449,24 +456,30 @@ absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view t
   return std::move(reader).args();
 }
 
-absl::StatusOr<std::vector<std::string>> ApplyConfigFiles(const std::vector<std::string>& args,
-                                                          std::string (*resolve_path)(const std::string&)) {
+absl::StatusOr<std::vector<std::string>> ConfigFileNames(const std::vector<std::string>& args) {
   std::vector<std::string> files;
   for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
     absl::string_view arg = args[i];
     if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
     if (arg == "config") {
       if (i + 1 >= args.size()) return absl::InvalidArgumentError("--config needs a value; write --config=<file>");
-      files.push_back(args[++i]);
+      if (!args[i + 1].empty()) files.push_back(args[i + 1]);
+      ++i;
     } else if (absl::ConsumePrefix(&arg, "config=")) {
-      files.emplace_back(arg);
+      if (!arg.empty()) files.emplace_back(arg);  // --config= : none.
     }
   }
+  return files;
+}
+
+absl::StatusOr<std::vector<std::string>> ApplyConfigFiles(const std::vector<std::string>& args,
+                                                          std::string (*resolve_path)(const std::string&)) {
+  absl::StatusOr<std::vector<std::string>> files = ConfigFileNames(args);
+  if (!files.ok()) return files.status();
   std::vector<std::string> out;
   if (args.empty()) return out;
   out.push_back(args[0]);
-  for (const std::string& file : files) {
-    if (file.empty()) continue;  // --config= : none.
+  for (const std::string& file : *files) {
     absl::StatusOr<std::string> text = ReadArgumentFile("config", file, resolve_path(file), "config file",
                                                         "a YAML file in LightningCLI's layout (see --print_config)");
     if (!text.ok()) return text.status();

@@ -41,6 +41,11 @@ struct ConfigKey {
   bool list = false;  // A comma-separated flag, written as a YAML list.
 };
 
+// The deepest a config file may nest (mappings or lists in lists), as Debian's yaml-cpp 0.7 parses it: its parser
+// recurses, and stops at this depth (measured); deeper is an error naming the line. A config file's size is bounded
+// too (kMaxFlagFileBytes, command_line.h: 1 MiB).
+inline constexpr int kMaxYamlDepth = 499;
+
 // Every flag a config file can set, in the order --print_config writes them.
 const std::vector<ConfigKey>& ConfigKeys();
 
@@ -53,6 +58,9 @@ bool IsCommandLineOnlyFlag(absl::string_view flag);
 // that is not one of ConfigKeys() (with the closest known one, or the section it belongs to), a key given twice, a
 // list or mapping where one value belongs, a value the flag refuses, an unknown callback class.
 absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view text, absl::string_view source);
+
+// The files the command line's --config arguments name, in order (an empty --config= names none).
+absl::StatusOr<std::vector<std::string>> ConfigFileNames(const std::vector<std::string>& args);
 
 // The command line (argv[0] first, flag files already expanded) with the flags of every --config=F it names put
 // before its own flags, so that the command line overrides them; later files override earlier ones. The --config

@@ -195,11 +195,17 @@ TEST_F(ConfigFileTest, MistakesNameTheKeyAndTheFix) {
        "trainer.callbacks[ModelCheckpoint].init_args.monitor?"},
       {"trainer: {callbacks: [{class_path: ModelCheckpoint, args: {}}]}", "unknown key 'args' in an entry"},
       {"trainer: {callbacks: ModelCheckpoint}", "trainer.callbacks: must be a list"},
-      {std::string(20000, '[') + std::string(20000, ']'), "not valid YAML"},
+      {std::string(20000, '[') + std::string(20000, ']'), "line 1: it nests deeper than the 499 levels YAML may nest"},
       // A Latin-1 byte: config.yaml could not write the value back as it was read.
       {"data: {data: caf\xe9.csv}\n",
        "--config=run.yaml:1: byte 17 of the line (0xE9) is not UTF-8"},  // Nesting past yaml-cpp's guard.
   };
+  // kMaxYamlDepth is yaml-cpp's: that many levels are read (then refused: not a mapping), one more is refused.
+  const auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']') + "\n"; };
+  EXPECT_THAT(std::string(ConfigFileArguments(nested(kMaxYamlDepth + 1), "run.yaml").status().message()),
+              HasSubstr("nests deeper"));
+  EXPECT_THAT(std::string(ConfigFileArguments(nested(kMaxYamlDepth), "run.yaml").status().message()),
+              HasSubstr("the file must be a mapping"));
   for (const auto& [yaml, expected] : cases) {
     absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "run.yaml");
     ASSERT_FALSE(args.ok()) << yaml;

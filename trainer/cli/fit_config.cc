@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "trainer/cli/flags.h"
+#include "trainer/data/memory_budget.h"
 
 namespace kiln {
 namespace {
@@ -210,7 +211,18 @@ std::string UserPath(const std::string& path) {
   return absl::StrCat(base, "/", path);
 }
 
+absl::Status ApplyInputLimitFlags() {
+  const int64_t mib = absl::GetFlag(FLAGS_max_inflated_mib);
+  if (mib < 1 || mib > kMaxInflatedMib) {
+    return FlagError("max_inflated_mib", absl::StrCat(mib),
+                     absl::StrCat("pass a number of MiB in [1, ", kMaxInflatedMib, "] (default 1024: 1 GiB)"));
+  }
+  SetMaxInflatedBytes(static_cast<uint64_t>(mib) << 20);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FitConfig> FitConfigFromFlags() {
+  if (absl::Status limits = ApplyInputLimitFlags(); !limits.ok()) return limits;
   FitConfig config;
 
   // Mode.

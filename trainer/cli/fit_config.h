@@ -74,6 +74,8 @@ struct OutputSpec {
 struct FitConfig {
   std::string mode = "fit";  // "fit", "validate" or "predict".
   TrainerOptions trainer;    // Without loggers (logger=false) and callbacks: the caller adds them.
+  // The --config files the flags came from, as opened (UserPath): inputs, which no output may overwrite.
+  std::vector<std::string> config_files;
   std::string ckpt_path;     // "", "last", "best" or a path.
   DataSpec data;
   ModelSpec model;
@@ -83,6 +85,11 @@ struct FitConfig {
 // Reads and checks the current flag values. Relative paths are taken from $BUILD_WORKING_DIRECTORY when set (the
 // folder `bazel run` was started in).
 absl::StatusOr<FitConfig> FitConfigFromFlags();
+
+// Applies --max_inflated_mib (SetMaxInflatedBytes, trainer/data/memory_budget.h), before any input is read; an
+// error names the value and the range. At most 2^20 MiB (1 TiB).
+inline constexpr int64_t kMaxInflatedMib = int64_t{1} << 20;
+absl::Status ApplyInputLimitFlags();
 
 // A path as the user meant it: relative to $BUILD_WORKING_DIRECTORY when that is set.
 std::string UserPath(const std::string& path);

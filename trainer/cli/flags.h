@@ -109,6 +109,7 @@ ABSL_DECLARE_FLAG(int64_t, batch_size);
 ABSL_DECLARE_FLAG(bool, shuffle);
 ABSL_DECLARE_FLAG(bool, normalize);
 ABSL_DECLARE_FLAG(int, num_workers);
+ABSL_DECLARE_FLAG(int64_t, max_inflated_mib);
 ABSL_DECLARE_FLAG(std::string, digits_path);
 ABSL_DECLARE_FLAG(int64_t, num_features);
 ABSL_DECLARE_FLAG(int64_t, num_classes);

@@ -48,6 +48,7 @@ bool SameFile(const std::string& a, const std::string& b) {
 // checkpoint, the rows to predict on.
 std::vector<std::pair<std::string, std::string>> InputFiles(const FitConfig& config) {
   std::vector<std::pair<std::string, std::string>> inputs;
+  for (const std::string& file : config.config_files) inputs.emplace_back("config", file);
   if (config.data.data != "synthetic" && config.data.data != "digits") inputs.emplace_back("data", config.data.data);
   if (config.data.data == "digits") inputs.emplace_back("digits_path", config.data.digits_path);
   if (!config.data.predict_data.empty()) inputs.emplace_back("predict_data", config.data.predict_data);

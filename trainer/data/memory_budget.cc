@@ -1,9 +1,11 @@
 #include "trainer/data/memory_budget.h"
 
+#include <atomic>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -63,6 +65,21 @@ absl::Status CheckInputFits(uint64_t bytes, absl::string_view what, absl::string
                                                                             : Gib(bytes);
   return absl::ResourceExhaustedError(absl::StrCat(what, " needs ", needed, ", more than the ", Gib(budget),
                                                    " (half of the memory available) an input may take; ", fix));
+}
+
+namespace {
+std::atomic<uint64_t> max_inflated_bytes{kDefaultMaxInflatedBytes};
+}  // namespace
+
+uint64_t MaxInflatedBytes() { return max_inflated_bytes.load(std::memory_order_relaxed); }
+
+void SetMaxInflatedBytes(uint64_t bytes) { max_inflated_bytes.store(bytes, std::memory_order_relaxed); }
+
+absl::Status InflatesTooFar(absl::string_view what) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, " inflates to more than ", Gib(MaxInflatedBytes()),
+      ", the most Kiln inflates from one compressed input (a guard against compression bombs); if the file is "
+      "yours, raise the limit with --max_inflated_mib (kiln::SetMaxInflatedBytes in a program)"));
 }
 
 absl::Status InputExceeds(absl::string_view what, uint64_t budget, absl::string_view fix) {

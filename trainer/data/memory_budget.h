@@ -27,6 +27,18 @@ absl::Status CheckInputFits(uint64_t bytes, absl::string_view what, absl::string
 // input may take; <fix>", with `budget` the InputMemoryBudget the read was checked against.
 absl::Status InputExceeds(absl::string_view what, uint64_t budget, absl::string_view fix);
 
+// The most one compressed input may inflate to: a gzip data file (.csv.gz), a deflated record of a checkpoint. A
+// deflate stream can grow a thousandfold, so a small file could otherwise fill memory or keep the parser busy for
+// minutes before any other check sees it (a 3 MB .csv.gz inflated to 3 GiB). 1 GiB unless SetMaxInflatedBytes
+// (fit's --max_inflated_mib) says otherwise. Thread-safe.
+inline constexpr uint64_t kDefaultMaxInflatedBytes = uint64_t{1} << 30;
+uint64_t MaxInflatedBytes();
+void SetMaxInflatedBytes(uint64_t bytes);
+
+// For a compressed input that inflates past MaxInflatedBytes: "<what> inflates to more than 1.0 GiB, the most Kiln
+// inflates from one compressed input; <how to raise it>".
+absl::Status InflatesTooFar(absl::string_view what);
+
 // a * b, or UINT64_MAX when that overflows: for sizes that are checked against the budget next.
 uint64_t SaturatingMultiply(uint64_t a, uint64_t b);
 

@@ -47,6 +47,10 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path, uint64_t budge
                                                      " (a damaged or truncated gzip file?)"));
     }
     if (read == 0) break;
+    // gzdirect is known after the first read: false while inflating a gzip stream.
+    if (!gzdirect(file.get()) && text.size() + static_cast<size_t>(read) > MaxInflatedBytes()) {
+      return InflatesTooFar(path);
+    }
     if (text.size() + static_cast<size_t>(read) > budget) {
       return InputExceeds(absl::StrCat(path, " inflated"), budget, fix);
     }
