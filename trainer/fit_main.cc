@@ -5,6 +5,7 @@
 // itself fails.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -79,6 +80,30 @@ constexpr char kUsage[] =
 
 // Every `error:` line fit prints: one line, whatever the message holds (OneLine, command_line.h).
 void PrintError(absl::string_view message) { std::cerr << "error: " << OneLine(message) << std::endl; }
+
+// Each monitor a fit flag names must be a metric the model logs: otherwise the run would fail at the first epoch's
+// end, with a run folder written.
+absl::Status CheckMonitors(const FitConfig& config, const SupervisedModule& model) {
+  const std::vector<std::string> logged = model.LoggedMetricNames();
+  std::vector<std::pair<std::string, std::string>> monitors;
+  if (config.trainer.enable_checkpointing && config.outputs.checkpoint.monitor.has_value()) {
+    monitors.emplace_back("checkpoint_monitor", *config.outputs.checkpoint.monitor);
+  }
+  if (config.outputs.early_stopping.has_value()) {
+    monitors.emplace_back("early_stopping_monitor", config.outputs.early_stopping->monitor);
+  }
+  if (config.model.lr_scheduler.name == "plateau") {
+    monitors.emplace_back("lr_scheduler_monitor", config.model.lr_scheduler.monitor);
+  }
+  for (const auto& [flag, monitor] : monitors) {
+    if (std::find(logged.begin(), logged.end(), monitor) != logged.end()) continue;
+    const std::string closest = ClosestName(monitor, logged);
+    return FlagError(flag, monitor,
+                     absl::StrCat("the model logs ", absl::StrJoin(logged, ", "),
+                                  closest.empty() ? "" : absl::StrCat("; did you mean ", closest, "?")));
+  }
+  return absl::OkStatus();
+}
 
 // A flag or data error: one line, exit 2.
 [[noreturn]] void UsageError(absl::string_view message) {
@@ -436,6 +461,9 @@ int Main(int argc, char** argv) {
   }
   (*model)->save_hyperparameters(std::move(hparams));
 
+  if (config->mode == "fit") {
+    if (absl::Status monitors = CheckMonitors(*config, **model); !monitors.ok()) UsageError(monitors.message());
+  }
   if (config->mode == "validate" || config->mode == "test") return RunEvaluate(*config, *data, **model);
   if (config->mode == "predict") return RunPredict(*config, *data, **model);
   return RunFit(*config, *data, **model, std::vector<std::string>(argv, argv + argc), *args);

@@ -48,6 +48,11 @@ absl::Status CallUser(absl::string_view where, Fn&& fn) {
   try {
     fn();
     return absl::OkStatus();
+  } catch (const c10::ValueError& e) {
+    // A setting the user's code found wrong (TORCH_CHECK_VALUE, Python's ValueError): a bad input, not a failure.
+    return absl::InvalidArgumentError(absl::StrCat(where, " raised: ", e.what_without_backtrace()));
+  } catch (const std::invalid_argument& e) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " raised: ", e.what()));
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(where, " raised: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {

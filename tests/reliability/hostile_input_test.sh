@@ -8,7 +8,8 @@
 #  4. data in other encodings or line endings, and NaN labels, are read right or refused, never misread;
 #  5. outputs that cannot be written, or that are an input, are refused before training (exit 2), and a symbolic link
 #     is written through;
-#  6. checkpoints whose pickle lies about its tensors or nests without bound are refused (exit 2), never a crash.
+#  6. checkpoints whose pickle lies about its tensors or nests without bound are refused (exit 2), never a crash;
+#  7. what can be checked before the first step is (schedules over the whole run, monitors): exit 2, nothing written.
 set -uo pipefail
 fit=$PWD/trainer/fit
 corpus=$PWD/tests/fuzz/corpus/checkpoint_reader
@@ -215,6 +216,28 @@ done
 # Raising the limit lets the record be inflated, which then shows its stream is not what its directory says.
 refused deflate-limit-raised "record 'archive/data.pkl' does not inflate to its 4026531840 bytes" \
   --ckpt_path="$work/hostile-deflate-claims-3.75-gib.ckpt" --max_inflated_mib=4096
+
+# --- 7. Checks before the first step ------------------------------------------------------------------------
+# Every fact these need is known before training: each is refused with exit 2 and nothing written (it trained a step
+# or an epoch, failed with exit 1 or 2 and left a run folder).
+step=(--lr_scheduler_interval=step)
+refused onecycle-nan "'onecycle' learning-rate schedule gives a rate of -nan at step 0" \
+  --lr_scheduler=onecycle --pct_start=0.25 --total_steps=4 "${step[@]}" --max_epochs=1
+refused onecycle-inf "gives a rate of inf at step 0" --lr_scheduler=onecycle --div_factor=1e-320 "${step[@]}"
+refused onecycle-short "OneCycleLR was stepped 6 times but its total_steps is 4" \
+  --lr_scheduler=onecycle --total_steps=4 "${step[@]}"
+refused step-overflow "'step' learning-rate schedule gives a rate of 1e+297 at epoch 1" \
+  --lr_scheduler=step --gamma=1e300 --step_size=1
+refused cosine-warmup "the warm-up (50) is as long as the run (8)" --lr_scheduler=cosine --warmup_iters=50 "${step[@]}"
+refused learning-rate "--learning_rate='1e+300' is not valid; pass a value > 0 within float32's range" \
+  --learning_rate=1e300
+refused plateau-monitor "--lr_scheduler_monitor='bogus' is not valid; the model logs train_loss_step" \
+  --lr_scheduler=plateau --lr_scheduler_monitor=bogus
+refused checkpoint-monitor "--checkpoint_monitor='val_los' is not valid; the model logs" --checkpoint_monitor=val_los
+refused early-stopping-monitor "did you mean val_acc?" --early_stopping_monitor=val_ac
+awk 'BEGIN { OFS = ","; print "x", "y"; for (i = 0; i < 40; i++) print i, 2 * i }' >regression.csv
+refused regression-monitor "--checkpoint_monitor='val_acc' is not valid; the model logs train_loss_step, \
+train_loss_epoch, val_loss, val_mae" --checkpoint_monitor=val_acc --data=regression.csv --task=regression
 
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "every hostile input held: nothing lost, nothing aborted, bad input refused before training"

@@ -196,6 +196,8 @@ absl::StatusOr<LRSchedulerOptions> SchedulerFromFlags(int64_t max_epochs) {
       }
     }
   }
+  // So that MakeLRSchedulers checks an epoch schedule's rates over the whole run (the trainer's estimate is in steps).
+  if (s.interval == SchedulerConfig::Interval::kEpoch && max_epochs > 0) s.run_epochs = max_epochs;
   return s;
 }
 
@@ -425,8 +427,10 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   }
   model.fused_optimizer = absl::GetFlag(FLAGS_fused_optimizer);
   model.learning_rate = absl::GetFlag(FLAGS_learning_rate);
-  if (!(model.learning_rate > 0) || !std::isfinite(model.learning_rate)) {
-    return FlagError("learning_rate", absl::StrCat(model.learning_rate), "pass a finite value > 0, e.g. 0.001");
+  // Parameters are float32 and so are the rates the optimizers apply: a rate past float32's range is infinite there.
+  if (!(model.learning_rate > 0) || !(model.learning_rate <= std::numeric_limits<float>::max())) {
+    return FlagError("learning_rate", absl::StrCat(model.learning_rate),
+                     "pass a value > 0 within float32's range (at most 3.4e38), e.g. 0.001");
   }
   absl::StatusOr<LRSchedulerOptions> lr_scheduler = SchedulerFromFlags(trainer.max_epochs.value_or(-1));
   if (!lr_scheduler.ok()) return lr_scheduler.status();

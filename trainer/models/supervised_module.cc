@@ -63,6 +63,15 @@ void SupervisedModule::LogEvaluation(const std::string& prefix, const at::Tensor
   }
 }
 
+std::vector<std::string> SupervisedModule::LoggedMetricNames() const {
+  // train_loss is logged on step and on epoch, so it is seen under the two suffixed names only.
+  std::vector<std::string> names = {"train_loss_step", "train_loss_epoch"};
+  if (options_.task == Task::kClassification) names.push_back("train_acc");
+  names.push_back("val_loss");
+  names.push_back(options_.task == Task::kClassification ? "val_acc" : "val_mae");
+  return names;
+}
+
 at::Tensor SupervisedModule::training_step(const Batch& batch, int64_t batch_idx) {
   at::Tensor outputs = Outputs(batch);
   at::Tensor loss = Loss(outputs, batch.target);

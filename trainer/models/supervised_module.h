@@ -56,6 +56,11 @@ class SupervisedModule : public LightningModule {
   // Errors name what came out and what was expected. Throws nothing.
   absl::Status CheckOutputShape(int64_t num_features, int64_t num_outputs);
 
+  // The metric names training_step and validation_step log, as callbacks see them during fit ("train_loss_step",
+  // "train_loss_epoch", "val_loss", ...): what a monitor (ModelCheckpoint, EarlyStopping, ReduceLROnPlateau) may
+  // name; fit checks its monitors against them before the run starts.
+  std::vector<std::string> LoggedMetricNames() const;
+
   const SupervisedOptions& options() const { return options_; }
 
   // Regression: the training targets' mean and standard deviation (> 0). Until set, 0 and 1 (targets as they are).

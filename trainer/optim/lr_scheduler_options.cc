@@ -1,10 +1,15 @@
 // Schedulers from LRSchedulerOptions (lr_scheduler_options.h).
 #include "trainer/optim/lr_scheduler_options.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
 #include "c10/util/Exception.h"
+#include "torch/optim/sgd.h"
+#include "trainer/core/metric_scheduler.h"
 #include "trainer/optim/cosine_annealing_lr.h"
 #include "trainer/optim/linear_lr.h"
 #include "trainer/optim/sequential_lr.h"
@@ -20,10 +25,8 @@ int64_t RunLength(int64_t given, int64_t run_length, const char* setting) {
   return run_length;
 }
 
-}  // namespace
-
-std::vector<SchedulerConfig> MakeLRSchedulers(torch::optim::Optimizer& optimizer, const LRSchedulerOptions& options,
-                                              int64_t run_length) {
+std::vector<SchedulerConfig> BuildLRSchedulers(torch::optim::Optimizer& optimizer, const LRSchedulerOptions& options,
+                                               int64_t run_length) {
   TORCH_CHECK(options.name == "none" || options.name == "step" || options.name == "cosine" ||
                   options.name == "plateau" || options.name == "onecycle",
               "unknown learning-rate scheduler '", options.name, "'; known: none, step, cosine, plateau, onecycle");
@@ -78,6 +81,67 @@ std::vector<SchedulerConfig> MakeLRSchedulers(torch::optim::Optimizer& optimizer
   configs.push_back(
       config(std::make_shared<SequentialLR>(optimizer, chain, std::vector<int64_t>{options.warmup_iters})));
   return configs;
+}
+
+// How many times the schedule is stepped over the run: the run's length in intervals over the frequency, or, when
+// the run's length is not known, the length the schedule names itself (its warm-up, T_max, total_steps).
+int64_t SimulatedSteps(const LRSchedulerOptions& options, int64_t run_length) {
+  if (run_length > 0) return (run_length + std::max<int64_t>(1, options.frequency) - 1) / std::max<int64_t>(1, options.frequency);
+  int64_t steps = options.warmup_iters;
+  if (options.name == "cosine") steps += options.T_max;
+  if (options.name == "onecycle") steps += options.one_cycle.total_steps;
+  return steps;
+}
+
+// The same schedulers over a scratch optimizer with the same rates, stepped as the run will step them (a plateau
+// scheduler, which steps on a metric, is left alone): every rate must be a finite number >= 0 that float32 holds.
+void CheckScheduleOverRun(torch::optim::Optimizer& optimizer, const LRSchedulerOptions& options, int64_t run_length) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (const auto& group : optimizer.param_groups()) {
+    groups.emplace_back(std::vector<at::Tensor>{at::zeros({1})},
+                        std::make_unique<torch::optim::SGDOptions>(group.options().get_lr()));
+  }
+  if (groups.empty()) return;
+  torch::optim::SGD scratch(groups, torch::optim::SGDOptions(groups[0].options().get_lr()));
+  const int64_t length = run_length <= 0 && options.interval == SchedulerConfig::Interval::kEpoch && options.run_epochs > 0
+                             ? options.run_epochs
+                             : run_length;
+  const int64_t steps = std::min(SimulatedSteps(options, length), kMaxSimulatedScheduleSteps);
+  const char* unit = options.interval == SchedulerConfig::Interval::kStep ? "step" : "epoch";
+  const auto check_rates = [&](int64_t step) {
+    for (const auto& group : scratch.param_groups()) {
+      const double lr = group.options().get_lr();
+      TORCH_CHECK_VALUE(std::isfinite(lr) && lr >= 0 && lr <= std::numeric_limits<float>::max(),
+                        "the '", options.name, "' learning-rate schedule", options.warmup_iters > 0 ? " with its warm-up" : "",
+                        " gives a rate of ", lr, " at ", unit, " ", step, " of the ", steps,
+                        " it steps over the run (rates must be finite, >= 0 and within float32's range); check ",
+                        "its settings");
+    }
+  };
+  std::vector<SchedulerConfig> configs;
+  try {
+    configs = BuildLRSchedulers(scratch, options, run_length);
+    check_rates(0);
+    for (int64_t step = 1; step <= steps; ++step) {
+      for (SchedulerConfig& config : configs) {
+        if (dynamic_cast<MetricScheduler*>(config.scheduler.get()) == nullptr) config.scheduler->step();
+      }
+      check_rates(step);
+    }
+  } catch (const c10::ValueError&) {
+    throw;
+  } catch (const c10::Error& error) {
+    // A setting out of range, or a schedule shorter than the run (OneCycleLR stepped past total_steps).
+    TORCH_CHECK_VALUE(false, error.what_without_backtrace());
+  }
+}
+
+}  // namespace
+
+std::vector<SchedulerConfig> MakeLRSchedulers(torch::optim::Optimizer& optimizer, const LRSchedulerOptions& options,
+                                              int64_t run_length) {
+  CheckScheduleOverRun(optimizer, options, run_length);
+  return BuildLRSchedulers(optimizer, options, run_length);
 }
 
 }  // namespace kiln

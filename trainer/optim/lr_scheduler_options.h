@@ -32,13 +32,24 @@ struct LRSchedulerOptions {
   int64_t T_max = 0;  // cosine; 0: the run's length in `interval`s (minus the warm-up).  // NOLINT
   double eta_min = 0;
   OneCycleLROptions one_cycle;  // onecycle; max_lr 0: the optimizer's rate; total_steps 0: the run's length.
+  // interval kEpoch: the run's length in epochs when it is known (fit: --max_epochs), over which MakeLRSchedulers
+  // checks the schedule's rates (a step interval's length is the trainer's estimated_stepping_batches); 0: unknown.
+  int64_t run_epochs = 0;
   ReduceLROnPlateauOptions plateau;
 };
 
+// The most steps MakeLRSchedulers simulates a schedule for before it builds it (a run longer than that has the
+// rest of its schedule checked as it runs).
+inline constexpr int64_t kMaxSimulatedScheduleSteps = 1000000;
+
 // The schedulers `options` describe, over `optimizer` (empty for "none" without warm-up). `run_length` is the run's
 // length in `interval`s (epochs, or the trainer's estimated_stepping_batches), -1 when unknown; it fills T_max and
-// total_steps left at 0. Throws c10::Error for a setting out of range, naming it, or for a run length it needs
-// but does not have.
+// total_steps left at 0. Before building them, it steps the same schedule over a scratch optimizer with the same
+// rates for the whole run (or, when the run's length is not known, the length the schedule names): c10::ValueError
+// (which the Trainer reports as a bad setting, before anything is written) when a rate is ever NaN, infinite,
+// negative or past float32's range (OneCycleLR with pct_start * total_steps < 1, a div_factor of 1e-320), when the
+// run steps the schedule past its end (total_steps shorter than the run), for a setting out of range, naming it, or
+// for a run length it needs but does not have.
 std::vector<SchedulerConfig> MakeLRSchedulers(torch::optim::Optimizer& optimizer, const LRSchedulerOptions& options,
                                               int64_t run_length);
 

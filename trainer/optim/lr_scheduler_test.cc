@@ -17,6 +17,7 @@
 #include "torch/optim/sgd.h"
 #include "trainer/optim/cosine_annealing_lr.h"
 #include "trainer/optim/linear_lr.h"
+#include "trainer/optim/lr_scheduler_options.h"
 #include "trainer/optim/one_cycle_lr.h"
 #include "trainer/optim/reduce_lr_on_plateau.h"
 #include "trainer/optim/sequential_lr.h"
@@ -252,6 +253,43 @@ TEST(LRSchedulerTest, BadSettingsThrowNamingThem) {
   EXPECT_THROW(LinearLR(*optimizer, 0.0), c10::Error);
   EXPECT_THROW(OneCycleLR(*optimizer, {.max_lr = 0.1, .total_steps = 0}), c10::Error);
   EXPECT_THROW(ReduceLROnPlateau(*optimizer, {.factor = 1.0}), c10::Error);
+}
+
+// MakeLRSchedulers steps the schedule over the whole run on a scratch optimizer before it builds it: a rate that is
+// ever NaN, infinite or past float32, or a schedule shorter than the run, is a ValueError before the first step, and
+// the optimizer's rates are left as they were.
+TEST(LRSchedulerTest, MakeLRSchedulersChecksTheRatesOverTheWholeRun) {
+  const auto refuses = [](const LRSchedulerOptions& options, int64_t run_length, const std::string& says) {
+    auto optimizer = Optimizer({0.1});
+    try {
+      MakeLRSchedulers(*optimizer, options, run_length);
+      ADD_FAILURE() << options.name << ": accepted";
+    } catch (const c10::ValueError& error) {
+      EXPECT_THAT(error.what_without_backtrace(), ::testing::HasSubstr(says)) << options.name;
+    }
+    EXPECT_EQ(optimizer->param_groups()[0].options().get_lr(), 0.1) << "the check changed the optimizer's rate";
+  };
+  LRSchedulerOptions one_cycle{.name = "onecycle", .interval = SchedulerConfig::Interval::kStep};
+  one_cycle.one_cycle.pct_start = 0.25;  // 0.25 * 4 steps: a warm-up phase of no steps, which divides by zero.
+  refuses(one_cycle, 4, "gives a rate of -nan at step 0");
+  one_cycle.one_cycle.pct_start = 0.3;
+  one_cycle.one_cycle.div_factor = 1e-320;
+  refuses(one_cycle, 8, "gives a rate of inf at step 0");
+  one_cycle.one_cycle.div_factor = 25;
+  one_cycle.one_cycle.total_steps = 4;
+  refuses(one_cycle, 8, "OneCycleLR was stepped 6 times but its total_steps is 4");  // Its first step at construction counts.
+  LRSchedulerOptions step{.name = "step", .step_size = 1, .gamma = 1e30};
+  step.run_epochs = 3;
+  refuses(step, -1, "gives a rate of 1e+59 at epoch 2 of the 3");  // 1e29 at epoch 1 is within float32.
+  // The same schedules within range build, and a run the check cannot measure is not refused for it.
+  auto optimizer = Optimizer({0.1});
+  one_cycle.one_cycle.total_steps = 0;
+  EXPECT_EQ(MakeLRSchedulers(*optimizer, one_cycle, 8).size(), 1u);
+  step.gamma = 10;
+  EXPECT_EQ(MakeLRSchedulers(*optimizer, step, -1).size(), 1u);
+  step.gamma = 1e30;
+  step.run_epochs = 0;
+  EXPECT_EQ(MakeLRSchedulers(*optimizer, step, -1).size(), 1u);
 }
 
 }  // namespace
