@@ -1,5 +1,6 @@
 // Trainer::save_checkpoint, remove_checkpoint and the restore path of fit/validate/test/predict: where the files go
 // and when; what they hold is trainer/checkpoint/checkpoint_connector.h's.
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -80,6 +81,14 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
     batches_that_stepped_ = global_step_;
     LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << progress->epoch << ", batch "
               << progress->batch_in_epoch << ", global step " << progress->global_step << ")";
+    // The run resumed from was perhaps killed in the middle of a write: the temporary files of processes that no
+    // longer run, beside the checkpoint and in its run folder, are its debris (each removal is logged).
+    if (is_global_zero()) {
+      std::filesystem::path folder = std::filesystem::path(*path).parent_path();
+      if (folder.empty()) folder = ".";
+      RemoveStaleTemporaryFiles(folder.string());
+      if (folder.filename() == "checkpoints") RemoveStaleTemporaryFiles(folder.parent_path().string());
+    }
   } else {
     LOG(INFO) << "Loaded the model from checkpoint " << *path << " (saved in epoch " << progress->current_epoch
               << ", at global step " << progress->global_step << ")";

@@ -68,8 +68,21 @@ cmp -s A.before A.after || fail "resuming A's checkpoint into B changed A: $(dif
 echo "a resume from another run's checkpoint wrote only under its own --default_root_dir"
 
 mv A moved
+# A write killed midway leaves its temporary file (<name>.tmp-<pid>) beside the checkpoint or in the run folder; the
+# resume removes those of processes that no longer run, and leaves a live process's alone.
+true &
+dead=$!
+wait "$dead"
+for stale in checkpoints/last.ckpt checkpoints/epoch=1-step=8.ckpt hparams.yaml; do
+  head -c 1000 /dev/urandom >"moved/lightning_logs/version_0/$stale.tmp-$dead"
+done
+touch "moved/lightning_logs/version_0/checkpoints/last.ckpt.tmp-$$"
 "$fit" "${quick[@]}" --max_epochs=3 --default_root_dir=moved --ckpt_path=last >moved.log 2>&1 ||
   fail "resuming a moved folder failed"
+left=$(find moved -name "*.tmp-$dead" | tr '\n' ' ')
+[[ -z "$left" ]] || fail "the resume left a killed write's temporary files: $left"
+[[ -f "moved/lightning_logs/version_0/checkpoints/last.ckpt.tmp-$$" ]] ||
+  fail "the resume removed the temporary file of a process that still runs"
 [[ ! -e A ]] || fail "resuming the moved folder recreated the old one: $(find A | head -3)"
 [[ -f moved/lightning_logs/version_1/checkpoints/epoch=2-step=12.ckpt ]] || fail "the moved run wrote no checkpoint"
 echo "a moved run folder resumes in its new place"
