@@ -35,6 +35,7 @@
 #include "caffe2/serialize/inline_container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "glog/logging.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "torch/optim/adam.h"
@@ -251,11 +252,16 @@ struct LyingArchive {
   std::map<std::string, std::string> records;  // Storage key -> the record's bytes.
 };
 
+// Two's-complement arithmetic without overflow's undefined behaviour: the declarations are meant to be absurd.
+int64_t Wrap(uint64_t value) { return static_cast<int64_t>(value); }
+int64_t Add(int64_t a, int64_t b) { return Wrap(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+int64_t Multiply(int64_t a, int64_t b) { return Wrap(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+
 // A value near `right` most of the time, anything sometimes.
 int64_t Lie(FuzzInput& input, int64_t right) {
   const uint8_t byte = input.Byte();
   if (byte < 150) return right;
-  if (byte < 200) return right + static_cast<int8_t>(input.Byte());
+  if (byte < 200) return Add(right, static_cast<int8_t>(input.Byte()));
   if (byte < 230) return static_cast<int64_t>(1) << (input.Byte() % 63);
   return input.Integer<int64_t>();
 }
@@ -289,10 +295,10 @@ LyingArchive WriteLyingTensors(FuzzInput& input, LightningModule& model) {
     tensor.strides.resize(tensor.sizes.size());
     for (size_t d = tensor.sizes.size(); d-- > 0;) {
       tensor.strides[d] = Lie(input, stride);
-      stride *= std::max<int64_t>(tensor.sizes[d], 1);
+      stride = Multiply(stride, std::max<int64_t>(tensor.sizes[d], 1));
     }
     tensor.offset = Lie(input, 0);
-    const int64_t storage_numel = Lie(input, numel + tensor.offset);
+    const int64_t storage_numel = Lie(input, Add(numel, tensor.offset));
     wanted_bytes.emplace(tensor.key, numel * kElementBytes[type]);
     pickle += PickleString(tensor.name) + PickleGlobal("torch._utils", "_rebuild_tensor_v2") + "((" +
               PickleString("storage") + PickleGlobal("torch", kStorages[type]) + PickleString(tensor.key) +
@@ -338,8 +344,8 @@ void CheckRestoredValues(const LyingArchive& archive, LightningModule& model) {
     std::vector<int64_t> index(tensor.sizes.size(), 0);
     for (int64_t i = 0; i < restored.numel(); ++i) {
       int64_t element = tensor.offset;
-      for (size_t d = 0; d < index.size(); ++d) element += index[d] * tensor.strides[d];
-      KILN_FUZZ_CHECK(element >= 0 && (element + 1) * 4 <= static_cast<int64_t>(record.size()),
+      for (size_t d = 0; d < index.size(); ++d) element = Add(element, Multiply(index[d], tensor.strides[d]));
+      KILN_FUZZ_CHECK(element >= 0 && element < static_cast<int64_t>(record.size() / 4),
                       absl::StrCat(tensor.name, " was restored from element ", element, " of a record of ",
                                    record.size(), " bytes"));
       float expected;
@@ -384,6 +390,13 @@ void ValidateAndCheck(FuzzInput& input, const std::string& path) {
   Trainer trainer({.accelerator = "cpu", .devices = 1, .logger = false, .enable_progress_bar = false});
   const absl::StatusOr<MetricMap> metrics = trainer.validate(*model, data, path);
   if (std::getenv("KILN_FUZZ_VERBOSE") != nullptr) {
+    for (const DeclaredTensor& tensor : archive.tensors) {
+      std::fprintf(stderr, "  %s: %s storage data/%s (%zu bytes), offset %lld, sizes [%s], strides [%s]\n",
+                   tensor.name.c_str(), tensor.is_float ? "float" : "other", tensor.key.c_str(),
+                   archive.records.count(tensor.key) != 0 ? archive.records.at(tensor.key).size() : 0,
+                   static_cast<long long>(tensor.offset), absl::StrJoin(tensor.sizes, ", ").c_str(),
+                   absl::StrJoin(tensor.strides, ", ").c_str());
+    }
     std::fprintf(stderr, "  validate: %s\n", metrics.status().ToString().c_str());
   }
   if (!metrics.ok()) {

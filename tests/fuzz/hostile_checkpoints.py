@@ -67,6 +67,8 @@ def cases():
     yield "hostile-offset-2-40", archive(checkpoint(tensor("0", 8, 1 << 40, [1], [1])), [("data/0", FLOATS_8)])
     yield "hostile-negative-offset", archive(checkpoint(tensor("0", 8, -(1 << 40), [1], [1])), [("data/0", FLOATS_8)])
     yield "hostile-stride-2-36", archive(checkpoint(tensor("0", 8, 0, [2, 2], [1 << 36, 1])), [("data/0", FLOATS_8)])
+    # LibTorch builds a negative stride as the contiguous one: values from another layout than the file declares.
+    yield "hostile-negative-stride", archive(checkpoint(tensor("0", 8, 0, [2, 4], [4, -1])), [("data/0", FLOATS_8)])
     yield "hostile-offset-past-short-record", archive(checkpoint(tensor("0", 1, 1000, [1], [1])),
                                                       [("data/0", struct.pack("<f", 1.0))])
     # Two records whose names differ in case only: which one LibTorch reads is its search's choice.

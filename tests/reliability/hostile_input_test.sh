@@ -213,6 +213,7 @@ declare -A says=(
   [hostile-offset-2-40]="reaches past the 32 bytes of record data/0"
   [hostile-negative-offset]="negative storage offset"
   [hostile-stride-2-36]="reaches past the 32 bytes of record data/0"
+  [hostile-negative-stride]="a tensor's stride 1 is -1"
   [hostile-offset-past-short-record]="reaches past the 4 bytes of record data/0"
   [hostile-duplicate-record]="appears twice"
   [hostile-nested-200000-lists]="containers nest more than 100 deep"

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +42,14 @@ struct Entry {
   int depth = 0;
   // The memo slot the value was last stored in (-1: none), so that filling it later updates what the memo knows.
   int64_t memo = -1;
+  // An integer's value; a short tuple's items (immutable once built): what a tensor's rebuild is checked against.
+  std::optional<int64_t> integer;
+  std::shared_ptr<const std::vector<Entry>> items;
 };
+
+// Tuples up to this long keep their items: a tensor's rebuild arguments (6 or 7) and its sizes and strides (one per
+// dimension; LibTorch allows 64).
+constexpr size_t kMaxTrackedTupleItems = 64;
 
 struct Mark {
   size_t stack_size = 0;
@@ -200,6 +209,7 @@ class Rewriter {
     // slots 0, 1, 2, ... in the order they are stored, and each GET names the slot its PUT became.
     const uint32_t slot = static_cast<uint32_t>(libtorch_slots_.size());
     libtorch_slots_[id] = slot;
+    memo_values_[id] = {top.integer, top.items, top.name};
     EmitSlot('r', slot);
     return absl::OkStatus();
   }
@@ -214,8 +224,11 @@ class Rewriter {
     auto slot = libtorch_slots_.find(id);
     if (slot == libtorch_slots_.end()) return Error(absl::StrCat("memo slot ", id, " is read before anything is stored in it"));
     auto depth = memo_depths_.find(id);
-    Push(Kind::kValue, "", depth == memo_depths_.end() ? 0 : depth->second);
+    const MemoValue& value = memo_values_[id];
+    Push(Kind::kValue, value.name, depth == memo_depths_.end() ? 0 : depth->second);
     stack_.back().memo = id;
+    stack_.back().integer = value.integer;
+    stack_.back().items = value.items;
     EmitSlot('j', slot->second);
     return absl::OkStatus();
   }
@@ -227,6 +240,26 @@ class Rewriter {
   }
 
   // REDUCE or NEWOBJ: the callee and its argument tuple are the top two values.
+  // _rebuild_tensor_v2(storage, offset, sizes, strides, ...): LibTorch takes a negative stride for a contiguous one
+  // without a word (TensorImpl::set_sizes_and_strides), which would restore values from another layout than the file
+  // declares, so the sizes and strides the pickle spells out must not be negative. (Their bounds against the storage
+  // are checked on the built tensor, torch_file.cc.)
+  absl::Status CheckTensorLayout(const Entry& args) {
+    if (args.items == nullptr || args.items->size() < 4) return absl::OkStatus();  // LibTorch checks the arity.
+    for (const auto& [index, what] : {std::pair<size_t, const char*>{2, "size"}, {3, "stride"}}) {
+      const Entry& tuple = (*args.items)[index];
+      if (tuple.items == nullptr) continue;
+      for (size_t dim = 0; dim < tuple.items->size(); ++dim) {
+        const std::optional<int64_t>& value = (*tuple.items)[dim].integer;
+        if (value.has_value() && *value < 0) {
+          return Error(absl::StrCat("a tensor's ", what, " ", dim, " is ", *value, "; a tensor's sizes and strides ",
+                                    "are never negative (torch.save does not write such a tensor)"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Call(char op) {
     std::vector<Entry> popped;
     if (absl::Status status = Pop(2, &popped); !status.ok()) return status;
@@ -252,6 +285,9 @@ class Rewriter {
       return Nest(stack_.back(), args.depth + 1);
     }
     if (callee.kind != Kind::kValue) return Error("a dictionary is called");
+    if (callee.name == "torch._utils._rebuild_tensor_v2") {
+      if (absl::Status status = CheckTensorLayout(args); !status.ok()) return status;
+    }
     out_.push_back(op);
     stack_.push_back(Entry{callee.start, Kind::kValue, ""});
     return Nest(stack_.back(), args.depth);  // What LibTorch builds from the arguments (a tensor: 0 would do).
@@ -283,14 +319,18 @@ class Rewriter {
       case ']':    // EMPTY_LIST
       case '}': {  // EMPTY_DICT
         if (absl::Status status = PassValue(0); !status.ok()) return status;
+        if (op == ')') stack_.back().items = std::make_shared<const std::vector<Entry>>();
         return Nest(stack_.back(), 1);
       }
       case 'K':  // BININT1
-        return PassValue(1);
       case 'M':  // BININT2
-        return PassValue(2);
-      case 'J':  // BININT
-        return PassValue(4);
+      case 'J': {  // BININT (signed; the other two are unsigned)
+        const size_t size = op == 'K' ? 1 : op == 'M' ? 2 : 4;
+        if (absl::Status status = PassValue(size); !status.ok()) return status;
+        const uint64_t bits = LittleEndian(in_.substr(op_pos_ + 1, size));
+        stack_.back().integer = op == 'J' ? static_cast<int64_t>(static_cast<int32_t>(bits)) : static_cast<int64_t>(bits);
+        return absl::OkStatus();
+      }
       case 'G':  // BINFLOAT
         return PassValue(8);
       case 'X': {  // BINUNICODE
@@ -318,6 +358,7 @@ class Rewriter {
         Push(Kind::kValue);
         out_.append("\x8a\x08", 2);
         for (size_t i = 0; i < 8; ++i) out_.push_back(i < size ? digits[i] : fill);
+        stack_.back().integer = static_cast<int64_t>(LittleEndian(absl::string_view(out_).substr(out_.size() - 8)));
         return absl::OkStatus();
       }
       case 't':    // TUPLE
@@ -328,9 +369,15 @@ class Rewriter {
           if (absl::Status status = CheckNotClass(stack_[i]); !status.ok()) return status;
         }
         const int inner = Deepest(stack_, from);
+        std::shared_ptr<const std::vector<Entry>> items;
+        if (op == 't' && stack_.size() - from <= kMaxTrackedTupleItems) {
+          items = std::make_shared<const std::vector<Entry>>(stack_.begin() + static_cast<std::ptrdiff_t>(from),
+                                                             stack_.end());
+        }
         size_t start = 0;
         if (absl::Status status = PopToMark(&start); !status.ok()) return status;
         stack_.push_back(Entry{start, Kind::kValue, ""});
+        stack_.back().items = std::move(items);
         out_.push_back(op);
         return Nest(stack_.back(), inner + 1);
       }
@@ -344,8 +391,9 @@ class Rewriter {
           if (absl::Status status = CheckNotClass(entry); !status.ok()) return status;
         }
         stack_.push_back(Entry{popped[0].start, Kind::kValue, ""});
+        stack_.back().items = std::make_shared<const std::vector<Entry>>(std::move(popped));
         out_.push_back(op);
-        return Nest(stack_.back(), Deepest(popped) + 1);
+        return Nest(stack_.back(), Deepest(*stack_.back().items) + 1);
       }
       case 'a': {  // APPEND: LibTorch reads only APPENDS, so the element gets a MARK in front of it.
         std::vector<Entry> popped;
@@ -401,7 +449,7 @@ class Rewriter {
         if (raw_globals_ > 0 || LibTorchReads(module, name)) {
           if (raw_globals_ > 0) --raw_globals_;
           if (module == "torch._tensor" && name == "_rebuild_from_type_v2") raw_globals_ = 2;
-          Push(Kind::kValue);
+          Push(Kind::kValue, absl::StrCat(module, ".", name));
           Emit(in_.substr(op_pos_, pos_ - op_pos_));
           return absl::OkStatus();
         }
@@ -449,6 +497,12 @@ class Rewriter {
   std::map<uint32_t, Entry> classes_;  // Memo entries that hold a class.
   std::map<uint32_t, int> memo_depths_;  // Each memo entry's nesting depth, as last known.
   std::map<uint32_t, uint32_t> libtorch_slots_;  // Each memo slot of the input -> its slot in the output.
+  struct MemoValue {
+    std::optional<int64_t> integer;
+    std::shared_ptr<const std::vector<Entry>> items;
+    std::string name;
+  };
+  std::map<uint32_t, MemoValue> memo_values_;  // What a memo slot's value is known to be (integers, short tuples).
   int raw_globals_ = 0;
 };
 

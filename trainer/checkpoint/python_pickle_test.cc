@@ -191,10 +191,10 @@ TEST(PythonPickleTest, TensorsThatReachPastTheirRecordAreRefused) {
   }
   EXPECT_THAT(Read(kProto + TensorPickle("0", 8, -(int64_t{1} << 40), {1}, {1}) + ".", eight).status().message(),
               HasSubstr("negative"));
-  // LibTorch replaces a negative stride with the contiguous one (the next dimension's size times its stride), and
-  // the tensor is then checked as it is: here strides (-3, 5) become (10, 5), past the record.
+  // LibTorch would replace a negative stride with the contiguous one (here (-3, 5) with (10, 5)); it is refused as
+  // written (NegativeSizesAndStridesAreRefused).
   EXPECT_THAT(Read(kProto + TensorPickle("0", 8, 0, {2, 2}, {-3, 5}) + ".", eight).status().message(),
-              HasSubstr("a tensor of sizes [2, 2], strides [10, 5] and storage offset 0 reaches past"));
+              HasSubstr("a tensor's stride 0 is -3"));
 }
 
 // LibTorch frees nested values recursively: a pickle nested 200,000 deep crashed Kiln when it was freed.
@@ -270,6 +270,35 @@ TEST(PythonPickleTest, MemoSlotsAreTheOnesThePickleNames) {
   // Read before it is stored (LibTorch's own message was "vector::_M_range_check: __n (which is 200) >= this->size()").
   EXPECT_THAT(Read(kProto + "]" + Put(0) + std::string("h\xc8", 2) + "a.").status().message(),
               HasSubstr("memo slot 200 is read before anything is stored in it"));
+}
+
+// LibTorch builds a tensor whose declared stride is negative with a contiguous stride instead (a fuzzer found that
+// this restored values from another layout than the file declares, silently): the rewrite refuses the declaration,
+// through the memo too.
+TEST(PythonPickleTest, NegativeSizesAndStridesAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> records = {{"data/0", Floats(8)}};
+  EXPECT_THAT(Read(kProto + "}" + Unicode("w") + TensorPickle("0", 8, 0, {2, 4}, {4, -1}) + "s.", records)
+                  .status()
+                  .message(),
+              HasSubstr("a tensor's stride 1 is -1"));
+  EXPECT_THAT(Read(kProto + "}" + Unicode("w") + TensorPickle("0", 8, 0, {-2}, {1}) + "s.", records).status().message(),
+              HasSubstr("a tensor's size 0 is -2"));
+  // The same tensor declared right reads.
+  const absl::StatusOr<c10::IValue> right =
+      Read(kProto + "}" + Unicode("w") + TensorPickle("0", 8, 0, {2, 4}, {4, 1}) + "s.", records);
+  ASSERT_TRUE(right.ok()) << right.status();
+  // The strides as a memoized tuple fetched by a GET, as a pickler that shares equal tuples would write them.
+  std::string shared = TensorPickle("0", 8, 0, {2, 4}, {4, -1});
+  const std::string strides = "(" + Long(4) + Long(-1) + "t";
+  const size_t at = shared.find(strides);
+  ASSERT_NE(at, std::string::npos);
+  shared.replace(at, strides.size(), Get(0));
+  EXPECT_THAT(Read(kProto + "}" + Unicode("s") + "(" + Long(4) + Long(-1) + "t" + Put(0) + "s" + Unicode("w") + shared +
+                       "s.",
+                   records)
+                  .status()
+                  .message(),
+              HasSubstr("a tensor's stride 1 is -1"));
 }
 
 }  // namespace
