@@ -87,7 +87,21 @@ class Callback {
   // `outputs`: the loss training_step returned, detached (before any division for accumulate_grad_batches), on
   // the device. Reading its value on the host waits for the device; a callback that does not read it costs nothing.
   virtual void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs,
-                                  const Batch& batch, int64_t batch_idx) {}
+                                  const Batch& batch, int64_t batch_idx) {
+    // Until the deprecated form below goes, a callback that overrides only that one is still called.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    on_train_batch_end(trainer, module, batch, batch_idx);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+  }
+  // Deprecated (2026-12-02, kept for one release): the form before `outputs` was passed. Override the one above.
+  [[deprecated("override on_train_batch_end(trainer, module, outputs, batch, batch_idx), which also receives the "
+               "step's loss")]] virtual void
+  on_train_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx) {}
   // `loss`: what backward runs on (divided for accumulate_grad_batches, scaled by a 16-mixed precision plugin).
   virtual void on_before_backward(Trainer& trainer, LightningModule& module, const at::Tensor& loss) {}
   virtual void on_after_backward(Trainer& trainer, LightningModule& module) {}

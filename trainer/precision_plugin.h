@@ -1,0 +1,8 @@
+// Deprecated forwarding header: this file moved to trainer/plugins/precision/precision_plugin.h on 2026-12-02 (the trainer's packages). Include
+// that path instead; this one is kept for one release (CHANGELOG.md) and then removed.
+#ifndef KILN_TRAINER_PRECISION_PLUGIN_H_
+#define KILN_TRAINER_PRECISION_PLUGIN_H_
+
+#include "trainer/plugins/precision/precision_plugin.h"  // IWYU pragma: export
+
+#endif  // KILN_TRAINER_PRECISION_PLUGIN_H_
