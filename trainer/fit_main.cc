@@ -53,7 +53,7 @@
 #include "trainer/cli/run_summary.h"
 #include "trainer/cli/saved_run.h"
 #include "trainer/cli/versions.h"
-#include "trainer/loggers/atomic_file.h"
+#include "trainer/io/durable_file.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/tensorboard_logger.h"
 #include "trainer/report/run_report.h"
@@ -129,7 +129,7 @@ absl::Status MakeParentFolder(const std::string& path) {
 
 absl::Status WriteOutput(const std::string& path, const std::string& contents) {
   if (absl::Status made = MakeParentFolder(path); !made.ok()) return made;
-  return WriteFileAtomically(path, contents);
+  return WriteFileDurably(path, contents);
 }
 
 // Calls `fn` when fit reaches its end successfully (on_fit_end runs only then).
@@ -154,7 +154,7 @@ class SaveConfig final : public Callback {
   void setup(Trainer& trainer, LightningModule& module, Stage stage) override {
     if (!trainer.is_global_zero()) return;
     absl::StatusOr<std::string> dir = folder_->Claim();
-    absl::Status written = dir.ok() ? WriteFileAtomically(*dir + "/config.yaml", yaml_) : dir.status();
+    absl::Status written = dir.ok() ? WriteFileDurably(*dir + "/config.yaml", yaml_) : dir.status();
     if (!written.ok()) throw std::runtime_error(absl::StrCat("config.yaml: ", written.message()));
   }
 

@@ -20,6 +20,7 @@
 #include "caffe2/serialize/inline_container.h"
 #include "glog/logging.h"
 #include "trainer/checkpoint/torch_file.h"
+#include "trainer/io/durable_file.h"
 #include "trainer/checkpoint/zip_checksums.h"
 
 namespace kiln {
@@ -31,30 +32,8 @@ constexpr char kFormatKey[] = "kiln_format";
 constexpr char kFormatValue[] = "kiln.checkpoint";
 constexpr char kVersionKey[] = "kiln_format_version";
 
-absl::Status ErrnoError(absl::string_view what, const std::string& path, int error) {
-  const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(error));
-  return error == ENOSPC || error == EDQUOT || error == EFBIG ? absl::ResourceExhaustedError(message)
-                                                              : absl::InternalError(message);
-}
-
-absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("cannot write checkpoint", path, errno);
-    if (n == 0) return ErrnoError("cannot write checkpoint", path, ENOSPC);
-    written += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-void SyncFolder(const fs::path& folder) {
-  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
+// A checkpoint replaces a symbolic link at its name rather than writing into what the link points to.
+constexpr DurableWriteOptions kCheckpointWrite{.what = "checkpoint", .follow_links = false};
 
 }  // namespace
 
@@ -78,29 +57,11 @@ absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::im
 absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
   absl::StatusOr<std::string> bytes = SerializeCheckpoint(path, std::move(contents));
   if (!bytes.ok()) return bytes.status();
-  return WriteFileAtomically(path, *bytes);
+  return WriteFileDurably(path, *bytes, kCheckpointWrite);
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const fs::path target(path);
-  std::error_code error;
-  if (target.has_parent_path()) fs::create_directories(target.parent_path(), error);
-  if (error) return absl::InternalError(absl::StrCat("cannot create the folder of ", path, ": ", error.message()));
-  const std::string temporary = absl::StrCat(path, ".tmp-", ::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create checkpoint", temporary, errno);
-  absl::Status status = WriteAll(fd, bytes, temporary);
-  if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("cannot flush checkpoint", temporary, errno);
-  if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close checkpoint", temporary, errno);
-  if (status.ok() && ::rename(temporary.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("cannot move checkpoint into place at", path, errno);
-  }
-  if (!status.ok()) {
-    ::unlink(temporary.c_str());
-    return absl::Status(status.code(), absl::StrCat(status.message(), "; the previous checkpoint (if any) is intact"));
-  }
-  SyncFolder(target.parent_path());
-  return absl::OkStatus();
+  return WriteFileDurably(path, bytes, kCheckpointWrite);
 }
 
 namespace {
@@ -414,7 +375,7 @@ void CheckpointWriter::Run() {
           status = bytes.status();
         }
       }
-      if (status.ok()) status = WriteFileAtomically(task->path, task->bytes);
+      if (status.ok()) status = WriteFileDurably(task->path, task->bytes, kCheckpointWrite);
     }
     lock.lock();
     if (!status.ok() && error_.ok()) error_ = status;

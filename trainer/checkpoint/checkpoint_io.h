@@ -54,14 +54,16 @@ struct Checkpoint {
 // records in its "kiln" section (created when missing). Errors name `path` (used in messages only).
 absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents);
 
-// Writes `bytes` atomically to `path` (see above), creating missing folders.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+// Deprecated (2026-12, kept for one release): kiln::WriteFileDurably (trainer/io/durable_file.h), which every
+// output of Kiln's now goes through. This wrote a checkpoint durably, creating folders, replacing a link at `path`.
+[[deprecated("use kiln::WriteFileDurably (trainer/io/durable_file.h)")]] absl::Status WriteFileAtomically(
+    const std::string& path, const std::string& bytes);
 
-// SerializeCheckpoint, then WriteFileAtomically.
+// SerializeCheckpoint, then writes it durably (WriteFileDurably; a symbolic link at `path` is replaced).
 absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents);
 
 // Writes checkpoint files on a background thread, in the order they were submitted, so that training does not wait
-// for the disk (each write still goes through WriteFileAtomically, so every file on disk is complete). Removals are
+// for the disk (each write still goes through WriteFileDurably, so every file on disk is complete). Removals are
 // queued behind the writes, so a newer checkpoint is on disk before an older one is deleted. The first error is
 // kept and returned by the next Submit/Flush; after an error, later removals are skipped (nothing older is deleted
 // when something newer failed).

@@ -14,7 +14,7 @@
 #include "absl/strings/strip.h"
 #include "trainer/cli/command_line.h"
 #include "trainer/data/text_encoding.h"
-#include "trainer/loggers/atomic_file.h"
+#include "trainer/io/durable_file.h"
 #include "trainer/loggers/hparams_yaml.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
@@ -525,6 +525,6 @@ std::string ConfigYaml() {
       out.c_str(), "\n");
 }
 
-absl::Status WriteConfigYaml(const std::string& path) { return WriteFileAtomically(path, ConfigYaml()); }
+absl::Status WriteConfigYaml(const std::string& path) { return WriteFileDurably(path, ConfigYaml()); }
 
 }  // namespace kiln

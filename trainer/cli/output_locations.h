@@ -8,7 +8,7 @@
 // --ckpt_path), or the other output file, is refused the same way: through symbolic or hard links too (the same
 // inode), and by path when the output does not exist yet.
 //
-// Symbolic links are followed: an output that is a link writes the file it points to (atomic_file.h), and a folder
+// Symbolic links are followed: an output that is a link writes the file it points to (WriteFileDurably, trainer/io/durable_file.h), and a folder
 // that is a link is the folder it points to.
 #ifndef KILN_TRAINER_CLI_OUTPUT_LOCATIONS_H_
 #define KILN_TRAINER_CLI_OUTPUT_LOCATIONS_H_

@@ -1,5 +1,5 @@
-// Writing an output file whole: through a temporary file beside it and a rename, so that a reader (or a run killed
-// mid-write) never sees half a file.
+// Deprecated (2026-12, kept for one release): kiln::WriteFileDurably (trainer/io/durable_file.h, target
+// //trainer/io:durable_file), which every output of Kiln's now goes through. This header forwards to it.
 #ifndef KILN_TRAINER_LOGGERS_ATOMIC_FILE_H_
 #define KILN_TRAINER_LOGGERS_ATOMIC_FILE_H_
 
@@ -7,13 +7,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "trainer/io/durable_file.h"  // IWYU pragma: export
 
 namespace kiln {
 
-// Replaces `path` with `contents`. The folder must exist. Internal error naming the path when it cannot.
-// A symbolic link is written through: the file it points to (at the end of a chain of links, even one that does not
-// exist yet) is replaced, beside itself, and the link stays; the rename alone would replace the link by a file.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+// Replaces `path` with `contents`, writing a symbolic link through: WriteFileDurably with its defaults (which now
+// also flushes the file to the disk and creates missing folders).
+[[deprecated("use kiln::WriteFileDurably (trainer/io/durable_file.h)")]] inline absl::Status WriteFileAtomically(
+    const std::string& path, absl::string_view contents) {
+  return WriteFileDurably(path, contents);
+}
 
 }  // namespace kiln
 

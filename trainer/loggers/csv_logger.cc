@@ -7,7 +7,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "trainer/loggers/atomic_file.h"
+#include "trainer/io/durable_file.h"
 #include "trainer/loggers/hparams_yaml.h"
 
 namespace kiln {
@@ -79,7 +79,7 @@ absl::Status CsvLogger::WriteRows(const std::vector<Row>& rows, bool rewrite) {
     for (const auto& [column, value] : row.cells) cell_of[column] = -1;
   }
   // A wider header rewrites the whole file: atomically, so that a kill in the middle leaves the old file whole.
-  if (rewrite) return WriteFileAtomically(path, text);
+  if (rewrite) return WriteFileDurably(path, text);
   std::ofstream file(path, std::ios::app);
   file << text;
   file.flush();

@@ -5,7 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "trainer/loggers/atomic_file.h"
+#include "trainer/io/durable_file.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kiln {
@@ -65,7 +65,7 @@ std::string HparamsYaml(const std::map<std::string, std::string>& hparams) {
 }
 
 absl::Status WriteHparamsYaml(const std::string& path, const std::map<std::string, std::string>& hparams) {
-  return WriteFileAtomically(path, HparamsYaml(hparams));
+  return WriteFileDurably(path, HparamsYaml(hparams));
 }
 
 }  // namespace kiln

@@ -4,7 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
-#include "trainer/loggers/atomic_file.h"
+#include "trainer/io/durable_file.h"
 #include "trainer/models/model_summary.h"
 #include "trainer/trainer.h"
 
@@ -74,7 +74,7 @@ ReportData RunReport::Data(const std::string& status, ReportTable summary, std::
 
 absl::Status RunReport::Write(const std::string& path, const std::string& status, ReportTable summary,
                               std::vector<ReportTable> tables) const {
-  return WriteFileAtomically(path, RenderHtmlReport(Data(status, std::move(summary), std::move(tables))));
+  return WriteFileDurably(path, RenderHtmlReport(Data(status, std::move(summary), std::move(tables))));
 }
 
 }  // namespace kiln

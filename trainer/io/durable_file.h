@@ -1,0 +1,37 @@
+// Writing a file whole, once, for every output Kiln writes (checkpoints, metrics, hparams.yaml, config.yaml,
+// report.html, run summaries, predictions): through a temporary file beside it (`<name>.tmp-<pid>`), flushed to the
+// disk, renamed over the name, and the folder flushed, so that neither a reader nor a crash, a kill or a power loss
+// ever sees half a file. A write that fails leaves the previous file as it was and removes its temporary; one a kill
+// interrupted leaves a temporary that RemoveStaleTemporaryFiles (trainer/checkpoint/checkpoint_io.h) removes later.
+//
+// Thread-safety: concurrent writes of different paths are safe; two threads of one process writing one path at
+// once share a temporary name and must not.
+#ifndef KILN_TRAINER_IO_DURABLE_FILE_H_
+#define KILN_TRAINER_IO_DURABLE_FILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace kiln {
+
+struct DurableWriteOptions {
+  // The file's kind in errors: "cannot write checkpoint <path>: ...; the previous checkpoint (if any) is intact".
+  absl::string_view what = "file";
+  // Create the folders of `path` that are missing.
+  bool create_folders = true;
+  // A symbolic link at `path` is written through: the file at the end of its chain (even one that does not exist
+  // yet) is replaced, beside itself, and the link stays (a user's link to where outputs go). false: the link itself
+  // is replaced by the file (a checkpoint never writes into what a link points to).
+  bool follow_links = true;
+};
+
+// Replaces `path` with `contents` as above. Errors name the path and the system's reason: ResourceExhausted when the
+// disk (or a quota, or the file-size limit) is full, Internal otherwise.
+absl::Status WriteFileDurably(const std::string& path, absl::string_view contents,
+                              const DurableWriteOptions& options = {});
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_IO_DURABLE_FILE_H_

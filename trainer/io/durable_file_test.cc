@@ -1,0 +1,85 @@
+#include "trainer/io/durable_file.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string Read(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+fs::path Fresh(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Nothing but the files a test expects: no temporary left behind.
+std::vector<std::string> Names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) names.push_back(fs::relative(entry.path(), dir));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(DurableFileTest, ReplacesTheFileWholeAndCreatesItsFolders) {
+  const fs::path dir = Fresh("whole");
+  ASSERT_TRUE(WriteFileDurably((dir / "a/b/out.txt").string(), "first").ok());
+  EXPECT_EQ(Read(dir / "a/b/out.txt"), "first");
+  ASSERT_TRUE(WriteFileDurably((dir / "a/b/out.txt").string(), std::string(1 << 20, 'x')).ok());
+  EXPECT_EQ(Read(dir / "a/b/out.txt"), std::string(1 << 20, 'x'));
+  EXPECT_THAT(Names(dir), ::testing::ElementsAre("a", "a/b", "a/b/out.txt"));
+  // Without create_folders, a missing folder is an error naming the file.
+  const absl::Status missing = WriteFileDurably((dir / "none/out.txt").string(), "x", {.create_folders = false});
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("cannot create file " + (dir / "none/out.txt").string()));
+}
+
+TEST(DurableFileTest, AFailedWriteLeavesThePreviousFileAndNoTemporary) {
+  const fs::path dir = Fresh("failed");
+  ASSERT_TRUE(WriteFileDurably((dir / "out.txt").string(), "kept").ok());
+  // The rename cannot replace a folder by a file: the write fails after the temporary was written.
+  fs::create_directories(dir / "folder");
+  const absl::Status failed = WriteFileDurably((dir / "folder").string(), "new", {.what = "checkpoint"});
+  EXPECT_FALSE(failed.ok());
+  EXPECT_THAT(std::string(failed.message()), HasSubstr("cannot move checkpoint into place at " + (dir / "folder").string()));
+  EXPECT_THAT(std::string(failed.message()), HasSubstr("the previous checkpoint (if any) is intact"));
+  EXPECT_EQ(Read(dir / "out.txt"), "kept");
+  EXPECT_THAT(Names(dir), ::testing::ElementsAre("folder", "out.txt"));
+}
+
+TEST(DurableFileTest, ALinkIsWrittenThroughOrReplacedAsAsked) {
+  const fs::path dir = Fresh("links");
+  ASSERT_TRUE(WriteFileDurably((dir / "target.txt").string(), "old").ok());
+  fs::create_symlink("target.txt", dir / "link.txt");
+  ASSERT_TRUE(WriteFileDurably((dir / "link.txt").string(), "through").ok());
+  EXPECT_TRUE(fs::is_symlink(dir / "link.txt"));
+  EXPECT_EQ(Read(dir / "target.txt"), "through");
+  // A link to a file that does not exist yet: the file is made where the link points.
+  fs::create_symlink("later.txt", dir / "dangling.txt");
+  ASSERT_TRUE(WriteFileDurably((dir / "dangling.txt").string(), "made").ok());
+  EXPECT_EQ(Read(dir / "later.txt"), "made");
+  // follow_links = false: the link itself is replaced, and what it pointed to is left alone.
+  ASSERT_TRUE(WriteFileDurably((dir / "link.txt").string(), "replaced", {.follow_links = false}).ok());
+  EXPECT_FALSE(fs::is_symlink(dir / "link.txt"));
+  EXPECT_EQ(Read(dir / "link.txt"), "replaced");
+  EXPECT_EQ(Read(dir / "target.txt"), "through");
+}
+
+}  // namespace
+}  // namespace kiln
