@@ -142,6 +142,11 @@ std::function<absl::Status()> LoadOptimizerArchive(torch::optim::Optimizer& opti
 
 // Loop counters at or above this are taken for damage: 2^40 steps is decades of training at a microsecond a step.
 constexpr int64_t kMaxCheckpointCounter = int64_t{1} << 40;
+// A count-based scheduler is restored by stepping it as often as it stepped (LibTorch's schedulers have no state to
+// set); a file may claim any count below kMaxCheckpointCounter, and replaying 2^40 steps would take days (the
+// checkpoint fuzzer found a file that hung the restore this way). The replay is bounded at 2^24 steps; a run with more
+// scheduler steps than that is beyond any that resumes today.
+constexpr int64_t kMaxReplayedSchedulerSteps = int64_t{1} << 24;
 
 int64_t ReadInt(InputArchive& archive, const std::string& key) {
   c10::IValue value;
@@ -282,6 +287,8 @@ absl::StatusOr<LoopProgress> RestoreFormat1(const std::string& path, InputArchiv
         TORCH_CHECK(scheduler_steps >= 0 && scheduler_steps <= max_scheduler_steps, "record 'scheduler_steps' holds ",
                     scheduler_steps, ", outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch,
                     " and global step ", progress.global_step);
+        TORCH_CHECK(scheduler_steps <= kMaxReplayedSchedulerSteps, "record 'scheduler_steps' holds ", scheduler_steps,
+                    ", more than the ", kMaxReplayedSchedulerSteps, " steps Kiln replays to restore a schedule");
       }
       // Format 1 kept only step counts, which cannot rebuild what a plateau scheduler learnt from its values.
       for (const SchedulerConfig& scheduler : state.optimizers.schedulers) {
@@ -542,6 +549,10 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
         TORCH_CHECK(steps >= 0 && steps <= max_scheduler_steps, "lr_schedulers[", i, "] has stepped ", steps,
                     " times, outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch, " and global step ",
                     progress.global_step);
+        TORCH_CHECK(steps <= kMaxReplayedSchedulerSteps || dynamic_cast<MetricScheduler*>(
+                                                                 state.optimizers.schedulers[i].scheduler.get()) != nullptr,
+                    "lr_schedulers[", i, "] has stepped ", steps, " times, more than the ", kMaxReplayedSchedulerSteps,
+                    " steps Kiln replays to restore a schedule");
         loaded.scheduler_steps.push_back(steps);
         if (auto* metric_scheduler = dynamic_cast<MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
           const GenericDict saved = schedulers[i].toGenericDict();
