@@ -225,8 +225,9 @@ expect_usage_error "--input_shape='1,3,3' is not valid; it holds 9 values per ex
   --input_shape=1,3,3
 expect_usage_error "the data has 10 features, which is not a square image" --model=cnn --num_features=10
 expect_usage_error "--optimizer='lbfgs' is not valid; pass adam or sgd" --optimizer=lbfgs
-expect_usage_error "--learning_rate='0' is not valid; pass a finite value > 0" --learning_rate=0
-expect_usage_error "--learning_rate='inf' is not valid; pass a finite value > 0" --learning_rate=inf
+expect_usage_error "--learning_rate='0' is not valid; pass a value > 0 within float32's range" --learning_rate=0
+expect_usage_error "--learning_rate='inf' is not valid; pass a value > 0 within float32's range" --learning_rate=inf
+expect_usage_error "--learning_rate='1e+300' is not valid; pass a value > 0 within float32's range" --learning_rate=1e300
 # The data.
 expect_usage_error "--data='imagenet' is not valid; pass synthetic, digits, or the path of a CSV file" --data=imagenet
 expect_usage_error "--data='$work/none.csv' is not valid; no such file" --data="$work/none.csv"

@@ -18,12 +18,12 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "trainer/data/memory_budget.h"
+#include "trainer/io/memory_budget.h"
 
 namespace kiln {
 
 // The default of the most one compressed record may inflate to (stored records are bounded by the file's size); the
-// limit in force is MaxInflatedBytes (trainer/data/memory_budget.h), which fit's --max_inflated_mib sets.
+// limit in force is MaxInflatedBytes (trainer/io/memory_budget.h), which fit's --max_inflated_mib sets.
 inline constexpr uint64_t kMaxInflatedRecordBytes = kDefaultMaxInflatedBytes;
 
 // OK when `path` is a single-disk zip archive (zip64 included) whose records are stored or deflated, lie inside the

@@ -7,7 +7,7 @@
 #include "trainer/cli/input_guard.h"
 #include "trainer/data/csv_table.h"
 #include "trainer/data/digits.h"
-#include "trainer/data/memory_budget.h"
+#include "trainer/io/memory_budget.h"
 #include "trainer/data/prefetching_data_module.h"
 
 namespace kiln {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "trainer/cli/flags.h"
-#include "trainer/data/memory_budget.h"
+#include "trainer/io/memory_budget.h"
 
 namespace kiln {
 namespace {

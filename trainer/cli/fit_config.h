@@ -86,7 +86,7 @@ struct FitConfig {
 // folder `bazel run` was started in).
 absl::StatusOr<FitConfig> FitConfigFromFlags();
 
-// Applies --max_inflated_mib (SetMaxInflatedBytes, trainer/data/memory_budget.h), before any input is read; an
+// Applies --max_inflated_mib (SetMaxInflatedBytes, trainer/io/memory_budget.h), before any input is read; an
 // error names the value and the range. At most 2^20 MiB (1 TiB).
 inline constexpr int64_t kMaxInflatedMib = int64_t{1} << 20;
 absl::Status ApplyInputLimitFlags();

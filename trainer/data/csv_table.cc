@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "trainer/data/memory_budget.h"
+#include "trainer/io/memory_budget.h"
 #include "trainer/data/text_encoding.h"
 #include "trainer/data/text_file.h"
 

@@ -10,7 +10,7 @@
 #include "ATen/ATen.h"
 #include "gtest/gtest.h"
 #include "trainer/data/digits.h"
-#include "trainer/data/memory_budget.h"
+#include "trainer/io/memory_budget.h"
 #include "trainer/data/text_file.h"
 
 namespace kiln {

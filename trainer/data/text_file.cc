@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "trainer/data/memory_budget.h"
+#include "trainer/io/memory_budget.h"
 
 namespace kiln {
 

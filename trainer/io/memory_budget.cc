@@ -1,4 +1,4 @@
-#include "trainer/data/memory_budget.h"
+#include "trainer/io/memory_budget.h"
 
 #include <atomic>
 #include <sys/resource.h>
