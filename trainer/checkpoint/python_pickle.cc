@@ -248,10 +248,15 @@ class Rewriter {
     if (args.items == nullptr || args.items->size() < 4) return absl::OkStatus();  // LibTorch checks the arity.
     for (const auto& [index, what] : {std::pair<size_t, const char*>{2, "size"}, {3, "stride"}}) {
       const Entry& tuple = (*args.items)[index];
-      if (tuple.items == nullptr) continue;
+      bool integers = tuple.items != nullptr;
+      for (size_t dim = 0; integers && dim < tuple.items->size(); ++dim) integers = (*tuple.items)[dim].integer.has_value();
+      if (!integers) {
+        return Error(absl::StrCat("a tensor's ", what, "s are not a tuple of at most ", kMaxTrackedTupleItems,
+                                  " integers, as torch.save writes them"));
+      }
       for (size_t dim = 0; dim < tuple.items->size(); ++dim) {
         const std::optional<int64_t>& value = (*tuple.items)[dim].integer;
-        if (value.has_value() && *value < 0) {
+        if (*value < 0) {
           return Error(absl::StrCat("a tensor's ", what, " ", dim, " is ", *value, "; a tensor's sizes and strides ",
                                     "are never negative (torch.save does not write such a tensor)"));
         }

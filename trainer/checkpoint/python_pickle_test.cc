@@ -283,6 +283,18 @@ TEST(PythonPickleTest, NegativeSizesAndStridesAreRefused) {
               HasSubstr("a tensor's stride 1 is -1"));
   EXPECT_THAT(Read(kProto + "}" + Unicode("w") + TensorPickle("0", 8, 0, {-2}, {1}) + "s.", records).status().message(),
               HasSubstr("a tensor's size 0 is -2"));
+  // Sizes that are not a tuple of integers (here a string), or more than 64 of them, are not checked by LibTorch
+  // either: refused too.
+  std::string text_sizes = TensorPickle("0", 8, 0, {8}, {1});
+  text_sizes.replace(text_sizes.find("(" + Long(8) + "t"), Long(8).size() + 2, "(" + Unicode("8") + "t");
+  EXPECT_THAT(Read(kProto + "}" + Unicode("w") + text_sizes + "s.", records).status().message(),
+              HasSubstr("a tensor's sizes are not a tuple of at most 64 integers"));
+  EXPECT_THAT(Read(kProto + "}" + Unicode("w") +
+                       TensorPickle("0", 8, 0, std::vector<int64_t>(65, 1), std::vector<int64_t>(65, 1)) + "s.",
+                   records)
+                  .status()
+                  .message(),
+              HasSubstr("a tensor's sizes are not a tuple of at most 64 integers"));
   // The same tensor declared right reads.
   const absl::StatusOr<c10::IValue> right =
       Read(kProto + "}" + Unicode("w") + TensorPickle("0", 8, 0, {2, 4}, {4, 1}) + "s.", records);
