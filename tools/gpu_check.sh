@@ -18,7 +18,7 @@ pack=${1:-gpu_pack}
 limit_mib=60
 
 binaries=(
-  trainer/fit
+  trainer/cli/fit
   tools/accelerators
   tests/conformance/cuda_conformance_test
   tests/gpu/cuda_device_test

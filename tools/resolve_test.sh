@@ -3,7 +3,7 @@
 # (exit 2 and one `error: ` line), and that //trainer:fit rejects the same input with the same line.
 set -uo pipefail
 resolve=tools/resolve
-fit=trainer/fit
+fit=trainer/cli/fit
 failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
 err=$(mktemp)

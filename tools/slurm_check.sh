@@ -10,7 +10,7 @@
 # held.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-fit=${KILN_FIT:-$PWD/bazel-bin/trainer/fit}
+fit=${KILN_FIT:-$PWD/bazel-bin/trainer/cli/fit}
 for tool in slurmctld slurmd munged mungekey srun sbatch; do
   command -v "$tool" >/dev/null || { echo "slurm_check: $tool is missing; apt-get install slurm-wlm munge" >&2; exit 2; }
 done

@@ -3,7 +3,7 @@
 # //tools:accelerators lists as unavailable here: it must exit 2 before training, with one `error: ` line that gives
 # the backend's reason and lists the accelerators that are available.
 set -uo pipefail
-fit=trainer/fit
+fit=trainer/cli/fit
 failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
 

@@ -45,7 +45,7 @@ std::string Program(const char* path) {
 }
 
 void BM_Startup(benchmark::State& state) {
-  const std::vector<std::string> fit = {Program("trainer/fit"), "--max_steps=1", "--limit_val_batches=0",
+  const std::vector<std::string> fit = {Program("trainer/cli/fit"), "--max_steps=1", "--limit_val_batches=0",
                                         "--num_sanity_val_steps=0", "--enable_checkpointing=false",
                                         "--enable_progress_bar=false", "--num_train=64", "--num_val=64"};
   const std::vector<std::string> raw = {Program("tests/bench/raw_first_step")};
@@ -68,7 +68,7 @@ void BM_Startup(benchmark::State& state) {
 void BM_DdpThroughput(benchmark::State& state) {
   const int64_t examples = kSmoke ? 2048 : 32768;
   const std::vector<std::string> common = {
-      Program("trainer/fit"), "--max_epochs=1", "--limit_val_batches=0", "--num_sanity_val_steps=0",
+      Program("trainer/cli/fit"), "--max_epochs=1", "--limit_val_batches=0", "--num_sanity_val_steps=0",
       "--enable_checkpointing=false", "--enable_progress_bar=false", "--num_features=256",
       "--hidden_sizes=1024,1024", "--num_classes=10", "--batch_size=512", "--logger=none", "--report=false", absl::StrCat("--num_train=", examples),
       "--num_val=128"};

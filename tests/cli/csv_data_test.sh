@@ -3,7 +3,7 @@
 # labels (plain and gzip), a regression file, background loading, the output folder, and predictions on rows the
 # run never saw, scored here against labels the test kept back.
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 python=/usr/bin/python3
 work=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$work" || exit 1

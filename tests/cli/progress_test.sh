@@ -4,7 +4,7 @@
 # width, with bars of their own for validation and the sanity check; glog lines when it is not; nothing with
 # --enable_progress_bar=false; glog's INFO lines off the terminal unless --verbose; and the model summary.
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 work=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$work" || exit 1
 failures=0

@@ -9,7 +9,7 @@
 # a Kiln checkpoint, and that Python's torch.load reads it with weights_only=True (without it that part says it did
 # not run, and why: Lightning needs a PyTorch newer than Debian's, a 5 GB download that CI does not make).
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 compare=$PWD/tests/ddp/compare_checkpoints
 helper=$PWD/tests/cli/python_checkpoint.py
 lightning_ckpt=$PWD/tests/cli/testdata/lightning-2.2.5.ckpt

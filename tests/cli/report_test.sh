@@ -4,7 +4,7 @@
 # metrics.csv and looks at the screenshot's pixels. Without a Chromium that starts, the rendering checks are
 # skipped with the reason (the report's structure is still checked by //trainer/report:html_report_test).
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 checker=$PWD/tests/cli/check_report.py
 python=/usr/bin/python3
 work=${TEST_TMPDIR:-$(mktemp -d)}

@@ -7,7 +7,7 @@
 #      parameters bit-for-bit equal to the uninterrupted run's (params_sha256);
 #   3. bad scheduler flags are refused before anything is written, naming the value and what to pass.
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 python=/usr/bin/python3
 work=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0

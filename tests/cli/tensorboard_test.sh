@@ -2,7 +2,7 @@
 # The TensorBoard logger through the real //trainer:fit binary, read back by an independent reader: Google's
 # protobuf runtime over TensorBoard's own message definitions (read_tensorboard.py, tensorboard_protos/).
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 reader=$PWD/tests/cli/read_tensorboard.py
 protos=$PWD/tests/cli/tensorboard_protos
 python=/usr/bin/python3

@@ -3,7 +3,7 @@
 # with no Python involved; then checked from Python: Kiln trained the module's own parameters (same digest before
 # training, same predictions after), and resuming through --ckpt_path=last is exact.
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 script=$PWD/tests/cli/torchscript_model.py
 python=/usr/bin/python3
 work=${TEST_TMPDIR:-$(mktemp -d)}

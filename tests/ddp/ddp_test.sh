@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # DDP with real processes on this machine (CPU, Gloo over loopback), through the real //trainer:fit binary.
 set -uo pipefail
-fit=trainer/fit
+fit=trainer/cli/fit
 compare=tests/ddp/compare_checkpoints
 work=${TEST_TMPDIR:-$(mktemp -d)}
 common=(--max_epochs=3 --enable_progress_bar=false --log_every_n_steps=0 --num_sanity_val_steps=0)

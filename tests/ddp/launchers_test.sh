@@ -8,7 +8,7 @@
 # Needs root (network namespaces; the BUILD file runs it outside the sandbox), /usr/bin/torchrun (python3-torch),
 # mpirun (openmpi-bin) and ip (iproute2): tools/setup.sh installs them.
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 compare=$PWD/tests/ddp/compare_checkpoints
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/launchers.XXXXXX")
 common=(--max_epochs=2 --num_train=512 --num_val=64 --batch_size=32 --enable_progress_bar=false --log_every_n_steps=0

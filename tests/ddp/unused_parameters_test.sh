@@ -5,7 +5,7 @@
 # - with ddp_find_unused_parameters_true (Lightning's name), it trains, and ends where one process with the combined
 #   batch ends (to float rounding).
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 compare=$PWD/tests/ddp/compare_checkpoints
 python=/usr/bin/python3
 work=${TEST_TMPDIR:-$(mktemp -d)}

@@ -63,6 +63,16 @@ expect 0 "built-in backends depend on neither the connector nor the trainer" \
   $check deps backends $dir/backends_deps //connector //trainer //tools
 expect 0 "the trainer's libraries depend on no backend (programs link //backends:linked)" \
   $check deps trainer $dir/trainer_deps //backends @kiln_backends @virtual_npu
+expect 0 "the trainer's top library uses neither the command line nor the report (fit lives in //trainer/cli)" \
+  $check deps trainer-top $dir/trainer_top_deps //trainer/cli //trainer/report //tools
+if ! grep -qx '//trainer:trainer' $dir/trainer_top_deps; then
+  echo "FAIL: $dir/trainer_top_deps does not hold //trainer:trainer (is the query right?)"
+  failures=$((failures + 1))
+fi
+expect 0 "the trainer's io utilities use no room of the trainer and no LibTorch" \
+  $check deps trainer-io $dir/trainer_io_deps //trainer: //trainer/core //trainer/strategies //trainer/plugins \
+  //trainer/checkpoint //trainer/cli //trainer/data //trainer/loggers //trainer/models //trainer/optim \
+  //trainer/report @libtorch //backends
 # The trainer's rooms. Everything above the core, for the rooms that may use only the core:
 above_core=(//trainer: //trainer/strategies //trainer/plugins //trainer/checkpoint //trainer/callbacks //trainer/cli
   //trainer/data //trainer/loggers //trainer/models //trainer/optim //trainer/report //backends //tools)

@@ -7,7 +7,7 @@
 #   wheels beside it, third_party/libtorch2/requirements.txt, never from the toolkit.)
 # - a --config=cuda build needs libtorch_cuda, libc10_cuda and libcudart, and says which CUDA it was built for.
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
 

@@ -5,7 +5,7 @@
 # process or two (then on its own collectives, sample_ccl, which also end a run whose peer stops answering within the
 # timeout); broken plugins stop fit before training with exit status 2 and one error line naming the path.
 set -uo pipefail
-fit=trainer/fit
+fit=trainer/cli/fit
 sample=examples/sample_plugin/libkiln_sample_plugin.so
 tests=hal/plugin
 tmp=${TEST_TMPDIR:-$(mktemp -d)}

@@ -5,7 +5,7 @@
 # disk (both go through the same path in trainer/checkpoint/checkpoint_io.cc). A small filesystem would need mount rights,
 # which a Bazel sandbox does not give.
 set -uo pipefail
-fit=trainer/fit
+fit=trainer/cli/fit
 verify=tests/reliability/verify_checkpoints
 work=${TEST_TMPDIR:-$(mktemp -d)}
 run=(--logger=none --report=false --max_epochs=1 --num_train=1024 --num_val=256 --enable_progress_bar=false --log_every_n_steps=0

@@ -11,7 +11,7 @@
 #  6. checkpoints whose pickle lies about its tensors or nests without bound are refused (exit 2), never a crash;
 #  7. what can be checked before the first step is (schedules over the whole run, monitors): exit 2, nothing written.
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 corpus=$PWD/tests/fuzz/corpus/checkpoint_reader
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/hostile.XXXXXX")
 cd "$work" || exit 1

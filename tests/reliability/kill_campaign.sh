@@ -25,7 +25,7 @@ for argument in "$@"; do
 done
 runfiles=${RUNFILES_DIR:+$RUNFILES_DIR/kiln}
 cd "${runfiles:-.}" 2>/dev/null || true
-fit=trainer/fit
+fit=trainer/cli/fit
 kill_at=tests/reliability/kill_at
 verify=tests/reliability/verify_checkpoints
 work=${TEST_TMPDIR:-$(mktemp -d)}

@@ -3,7 +3,7 @@
 # MLP's weights up, and the next loss is NaN. fit must stop naming the step (on_nonfinite_loss=stop, the default),
 # or skip such batches when asked (skip), never train on NaN silently.
 set -uo pipefail
-fit=trainer/fit
+fit=trainer/cli/fit
 work=${TEST_TMPDIR:-$(mktemp -d)}
 run=(--learning_rate=1e20 --max_epochs=1 --num_train=640 --num_val=128 --enable_progress_bar=false
      --log_every_n_steps=0 --enable_checkpointing=false)

@@ -5,7 +5,7 @@
 #   3. that run resumed with --ckpt_path=last.
 # The resumed run must end with parameters bit-for-bit equal to the uninterrupted one (params_sha256).
 set -uo pipefail
-fit=trainer/fit
+fit=trainer/cli/fit
 work=${TEST_TMPDIR:-$(mktemp -d)}
 common=(--max_epochs=4 --num_train=32768 --every_n_train_steps=50 --save_last --enable_progress_bar=false
         --log_every_n_steps=0)

@@ -4,7 +4,7 @@
 # raised, and with bad configuration. Every run on it must end with the CPU run's parameters, bit for bit
 # (--summary_json's params_sha256).
 set -uo pipefail
-fit=trainer/fit
+fit=trainer/cli/fit
 accelerators=tools/accelerators
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0

@@ -9,7 +9,7 @@
 # - the local processes share the intra-op threads, unless OMP_NUM_THREADS is set;
 # - a rank killed mid-training ends the others within --process_group_timeout plus a few seconds.
 set -uo pipefail
-fit=trainer/fit
+fit=trainer/cli/fit
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }

@@ -2,7 +2,7 @@
 # Drives the real //trainer:fit binary: the default run, --help, and every bad-flag case, each of which must exit 2
 # with exactly one `error: ` line naming the flag and what is accepted, and must write nothing.
 set -uo pipefail
-fit=$PWD/trainer/fit
+fit=$PWD/trainer/cli/fit
 work=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
