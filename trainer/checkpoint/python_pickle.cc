@@ -482,6 +482,14 @@ class Rewriter {
       case 'Q': {  // BINPERSID: a tensor's storage.
         std::vector<Entry> popped;
         if (absl::Status status = Pop(1, &popped); !status.ok()) return status;
+        // ('storage', class, key, location, element count): LibTorch takes a negative count for a symbolic size and
+        // fails with its own internals' words, so it is refused here, saying what it is.
+        if (popped[0].items != nullptr && popped[0].items->size() == 5) {
+          const std::optional<int64_t>& count = (*popped[0].items)[4].integer;
+          if (count.has_value() && *count < 0) {
+            return Error(absl::StrCat("a storage's element count is ", *count, "; it is never negative"));
+          }
+        }
         stack_.push_back(Entry{popped[0].start, Kind::kValue, ""});
         out_.push_back(op);
         return absl::OkStatus();  // A storage: no container.

@@ -295,6 +295,9 @@ TEST(PythonPickleTest, NegativeSizesAndStridesAreRefused) {
                   .status()
                   .message(),
               HasSubstr("a tensor's sizes are not a tuple of at most 64 integers"));
+  // A storage of a negative element count (LibTorch said "Expected !size_bytes_is_heap_allocated_ to be true").
+  EXPECT_THAT(Read(kProto + "}" + Unicode("w") + TensorPickle("0", -8, 0, {8}, {1}) + "s.", records).status().message(),
+              HasSubstr("a storage's element count is -8"));
   // The same tensor declared right reads.
   const absl::StatusOr<c10::IValue> right =
       Read(kProto + "}" + Unicode("w") + TensorPickle("0", 8, 0, {2, 4}, {4, 1}) + "s.", records);

@@ -318,7 +318,21 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
           return std::move(bytes);
         },
         at::Device(at::kCPU));
-    c10::IValue value = unpickler.parse_ivalue();
+    c10::IValue value;
+    try {
+      value = unpickler.parse_ivalue();
+    } catch (const c10::Error& e) {
+      // What LibTorch's unpickler refused: a tensor whose sizes, strides or storage overflow when LibTorch builds
+      // it, a missing record, a wrong type. Its text says what; the prefix says where, and the plea for a better
+      // message that LibTorch appends to some checks is dropped.
+      std::string what = e.what_without_backtrace();
+      if (const size_t plea = what.find("  (Could this error message be improved?"); plea != std::string::npos) {
+        what.resize(plea);
+      }
+      return absl::InvalidArgumentError(absl::StrCat("data.pkl describes what LibTorch cannot build: ", what));
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat("data.pkl describes what LibTorch cannot build: ", e.what()));
+    }
     // RewritePythonPickle bounds the nesting it can see; memo references can build deeper values that it cannot.
     if (!NestingDepth(value, kMaxDepth).has_value()) {
       FreeIteratively(std::move(value));
@@ -327,16 +341,9 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
     }
     return Finish(value, 0, records);
   } catch (const c10::Error& e) {
-    // What LibTorch's unpickler refused: a tensor whose sizes, strides or storage overflow when LibTorch builds it,
-    // a missing record, a wrong type. Its text says what; the prefix says where, and the plea for a better message
-    // that LibTorch appends to some checks is dropped.
-    std::string what = e.what_without_backtrace();
-    if (const size_t plea = what.find("  (Could this error message be improved?"); plea != std::string::npos) {
-      what.resize(plea);
-    }
-    return absl::InvalidArgumentError(absl::StrCat("data.pkl describes what LibTorch cannot build: ", what));
+    return absl::InvalidArgumentError(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("data.pkl describes what LibTorch cannot build: ", e.what()));
+    return absl::InvalidArgumentError(e.what());
   }
 }
 
