@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "trainer/io/user_path.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "hal/plugin/plugin_loader.h"
@@ -20,16 +21,6 @@ namespace kiln {
 namespace {
 
 constexpr absl::string_view kFlagName = "accelerator_plugin";
-
-// A path as the user meant it: relative to the directory `bazel run` was started in, when there is one. Bare names
-// stay bare, for the loader to refuse.
-std::string UserPath(const std::string& path) {
-  const char* base = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || !absl::StrContains(path, '/') || base == nullptr || *base == '\0') {
-    return path;
-  }
-  return absl::StrCat(base, "/", path);
-}
 
 }  // namespace
 
@@ -55,8 +46,12 @@ std::vector<std::string> AcceleratorPluginFlagValues(int argc, char* const* argv
 
 absl::Status LoadAcceleratorPluginsFromCommandLine(int argc, char* const* argv) {
   std::vector<std::string> paths;
-  for (const std::string& path : AcceleratorPluginFlagValues(argc, argv)) paths.push_back(UserPath(path));
-  for (const std::string& path : AcceleratorPluginPathsFromEnvironment()) paths.push_back(UserPath(path));
+  for (const std::string& path : AcceleratorPluginFlagValues(argc, argv)) {
+    paths.push_back(UserPathKeepingBareNames(path));
+  }
+  for (const std::string& path : AcceleratorPluginPathsFromEnvironment()) {
+    paths.push_back(UserPathKeepingBareNames(path));
+  }
   absl::StatusOr<std::vector<PluginInfo>> loaded = LoadAcceleratorPlugins(paths, AcceleratorRegistry::Default());
   return loaded.status();
 }

@@ -207,12 +207,6 @@ absl::Status FlagError(absl::string_view flag, absl::string_view value, absl::st
   return absl::InvalidArgumentError(absl::StrCat("--", flag, "='", value, "' is not valid; ", accepted));
 }
 
-std::string UserPath(const std::string& path) {
-  const char* base = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || base == nullptr || *base == '\0') return path;
-  return absl::StrCat(base, "/", path);
-}
-
 absl::Status ApplyInputLimitFlags() {
   const int64_t mib = absl::GetFlag(FLAGS_max_inflated_mib);
   if (mib < 1 || mib > kMaxInflatedMib) {

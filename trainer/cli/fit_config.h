@@ -17,6 +17,7 @@
 #include "trainer/callbacks/early_stopping.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/data/task.h"
+#include "trainer/io/user_path.h"  // UserPath, which fit applies to every path flag.
 #include "trainer/loggers/log_dir.h"
 #include "trainer/optim/lr_scheduler_options.h"
 #include "trainer/synthetic_data.h"
@@ -90,9 +91,6 @@ absl::StatusOr<FitConfig> FitConfigFromFlags();
 // error names the value and the range. At most 2^20 MiB (1 TiB).
 inline constexpr int64_t kMaxInflatedMib = int64_t{1} << 20;
 absl::Status ApplyInputLimitFlags();
-
-// A path as the user meant it: relative to $BUILD_WORKING_DIRECTORY when that is set.
-std::string UserPath(const std::string& path);
 
 // "--flag='value' is not valid; <accepted>" as an InvalidArgument error.
 absl::Status FlagError(absl::string_view flag, absl::string_view value, absl::string_view accepted);
