@@ -167,7 +167,7 @@ absl::StatusOr<int64_t> ClaimVersion(const std::string& save_dir, const std::str
 }
 
 absl::StatusOr<std::string> RunFolder::Claim() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   if (claimed_.has_value()) return *claimed_;
   std::string folder;
   if (options_.version.has_value()) {
@@ -190,7 +190,7 @@ RunFolder::~RunFolder() {
 }
 
 std::string RunFolder::path() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   return claimed_.has_value() ? *claimed_ : VersionDir(options_);
 }
 

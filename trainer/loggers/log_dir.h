@@ -14,7 +14,6 @@
 #define KILN_TRAINER_LOGGERS_LOG_DIR_H_
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -22,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace kiln {
 
@@ -73,7 +73,7 @@ class RunFolder {
 
  private:
   const LogDirOptions options_;
-  mutable std::mutex mutex_;
+  mutable absl::Mutex mutex_;
   std::optional<std::string> claimed_ ABSL_GUARDED_BY(mutex_);
   std::optional<FolderHold> hold_ ABSL_GUARDED_BY(mutex_);
 };
