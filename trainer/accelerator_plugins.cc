@@ -5,11 +5,11 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "trainer/io/user_path.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "hal/plugin/plugin_loader.h"
 #include "hal/registry.h"
+#include "trainer/io/user_path.h"
 
 ABSL_FLAG(std::string, accelerator_plugin, "",
           "Load an accelerator plugin (a shared library implementing hal/plugin/kiln_plugin_c_api.h) from this path "

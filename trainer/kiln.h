@@ -14,7 +14,7 @@
 #include "trainer/callbacks/early_stopping.h"         // IWYU pragma: export
 #include "trainer/callbacks/learning_rate_monitor.h"  // IWYU pragma: export
 #include "trainer/callbacks/model_checkpoint.h"       // IWYU pragma: export
-#include "trainer/callbacks/model_summary_callback.h" // IWYU pragma: export
+#include "trainer/callbacks/model_summary_callback.h"  // IWYU pragma: export
 #include "trainer/callbacks/timer.h"                  // IWYU pragma: export
 #include "trainer/core/batch.h"                       // IWYU pragma: export
 #include "trainer/core/callback.h"                    // IWYU pragma: export

@@ -549,12 +549,13 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
         TORCH_CHECK(steps >= 0 && steps <= max_scheduler_steps, "lr_schedulers[", i, "] has stepped ", steps,
                     " times, outside [0, ", max_scheduler_steps, "] for epoch ", progress.epoch, " and global step ",
                     progress.global_step);
-        TORCH_CHECK(steps <= kMaxReplayedSchedulerSteps || dynamic_cast<MetricScheduler*>(
-                                                                 state.optimizers.schedulers[i].scheduler.get()) != nullptr,
-                    "lr_schedulers[", i, "] has stepped ", steps, " times, more than the ", kMaxReplayedSchedulerSteps,
+        // A MetricScheduler comes back from its saved state whole; a count-based one is replayed (Apply).
+        auto* metric_scheduler = dynamic_cast<MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get());
+        TORCH_CHECK(metric_scheduler != nullptr || steps <= kMaxReplayedSchedulerSteps, "lr_schedulers[", i,
+                    "] has stepped ", steps, " times, more than the ", kMaxReplayedSchedulerSteps,
                     " steps Kiln replays to restore a schedule");
         loaded.scheduler_steps.push_back(steps);
-        if (auto* metric_scheduler = dynamic_cast<MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
+        if (metric_scheduler != nullptr) {
           const GenericDict saved = schedulers[i].toGenericDict();
           absl::Status fits = metric_scheduler->CheckStateDict(saved);
           TORCH_CHECK(fits.ok(), "lr_schedulers[", i, "]: ", fits.message());

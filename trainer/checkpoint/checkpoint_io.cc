@@ -20,8 +20,8 @@
 #include "caffe2/serialize/inline_container.h"
 #include "glog/logging.h"
 #include "trainer/checkpoint/torch_file.h"
-#include "trainer/io/durable_file.h"
 #include "trainer/checkpoint/zip_checksums.h"
+#include "trainer/io/durable_file.h"
 
 namespace kiln {
 namespace {

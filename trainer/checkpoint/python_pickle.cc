@@ -153,7 +153,7 @@ class Rewriter {
   // Records that the container on top of the stack (or a new value) nests `depth` deep; an error past the bound.
   absl::Status Nest(Entry& entry, int depth) {
     entry.depth = std::max(entry.depth, depth);
-    if (entry.memo >= 0) memo_depths_[static_cast<uint32_t>(entry.memo)] = entry.depth;
+    if (entry.memo >= 0) memo_[static_cast<uint32_t>(entry.memo)].depth = entry.depth;
     if (entry.depth > kMaxPickleDepth) {
       return Error(absl::StrCat("containers nest more than ", kMaxPickleDepth,
                                 " deep (a checkpoint nests a handful of levels)"));
@@ -203,13 +203,12 @@ class Rewriter {
     }
     classes_.erase(id);
     stack_.back().memo = id;
-    memo_depths_[id] = top.depth;
     // LibTorch's unpickler ignores the slot a PUT names: it appends to its memo, reserving room for twice the slot
     // first (a slot of 2^32 - 1 asked for 137 GB), and a GET indexes what it appended. So the output numbers its
     // slots 0, 1, 2, ... in the order they are stored, and each GET names the slot its PUT became.
-    const uint32_t slot = static_cast<uint32_t>(libtorch_slots_.size());
-    libtorch_slots_[id] = slot;
-    memo_values_[id] = {top.integer, top.items, top.name};
+    const uint32_t slot = static_cast<uint32_t>(stored_);
+    ++stored_;
+    memo_[id] = MemoEntry{slot, top.depth, top.integer, top.items, top.name};
     EmitSlot('r', slot);
     return absl::OkStatus();
   }
@@ -221,15 +220,14 @@ class Rewriter {
       out_.push_back('}');
       return absl::OkStatus();
     }
-    auto slot = libtorch_slots_.find(id);
-    if (slot == libtorch_slots_.end()) return Error(absl::StrCat("memo slot ", id, " is read before anything is stored in it"));
-    auto depth = memo_depths_.find(id);
-    const MemoValue& value = memo_values_[id];
-    Push(Kind::kValue, value.name, depth == memo_depths_.end() ? 0 : depth->second);
+    auto stored = memo_.find(id);
+    if (stored == memo_.end()) return Error(absl::StrCat("memo slot ", id, " is read before anything is stored in it"));
+    const MemoEntry& entry = stored->second;
+    Push(Kind::kValue, entry.name, entry.depth);
     stack_.back().memo = id;
-    stack_.back().integer = value.integer;
-    stack_.back().items = value.items;
-    EmitSlot('j', slot->second);
+    stack_.back().integer = entry.integer;
+    stack_.back().items = entry.items;
+    EmitSlot('j', entry.slot);
     return absl::OkStatus();
   }
 
@@ -249,7 +247,9 @@ class Rewriter {
     for (const auto& [index, what] : {std::pair<size_t, const char*>{2, "size"}, {3, "stride"}}) {
       const Entry& tuple = (*args.items)[index];
       bool integers = tuple.items != nullptr;
-      for (size_t dim = 0; integers && dim < tuple.items->size(); ++dim) integers = (*tuple.items)[dim].integer.has_value();
+      for (size_t dim = 0; integers && dim < tuple.items->size(); ++dim) {
+        integers = (*tuple.items)[dim].integer.has_value();
+      }
       if (!integers) {
         return Error(absl::StrCat("a tensor's ", what, "s are not a tuple of at most ", kMaxTrackedTupleItems,
                                   " integers, as torch.save writes them"));
@@ -333,7 +333,8 @@ class Rewriter {
         const size_t size = op == 'K' ? 1 : op == 'M' ? 2 : 4;
         if (absl::Status status = PassValue(size); !status.ok()) return status;
         const uint64_t bits = LittleEndian(in_.substr(op_pos_ + 1, size));
-        stack_.back().integer = op == 'J' ? static_cast<int64_t>(static_cast<int32_t>(bits)) : static_cast<int64_t>(bits);
+        stack_.back().integer =
+            op == 'J' ? static_cast<int64_t>(static_cast<int32_t>(bits)) : static_cast<int64_t>(bits);
         return absl::OkStatus();
       }
       case 'G':  // BINFLOAT
@@ -508,14 +509,16 @@ class Rewriter {
   std::vector<Entry> stack_;
   std::vector<Mark> marks_;
   std::map<uint32_t, Entry> classes_;  // Memo entries that hold a class.
-  std::map<uint32_t, int> memo_depths_;  // Each memo entry's nesting depth, as last known.
-  std::map<uint32_t, uint32_t> libtorch_slots_;  // Each memo slot of the input -> its slot in the output.
-  struct MemoValue {
+  // What each memo slot of the input holds, as far as the rewrite tracks it.
+  struct MemoEntry {
+    uint32_t slot = 0;  // Its slot in the output (LibTorch's numbering).
+    int depth = 0;      // Its nesting depth, as last known (a container stored and then filled).
     std::optional<int64_t> integer;
     std::shared_ptr<const std::vector<Entry>> items;
     std::string name;
   };
-  std::map<uint32_t, MemoValue> memo_values_;  // What a memo slot's value is known to be (integers, short tuples).
+  std::map<uint32_t, MemoEntry> memo_;
+  size_t stored_ = 0;  // PUTs written to the output so far.
   int raw_globals_ = 0;
 };
 

@@ -262,8 +262,8 @@ TEST(PythonPickleTest, MemoSlotsAreTheOnesThePickleNames) {
   ASSERT_TRUE(dict.at(std::string("y")).isList()) << dict.at(std::string("y")).tagKind();
   EXPECT_EQ(dict.at(std::string("y")).toListRef().at(0).toInt(), 7);
   // A slot of 2^32 - 1 (LibTorch reserved room for twice that: 137 GB).
-  const std::string huge = kProto + "]" + std::string("r\xff\xff\xff\xff", 5) + "j" + std::string("\xff\xff\xff\xff", 4) +
-                           "a.";
+  const std::string huge =
+      kProto + "]" + std::string("r\xff\xff\xff\xff", 5) + "j" + std::string("\xff\xff\xff\xff", 4) + "a.";
   EXPECT_THAT(Read(huge).status().message(), HasSubstr("a container holds itself"));
   const std::string far = kProto + "}" + std::string("r\xff\xff\xff\xff", 5) + Unicode("k") + Int(1) + "s.";
   EXPECT_EQ(Dict(Read(far)).size(), 1u);

@@ -120,7 +120,8 @@ void CheckTensorBounds(const at::Tensor& tensor, const StorageRecords& records) 
   TORCH_CHECK(offset >= 0, "a tensor in ", record, " has the negative storage offset ", offset);
   bool empty = false;
   for (int64_t d = 0; d < tensor.dim(); ++d) {
-    // (LibTorch replaces a negative stride it is given with a contiguous one; the check stays for what it keeps.)
+    // (The rewrite refuses a negative size or stride as the pickle spells it, python_pickle.cc, since LibTorch would
+    // build a negative stride as the contiguous one; this check holds for whatever LibTorch built.)
     TORCH_CHECK(tensor.size(d) >= 0 && tensor.stride(d) >= 0, "a tensor in ", record, " has sizes ", tensor.sizes(),
                 " and strides ", tensor.strides(), "; negative ones are not a tensor's");
     empty = empty || tensor.size(d) == 0;

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -19,7 +18,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -116,20 +114,6 @@ bool IsInputError(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument || status.code() == absl::StatusCode::kResourceExhausted ||
          status.code() == absl::StatusCode::kFailedPrecondition || status.code() == absl::StatusCode::kNotFound ||
          status.code() == absl::StatusCode::kUnimplemented;
-}
-
-absl::Status MakeParentFolder(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (parent.empty()) return absl::OkStatus();
-  std::error_code error;
-  std::filesystem::create_directories(parent, error);
-  if (error) return absl::InternalError(absl::StrCat("cannot create ", parent.string(), ": ", error.message()));
-  return absl::OkStatus();
-}
-
-absl::Status WriteOutput(const std::string& path, const std::string& contents) {
-  if (absl::Status made = MakeParentFolder(path); !made.ok()) return made;
-  return WriteFileDurably(path, contents);
 }
 
 // Calls `fn` when fit reaches its end successfully (on_fit_end runs only then).
@@ -264,8 +248,8 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
         status.ok() ? absl::StrCat("Finished: ", trainer.current_epoch(), " epochs, ", trainer.global_step(),
                                    " steps in ", absl::StrFormat("%.1f", wall_seconds), " s.")
                     : absl::StrCat("Failed: ", status.message());
-    absl::Status written = MakeParentFolder(report_path);
-    if (written.ok()) written = run_report->Write(report_path, line, ReportSummary(facts), {metrics});
+    // Written durably, its folder made if missing (WriteFileDurably), like every output below.
+    const absl::Status written = run_report->Write(report_path, line, ReportSummary(facts), {metrics});
     if (!written.ok()) LOG(WARNING) << "report.html: " << written;
   }
   if (!status.ok()) {
@@ -301,7 +285,7 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
         .AddString("last_checkpoint", checkpoint != nullptr ? checkpoint->last_model_path() : "")
         .AddString("params_sha256", ParamsSha256(model));
     AddVersions(json);
-    if (absl::Status written = WriteOutput(outputs.summary_json, json.ToString()); !written.ok()) {
+    if (absl::Status written = WriteFileDurably(outputs.summary_json, json.ToString()); !written.ok()) {
       PrintError(absl::StrCat("--summary_json: ", written.message()));
       return kExitFailed;
     }
@@ -329,7 +313,7 @@ int RunEvaluate(const FitConfig& config, LoadedData& data, SupervisedModule& mod
         .AddString("accelerator", trainer.plan()->accelerator->name())
         .AddString("params_sha256", ParamsSha256(model));
     AddVersions(json);
-    if (absl::Status written = WriteOutput(config.outputs.summary_json, json.ToString()); !written.ok()) {
+    if (absl::Status written = WriteFileDurably(config.outputs.summary_json, json.ToString()); !written.ok()) {
       PrintError(absl::StrCat("--summary_json: ", written.message()));
       return kExitFailed;
     }
@@ -352,7 +336,7 @@ int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& mode
     PrintError(csv.status().message());
     return kExitFailed;
   }
-  if (absl::Status written = WriteOutput(config.outputs.predictions, *csv); !written.ok()) {
+  if (absl::Status written = WriteFileDurably(config.outputs.predictions, *csv); !written.ok()) {
     PrintError(absl::StrCat("--predictions: ", written.message()));
     return kExitFailed;
   }
@@ -366,7 +350,7 @@ int RunPredict(const FitConfig& config, LoadedData& data, SupervisedModule& mode
         .AddString("ckpt_path", config.ckpt_path)
         .AddString("params_sha256", ParamsSha256(model));
     AddVersions(json);
-    if (absl::Status written = WriteOutput(config.outputs.summary_json, json.ToString()); !written.ok()) {
+    if (absl::Status written = WriteFileDurably(config.outputs.summary_json, json.ToString()); !written.ok()) {
       PrintError(absl::StrCat("--summary_json: ", written.message()));
       return kExitFailed;
     }

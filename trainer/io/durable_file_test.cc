@@ -57,7 +57,8 @@ TEST(DurableFileTest, AFailedWriteLeavesThePreviousFileAndNoTemporary) {
   fs::create_directories(dir / "folder");
   const absl::Status failed = WriteFileDurably((dir / "folder").string(), "new", {.what = "checkpoint"});
   EXPECT_FALSE(failed.ok());
-  EXPECT_THAT(std::string(failed.message()), HasSubstr("cannot move checkpoint into place at " + (dir / "folder").string()));
+  EXPECT_THAT(std::string(failed.message()),
+              HasSubstr("cannot move checkpoint into place at " + (dir / "folder").string()));
   EXPECT_THAT(std::string(failed.message()), HasSubstr("the previous checkpoint (if any) is intact"));
   EXPECT_EQ(Read(dir / "out.txt"), "kept");
   EXPECT_THAT(Names(dir), ::testing::ElementsAre("folder", "out.txt"));

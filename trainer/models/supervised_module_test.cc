@@ -1,6 +1,9 @@
 #include "trainer/models/supervised_module.h"
 
 #include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "ATen/ATen.h"
 #include "ATen/CPUGeneratorImpl.h"
@@ -84,6 +87,49 @@ TEST(SupervisedModuleTest, CheckOutputShapeNamesTheMismatch) {
   EXPECT_NE(wrong_features.message().find("the model fails on one example of 5 features"), std::string::npos)
       << wrong_features;
   EXPECT_TRUE(four.is_training());  // The check leaves the mode as it was.
+}
+
+// fit checks its monitors against LoggedMetricNames before a run, so the names must be exactly those a run's
+// callbacks see: both tasks, from a real fit (the epoch counter aside).
+std::set<std::string> Seen(const Trainer& trainer) {
+  std::set<std::string> seen;
+  for (const auto& [name, value] : trainer.callback_metrics()) {
+    if (name != "epoch") seen.insert(name);
+  }
+  return seen;
+}
+
+std::set<std::string> Declared(const SupervisedModule& model) {
+  const std::vector<std::string> names = model.LoggedMetricNames();
+  return std::set<std::string>(names.begin(), names.end());
+}
+
+TEST(SupervisedModuleTest, LoggedMetricNamesAreTheMetricsAFitLogs) {
+  TrainerOptions options = QuietOptions(1);
+  options.logger = false;
+  SyntheticOptions synthetic;
+  synthetic.num_train = 64;
+  synthetic.num_val = 32;
+  SyntheticClusters classes(synthetic);
+  Mlp classifier({.input_size = 16, .hidden_sizes = {4}, .num_outputs = 4}, {.task = Task::kClassification});
+  Trainer classifying(options);
+  const absl::Status classified = classifying.fit(classifier, classes);
+  ASSERT_TRUE(classified.ok()) << classified;
+  EXPECT_EQ(Seen(classifying), Declared(classifier)) << "classification";
+
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(5);
+  CsvTable table;
+  table.source = "two";
+  table.feature_names = {"x0", "x1"};
+  table.features = at::randn({64, 2}, generator);
+  table.labels = table.features.select(1, 1);
+  auto values = TabularData::Create(table, {.task = Task::kRegression, .batch_size = 16});
+  ASSERT_TRUE(values.ok()) << values.status();
+  Mlp regression({.input_size = 2, .hidden_sizes = {4}, .num_outputs = 1}, {.task = Task::kRegression});
+  Trainer regressing(options);
+  const absl::Status regressed = regressing.fit(regression, **values);
+  ASSERT_TRUE(regressed.ok()) << regressed;
+  EXPECT_EQ(Seen(regressing), Declared(regression)) << "regression";
 }
 
 }  // namespace

@@ -86,7 +86,8 @@ std::vector<SchedulerConfig> BuildLRSchedulers(torch::optim::Optimizer& optimize
 // How many times the schedule is stepped over the run: the run's length in intervals over the frequency, or, when
 // the run's length is not known, the length the schedule names itself (its warm-up, T_max, total_steps).
 int64_t SimulatedSteps(const LRSchedulerOptions& options, int64_t run_length) {
-  if (run_length > 0) return (run_length + std::max<int64_t>(1, options.frequency) - 1) / std::max<int64_t>(1, options.frequency);
+  const int64_t frequency = std::max<int64_t>(1, options.frequency);
+  if (run_length > 0) return (run_length + frequency - 1) / frequency;
   int64_t steps = options.warmup_iters;
   if (options.name == "cosine") steps += options.T_max;
   if (options.name == "onecycle") steps += options.one_cycle.total_steps;
@@ -103,16 +104,15 @@ void CheckScheduleOverRun(torch::optim::Optimizer& optimizer, const LRSchedulerO
   }
   if (groups.empty()) return;
   torch::optim::SGD scratch(groups, torch::optim::SGDOptions(groups[0].options().get_lr()));
-  const int64_t length = run_length <= 0 && options.interval == SchedulerConfig::Interval::kEpoch && options.run_epochs > 0
-                             ? options.run_epochs
-                             : run_length;
+  const bool epochs_known = options.interval == SchedulerConfig::Interval::kEpoch && options.run_epochs > 0;
+  const int64_t length = run_length <= 0 && epochs_known ? options.run_epochs : run_length;
   const int64_t steps = std::min(SimulatedSteps(options, length), kMaxSimulatedScheduleSteps);
   const char* unit = options.interval == SchedulerConfig::Interval::kStep ? "step" : "epoch";
   const auto check_rates = [&](int64_t step) {
     for (const auto& group : scratch.param_groups()) {
       const double lr = group.options().get_lr();
-      TORCH_CHECK_VALUE(std::isfinite(lr) && lr >= 0 && lr <= std::numeric_limits<float>::max(),
-                        "the '", options.name, "' learning-rate schedule", options.warmup_iters > 0 ? " with its warm-up" : "",
+      TORCH_CHECK_VALUE(std::isfinite(lr) && lr >= 0 && lr <= std::numeric_limits<float>::max(), "the '",
+                        options.name, "' learning-rate schedule", options.warmup_iters > 0 ? " with its warm-up" : "",
                         " gives a rate of ", lr, " at ", unit, " ", step, " of the ", steps,
                         " it steps over the run (rates must be finite, >= 0 and within float32's range); check ",
                         "its settings");

@@ -39,7 +39,8 @@ struct LRSchedulerOptions {
 };
 
 // The most steps MakeLRSchedulers simulates a schedule for before it builds it (a run longer than that has the
-// rest of its schedule checked as it runs).
+// rest of its schedule checked as it runs). Simulating that many took 0.14 to 0.19 s on the 2-core CI machine
+// (-c opt, OneCycleLR, CosineAnnealingLR and StepLR with a warm-up); 10^5 steps, 0.02 s.
 inline constexpr int64_t kMaxSimulatedScheduleSteps = 1000000;
 
 // The schedulers `options` describe, over `optimizer` (empty for "none" without warm-up). `run_length` is the run's
