@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/visible_devices.h"
+#include "c10/core/DeviceType.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 #include "c10/util/Exception.h"
 #include "hal/registry.h"
@@ -35,6 +36,20 @@ int LibTorchDeviceCount() {
   } catch (...) {
     return 0;
   }
+}
+
+// LibTorch 2.x takes a named out-of-tree device (PrivateUse1) for the process's accelerator (at::getAccelerator),
+// and its autograd then finds no stream for a CUDA node: every backward over CUDA tensors fails with
+// "opt_ready_stream && opt_parent_stream INTERNAL ASSERT FAILED" (pytorch/pytorch#161129; seen on an H200 with
+// LibTorch 2.11 when a linked backend named its device at load). Refused here, with the cause, before any work.
+absl::Status CheckNoNamedPrivateUse1() {
+  if (!c10::is_privateuse1_backend_registered()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cannot train on CUDA in this process: the out-of-tree device '", c10::get_privateuse1_backend(),
+      "' (LibTorch's PrivateUse1) is registered here, and LibTorch then takes it for the process's accelerator, so "
+      "that every CUDA backward fails inside autograd (pytorch/pytorch#161129). Run CUDA in a process that does not "
+      "use that device: leave its plugin out of --accelerator_plugin and KILN_ACCELERATOR_PLUGINS, or have its "
+      "backend name the device on first use rather than when its library loads (hal/compat/privateuse1.h)"));
 }
 
 absl::Status CheckCudaType(const c10::Device& device) {
@@ -125,6 +140,7 @@ absl::Status CudaAccelerator::SetupDevice(const LogicalDevice& logical) {
   const c10::Device& device = logical.compute;
   if (absl::Status status = CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckCudaType(device); !status.ok()) return status;
+  if (absl::Status status = CheckNoNamedPrivateUse1(); !status.ok()) return status;
   if (absl::Status status = CheckAvailable(); !status.ok()) return status;
   const int index = device.has_index() ? device.index() : 0;
   if (const int count = LibTorchDeviceCount(); index >= count) {

@@ -57,11 +57,11 @@ class VirtualNpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, VirtualNpuGuardImpl);
 
-// Named where LibTorch allows it, before any tensor can exist on the device (this runs when the library loads), with
-// the runtime hooks that a named device needs under LibTorch 2.x.
-const absl::Status naming_status = [] {
+// The runtime hooks that LibTorch 2.x asks a PrivateUse1 device for, registered when the library loads. The name
+// waits for the device's first use (NamingStatus): see hal/compat/privateuse1.h.
+[[maybe_unused]] const bool hooks_registered = [] {
   kiln::compat::RegisterPrivateUse1Runtime({.device_count = [] { return DeviceCountOrZero(); }});
-  return kiln::compat::NamePrivateUse1Backend(kDeviceName);
+  return true;
 }();
 
 }  // namespace
@@ -97,7 +97,10 @@ absl::Status CheckDevice(const c10::Device& device) {
   return absl::OkStatus();
 }
 
-absl::Status NamingStatus() { return naming_status; }
+absl::Status NamingStatus() {
+  static const absl::Status* const status = new absl::Status(kiln::compat::NamePrivateUse1Backend(kDeviceName));
+  return *status;
+}
 
 c10::DeviceIndex CurrentDevice() noexcept { return current_device; }
 

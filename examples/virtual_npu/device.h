@@ -41,8 +41,10 @@ int DeviceCountOrZero() noexcept;
 // The name LibTorch gives the device type (c10::register_privateuse1_backend).
 inline constexpr char kDeviceName[] = "virtual_npu";
 
-// OK, or why the device could not take kDeviceName (another PrivateUse1 backend in the process named it first).
-// Never throws.
+// Names the device kDeviceName on the first call (the accelerator calls it before it hands out a device) and returns
+// OK, or why the device could not take the name (another PrivateUse1 backend in the process named it first). Not
+// when the library loads: a named PrivateUse1 device stops CUDA's autograd in the whole process
+// (hal/compat/privateuse1.h), and a program may link this backend beside CUDA. Never throws.
 absl::Status NamingStatus();
 
 // OK when `device` is a virtual NPU device that exists in this process; otherwise InvalidArgument saying which

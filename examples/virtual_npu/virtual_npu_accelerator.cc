@@ -7,6 +7,7 @@
 #include "allocator.h"
 #include "device.h"
 #include "hal/compat/autocast.h"
+#include "hal/compat/privateuse1.h"
 #include "hal/registry.h"
 #include "kernels.h"
 
@@ -41,6 +42,8 @@ absl::StatusOr<int> ParsePriority(const char* value) {
 
 absl::StatusOr<std::vector<int>> VirtualNpuAccelerator::ParseDevices(const kiln::Devices& devices) const {
   if (!DeviceCount().ok()) return DeviceCount().status();
+  // Chosen: the device takes its name now, before the plan names devices (a probe, CheckAvailable, names nothing).
+  if (absl::Status named = NamingStatus(); !named.ok()) return absl::FailedPreconditionError(named.message());
   absl::StatusOr<kiln::DeviceSelection> selection = kiln::ParseDevicesSyntax(devices);
   if (!selection.ok()) return selection.status();
   if (selection->kind == kiln::DeviceSelection::Kind::kAuto) return std::vector<int>{0};
@@ -53,11 +56,12 @@ int VirtualNpuAccelerator::AutoDeviceCount() const { return DeviceCountOrZero() 
 absl::Status VirtualNpuAccelerator::CheckAvailable() const {
   if (!DeviceCount().ok()) return absl::FailedPreconditionError(DeviceCount().status().message());
   if (!Priority().ok()) return absl::FailedPreconditionError(Priority().status().message());
-  if (!NamingStatus().ok()) return absl::FailedPreconditionError(NamingStatus().message());
+  if (absl::Status name = kiln::compat::CheckPrivateUse1Name(kDeviceName); !name.ok()) return name;
   return absl::OkStatus();
 }
 
 std::vector<c10::Device> VirtualNpuAccelerator::ParallelDevices(const std::vector<int>& indices) const {
+  (void)NamingStatus();  // Named, where it can be, before the devices are printed; SetupDevice reports a failure.
   std::vector<c10::Device> devices;
   devices.reserve(indices.size());
   for (int index : indices) devices.emplace_back(kDeviceType, static_cast<c10::DeviceIndex>(index));
@@ -66,6 +70,7 @@ std::vector<c10::Device> VirtualNpuAccelerator::ParallelDevices(const std::vecto
 
 absl::Status VirtualNpuAccelerator::SetupDevice(const kiln::LogicalDevice& logical) {
   const c10::Device& device = logical.compute;
+  if (absl::Status named = NamingStatus(); !named.ok()) return absl::FailedPreconditionError(named.message());
   if (absl::Status status = kiln::CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
   SetCurrentDevice(device.index());

@@ -47,14 +47,17 @@ void RegisterPrivateUse1Runtime(PrivateUse1Runtime runtime) {
   at::RegisterPrivateUse1HooksInterface(new RuntimeHooks(std::move(runtime)));  // Lives as long as the process.
 }
 
+absl::Status CheckPrivateUse1Name(absl::string_view name) {
+  if (!c10::is_privateuse1_backend_registered()) return absl::OkStatus();
+  const std::string current = c10::get_privateuse1_backend();
+  if (current == name) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("cannot name LibTorch's out-of-tree device (PrivateUse1) '", name,
+                                                    "': it is '", current,
+                                                    "' already, and one process has one PrivateUse1 backend"));
+}
+
 absl::Status NamePrivateUse1Backend(absl::string_view name) {
-  if (c10::is_privateuse1_backend_registered()) {
-    const std::string current = c10::get_privateuse1_backend();
-    if (current == name) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat("cannot name LibTorch's out-of-tree device (PrivateUse1) '", name,
-                                                      "': it is '", current,
-                                                      "' already, and one process has one PrivateUse1 backend"));
-  }
+  if (c10::is_privateuse1_backend_registered()) return CheckPrivateUse1Name(name);
   try {
     c10::register_privateuse1_backend(std::string(name));
   } catch (const c10::Error& error) {

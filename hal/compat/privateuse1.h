@@ -8,8 +8,15 @@
 //                        the device count and a default generator per device
 // (Until the release after 2026-12, this file also hid LibTorch 1.13's differences; CHANGELOG.md.)
 //
-// Thread-safety: NamePrivateUse1Backend is meant for a backend's static initialiser, before any tensor exists on the
-// device; the rest may be called from any thread.
+// Naming has a cost beyond the name: LibTorch 2.x then takes PrivateUse1 for the process's accelerator
+// (at::getAccelerator), and from then on every backward over CUDA tensors in the process fails inside autograd
+// ("opt_ready_stream && opt_parent_stream INTERNAL ASSERT FAILED", pytorch/pytorch#161129; measured on an H200 with
+// LibTorch 2.11, docs/backends.md "GPU check"). So a backend that can be linked beside CUDA names its device when it
+// is first used (the accelerator's ParseDevices and SetupDevice), not when its library loads, and answers
+// CheckAvailable, a probe, with CheckPrivateUse1Name, which names nothing.
+//
+// Thread-safety: NamePrivateUse1Backend must run before any tensor exists on the device; the rest may be called
+// from any thread.
 #ifndef KILN_HAL_COMPAT_PRIVATEUSE1_H_
 #define KILN_HAL_COMPAT_PRIVATEUSE1_H_
 
@@ -34,6 +41,9 @@ namespace kiln::compat {
 // already `name`; FailedPrecondition when another backend named PrivateUse1 first (one process has one PrivateUse1
 // backend). Never throws.
 absl::Status NamePrivateUse1Backend(absl::string_view name);
+
+// What NamePrivateUse1Backend(name) would return, without naming anything: a probe for CheckAvailable. Never throws.
+absl::Status CheckPrivateUse1Name(absl::string_view name);
 
 // What the runtime hooks of LibTorch 2.x are answered from.
 struct PrivateUse1Runtime {

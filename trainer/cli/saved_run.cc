@@ -22,7 +22,7 @@ constexpr const char* kModelAndDataFlags[] = {
 
 bool Given(const std::vector<std::string>& args, const std::string& name) {
   for (const std::string& arg : args) {
-    for (const std::string& dashes : {"--", "-"}) {
+    for (const std::string dashes : {"--", "-"}) {
       if (arg == dashes + name || arg == dashes + "no" + name || absl::StartsWith(arg, dashes + name + "=")) {
         return true;
       }

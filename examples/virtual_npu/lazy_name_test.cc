@@ -1,0 +1,33 @@
+// The virtual NPU takes its name (c10::register_privateuse1_backend) when it is chosen, not when its library loads:
+// LibTorch 2.x takes a named PrivateUse1 device for the process's accelerator, and CUDA's autograd then fails in the
+// whole process (hal/compat/privateuse1.h). A program that links this backend beside CUDA and trains on CUDA must
+// never name it. Its own binary: the name, once given, stays for the process.
+#include "ATen/DeviceAccelerator.h"
+#include "c10/core/DeviceType.h"
+#include "device.h"
+#include "gtest/gtest.h"
+#include "virtual_npu_accelerator.h"
+
+namespace virtual_npu {
+namespace {
+
+TEST(LazyNameTest, TheDeviceIsNamedWhenChosenNotWhenLoaded) {
+  // The library's static initialisers (guard, allocator, kernels, hooks, registration) ran before main.
+  EXPECT_FALSE(c10::is_privateuse1_backend_registered()) << "loading the backend named its device";
+  EXPECT_NE(at::getAccelerator(), c10::DeviceType::PrivateUse1);
+
+  VirtualNpuAccelerator accelerator;
+  EXPECT_TRUE(accelerator.CheckAvailable().ok()) << accelerator.CheckAvailable();
+  EXPECT_EQ(accelerator.AutoDeviceCount(), 1);
+  EXPECT_FALSE(c10::is_privateuse1_backend_registered()) << "a probe (CheckAvailable, AutoDeviceCount) named it";
+
+  ASSERT_TRUE(accelerator.ParseDevices("auto").ok());
+  ASSERT_TRUE(c10::is_privateuse1_backend_registered()) << "choosing the device must name it";
+  EXPECT_EQ(c10::get_privateuse1_backend(), kDeviceName);
+  EXPECT_EQ(c10::Device(kDeviceType, 1).str(), std::string(kDeviceName) + ":1");
+  // What the laziness avoids, seen from LibTorch: the named device is now the process's accelerator.
+  EXPECT_EQ(at::getAccelerator(), c10::DeviceType::PrivateUse1);
+}
+
+}  // namespace
+}  // namespace virtual_npu
