@@ -25,6 +25,12 @@ using ::testing::HasSubstr;
 const c10::Device kNpu0(kDeviceType, 0);
 const c10::Device kNpu1(kDeviceType, 1);
 
+// These tests use the device directly, not through the accelerator, which names it when it is chosen (device.h):
+// named here first, as choosing it would. LibTorch 2.x's autograd needs the name: a backward over an unnamed
+// PrivateUse1 device's tensors asks for the process's accelerator, and without one it fails ("Cannot access
+// accelerator device when none is available").
+const absl::Status kNamed = NamingStatus();
+
 TEST(ConfigurationTest, DeviceCountAndPriorityComeFromTheEnvironment) {
   EXPECT_EQ(*ParseDeviceCount(nullptr), 2);
   EXPECT_EQ(*ParseDeviceCount(""), 2);
@@ -149,7 +155,7 @@ TEST(DeviceTest, CountsTheHostsReadsOfItsMemoryAndNotTheFallbacksCopies) {
 
 // The device carries the backend's name (c10::register_privateuse1_backend) in everything LibTorch prints and parses.
 TEST(DeviceTest, Name) {
-  EXPECT_TRUE(NamingStatus().ok()) << NamingStatus();
+  EXPECT_TRUE(kNamed.ok()) << kNamed;
   const std::string name = kDeviceName;
   EXPECT_EQ(c10::Device(kDeviceType, 1).str(), name + ":1");
   EXPECT_EQ(c10::Device(name + ":1"), c10::Device(kDeviceType, 1));
