@@ -32,6 +32,7 @@ def kiln_accelerator_conformance_test(
         accelerator,
         deps = [],
         bitwise = False,
+        one_rank_per_device = False,
         size = "small",
         plugin = None,
         **kwargs):
@@ -44,12 +45,16 @@ def kiln_accelerator_conformance_test(
       plugin: the label of an accelerator plugin's shared library, loaded at run time before the suite runs.
       bitwise: require training on the device to equal the CPU's bit for bit (for devices that compute through the
         CPU's kernels); otherwise a relative tolerance of 1e-5 applies.
+      one_rank_per_device: the collective backend needs a device per rank (NCCL refuses two ranks on one GPU): the
+        collective checks run 2 and 4 processes only where there are that many devices, else one per device.
       size: the test size.
       **kwargs: passed to cc_test (tags, env, ...).
     """
     args = ["--accelerator=" + accelerator]
     if bitwise:
         args.append("--bitwise")
+    if one_rank_per_device:
+        args.append("--one_rank_per_device")
     data = kwargs.pop("data", [])
     if plugin:
         args.append("--accelerator_plugin=$(rootpath %s)" % plugin)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kiln's GPU check, run on a machine with an NVIDIA GPU from the pack tools/gpu_check.sh made (as its run.sh). It
 # needs the pack, python3 with PyTorch 2.x built for CUDA (whose LibTorch and CUDA libraries the programs load) and
-# nvidia-smi; no Bazel, no network. It prints one table, writes it to $OUT/gpu_check.txt when OUT is set, and exits 1
+# nvidia-smi; no Bazel, no network. It prints one table, writes it to $OUT/gpu_check.txt (and every program's output
+# to $OUT/gpu_check_logs.tgz) when OUT is set, and exits 1
 # when any check fails. A check that cannot run on the machine fails too: here a skip is not a pass.
 #
 # What it checks, with the tolerances against the CPU (the synthetic task's validation metrics after 4 epochs; the
@@ -235,5 +236,9 @@ fi
   echo
   echo "$((${#rows[@]} - failed)) passed, $failed failed in $(($(date +%s) - start_all)) s"
 } | tee "$work/table.txt"
-if [[ -n "${OUT:-}" ]]; then cp "$work/table.txt" "$OUT/gpu_check.txt"; cp "$work"/*.err "$OUT/" 2>/dev/null; fi
+# Every program's output, in one file (what comes back from the GPU machine is a few files).
+if [[ -n "${OUT:-}" ]]; then
+  cp "$work/table.txt" "$OUT/gpu_check.txt"
+  (cd "$work" && tar czf "$OUT/gpu_check_logs.tgz" ./*.err ./*.out ./*.log ./stats.txt 2>/dev/null)
+fi
 [[ $failed -eq 0 ]]

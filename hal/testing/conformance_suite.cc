@@ -3,7 +3,11 @@
 // Backend authors run it with the `kiln_accelerator_conformance_test` macro (tools/conformance.bzl), which links
 // this file (it has its own main()) with their backend and passes the accelerator's registered name:
 //
-//   conformance_test --accelerator=<name> [--bitwise] [--accelerator_plugin=<path to a plugin's .so>]...
+//   conformance_test --accelerator=<name> [--bitwise] [--one_rank_per_device]
+//                    [--accelerator_plugin=<path to a plugin's .so>]...
+//
+// --one_rank_per_device: the accelerator's collective backend needs a device of its own for each rank (NCCL refuses
+// two ranks on one GPU); the collective checks then run as many ranks as there are devices, at most 4.
 //
 // With --accelerator_plugin, the accelerator comes from a plugin shared library (hal/plugin/kiln_plugin_c_api.h),
 // loaded into the default registry before the checks run, exactly as Kiln's programs load one.
@@ -22,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -55,6 +60,7 @@ namespace {
 struct Config {
   std::string accelerator;
   bool bitwise = false;
+  bool one_rank_per_device = false;
   std::vector<std::string> plugins;  // Plugin libraries to load first.
   std::string self;                  // This binary, for the collective checks' ranks.
   // Set in a rank of the collective checks (see RunCollectiveRank).
@@ -654,9 +660,26 @@ std::string Output(const RankRun& run) {
   return text.size() > 2000 ? text.substr(text.size() - 2000) : text;
 }
 
+// The numbers of processes the collective checks run: 2 and 4, sharing devices where there are fewer; with
+// --one_rank_per_device, those that have a device each, or as many as there are devices when that is fewer than 2.
+std::vector<int> CollectiveWorlds(const Accelerator& accelerator) {
+  if (!GetConfig().one_rank_per_device) return {2, 4};
+  absl::StatusOr<std::vector<int>> all = accelerator.ParseDevices(-1);
+  const int devices = all.ok() ? static_cast<int>(all->size()) : accelerator.AutoDeviceCount();
+  std::vector<int> worlds;
+  for (const int world : {2, 4}) {
+    if (world <= devices) worlds.push_back(world);
+  }
+  if (worlds.empty()) worlds.push_back(std::max(1, devices));
+  std::cout << "[   INFO   ] " << accelerator.name() << " runs one rank per device and has " << devices
+            << " here: the collective checks run " << absl::StrJoin(worlds, " and ")
+            << " process(es) (2 and 4 need as many devices)" << std::endl;
+  return worlds;
+}
+
 TEST_F(ConformanceTest, CollectivesGiveTheRightValuesAcrossProcesses) {
   KILN_SKIP_UNLESS_AVAILABLE();
-  for (const int world : {2, 4}) {
+  for (const int world : CollectiveWorlds(*accelerator_)) {
     SCOPED_TRACE(absl::StrCat(world, " processes"));
     std::vector<int> ranks(world);
     for (int r = 0; r < world; ++r) ranks[r] = r;
@@ -712,11 +735,14 @@ int main(int argc, char** argv) {
       config.accelerator = std::string(arg);
     } else if (arg == "--bitwise") {
       config.bitwise = true;
+    } else if (arg == "--one_rank_per_device") {
+      config.one_rank_per_device = true;
     } else if (absl::ConsumePrefix(&arg, "--accelerator_plugin=")) {
       config.plugins.emplace_back(arg);
     } else {
       std::cerr << "error: unknown argument '" << argv[i] << "'; usage: " << argv[0]
-                << " --accelerator=<registered name> [--bitwise] [--accelerator_plugin=<path>]... [gtest flags]\n";
+                << " --accelerator=<registered name> [--bitwise] [--one_rank_per_device] [--accelerator_plugin=<path>]..."
+                   " [gtest flags]\n";
       return 2;
     }
   }
