@@ -84,7 +84,7 @@ else
 fi
 
 # 2. The conformance suite and the trainer's GPU tests (checkpoint resume, DeviceStatsMonitor).
-gtest "CUDA conformance suite" cuda_conformance_test --accelerator=cuda
+gtest "CUDA conformance suite" cuda_conformance_test --accelerator=cuda --one_rank_per_device
 gtest "GPU trainer tests (resume, device stats)" cuda_device_test
 
 # 3. Statistics from NVML and the caching allocator, as `accelerators --stats` shows them.
