@@ -78,7 +78,7 @@ json() {  # json <name> <python expression over s, the summary>
 t0=$(date +%s)
 version=$("$fit" --version 2>&1)
 if [[ $? -eq 0 && "$version" != *error:* ]]; then
-  row "LibTorch version" PASS "$(sed -n 's/^LibTorch: //p' <<<"$version"); python: $torch_version" $(($(date +%s) - t0))
+  row "LibTorch version" PASS "$(sed -n 's/^LibTorch: //p' <<<"$version" | head -n 1); python: $torch_version" $(($(date +%s) - t0))
 else
   row "LibTorch version" FAIL "$version" $(($(date +%s) - t0))
 fi

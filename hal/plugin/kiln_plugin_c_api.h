@@ -64,18 +64,20 @@
  *
  * DEVICES AND LIBTORCH
  *   Kiln computes with LibTorch on the device type a plugin reports (KILN_Device_Type). KILN_DEVICE_TYPE_CPU needs
- *   nothing from the plugin's side. A plugin with its own hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1 and
- *   registers its device (allocator, device guard, kernels) with LibTorch when it is loaded; it must then link
- *   the same LibTorch shared libraries as the Kiln program that loads it, so that its registrations reach the
- *   process's dispatcher. LibTorch has one PrivateUse1 slot per process: Kiln refuses a PrivateUse1 plugin when
- *   something else already registered a PrivateUse1 device. Kiln builds against LibTorch 2.8 or later (`fit
- *   --version` says which), where the plugin may name its device (c10::register_privateuse1_backend("acme") when it
- *   is loaded), and Kiln's plans, statistics, logs and errors then say "acme:N"; a named device must also register
- *   at::PrivateUse1HooksInterface (at::RegisterPrivateUse1HooksInterface), which LibTorch asks for the device count
- *   and a default generator per device (at::manual_seed does); with autocast kernels registered for the
- *   AutocastPrivateUse1 key it can declare bf16-mixed (or 16-mixed). The trainer reads checkpoints onto the CPU, so
- *   that one written on the device loads on any machine. A plugin built with Kiln's own adapter
- *   (hal/compat/privateuse1.h) gets all of this; the sample examples/virtual_npu shows it.
+ *   nothing from the plugin's side. A plugin with its own hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1 and registers
+ *   its device (allocator, device guard, kernels) with LibTorch when it is loaded; it must then link the same LibTorch
+ *   shared libraries as the Kiln program that loads it, so that its registrations reach the process's dispatcher.
+ *   LibTorch has one PrivateUse1 slot per process: Kiln refuses a PrivateUse1 plugin when something else already
+ *   registered a PrivateUse1 device. Kiln builds against LibTorch 2.8 or later (`fit --version` says which), where the
+ *   plugin may name its device (c10::register_privateuse1_backend("acme") when it is loaded), and Kiln's plans,
+ *   statistics, logs and errors then say "acme:N". LibTorch 2.x then takes the named device for the process's
+ *   accelerator, and CUDA's autograd fails in that process: Kiln's CUDA accelerator refuses to train beside a named
+ *   PrivateUse1 device, so load such a plugin only into runs that use it. A named device must also register
+ *   at::PrivateUse1HooksInterface (at::RegisterPrivateUse1HooksInterface), which LibTorch asks for the device count and
+ *   a default generator per device (at::manual_seed does); with autocast kernels registered for the AutocastPrivateUse1
+ *   key it can declare bf16-mixed (or 16-mixed). The trainer reads checkpoints onto the CPU, so that one written on the
+ *   device loads on any machine. A plugin built with Kiln's own adapter (hal/compat/privateuse1.h) gets all of this;
+ *   the sample examples/virtual_npu shows it.
  *
  * COLLECTIVES (1.1, optional)
  *   A plugin whose vendor has a collective communication library (CCL) offers it through the Collectives_*

@@ -741,8 +741,8 @@ int main(int argc, char** argv) {
       config.plugins.emplace_back(arg);
     } else {
       std::cerr << "error: unknown argument '" << argv[i] << "'; usage: " << argv[0]
-                << " --accelerator=<registered name> [--bitwise] [--one_rank_per_device] [--accelerator_plugin=<path>]..."
-                   " [gtest flags]\n";
+                << " --accelerator=<registered name> [--bitwise] [--one_rank_per_device]"
+                   " [--accelerator_plugin=<path>]... [gtest flags]\n";
       return 2;
     }
   }
