@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "connector/options.h"
@@ -44,6 +45,7 @@
 
 namespace kiln {
 
+class DeviceLossCheck;
 class ModelCheckpoint;
 class PrecisionPlugin;
 class ProgressReporter;
@@ -190,49 +192,49 @@ class Trainer {
   PrecisionPlugin* precision_plugin() const { return precision_.get(); }
 
  private:
-  struct LoopLimits;
+  // The loops (trainer/loops/) run on the trainer's state and hand the trainer to every hook.
+  friend class AutomaticOptimization;
+  friend class EvaluationLoop;
+  friend class FitLoop;
+  friend class PredictionLoop;
+  friend class TrainingEpochLoop;
+  friend class LoopTestPeer;  // trainer/loops/loops_test.cc: each loop run on its own.
+
+  // The one wrapper around every entry point (fit, validate, test, predict): checks the options and resolves the
+  // plan (Prepare), starts the other local processes and sets the strategy up, runs `body`, gives a failure to the
+  // callbacks (on_exception), waits for the checkpoints written, tears the device down however `body` ends, waits
+  // for (or, after a failure, stops) the other processes, and, after fit, finalizes the loggers.
+  absl::Status RunEntryPoint(Stage stage, LightningModule& model, absl::FunctionRef<absl::Status()> body);
   absl::Status Prepare(Stage stage);
+  // The options' own checks, before anything is resolved.
+  absl::Status CheckOptions() const;
+  // The strategy the plan names: its instance, or one made by its registry entry's factory.
+  absl::StatusOr<std::shared_ptr<Strategy>> MakeStrategy(const Plan& plan) const;
+  // The user's callbacks and those the trainer adds for `stage` (ModelCheckpoint, Timer, ModelSummaryCallback).
+  absl::Status AddCallbacks(Stage stage);
   // Gives every callback the error that ends a run (on_exception); a callback that throws is logged, not raised.
   void CallOnException(LightningModule& model, const absl::Status& error);
   // Starts the other local processes when this one launches a distributed run, then sets the strategy up.
   absl::Status SetupStrategy(LightningModule& model);
   // Ends what SetupStrategy started: waits for (or, after a failure, stops) the other local processes.
   absl::Status FinishStrategy(absl::Status status);
-  // `local` with every value logged with sync_dist replaced by its value over all processes (metrics.h): epoch
-  // values weighted by each process's examples, and, with `steps`, step values averaged. One collective for all of
-  // them; every rank calls it at the same point. Throws when the collective fails.
-  MetricMap GlobalMetrics(const MetricCollector& metrics, MetricMap local, bool steps);
-  // With several processes, an error on every rank when some have `batches` 0 and others not (`what` names the
-  // data): those would have nothing to gather or reduce while the others wait.
-  absl::Status CheckNoEmptyShard(int64_t batches, absl::string_view what);
   // Logger::setup on global rank zero (the loggers claim their folders), unless fast_dev_run.
   absl::Status SetupLoggers();
-  absl::Status ShardLoaders(std::initializer_list<DataLoader*> loaders);
-  absl::Status RunFit(LightningModule& model, DataModule& data, const std::string& ckpt_path);
-  absl::Status RunTrainEpoch(LightningModule& model, DataLoader& train, DataLoader* val, const LoopLimits& limits);
-  absl::StatusOr<MetricMap> RunEvaluation(LightningModule& model, DataLoader& loader, int64_t limit, Stage stage);
-  absl::StatusOr<MetricMap> RunStage(LightningModule& model, DataModule& data, const std::string& ckpt_path,
-                                     Stage stage);
-  absl::StatusOr<MetricMap> Evaluate(LightningModule& model, DataModule& data, const std::string& ckpt_path,
-                                     Stage stage);
-  absl::StatusOr<std::vector<at::Tensor>> Predict(LightningModule& model, DataModule& data,
-                                                  const std::string& ckpt_path);
-  absl::Status OptimizerStep(LightningModule& model);
-  // Whether this epoch checks the training loss on the device (RunTrainEpoch): on_nonfinite_loss "stop", one
-  // process, no gradient scaler, and every optimizer a DeviceSkipOptimizer that can skip there.
-  bool ChecksLossOnDevice() const;
   // Reads the device's non-finite flag (a host read) when losses are pending; when one of them was not finite,
   // returns the error that stops fit, naming the first such batch, with the loop's counters put back to it.
   absl::Status CheckPendingLosses();
-  // Steps optimizers_.schedulers[index] once and counts it: a MetricScheduler with its monitored value from
-  // callback_metrics (a missing one is an InvalidArgument error when strict, else a warning and no step).
-  absl::Status StepScheduler(size_t index);
   // `data` (with restore_training) gets its state back from the checkpoint.
   absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
                                  DataModule* data = nullptr);
   absl::StatusOr<std::string> ResolveCheckpointPath(const std::string& ckpt_path) const;
+  // Calls `hook` on every callback (with `monitoring`, only those whose is_monitoring() says so), in order.
   template <typename Hook>
-  void CallCallbacks(Hook&& hook, std::optional<bool> monitoring = std::nullopt);
+  void CallCallbacks(Hook&& hook, std::optional<bool> monitoring = std::nullopt) {
+    for (const auto& callback : callbacks_) {
+      if (monitoring.has_value() && callback->is_monitoring() != *monitoring) continue;
+      hook(*callback);
+    }
+  }
 
   TrainerOptions options_;
   std::optional<Plan> plan_;
@@ -260,16 +262,8 @@ class Trainer {
   // The ModelCheckpoint the last fit added (enable_checkpointing without one of the user's), kept for later stages.
   std::shared_ptr<ModelCheckpoint> default_checkpoint_;
   int64_t skipped_batches_ = 0;
-  // The device-side loss check: found_inf_ (a float32 scalar on the loss's device, handed to the optimizers) turns
-  // 1 at the first non-finite loss and stays 1; the losses since the last host read, to name the batch.
-  struct PendingLoss {
-    int64_t epoch, batch, global_step;
-    at::Tensor loss;
-  };
-  bool loss_check_on_device_ = false;
-  at::Tensor found_inf_;
-  std::vector<PendingLoss> pending_losses_;
-  absl::Status nonfinite_failure_;
+  // The device-side check that no non-finite loss is trained on (trainer/loops/loss_check.h).
+  std::unique_ptr<DeviceLossCheck> loss_check_;
   bool skip_window_ = false;  // The rest of an accumulation window that had a non-finite loss.
   bool should_stop_ = false;
   std::string resumed_from_;

@@ -1,0 +1,47 @@
+// The optimizer step of automatic optimization (Lightning's loops/optimization/automatic.py), and the learning-rate
+// schedulers' steps: a room of the training epoch loop, internal to //trainer.
+#ifndef KILN_TRAINER_LOOPS_AUTOMATIC_OPTIMIZATION_H_
+#define KILN_TRAINER_LOOPS_AUTOMATIC_OPTIMIZATION_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+#include "absl/status/status.h"
+#include "trainer/core/lightning_module.h"
+
+namespace kiln {
+
+class Trainer;
+
+// LibTorch's clip_grad_norm_ with the 2-norm, operator for operator (so the gradients come out bit for bit the
+// same), without its last step: it returns the total norm as a double, a host read that would make every clipped
+// step wait for the device.
+void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm);
+
+// Whether `config` is a ReduceLROnPlateau-style scheduler, which steps with a monitored value.
+bool IsMetricScheduler(const SchedulerConfig& config);
+
+class AutomaticOptimization {
+ public:
+  explicit AutomaticOptimization(Trainer& trainer) : trainer_(trainer) {}
+
+  // One step of every optimizer on the accumulated gradients: unscale (16-mixed), clip (gradient_clip_val), then
+  // per optimizer on_before_optimizer_step, the step (through the precision plugin and the strategy),
+  // on_before_zero_grad and zero_grad; then the scaler's update, global_step + 1, and the step-interval schedulers
+  // that monitor nothing. Metric schedulers step after validation instead (StepScheduler, from the epoch loop).
+  absl::Status Step(LightningModule& model);
+
+  // Steps the trainer's scheduler `index` once and counts it: a MetricScheduler with its monitored value from
+  // callback_metrics (a missing one is an InvalidArgument error when strict, else a warning and no step).
+  absl::Status StepScheduler(size_t index);
+
+ private:
+  void ClipGradients(LightningModule& model);
+
+  Trainer& trainer_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_LOOPS_AUTOMATIC_OPTIMIZATION_H_

@@ -1,0 +1,45 @@
+// The evaluation loop (Lightning's loops/evaluation_loop.py): validation, during fit (sanity check, every
+// val_check_interval) and alone (Trainer::validate), and testing (Trainer::test). Internal to //trainer.
+#ifndef KILN_TRAINER_LOOPS_EVALUATION_LOOP_H_
+#define KILN_TRAINER_LOOPS_EVALUATION_LOOP_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "trainer/core/data_loader.h"
+#include "trainer/core/lightning_module.h"
+#include "trainer/core/metrics.h"
+
+namespace kiln {
+
+class Trainer;
+
+class EvaluationLoop {
+ public:
+  // `stage`: Stage::kValidate or Stage::kTest.
+  EvaluationLoop(Trainer& trainer, Stage stage);
+
+  // Trainer::validate / test inside the entry point's set-up: restores `ckpt_path` (the weights only), claims the
+  // loggers' folders, sets the data up, runs the loader (limit_val_batches / limit_test_batches of it) and tears
+  // down. Returns the epoch's metrics.
+  absl::StatusOr<MetricMap> RunStage(LightningModule& model, DataModule& data, const std::string& ckpt_path);
+
+  // One pass over the first `limit` batches of `loader`, with the stage's hooks, in no-grad and eval mode. Returns
+  // the epoch's metrics with the last step's beside them, reduced over the processes where logged with sync_dist;
+  // outside the sanity check they join callback_metrics and are logged.
+  absl::StatusOr<MetricMap> Run(LightningModule& model, DataLoader& loader, int64_t limit);
+
+ private:
+  bool validating() const { return stage_ == Stage::kValidate; }
+  void StartHooks(LightningModule& model);
+  void RunBatch(LightningModule& model, DataLoader& loader, int64_t batch_idx, MetricCollector& metrics);
+  absl::StatusOr<MetricMap> Finish(LightningModule& model, const MetricCollector& metrics);
+
+  Trainer& trainer_;
+  const Stage stage_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_LOOPS_EVALUATION_LOOP_H_

@@ -1,0 +1,207 @@
+#include "trainer/loops/fit_loop.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ATen/CPUGeneratorImpl.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "trainer/loops/automatic_optimization.h"
+#include "trainer/loops/call_user.h"
+#include "trainer/loops/evaluation_loop.h"
+#include "trainer/loops/rank_agreement.h"
+#include "trainer/trainer.h"
+
+namespace kiln {
+
+absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
+  Trainer& trainer = trainer_;
+  if (absl::Status status = SetupData(model, data); !status.ok()) return status;
+  absl::StatusOr<TrainingLimits> limits = ResolveLimits(
+      trainer.options_, train_loader_->num_batches(), val_loader_ != nullptr ? val_loader_->num_batches() : -1);
+  if (!limits.ok()) return limits.status();
+  limits_ = *limits;
+  trainer.num_training_batches_ = limits_.train_batches;
+  trainer.max_epochs_ = trainer.options_.max_epochs.value_or(-1);
+  if (!trainer.options_.max_epochs.has_value() && trainer.options_.max_steps == -1) {
+    LOG(WARNING) << "`max_epochs` was not set. Setting it to " << kDefaultMaxEpochs
+                 << " epochs. To train without an epoch limit, set `max_epochs=-1`.";
+    trainer.max_epochs_ = kDefaultMaxEpochs;
+  }
+  if (absl::Status status = ConfigureOptimizers(model); !status.ok()) return status;
+  if (absl::Status status = Restart(model, data, ckpt_path); !status.ok()) return status;
+  for (const auto& optimizer : trainer.optimizers_.optimizers) optimizer->zero_grad();
+  // After every input check, so that a run refused for its input leaves no folder behind.
+  if (absl::Status claimed = trainer.SetupLoggers(); !claimed.ok()) return claimed;
+  if (absl::Status status = Start(model); !status.ok()) return status;
+  if (absl::Status status = SanityCheck(model); !status.ok()) return status;
+
+  trainer.current_epoch_ = trainer.next_epoch_;
+  absl::Status status = CallUser(
+      "on_train_start", [&] { trainer.CallCallbacks([&](Callback& c) { c.on_train_start(trainer, model); }); });
+  if (!status.ok()) return status;
+  while (!Done()) {
+    status = TrainingEpochLoop(trainer, limits_).Run(model, *train_loader_, val_loader_.get());
+    if (!status.ok()) return status;
+    ++trainer.current_epoch_;
+  }
+  return End(model);
+}
+
+absl::Status FitLoop::SetupData(LightningModule& model, DataModule& data) {
+  absl::Status status = CallUser("setup", [&] {
+    data.setup(Stage::kFit);
+    train_loader_ = data.train_dataloader();
+    val_loader_ = data.val_dataloader();
+  });
+  if (!status.ok()) return status;
+  if (train_loader_ == nullptr) {
+    return absl::InvalidArgumentError("the data module returned no train_dataloader; fit needs training data");
+  }
+  return ShardLoaders(*trainer_.strategy_, {train_loader_.get(), val_loader_.get()});
+}
+
+absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& options, int64_t train_batches,
+                                                      int64_t val_batches) {
+  TrainingLimits limits;
+  absl::StatusOr<int64_t> train = options.limit_train_batches.Resolve(train_batches, "limit_train_batches");
+  if (!train.ok()) return train.status();
+  limits.train_batches = *train;
+  if (val_batches >= 0) {
+    absl::StatusOr<int64_t> val = options.limit_val_batches.Resolve(val_batches, "limit_val_batches");
+    if (!val.ok()) return val.status();
+    limits.val_batches = *val;
+  }
+  if (options.val_check_interval.is_fraction()) {
+    absl::StatusOr<int64_t> every = options.val_check_interval.Resolve(limits.train_batches, "val_check_interval");
+    if (!every.ok()) return every.status();
+    limits.val_check_batch = std::max<int64_t>(1, *every);
+    limits.val_at_epoch_end = true;
+    return limits;
+  }
+  absl::StatusOr<int64_t> every = options.val_check_interval.Resolve(INT64_MAX, "val_check_interval");
+  if (!every.ok()) return every.status();
+  if (limits.val_batches > 0 && *every > limits.train_batches) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "`val_check_interval` (", *every, ") must be less than or equal to the number of the training batches (",
+        limits.train_batches, "). If you want to disable validation set `limit_val_batches` to 0.0 instead."));
+  }
+  if (*every == 0) return absl::InvalidArgumentError("val_check_interval=0 is not valid; pass an int >= 1");
+  limits.val_check_batch = *every;
+  limits.val_at_epoch_end = false;
+  return limits;
+}
+
+absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
+  Trainer& trainer = trainer_;
+  const TrainerOptions& options = trainer.options_;
+  const int64_t accumulate = std::max<int64_t>(1, options.accumulate_grad_batches);
+  const int64_t per_epoch = (limits_.train_batches + accumulate - 1) / accumulate;
+  int64_t steps = trainer.max_epochs_ >= 0 ? per_epoch * std::max<int64_t>(1, trainer.max_epochs_) : -1;
+  if (options.max_steps >= 0) steps = steps < 0 ? options.max_steps : std::min(steps, options.max_steps);
+  model.set_estimated_stepping_batches(steps);
+  absl::Status status = CallUser("configure_optimizers", [&] { trainer.optimizers_ = model.configure_optimizers(); });
+  if (!status.ok()) return status;
+  if (trainer.optimizers_.optimizers.empty()) {
+    return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
+  }
+  for (const SchedulerConfig& scheduler : trainer.optimizers_.schedulers) {
+    if (scheduler.scheduler == nullptr || scheduler.frequency < 1) {
+      return absl::InvalidArgumentError(
+          "configure_optimizers returned a scheduler config without a scheduler or with frequency < 1");
+    }
+    if (IsMetricScheduler(scheduler) && scheduler.monitor.empty()) {
+      return absl::InvalidArgumentError(
+          "configure_optimizers returned a ReduceLROnPlateau-style scheduler (a MetricScheduler) without a monitor; "
+          "set its SchedulerConfig's monitor to a logged metric, e.g. monitor = \"val_loss\"");
+    }
+  }
+  trainer.scheduler_steps_.assign(trainer.optimizers_.schedulers.size(), 0);
+  return absl::OkStatus();
+}
+
+absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
+  Trainer& trainer = trainer_;
+  trainer.current_epoch_ = 0;
+  trainer.global_step_ = 0;
+  trainer.next_epoch_ = 0;
+  trainer.next_batch_in_epoch_ = 0;
+  trainer.batches_done_in_epoch_ = 0;
+  trainer.batches_that_stepped_ = 0;
+  trainer.should_stop_ = false;
+  trainer.skipped_batches_ = 0;
+  trainer.skip_window_ = false;
+  trainer.callback_metrics_.clear();
+  trainer.resumed_from_.clear();
+  if (ckpt_path.empty()) return absl::OkStatus();
+  return trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/true, &data);
+}
+
+absl::Status FitLoop::Start(LightningModule& model) {
+  Trainer& trainer = trainer_;
+  absl::Status status = CallUser("setup/on_fit_start", [&] {
+    trainer.CallCallbacks([&](Callback& c) { c.setup(trainer, model, Stage::kFit); });
+    trainer.CallCallbacks([&](Callback& c) { c.on_fit_start(trainer, model); });
+    model.on_fit_start();
+  });
+  if (!status.ok()) return status;
+  if (!trainer.is_global_zero() || trainer.options_.fast_dev_run > 0) return absl::OkStatus();
+  for (const auto& logger : trainer.options_.loggers) {
+    if (absl::Status logged = logger->log_hyperparams(model.hparams()); !logged.ok()) {
+      LOG(WARNING) << "logger '" << logger->name() << "' failed: " << logged;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FitLoop::SanityCheck(LightningModule& model) {
+  Trainer& trainer = trainer_;
+  const int64_t requested = trainer.options_.num_sanity_val_steps;
+  const int64_t steps = requested < 0 ? limits_.val_batches : std::min(requested, limits_.val_batches);
+  if (val_loader_ == nullptr || steps <= 0) return absl::OkStatus();
+  const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+  trainer.sanity_checking_ = true;
+  absl::Status status = CallUser("on_sanity_check_start", [&] {
+    trainer.CallCallbacks([&](Callback& c) { c.on_sanity_check_start(trainer, model); });
+  });
+  absl::StatusOr<MetricMap> sanity =
+      status.ok() ? EvaluationLoop(trainer, Stage::kValidate).Run(model, *val_loader_, steps) : status;
+  if (sanity.ok()) {
+    status = CallUser("on_sanity_check_end", [&] {
+      trainer.CallCallbacks([&](Callback& c) { c.on_sanity_check_end(trainer, model); });
+    });
+    if (!status.ok()) sanity = status;
+  }
+  trainer.sanity_checking_ = false;
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(rng);
+  return sanity.status();
+}
+
+bool FitLoop::Done() {
+  Trainer& trainer = trainer_;
+  const TrainerOptions& options = trainer.options_;
+  const bool min_epochs_met = !options.min_epochs.has_value() || trainer.current_epoch_ >= *options.min_epochs;
+  if (trainer.should_stop_ && !min_epochs_met) {
+    LOG(INFO) << "Trainer was signaled to stop but the required `min_epochs=" << *options.min_epochs
+              << "` has not been met. Training will continue...";
+    trainer.should_stop_ = false;
+  }
+  return (options.max_steps >= 0 && trainer.global_step_ >= options.max_steps) ||
+         (trainer.max_epochs_ >= 0 && trainer.current_epoch_ >= trainer.max_epochs_) ||
+         (trainer.should_stop_ && min_epochs_met);
+}
+
+absl::Status FitLoop::End(LightningModule& model) {
+  Trainer& trainer = trainer_;
+  absl::Status status =
+      CallUser("on_train_end", [&] { trainer.CallCallbacks([&](Callback& c) { c.on_train_end(trainer, model); }); });
+  if (!status.ok()) return status;
+  return CallUser("on_fit_end", [&] {
+    trainer.CallCallbacks([&](Callback& c) { c.on_fit_end(trainer, model); });
+    model.on_fit_end();
+    trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, Stage::kFit); });
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,59 @@
+// The fit loop (Lightning's loops/fit_loop.py): Trainer::fit inside the entry point's set-up. It gets the data and
+// the optimizers, resolves how much of each loader an epoch runs, restores a checkpoint, runs the sanity check, and
+// then one TrainingEpochLoop per epoch until max_epochs, max_steps or a stop. Internal to //trainer.
+#ifndef KILN_TRAINER_LOOPS_FIT_LOOP_H_
+#define KILN_TRAINER_LOOPS_FIT_LOOP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainer/core/data_loader.h"
+#include "trainer/core/lightning_module.h"
+#include "trainer/loops/training_epoch_loop.h"
+
+namespace kiln {
+
+class Trainer;
+struct TrainerOptions;
+
+// Lightning's number of epochs when neither max_epochs nor max_steps is set.
+inline constexpr int64_t kDefaultMaxEpochs = 1000;
+
+class FitLoop {
+ public:
+  explicit FitLoop(Trainer& trainer) : trainer_(trainer) {}
+
+  absl::Status Run(LightningModule& model, DataModule& data, const std::string& ckpt_path);
+
+  // How much of each loader an epoch runs: limit_train_batches and limit_val_batches of `train_batches` and
+  // `val_batches` (-1: no val loader), and where val_check_interval validates.
+  static absl::StatusOr<TrainingLimits> ResolveLimits(const TrainerOptions& options, int64_t train_batches,
+                                                      int64_t val_batches);
+
+ private:
+  // data.setup(kFit) and its loaders, sharded over the processes.
+  absl::Status SetupData(LightningModule& model, DataModule& data);
+  // configure_optimizers, after the limits so that a schedule can span the run (estimated_stepping_batches).
+  absl::Status ConfigureOptimizers(LightningModule& model);
+  // The counters of a fresh run, then those of `ckpt_path` when given.
+  absl::Status Restart(LightningModule& model, DataModule& data, const std::string& ckpt_path);
+  // setup and on_fit_start of the callbacks and the module, and the hyperparameters to the loggers.
+  absl::Status Start(LightningModule& model);
+  // num_sanity_val_steps of validation, leaving the generator as it found it (so that resuming stays exact).
+  absl::Status SanityCheck(LightningModule& model);
+  // Whether training is over (max_steps, max_epochs, or a stop once min_epochs is met).
+  bool Done();
+  absl::Status End(LightningModule& model);
+
+  Trainer& trainer_;
+  std::shared_ptr<DataLoader> train_loader_;
+  std::shared_ptr<DataLoader> val_loader_;
+  TrainingLimits limits_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_LOOPS_FIT_LOOP_H_

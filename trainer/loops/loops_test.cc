@@ -1,0 +1,314 @@
+// Each loop of trainer/loops/ run on its own, inside the trainer's entry-point set-up (the wrapper fit, validate,
+// test and predict share) but without the loops above it: the optimizer step without an epoch, an epoch without
+// fit, evaluation and prediction without a data module. What each computes is derived here independently.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "torch/nn/modules/linear.h"
+#include "torch/optim/schedulers/lr_scheduler.h"
+#include "torch/optim/sgd.h"
+#include "trainer/core/callback.h"
+#include "trainer/loops/automatic_optimization.h"
+#include "trainer/loops/evaluation_loop.h"
+#include "trainer/loops/fit_loop.h"
+#include "trainer/loops/prediction_loop.h"
+#include "trainer/loops/training_epoch_loop.h"
+#include "trainer/testing/test_support.h"
+#include "trainer/trainer.h"
+
+namespace kiln {
+
+// The trainer's state as the loops see it, for tests that run one loop alone.
+class LoopTestPeer {
+ public:
+  static absl::Status Run(Trainer& trainer, Stage stage, LightningModule& model,
+                          absl::FunctionRef<absl::Status()> body) {
+    return trainer.RunEntryPoint(stage, model, body);
+  }
+  static void SetOptimizers(Trainer& trainer, OptimizerConfig config) {
+    trainer.optimizers_ = std::move(config);
+    trainer.scheduler_steps_.assign(trainer.optimizers_.schedulers.size(), 0);
+  }
+  // Where the next epoch starts, as a restored checkpoint says.
+  static void ResumeAt(Trainer& trainer, int64_t epoch, int64_t batch) {
+    trainer.current_epoch_ = epoch;
+    trainer.next_epoch_ = epoch;
+    trainer.next_batch_in_epoch_ = batch;
+  }
+  static const std::vector<int64_t>& scheduler_steps(const Trainer& trainer) { return trainer.scheduler_steps_; }
+};
+
+namespace {
+
+using ::testing::ElementsAre;
+
+// y = w . x + b on 2 features; records what the loops hand it.
+class LinearModule : public LightningModule {
+ public:
+  LinearModule() : linear_(register_module("linear", torch::nn::Linear(2, 1))) {
+    torch::NoGradGuard no_grad;
+    linear_->weight.copy_(at::tensor({0.5f, -0.25f}).reshape({1, 2}));
+    linear_->bias.fill_(0.125f);
+  }
+  at::Tensor training_step(const Batch& batch, int64_t batch_idx) override {
+    trained.push_back(batch_idx);
+    return (linear_->forward(batch.input).squeeze(1) - batch.target).pow(2).mean();
+  }
+  void validation_step(const Batch& batch, int64_t batch_idx) override {
+    validated.push_back(batch_idx);
+    grad_enabled_in_eval = grad_enabled_in_eval || at::GradMode::is_enabled();
+    training_in_eval = training_in_eval || is_training();
+    log("val_mean", batch.input.mean());
+  }
+  at::Tensor predict_step(const Batch& batch, int64_t batch_idx) override {
+    return linear_->forward(batch.input).squeeze(1);
+  }
+  OptimizerConfig configure_optimizers() override {
+    return OptimizerConfig(std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1)));
+  }
+  torch::nn::Linear& linear() { return linear_; }
+
+  std::vector<int64_t> trained;
+  std::vector<int64_t> validated;
+  bool grad_enabled_in_eval = false;
+  bool training_in_eval = false;
+
+ private:
+  torch::nn::Linear linear_;
+};
+
+// Records the hooks it is called with, in order.
+class HookRecorder : public Callback {
+ public:
+  std::string state_key() const override { return "HookRecorder"; }
+  void on_before_optimizer_step(Trainer&, LightningModule&, torch::optim::Optimizer&) override {
+    hooks.push_back("on_before_optimizer_step");
+  }
+  void on_before_zero_grad(Trainer&, LightningModule&, torch::optim::Optimizer&) override {
+    hooks.push_back("on_before_zero_grad");
+  }
+  void on_validation_batch_end(Trainer&, LightningModule&, const Batch&, int64_t batch_idx) override {
+    hooks.push_back("on_validation_batch_end " + std::to_string(batch_idx));
+  }
+  void on_train_epoch_start(Trainer& trainer, LightningModule&) override {
+    hooks.push_back("on_train_epoch_start " + std::to_string(trainer.current_epoch()));
+    if (stop_at_epoch_start) trainer.set_should_stop();
+  }
+  std::vector<std::string> hooks;
+  bool stop_at_epoch_start = false;
+};
+
+// A scheduler that counts its steps and leaves the learning rate alone.
+class CountingScheduler : public torch::optim::LRScheduler {
+ public:
+  explicit CountingScheduler(torch::optim::Optimizer& optimizer) : LRScheduler(optimizer) {}
+  int steps = 0;
+
+ private:
+  std::vector<double> get_lrs() override {
+    ++steps;
+    return get_current_lrs();
+  }
+};
+
+TrainerOptions Options(std::shared_ptr<Callback> callback) {
+  TrainerOptions options;
+  options.logger = false;
+  options.enable_checkpointing = false;
+  options.enable_model_summary = false;
+  options.num_sanity_val_steps = 0;
+  options.max_epochs = 1;
+  if (callback != nullptr) options.callbacks = {std::move(callback)};
+  return testing::Quiet(std::move(options));
+}
+
+// `count` examples of 2 features: row i is (i, -i / 2), target i / 4.
+std::shared_ptr<TensorDataLoader> Loader(int64_t count, int64_t batch_size) {
+  const at::Tensor index = at::arange(count, at::kFloat);
+  return std::make_shared<TensorDataLoader>(at::stack({index, index / -2}, 1), index / 4,
+                                            TensorDataLoaderOptions{.batch_size = batch_size});
+}
+
+TEST(AutomaticOptimizationTest, ClipsStepsZeroesAndCountsOnce) {
+  auto recorder = std::make_shared<HookRecorder>();
+  TrainerOptions options = Options(recorder);
+  options.gradient_clip_val = 0.5;
+  Trainer trainer(options);
+  LinearModule model;
+  auto sgd = std::make_shared<torch::optim::SGD>(model.parameters(), torch::optim::SGDOptions(0.1));
+  auto scheduler = std::make_shared<CountingScheduler>(*sgd);
+  OptimizerConfig config(sgd);
+  config.schedulers.push_back({.scheduler = scheduler, .interval = SchedulerConfig::Interval::kStep});
+
+  // Gradients of a known loss, and the step they must give: the 2-norm clipped to 0.5, then SGD's p - 0.1 g.
+  Batch batch = Loader(4, 4)->get_batch(0);
+  model.training_step(batch, 0).backward();
+  std::vector<at::Tensor> expected;
+  double squares = 0;
+  for (const at::Tensor& parameter : model.parameters()) squares += parameter.grad().pow(2).sum().item<double>();
+  const double scale = std::min(1.0, 0.5 / (std::sqrt(squares) + 1e-6));
+  ASSERT_LT(scale, 1.0) << "the test's gradients must be large enough to be clipped";
+  for (const at::Tensor& parameter : model.parameters()) {
+    expected.push_back(parameter.detach() - 0.1 * (parameter.grad() * scale));
+  }
+
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&] {
+    LoopTestPeer::SetOptimizers(trainer, config);
+    return AutomaticOptimization(trainer).Step(model);
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  const std::vector<at::Tensor> parameters = model.parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    EXPECT_TRUE(at::allclose(parameters[i], expected[i], /*rtol=*/1e-6, /*atol=*/1e-7)) << parameters[i];
+    EXPECT_TRUE(!parameters[i].grad().defined() || parameters[i].grad().abs().sum().item<double>() == 0)
+        << "zero_grad after the step";
+  }
+  EXPECT_EQ(trainer.global_step(), 1);
+  EXPECT_THAT(recorder->hooks, ElementsAre("on_before_optimizer_step", "on_before_zero_grad"));
+  EXPECT_THAT(LoopTestPeer::scheduler_steps(trainer), ElementsAre(1));
+  EXPECT_EQ(scheduler->steps, 1) << "the step-interval scheduler stepped once";
+}
+
+TEST(EvaluationLoopTest, RunsTheLimitInEvalModeWithoutGradients) {
+  auto recorder = std::make_shared<HookRecorder>();
+  Trainer trainer(Options(recorder));
+  LinearModule model;
+  std::shared_ptr<TensorDataLoader> loader = Loader(10, 2);  // 5 batches; the first 3 run.
+  absl::StatusOr<MetricMap> metrics = absl::UnknownError("not run");
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kValidate, model, [&] {
+    metrics = EvaluationLoop(trainer, Stage::kValidate).Run(model, *loader, /*limit=*/3);
+    return metrics.status();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(model.validated, ElementsAre(0, 1, 2));
+  EXPECT_FALSE(model.grad_enabled_in_eval);
+  EXPECT_FALSE(model.training_in_eval);
+  EXPECT_THAT(recorder->hooks,
+              ElementsAre("on_validation_batch_end 0", "on_validation_batch_end 1", "on_validation_batch_end 2"));
+  // Examples 0..5, features (i, -i/2): the mean over the batches, weighted by their sizes, is that of the 12 values.
+  const double expected = (at::arange(6, at::kDouble).sum().item<double>() * 0.5) / 12;
+  ASSERT_EQ(metrics->count("val_mean"), 1u);
+  EXPECT_NEAR(metrics->at("val_mean"), expected, 1e-6);
+  EXPECT_NEAR(trainer.callback_metrics().at("val_mean"), expected, 1e-6);
+}
+
+TEST(PredictionLoopTest, InterleavesShardsBackIntoTheDataOrder) {
+  absl::StatusOr<at::Tensor> rows = InterleaveShards({at::tensor({0, 2, 4}), at::tensor({1, 3})});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_TRUE(at::equal(*rows, at::arange(5, at::kLong)));
+  absl::StatusOr<at::Tensor> broken = InterleaveShards({at::tensor({0}), at::tensor({1, 3, 5})});
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(broken.status().message()), ::testing::HasSubstr("set_shard's contract"));
+}
+
+// A data module of the given loaders (predict only here).
+class PredictData : public DataModule {
+ public:
+  explicit PredictData(std::shared_ptr<DataLoader> loader) : loader_(std::move(loader)) {}
+  std::shared_ptr<DataLoader> train_dataloader() override { return nullptr; }
+  std::shared_ptr<DataLoader> predict_dataloader() override { return loader_; }
+
+ private:
+  std::shared_ptr<DataLoader> loader_;
+};
+
+TEST(PredictionLoopTest, PredictsTheLimitBatchByBatch) {
+  TrainerOptions options = Options(nullptr);
+  options.limit_predict_batches = 2;
+  Trainer trainer(options);
+  LinearModule model;
+  PredictData data(Loader(6, 2));
+  absl::StatusOr<std::vector<at::Tensor>> predictions = absl::UnknownError("not run");
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kPredict, model, [&] {
+    predictions = PredictionLoop(trainer).Run(model, data, /*ckpt_path=*/"");
+    return predictions.status();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(predictions->size(), 2u);
+  // 0.5 x - 0.25 (-x / 2) + 0.125 = 0.625 x + 0.125 for examples 0..3.
+  EXPECT_TRUE(at::allclose(at::cat(*predictions), at::arange(4, at::kFloat) * 0.625 + 0.125));
+}
+
+TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
+  auto recorder = std::make_shared<HookRecorder>();
+  TrainerOptions options = Options(recorder);
+  options.accumulate_grad_batches = 2;
+  Trainer trainer(options);
+  LinearModule model;
+  std::shared_ptr<TensorDataLoader> train = Loader(10, 2);  // 5 batches.
+  std::shared_ptr<TensorDataLoader> val = Loader(2, 1);     // 2 batches.
+  const TrainingLimits limits{.train_batches = 5, .val_batches = 2, .val_check_batch = 2, .val_at_epoch_end = false};
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&] {
+    LoopTestPeer::SetOptimizers(trainer, model.configure_optimizers());
+    return TrainingEpochLoop(trainer, limits).Run(model, *train, val.get());
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(model.trained, ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_EQ(trainer.global_step(), 3) << "steps after batches 2 and 4 and the epoch's last";
+  EXPECT_THAT(model.validated, ElementsAre(0, 1, 0, 1)) << "validation after training batches 2 and 4";
+
+  // The same epoch resumed after batch 3, as a checkpoint written there says: batches 3 and 4 only.
+  Trainer resumed(options);
+  LinearModule again;
+  status = LoopTestPeer::Run(resumed, Stage::kFit, again, [&] {
+    LoopTestPeer::SetOptimizers(resumed, again.configure_optimizers());
+    LoopTestPeer::ResumeAt(resumed, /*epoch=*/0, /*batch=*/3);
+    return TrainingEpochLoop(resumed, limits).Run(again, *train, val.get());
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(again.trained, ElementsAre(3, 4));
+  EXPECT_THAT(again.validated, ElementsAre(0, 1)) << "after training batch 4";
+}
+
+TEST(FitLoopTest, ResolvesLimitsAsLightningDoes) {
+  TrainerOptions options;
+  options.limit_train_batches = 0.5;
+  options.val_check_interval = 0.25;
+  absl::StatusOr<TrainingLimits> limits = FitLoop::ResolveLimits(options, /*train_batches=*/10, /*val_batches=*/4);
+  ASSERT_TRUE(limits.ok()) << limits.status();
+  EXPECT_EQ(limits->train_batches, 5);
+  EXPECT_EQ(limits->val_batches, 4);
+  EXPECT_EQ(limits->val_check_batch, 1) << "a quarter of 5 batches, at least 1";
+  EXPECT_TRUE(limits->val_at_epoch_end);
+
+  options.limit_train_batches = 1.0;
+  options.val_check_interval = 3;
+  limits = FitLoop::ResolveLimits(options, /*train_batches=*/2, /*val_batches=*/4);
+  EXPECT_EQ(limits.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(limits.status().message()), ::testing::HasSubstr("`val_check_interval` (3)"));
+  limits = FitLoop::ResolveLimits(options, /*train_batches=*/2, /*val_batches=*/-1);
+  ASSERT_TRUE(limits.ok()) << "without validation data the interval is not checked against the epoch";
+  EXPECT_EQ(limits->val_check_batch, 3);
+  EXPECT_FALSE(limits->val_at_epoch_end);
+}
+
+// A data module of one train loader.
+class TrainData : public DataModule {
+ public:
+  std::shared_ptr<DataLoader> train_dataloader() override { return Loader(4, 2); }
+};
+
+TEST(FitLoopTest, AStopWaitsForTheMinimumEpochs) {
+  auto recorder = std::make_shared<HookRecorder>();
+  recorder->stop_at_epoch_start = true;
+  TrainerOptions options = Options(recorder);
+  options.max_epochs = 5;
+  options.min_epochs = 2;
+  Trainer trainer(options);
+  LinearModule model;
+  TrainData data;
+  absl::Status status =
+      LoopTestPeer::Run(trainer, Stage::kFit, model, [&] { return FitLoop(trainer).Run(model, data, ""); });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_THAT(recorder->hooks, ::testing::Contains("on_train_epoch_start 1"));
+  EXPECT_THAT(recorder->hooks, ::testing::Not(::testing::Contains("on_train_epoch_start 2")));
+  EXPECT_EQ(trainer.current_epoch(), 2);
+  EXPECT_EQ(trainer.global_step(), 3) << "epoch 0 runs its 2 batches; epoch 1, where the minimum is met, stops after one";
+}
+
+}  // namespace
+}  // namespace kiln

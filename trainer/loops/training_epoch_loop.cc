@@ -1,0 +1,296 @@
+#include "trainer/loops/training_epoch_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "trainer/core/device_skip_optimizer.h"
+#include "trainer/loops/call_user.h"
+#include "trainer/loops/evaluation_loop.h"
+#include "trainer/loops/loss_check.h"
+#include "trainer/loops/rank_agreement.h"
+#include "trainer/plugins/precision/precision_plugin.h"
+#include "trainer/progress.h"
+#include "trainer/strategies/strategy.h"
+#include "trainer/trainer.h"
+
+namespace kiln {
+namespace {
+
+// While the epoch runs, callback_metrics() brings in its latest step metrics; when it leaves, also by an
+// exception, they stay there.
+class LiveMetrics {
+ public:
+  LiveMetrics(MetricCollector*& live, MetricMap& callback_metrics, MetricCollector& metrics)
+      : live_(live), callback_metrics_(callback_metrics), metrics_(metrics) {
+    live_ = &metrics_;
+  }
+  ~LiveMetrics() {
+    Merge(callback_metrics_, metrics_.StepMetrics());
+    live_ = nullptr;
+  }
+  LiveMetrics(const LiveMetrics&) = delete;
+  LiveMetrics& operator=(const LiveMetrics&) = delete;
+
+ private:
+  MetricCollector*& live_;
+  MetricMap& callback_metrics_;
+  MetricCollector& metrics_;
+};
+
+}  // namespace
+
+TrainingEpochLoop::TrainingEpochLoop(Trainer& trainer, const TrainingLimits& limits)
+    : trainer_(trainer), limits_(limits), optimization_(trainer) {}
+
+bool TrainingEpochLoop::ChecksLossOnDevice() const {
+  const Trainer& trainer = trainer_;
+  if (trainer.options_.on_nonfinite_loss != "stop" || trainer.strategy_->world_size() > 1 ||
+      trainer.optimizers_.optimizers.empty() || trainer.precision_->precision() == Precision::k16Mixed) {
+    return false;
+  }
+  for (const auto& optimizer : trainer.optimizers_.optimizers) {
+    const auto* skipping = dynamic_cast<const DeviceSkipOptimizer*>(optimizer.get());
+    if (skipping == nullptr || !skipping->can_skip_on_device()) return false;
+  }
+  return true;
+}
+
+absl::Status TrainingEpochLoop::Run(LightningModule& model, DataLoader& train, DataLoader* val) {
+  SinkGuard sink_guard(model);
+  LiveMetrics live(trainer_.live_step_metrics_, trainer_.callback_metrics_, metrics_);
+  absl::StatusOr<int64_t> first_batch = Start(model, train, val);
+  if (!first_batch.ok()) return first_batch.status();
+  for (int64_t batch_idx = *first_batch; batch_idx < limits_.train_batches; ++batch_idx) {
+    bool stop = false;
+    if (absl::Status status = RunBatch(model, train, val, batch_idx, &stop); !status.ok()) return status;
+    if (stop) break;
+  }
+  return End(model, /*ran_batches=*/*first_batch < limits_.train_batches);
+}
+
+absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoader& train, DataLoader* val) {
+  Trainer& trainer = trainer_;
+  const int64_t first_batch = trainer.next_epoch_ == trainer.current_epoch_ ? trainer.next_batch_in_epoch_ : 0;
+  trainer.next_epoch_ = trainer.current_epoch_;
+  trainer.next_batch_in_epoch_ = first_batch;
+  trainer.batches_done_in_epoch_ = first_batch;
+  validate_this_epoch_ = val != nullptr && limits_.val_batches > 0 &&
+                         (trainer.current_epoch_ + 1) % trainer.options_.check_val_every_n_epoch == 0;
+  model.train();
+  trainer.progress_->StartEpoch(trainer.current_epoch_, trainer.max_epochs_, limits_.train_batches);
+  trainer.loss_check_->Start(ChecksLossOnDevice(), trainer.optimizers_.optimizers);
+  absl::Status status = CallUser("on_train_epoch_start", [&] {
+    trainer.CallCallbacks([&](Callback& c) { c.on_train_epoch_start(trainer, model); });
+    model.on_train_epoch_start();
+    // overfit_batches trains on the same batches, in the same order, every epoch.
+    train.set_epoch(trainer.options_.overfit_batches.is_zero() ? trainer.current_epoch_ : 0);
+  });
+  if (!status.ok()) return status;
+  return first_batch;
+}
+
+absl::Status TrainingEpochLoop::TrainingStep(LightningModule& model, DataLoader& train, int64_t batch_idx,
+                                             bool step_now, StepResult& result) {
+  Trainer& trainer = trainer_;
+  PrecisionPlugin& precision = *trainer.precision_;
+  Strategy& strategy = *trainer.strategy_;
+  const int64_t accumulate = trainer.options_.accumulate_grad_batches;
+  return CallUser("training_step", [&] {
+    result.batch = precision.ConvertInput(strategy.BatchToDevice(train.get_batch(batch_idx)));
+    trainer.CallCallbacks([&](Callback& c) { c.on_train_batch_start(trainer, model, result.batch, batch_idx); });
+    model.set_metric_sink(&metrics_, result.batch.size());
+    {
+      PrecisionPlugin::ForwardContext forward_context(precision);
+      result.loss = model.training_step(result.batch, batch_idx);
+    }
+    model.set_metric_sink(nullptr, 0);
+    TORCH_CHECK(result.loss.defined() && result.loss.numel() == 1, "training_step must return a scalar loss tensor");
+    // Never train on a non-finite loss. Every rank decides together, so that all skip or stop at the same batch.
+    if (trainer.loss_check_->on_device()) {
+      trainer.loss_check_->Add(result.loss, trainer.current_epoch_, batch_idx, trainer.global_step_);
+    } else {
+      result.loss_value = result.loss.item<double>();
+      result.nonfinite = !std::isfinite(result.loss_value);
+      if (strategy.world_size() > 1) result.nonfinite = strategy.ReduceAny(result.nonfinite);
+      if (result.nonfinite) return;
+    }
+    const at::Tensor to_backward = precision.PreBackward(accumulate > 1 ? result.loss / accumulate : result.loss);
+    trainer.CallCallbacks([&](Callback& c) { c.on_before_backward(trainer, model, to_backward); });
+    strategy.Backward(to_backward, /*sync_gradients=*/step_now);
+    trainer.CallCallbacks([&](Callback& c) { c.on_after_backward(trainer, model); });
+  });
+}
+
+bool TrainingEpochLoop::SkipsBatch(const StepResult& result, int64_t batch_idx, bool step_now) {
+  Trainer& trainer = trainer_;
+  bool skip = false;
+  if (result.nonfinite) {
+    LOG(WARNING) << "skipping epoch " << trainer.current_epoch_ << " batch " << batch_idx
+                 << ": the training loss is " << result.loss_value << " (on_nonfinite_loss=\"skip\")";
+    ++trainer.skipped_batches_;
+    skip = true;
+    trainer.skip_window_ = !step_now;
+  } else if (trainer.skip_window_) {
+    skip = true;
+    trainer.skip_window_ = !step_now;
+  }
+  if (skip && step_now) {
+    for (const auto& optimizer : trainer.optimizers_.optimizers) optimizer->zero_grad();
+  }
+  return skip;
+}
+
+absl::Status TrainingEpochLoop::LogStep() {
+  Trainer& trainer = trainer_;
+  const TrainerOptions& options = trainer.options_;
+  // Step metrics stay tensors until something reads them: the loggers, now, or callback_metrics().
+  // Values logged with sync_dist are reduced at the same steps on every rank, for rank zero to log.
+  const bool log_now = options.log_every_n_steps > 0 && trainer.global_step_ % options.log_every_n_steps == 0 &&
+                       !options.loggers.empty();
+  const bool reduce_now = log_now && trainer.strategy_->world_size() > 1 && metrics_.HasSyncedStepValues();
+  if (!log_now || !(trainer.is_global_zero() || reduce_now)) return absl::OkStatus();
+  // A row never holds values of a batch whose loss was not finite.
+  if (absl::Status checked = trainer.CheckPendingLosses(); !checked.ok()) return checked;
+  MetricMap step_metrics = metrics_.StepMetrics();
+  if (reduce_now) {
+    absl::Status status = CallUser("reducing sync_dist metrics", [&] {
+      step_metrics = GlobalMetrics(*trainer.strategy_, metrics_, std::move(step_metrics), /*steps=*/true);
+    });
+    if (!status.ok()) return status;
+  }
+  trainer.log_metrics(std::move(step_metrics), trainer.logged_step());
+  return absl::OkStatus();
+}
+
+absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& train, DataLoader* val,
+                                         int64_t batch_idx, bool* stop) {
+  Trainer& trainer = trainer_;
+  const TrainerOptions& options = trainer.options_;
+  const bool last_batch = batch_idx + 1 == limits_.train_batches;
+  const bool step_now = (batch_idx + 1) % options.accumulate_grad_batches == 0 || last_batch;
+  StepResult result;
+  if (absl::Status status = TrainingStep(model, train, batch_idx, step_now, result); !status.ok()) return status;
+  if (result.nonfinite && options.on_nonfinite_loss == "stop") {
+    return NonFiniteLossError(
+        std::isfinite(result.loss_value) ? "not finite on another rank" : absl::StrCat(result.loss_value),
+        trainer.current_epoch_, batch_idx, trainer.global_step_);
+  }
+  if (trainer.loss_check_->full()) {
+    if (absl::Status checked = trainer.CheckPendingLosses(); !checked.ok()) return checked;
+  }
+  const bool stepped = step_now && !SkipsBatch(result, batch_idx, step_now);
+  if (stepped) {
+    if (absl::Status status = optimization_.Step(model); !status.ok()) return status;
+    if (absl::Status status = LogStep(); !status.ok()) return status;
+  }
+  trainer.next_batch_in_epoch_ = batch_idx + 1;
+  trainer.batches_done_in_epoch_ = batch_idx + 1;
+  trainer.progress_->Step(batch_idx, trainer.global_step_, [&] { return metrics_.ProgressBarMetrics(); });
+  absl::Status status = CallUser("on_train_batch_end", [&] {
+    const at::Tensor outputs = result.loss.detach();
+    trainer.CallCallbacks([&](Callback& c) { c.on_train_batch_end(trainer, model, outputs, result.batch, batch_idx); });
+  });
+  // A checkpoint the callbacks asked for found a non-finite loss (save_checkpoint): that is the run's error.
+  if (!status.ok()) return trainer.loss_check_->failure().ok() ? status : trainer.loss_check_->failure();
+  return AfterBatch(model, val, batch_idx, stepped, stop);
+}
+
+absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, DataLoader* val, int64_t batch_idx, bool stepped,
+                                           bool* stop) {
+  Trainer& trainer = trainer_;
+  const TrainerOptions& options = trainer.options_;
+  const bool last_batch = batch_idx + 1 == limits_.train_batches;
+  const bool val_now = validate_this_epoch_ && ((batch_idx + 1) % limits_.val_check_batch == 0 ||
+                                                (last_batch && limits_.val_at_epoch_end));
+  const bool max_steps_reached = options.max_steps >= 0 && trainer.global_step_ >= options.max_steps;
+  if (val_now || (max_steps_reached && validate_this_epoch_ && limits_.val_at_epoch_end)) {
+    if (absl::Status checked = trainer.CheckPendingLosses(); !checked.ok()) return checked;
+    absl::StatusOr<MetricMap> val_metrics =
+        EvaluationLoop(trainer, Stage::kValidate).Run(model, *val, limits_.val_batches);
+    if (!val_metrics.ok()) return val_metrics.status();
+    model.train();
+  }
+  // Step-interval metric schedulers step after the batch's validation, as Lightning's plateau schedulers do.
+  for (size_t i = 0; stepped && i < trainer.optimizers_.schedulers.size(); ++i) {
+    const SchedulerConfig& scheduler = trainer.optimizers_.schedulers[i];
+    if (scheduler.interval == SchedulerConfig::Interval::kStep && IsMetricScheduler(scheduler) &&
+        trainer.global_step_ % scheduler.frequency == 0) {
+      if (absl::Status stepped_scheduler = optimization_.StepScheduler(i); !stepped_scheduler.ok()) {
+        return stepped_scheduler;
+      }
+    }
+  }
+  trainer.batches_that_stepped_ = trainer.global_step_;
+  // Every rank must stop at the same batch: a stop that one rank decided (its timer, say) is shared.
+  if (trainer.strategy_->world_size() > 1) {
+    absl::Status status = CallUser("agreeing on should_stop",
+                                   [&] { trainer.should_stop_ = trainer.strategy_->ReduceAny(trainer.should_stop_); });
+    if (!status.ok()) return status;
+  }
+  const bool min_epochs_met = !options.min_epochs.has_value() || trainer.current_epoch_ + 1 >= *options.min_epochs;
+  *stop = max_steps_reached || (trainer.should_stop_ && min_epochs_met);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingEpochLoop::StepEpochSchedulers(bool ran_batches) {
+  Trainer& trainer = trainer_;
+  for (size_t i = 0; i < trainer.optimizers_.schedulers.size(); ++i) {
+    const SchedulerConfig& scheduler = trainer.optimizers_.schedulers[i];
+    if (scheduler.interval != SchedulerConfig::Interval::kEpoch ||
+        (trainer.current_epoch_ + 1) % scheduler.frequency != 0) {
+      continue;
+    }
+    if (IsMetricScheduler(scheduler) && !ran_batches) {
+      // Resumed from a checkpoint written after this epoch's last batch but before its validation: the value the
+      // step needs was never computed in this run (Lightning skips plateau schedulers when restarting too).
+      LOG(WARNING) << "not stepping the scheduler that monitors '" << scheduler.monitor << "' at the end of epoch "
+                   << trainer.current_epoch_ << ": the run resumed after the epoch's last batch, before its validation";
+      continue;
+    }
+    if (absl::Status stepped = optimization_.StepScheduler(i); !stepped.ok()) return stepped;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingEpochLoop::End(LightningModule& model, bool ran_batches) {
+  Trainer& trainer = trainer_;
+  if (absl::Status checked = trainer.CheckPendingLosses(); !checked.ok()) return checked;
+  trainer.loss_check_->Stop();
+  Merge(trainer.callback_metrics_, metrics_.StepMetrics());
+  Strategy& strategy = *trainer.strategy_;
+  MetricMap epoch_metrics;
+  absl::Status status = CallUser("reducing sync_dist metrics", [&] {
+    epoch_metrics = GlobalMetrics(strategy, metrics_, metrics_.EpochMetrics(), /*steps=*/false);
+  });
+  if (!status.ok()) return status;
+  Merge(trainer.callback_metrics_, epoch_metrics);
+  // Epoch schedulers step after the epoch's last validation, before on_train_epoch_end: a checkpoint written from
+  // there on holds the stepped schedule with the next epoch, so resuming never steps it twice or misses a step.
+  if (absl::Status stepped = StepEpochSchedulers(ran_batches); !stepped.ok()) return stepped;
+  // A checkpoint written from here on resumes at the start of the next epoch.
+  trainer.next_epoch_ = trainer.current_epoch_ + 1;
+  trainer.next_batch_in_epoch_ = 0;
+  status = CallUser("on_train_epoch_end", [&] {
+    model.set_metric_sink(&metrics_, 1);
+    trainer.CallCallbacks([&](Callback& c) { c.on_train_epoch_end(trainer, model); }, /*monitoring=*/false);
+    model.on_train_epoch_end();
+    model.set_metric_sink(nullptr, 0);
+    epoch_metrics = GlobalMetrics(strategy, metrics_, metrics_.EpochMetrics(), /*steps=*/false);
+    Merge(trainer.callback_metrics_, epoch_metrics);
+    trainer.CallCallbacks([&](Callback& c) { c.on_train_epoch_end(trainer, model); }, /*monitoring=*/true);
+  });
+  if (!status.ok()) return status;
+  // Lightning logs the epoch's metrics at the step of its last batch.
+  if (!epoch_metrics.empty()) trainer.log_metrics(epoch_metrics, std::max<int64_t>(0, trainer.logged_step() - 1));
+  for (const auto& logger : trainer.options_.loggers) {
+    if (!trainer.is_global_zero()) break;  // Only rank zero logs.
+    if (absl::Status saved = logger->save(); !saved.ok()) LOG(WARNING) << "logger '" << logger->name() << "': " << saved;
+  }
+  trainer.progress_->EndEpoch(trainer.current_epoch_, trainer.callback_metrics_);
+  return absl::OkStatus();
+}
+
+}  // namespace kiln
