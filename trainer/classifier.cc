@@ -1,9 +1,8 @@
 #include "trainer/classifier.h"
 
 #include "torch/nn/functional/loss.h"
-#include "torch/nn/modules/activation.h"
-#include "torch/nn/modules/linear.h"
 #include "torch/optim/adam.h"
+#include "trainer/models/mlp.h"
 
 namespace kiln {
 namespace {
@@ -14,14 +13,11 @@ at::Tensor Accuracy(const at::Tensor& logits, const at::Tensor& target) {
 
 }  // namespace
 
-MlpClassifier::MlpClassifier(const MlpOptions& options) : options_(options) {
-  int64_t in = options.input_size;
-  for (int64_t hidden : options.hidden_sizes) {
-    net_->push_back(torch::nn::Linear(in, hidden));
-    net_->push_back(torch::nn::ReLU());
-    in = hidden;
-  }
-  net_->push_back(torch::nn::Linear(in, options.num_classes));
+MlpClassifier::MlpClassifier(const MlpOptions& options)
+    : options_(options),
+      net_(MlpLayers({.input_size = options.input_size,
+                      .hidden_sizes = options.hidden_sizes,
+                      .num_outputs = options.num_classes})) {
   register_module("net", net_);
 }
 

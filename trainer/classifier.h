@@ -17,7 +17,7 @@ struct MlpOptions {
   double learning_rate = 1e-3;  // Adam.
 };
 
-// Linear -> ReLU -> ... -> Linear, trained with cross-entropy; logs train_loss and train_acc per step (train_loss
+// Linear -> ReLU -> ... -> Linear (the layers of trainer/models/mlp.h), trained with cross-entropy; logs train_loss and train_acc per step (train_loss
 // in the progress bar), val_loss and val_acc per epoch.
 class MlpClassifier final : public LightningModule {
  public:

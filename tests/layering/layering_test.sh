@@ -98,6 +98,21 @@ expect 0 "the learning-rate schedulers build on the trainer's core alone" \
   $check deps trainer-optim $dir/trainer_optim_deps //trainer: //trainer/strategies //trainer/plugins \
   //trainer/checkpoint //trainer/callbacks //trainer/cli //trainer/data //trainer/loggers //trainer/models \
   //trainer/report //backends
+# The rooms above the loops: the models (below the trainer's top, which prints their summary), the report (above the
+# top, below the command line) and the command line's libraries (the fit program alone links backends).
+expect 0 "the models use the core, the data and the optimizers (not the loops, strategies or checkpointing)" \
+  $check deps trainer-models $dir/trainer_models_deps //trainer: //trainer/strategies //trainer/plugins \
+  //trainer/checkpoint //trainer/cli //trainer/report //backends //tools
+expect 0 "the report uses no command line, backend or tool" \
+  $check deps trainer-report $dir/trainer_report_deps //trainer/cli //backends //tools
+expect 0 "the command line's libraries link no backend and no tool (the fit program links //backends:linked)" \
+  $check deps trainer-cli $dir/trainer_cli_deps //backends @kiln_backends @virtual_npu //tools
+for room in trainer_models_deps:supervised_module trainer_report_deps:run_report trainer_cli_deps:fit_config; do
+  if ! grep -q ":${room#*:}\$" "$dir/${room%%:*}"; then
+    echo "FAIL: $dir/${room%%:*} does not hold ${room#*:} (is the query right?)"
+    failures=$((failures + 1))
+  fi
+done
 # Third-party backends (linked through the WORKSPACE's kiln_backends) sit at the same layer.
 expect 0 "third-party backends depend on neither the connector nor the trainer" \
   $check deps linked-backends $dir/linked_backends_deps //connector //trainer //tools

@@ -5,14 +5,20 @@
 
 namespace kiln {
 
-Mlp::Mlp(const MlpSizes& sizes, SupervisedOptions options) : SupervisedModule(std::move(options)) {
+torch::nn::Sequential MlpLayers(const MlpSizes& sizes) {
+  torch::nn::Sequential layers;
   int64_t in = sizes.input_size;
   for (int64_t hidden : sizes.hidden_sizes) {
-    net_->push_back(torch::nn::Linear(in, hidden));
-    net_->push_back(torch::nn::ReLU());
+    layers->push_back(torch::nn::Linear(in, hidden));
+    layers->push_back(torch::nn::ReLU());
     in = hidden;
   }
-  net_->push_back(torch::nn::Linear(in, sizes.num_outputs));
+  layers->push_back(torch::nn::Linear(in, sizes.num_outputs));
+  return layers;
+}
+
+Mlp::Mlp(const MlpSizes& sizes, SupervisedOptions options)
+    : SupervisedModule(std::move(options)), net_(MlpLayers(sizes)) {
   register_module("net", net_);
 }
 

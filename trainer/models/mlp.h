@@ -16,6 +16,10 @@ struct MlpSizes {
   int64_t num_outputs = 4;                       // Classes, or 1 for regression.
 };
 
+// Linear -> ReLU -> ... -> Linear, as `sizes` says: the layers of every MLP Kiln builds (Mlp, and the example
+// MlpClassifier). Sizes must be positive.
+torch::nn::Sequential MlpLayers(const MlpSizes& sizes);
+
 class Mlp final : public SupervisedModule {
  public:
   // Sizes must be positive (callers check user input first).
