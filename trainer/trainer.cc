@@ -28,6 +28,7 @@
 #include "trainer/strategies/launcher.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/strategies/strategy_factories.h"
+#include "trainer/trainer_options.h"
 
 namespace kiln {
 namespace {
@@ -45,11 +46,6 @@ class TeardownGuard {
  private:
   Strategy& strategy_;
 };
-
-absl::Status Positive(absl::string_view flag, int64_t value, int64_t minimum) {
-  if (value >= minimum) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(flag, "=", value, " is not valid; pass an int >= ", minimum));
-}
 
 }  // namespace
 
@@ -157,39 +153,8 @@ void Trainer::CallOnException(LightningModule& model, const absl::Status& error)
 }
 
 absl::Status Trainer::CheckOptions() const {
-  if (options_.max_steps < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_steps=", options_.max_steps, " must be -1 (no limit) or a number of steps >= 0"));
-  }
-  if (options_.max_epochs.has_value() && *options_.max_epochs < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_epochs=", *options_.max_epochs, " must be -1 (no limit) or a number of epochs >= 0"));
-  }
-  if (options_.min_epochs.has_value()) {
-    if (absl::Status s = Positive("min_epochs", *options_.min_epochs, 0); !s.ok()) return s;
-  }
-  if (absl::Status s = Positive("check_val_every_n_epoch", options_.check_val_every_n_epoch, 1); !s.ok()) return s;
-  if (absl::Status s = Positive("accumulate_grad_batches", options_.accumulate_grad_batches, 1); !s.ok()) return s;
-  if (absl::Status s = Positive("log_every_n_steps", options_.log_every_n_steps, 0); !s.ok()) return s;
-  if (absl::Status s = Positive("num_sanity_val_steps", options_.num_sanity_val_steps, -1); !s.ok()) return s;
-  if (absl::Status s = Positive("fast_dev_run", options_.fast_dev_run, 0); !s.ok()) return s;
-  if (options_.gradient_clip_algorithm != "norm" && options_.gradient_clip_algorithm != "value") {
-    return absl::InvalidArgumentError(absl::StrCat("gradient_clip_algorithm='", options_.gradient_clip_algorithm,
-                                                   "' is not valid; pass 'norm' or 'value'"));
-  }
-  if (options_.gradient_clip_val.has_value() && !(*options_.gradient_clip_val >= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gradient_clip_val=", *options_.gradient_clip_val, " is not valid; pass a value >= 0"));
-  }
-  if (options_.on_nonfinite_loss != "stop" && options_.on_nonfinite_loss != "skip") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("on_nonfinite_loss='", options_.on_nonfinite_loss, "' is not valid; pass 'stop' or 'skip'"));
-  }
-  if (options_.max_time.has_value() && *options_.max_time <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_time=", absl::FormatDuration(*options_.max_time), " is not valid; pass a positive time"));
-  }
-  return absl::OkStatus();
+  // Each option's one check, shared with fit (trainer_options.inc); the connector checks the hardware options.
+  return CheckTrainerOptions(options_);
 }
 
 absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan) const {

@@ -556,19 +556,19 @@ TEST(TrainerTest, BadOptionsFailBeforeTraining) {
        "You selected an invalid strategy name: `strategy='fsdp'`"},
       {{.accelerator = "cpu", .devices = 1, .precision = "16-true"},
        "precision '16-true' is not supported by the cpu accelerator"},
-      {{.max_steps = -5}, "max_steps=-5 must be -1"},
-      {{.max_epochs = -3}, "max_epochs=-3 must be -1"},
+      {{.max_steps = -5}, "max_steps=-5 is not valid; pass an int >= -1 (-1: no limit)"},
+      {{.max_epochs = -3}, "max_epochs=-3 is not valid; pass an int >= -1"},
       {{.min_epochs = -1}, "min_epochs=-1 is not valid"},
-      {{.max_epochs = 1, .limit_train_batches = -1}, "limit_train_batches=-1 must be >= 0"},
-      {{.max_epochs = 1, .limit_train_batches = 1.5}, "limit_train_batches=1.5 must be a fraction"},
-      {{.max_epochs = 1, .limit_val_batches = -2}, "limit_val_batches=-2 must be >= 0"},
+      {{.max_epochs = 1, .limit_train_batches = -1}, "limit_train_batches=-1 is not valid; pass an int number of batches >= 0"},
+      {{.max_epochs = 1, .limit_train_batches = 1.5}, "limit_train_batches=1.5 is not valid"},
+      {{.max_epochs = 1, .limit_val_batches = -2}, "limit_val_batches=-2 is not valid"},
       {{.max_epochs = 1, .val_check_interval = 11},
        "`val_check_interval` (11) must be less than or equal to the number of the training batches (10)"},
       {{.check_val_every_n_epoch = 0}, "check_val_every_n_epoch=0 is not valid"},
       {{.num_sanity_val_steps = -2}, "num_sanity_val_steps=-2 is not valid"},
       {{.accumulate_grad_batches = 0}, "accumulate_grad_batches=0 is not valid"},
       {{.gradient_clip_val = -1.0}, "gradient_clip_val=-1 is not valid"},
-      {{.gradient_clip_algorithm = "l3"}, "gradient_clip_algorithm='l3' is not valid; pass 'norm' or 'value'"},
+      {{.gradient_clip_algorithm = "l3"}, "gradient_clip_algorithm=l3 is not valid; pass norm or value"},
       {{.fast_dev_run = -1}, "fast_dev_run=-1 is not valid"},
       {{.max_time = absl::Seconds(-1)}, "max_time=-1s is not valid"},
   };
@@ -777,7 +777,7 @@ TEST(TrainerTest, ANonFiniteLossCanBeSkipped) {
   RecordingClassifier model;
   SyntheticClusters data(SmallData());
   EXPECT_THAT(Trainer(Quiet({.on_nonfinite_loss = "ignore"})).fit(model, data).message(),
-              HasSubstr("on_nonfinite_loss='ignore' is not valid; pass 'stop' or 'skip'"));
+              HasSubstr("on_nonfinite_loss=ignore is not valid; pass 'stop' or 'skip'"));
 }
 
 TEST(TrainerTest, LoggingOutsideAStepIsAnError) {

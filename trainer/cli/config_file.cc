@@ -321,40 +321,12 @@ const std::vector<ConfigKey>& ConfigKeys() {
   // keys of Lightning's lr_scheduler config (scheduler, interval, frequency, monitor) and each schedule's settings
   // under fit's flag names, which are PyTorch's (plateau's prefixed, as they share a section).
   static const std::vector<ConfigKey>* keys = new std::vector<ConfigKey>{
-      {"seed", Section::kTop, "seed_everything"},
-      {"accelerator", Section::kTrainer, "accelerator"},
-      {"devices", Section::kTrainer, "devices"},
-      {"strategy", Section::kTrainer, "strategy"},
-      {"precision", Section::kTrainer, "precision"},
-      {"num_nodes", Section::kTrainer, "num_nodes"},
-      {"process_group_timeout", Section::kTrainer, "process_group_timeout"},
-      {"process_group_backend", Section::kTrainer, "process_group_backend"},
-      {"max_epochs", Section::kTrainer, "max_epochs"},
-      {"min_epochs", Section::kTrainer, "min_epochs"},
-      {"max_steps", Section::kTrainer, "max_steps"},
-      {"max_time", Section::kTrainer, "max_time"},
-      {"limit_train_batches", Section::kTrainer, "limit_train_batches"},
-      {"limit_val_batches", Section::kTrainer, "limit_val_batches"},
-      {"limit_test_batches", Section::kTrainer, "limit_test_batches"},
-      {"limit_predict_batches", Section::kTrainer, "limit_predict_batches"},
-      {"val_check_interval", Section::kTrainer, "val_check_interval"},
-      {"check_val_every_n_epoch", Section::kTrainer, "check_val_every_n_epoch"},
-      {"num_sanity_val_steps", Section::kTrainer, "num_sanity_val_steps"},
-      {"accumulate_grad_batches", Section::kTrainer, "accumulate_grad_batches"},
-      {"gradient_clip_val", Section::kTrainer, "gradient_clip_val"},
-      {"gradient_clip_algorithm", Section::kTrainer, "gradient_clip_algorithm"},
-      {"on_nonfinite_loss", Section::kTrainer, "on_nonfinite_loss"},
-      {"fast_dev_run", Section::kTrainer, "fast_dev_run"},
-      {"overfit_batches", Section::kTrainer, "overfit_batches"},
-      {"deterministic", Section::kTrainer, "deterministic"},
-      {"default_root_dir", Section::kTrainer, "default_root_dir"},
-      {"enable_checkpointing", Section::kTrainer, "enable_checkpointing"},
+      // The Trainer's options, as trainer/trainer_options.inc places them.
+#define KILN_TRAINER_OPTION(group, type, name, fit_default, section, key, help) {#name, Section::section, key},
+#include "trainer/trainer_options.inc"
       {"logger", Section::kTrainer, "logger", /*list=*/true},
       {"log_name", Section::kTrainer, "log_name"},
       {"log_version", Section::kTrainer, "log_version"},
-      {"log_every_n_steps", Section::kTrainer, "log_every_n_steps"},
-      {"enable_progress_bar", Section::kTrainer, "enable_progress_bar"},
-      {"enable_model_summary", Section::kTrainer, "enable_model_summary"},
       {"checkpoint_monitor", Section::kModelCheckpoint, "monitor"},
       {"checkpoint_mode", Section::kModelCheckpoint, "mode"},
       {"save_top_k", Section::kModelCheckpoint, "save_top_k"},
@@ -496,7 +468,10 @@ std::string ConfigYaml() {
   out.SetNullFormat(YAML::LowerNull);
   out << YAML::BeginMap;
   const std::vector<ConfigKey>& keys = ConfigKeys();
-  WriteValue(out, keys.front());  // seed_everything first, as LightningCLI writes it.
+  const auto is_seed = [](const ConfigKey& key) { return absl::string_view(key.flag) == "seed"; };
+  for (const ConfigKey& key : keys) {
+    if (is_seed(key)) WriteValue(out, key);  // seed_everything first, as LightningCLI writes it.
+  }
   out << YAML::Key << "trainer" << YAML::Value << YAML::BeginMap;
   WriteSection(out, Section::kTrainer);
   out << YAML::Key << "callbacks" << YAML::Value << YAML::BeginSeq;
@@ -515,8 +490,8 @@ std::string ConfigYaml() {
   out << YAML::Key << "lr_scheduler" << YAML::Value << YAML::BeginMap;
   WriteSection(out, Section::kLrScheduler);
   out << YAML::EndMap;
-  for (size_t i = 1; i < keys.size(); ++i) {
-    if (keys[i].section == Section::kTop) WriteValue(out, keys[i]);
+  for (const ConfigKey& key : keys) {
+    if (key.section == Section::kTop && !is_seed(key)) WriteValue(out, key);
   }
   out << YAML::EndMap;
   return absl::StrCat(

@@ -13,22 +13,10 @@
 #include "absl/time/time.h"
 #include "trainer/cli/flags.h"
 #include "trainer/io/memory_budget.h"
+#include "trainer/trainer_options.h"
 
 namespace kiln {
 namespace {
-
-absl::StatusOr<BatchLimit> ParseBatchLimit(absl::string_view flag, const std::string& value) {
-  if (value.find_first_of(".eE") != std::string::npos) {
-    double fraction = 0;
-    if (absl::SimpleAtod(value, &fraction) && fraction >= 0.0 && fraction <= 1.0) return BatchLimit(fraction);
-  } else {
-    int64_t count = 0;
-    if (absl::SimpleAtoi(value, &count) && count >= 0) return BatchLimit(count);
-  }
-  return FlagError(flag, value,
-                   "pass an int number of batches >= 0 (e.g. 10) or a fraction in [0.0, 1.0] written with a '.' "
-                   "(e.g. 0.25)");
-}
 
 // Comma-separated integers in [1, kMaxLayerSize]; `expected` > 0 asks for exactly that many.
 absl::StatusOr<std::vector<int64_t>> ParseSizes(absl::string_view flag, const std::string& value,
@@ -51,32 +39,6 @@ absl::StatusOr<std::vector<int64_t>> ParseSizes(absl::string_view flag, const st
 absl::Status AtLeast(absl::string_view flag, int64_t value, int64_t minimum, absl::string_view meaning = "") {
   if (value >= minimum) return absl::OkStatus();
   return FlagError(flag, absl::StrCat(value), absl::StrCat("pass an int >= ", minimum, meaning));
-}
-
-absl::StatusOr<absl::Duration> ParseMaxTime(const std::string& value) {
-  // Lightning's DD:HH:MM:SS.
-  if (absl::StrContains(value, ':')) {
-    std::vector<absl::string_view> parts = absl::StrSplit(value, ':');
-    int64_t numbers[4];
-    bool ok = parts.size() == 4;
-    // Each part below 10^9 keeps the sum far from overflow (10^9 days is 2.7 million years).
-    for (size_t i = 0; ok && i < 4; ++i) {
-      ok = absl::SimpleAtoi(parts[i], &numbers[i]) && numbers[i] >= 0 && numbers[i] < 1000000000;
-    }
-    if (ok) {
-      const absl::Duration duration = absl::Hours(24 * numbers[0]) + absl::Hours(numbers[1]) +
-                                      absl::Minutes(numbers[2]) + absl::Seconds(numbers[3]);
-      if (duration > absl::ZeroDuration()) return duration;
-    }
-  } else {
-    absl::Duration duration;
-    if (absl::ParseDuration(value, &duration) && duration > absl::ZeroDuration() &&
-        duration != absl::InfiniteDuration()) {
-      return duration;
-    }
-  }
-  return FlagError("max_time", value,
-                   "pass a positive time as DD:HH:MM:SS (e.g. 00:01:30:00) or a duration such as 90s, 5m or 1h30m");
 }
 
 bool IsPath(absl::string_view value) { return absl::StrContains(value, '/') || absl::StrContains(value, '.'); }
@@ -207,6 +169,18 @@ absl::Status FlagError(absl::string_view flag, absl::string_view value, absl::st
   return absl::InvalidArgumentError(absl::StrCat("--", flag, "='", value, "' is not valid; ", accepted));
 }
 
+absl::Status TrainerOptionsFromFlags(TrainerOptions& options) {
+#define KILN_TRAINER_OPTION(group, type, name, fit_default, section, key, help)        \
+  if (OptionCheck refused = SetTrainerOption_##name(options, absl::GetFlag(FLAGS_##name))) { \
+    return FlagError(#name, refused->value, refused->accepted);                          \
+  }                                                                                      \
+  if (OptionCheck refused = CheckTrainerOption_##name(options)) {                        \
+    return FlagError(#name, refused->value, refused->accepted);                          \
+  }
+#include "trainer/trainer_options.inc"
+  return absl::OkStatus();
+}
+
 absl::Status ApplyInputLimitFlags() {
   const int64_t mib = absl::GetFlag(FLAGS_max_inflated_mib);
   if (mib < 1 || mib > kMaxInflatedMib) {
@@ -244,98 +218,13 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
                      "it is only read with --mode=predict; drop it or add --mode=predict");
   }
 
-  // Hardware and loops.
+  // The Trainer's options: each row of trainer/trainer_options.inc, set from its flag and checked by its one check
+  // (the library's Trainer runs the same checks).
   TrainerOptions& trainer = config.trainer;
-  trainer.accelerator = absl::GetFlag(FLAGS_accelerator);
-  trainer.devices = absl::GetFlag(FLAGS_devices);
-  trainer.strategy = absl::GetFlag(FLAGS_strategy);
-  trainer.precision = absl::GetFlag(FLAGS_precision);
-  trainer.num_nodes = absl::GetFlag(FLAGS_num_nodes);
-  // num_nodes is checked by the connector, so that fit and //tools:resolve give the same error.
-  if (const double timeout = absl::GetFlag(FLAGS_process_group_timeout); !(timeout > 0)) {
-    return FlagError("process_group_timeout", absl::StrCat(timeout), "pass a number of seconds > 0");
-  }
-  trainer.process_group_timeout = absl::Seconds(absl::GetFlag(FLAGS_process_group_timeout));
-  trainer.process_group_backend = absl::GetFlag(FLAGS_process_group_backend);
-  trainer.max_epochs = absl::GetFlag(FLAGS_max_epochs);
-  if (absl::Status s = AtLeast("max_epochs", *trainer.max_epochs, -1, " (-1: no limit)"); !s.ok()) return s;
-  if (absl::GetFlag(FLAGS_min_epochs) != 0) trainer.min_epochs = absl::GetFlag(FLAGS_min_epochs);
-  if (absl::Status s = AtLeast("min_epochs", absl::GetFlag(FLAGS_min_epochs), 0); !s.ok()) return s;
-  trainer.max_steps = absl::GetFlag(FLAGS_max_steps);
-  if (absl::Status s = AtLeast("max_steps", trainer.max_steps, -1, " (-1: no limit)"); !s.ok()) return s;
-  if (const std::string max_time = absl::GetFlag(FLAGS_max_time); !max_time.empty()) {
-    absl::StatusOr<absl::Duration> duration = ParseMaxTime(max_time);
-    if (!duration.ok()) return duration.status();
-    trainer.max_time = *duration;
-  }
-  for (auto [flag, value, limit] :
-       {std::make_tuple("limit_train_batches", absl::GetFlag(FLAGS_limit_train_batches), &trainer.limit_train_batches),
-        std::make_tuple("limit_val_batches", absl::GetFlag(FLAGS_limit_val_batches), &trainer.limit_val_batches),
-        std::make_tuple("limit_test_batches", absl::GetFlag(FLAGS_limit_test_batches), &trainer.limit_test_batches),
-        std::make_tuple("limit_predict_batches", absl::GetFlag(FLAGS_limit_predict_batches),
-                        &trainer.limit_predict_batches),
-        std::make_tuple("overfit_batches", absl::GetFlag(FLAGS_overfit_batches), &trainer.overfit_batches)}) {
-    absl::StatusOr<BatchLimit> parsed = ParseBatchLimit(flag, value);
-    if (!parsed.ok()) return parsed.status();
-    *limit = *parsed;
-  }
-  {
-    const std::string value = absl::GetFlag(FLAGS_val_check_interval);
-    absl::StatusOr<BatchLimit> parsed = ParseBatchLimit("val_check_interval", value);
-    if (!parsed.ok() || parsed->is_zero()) {
-      return FlagError("val_check_interval", value,
-                       "pass a fraction of an epoch in (0.0, 1.0] (e.g. 0.25) or a number of training batches >= 1");
-    }
-    trainer.val_check_interval = *parsed;
-  }
-  trainer.check_val_every_n_epoch = absl::GetFlag(FLAGS_check_val_every_n_epoch);
-  if (absl::Status s = AtLeast("check_val_every_n_epoch", trainer.check_val_every_n_epoch, 1); !s.ok()) return s;
-  trainer.num_sanity_val_steps = absl::GetFlag(FLAGS_num_sanity_val_steps);
-  if (absl::Status s = AtLeast("num_sanity_val_steps", trainer.num_sanity_val_steps, -1, " (-1: all)"); !s.ok()) {
-    return s;
-  }
-  trainer.accumulate_grad_batches = absl::GetFlag(FLAGS_accumulate_grad_batches);
-  if (absl::Status s = AtLeast("accumulate_grad_batches", trainer.accumulate_grad_batches, 1); !s.ok()) return s;
-  if (const double clip = absl::GetFlag(FLAGS_gradient_clip_val); clip != 0.0) {
-    if (!(clip > 0) || !std::isfinite(clip)) {
-      return FlagError("gradient_clip_val", absl::StrCat(clip), "pass a finite value > 0 (0: no clipping)");
-    }
-    trainer.gradient_clip_val = clip;
-  }
-  trainer.on_nonfinite_loss = absl::GetFlag(FLAGS_on_nonfinite_loss);
-  if (trainer.on_nonfinite_loss != "stop" && trainer.on_nonfinite_loss != "skip") {
-    return FlagError("on_nonfinite_loss", trainer.on_nonfinite_loss, "pass 'stop' or 'skip'");
-  }
-  trainer.gradient_clip_algorithm = absl::GetFlag(FLAGS_gradient_clip_algorithm);
-  if (trainer.gradient_clip_algorithm != "norm" && trainer.gradient_clip_algorithm != "value") {
-    return FlagError("gradient_clip_algorithm", trainer.gradient_clip_algorithm, "pass norm or value");
-  }
-  // Lightning's fast_dev_run is a bool or an int: true is one batch.
-  const std::string fast_dev_run = absl::GetFlag(FLAGS_fast_dev_run);
-  if (fast_dev_run == "true" || fast_dev_run == "True") {
-    trainer.fast_dev_run = 1;
-  } else if (fast_dev_run == "false" || fast_dev_run == "False") {
-    trainer.fast_dev_run = 0;
-  } else if (!absl::SimpleAtoi(fast_dev_run, &trainer.fast_dev_run) || trainer.fast_dev_run < 0) {
-    return FlagError("fast_dev_run", fast_dev_run, "pass true, false or an int N >= 0 (N batches; 0: off)");
-  }
-  trainer.deterministic = absl::GetFlag(FLAGS_deterministic);
-  const int64_t seed = absl::GetFlag(FLAGS_seed);
-  if (absl::Status s = AtLeast("seed", seed, 0); !s.ok()) return s;
-  trainer.seed = static_cast<uint64_t>(seed);
-  trainer.log_every_n_steps = absl::GetFlag(FLAGS_log_every_n_steps);
-  if (absl::Status s = AtLeast("log_every_n_steps", trainer.log_every_n_steps, 0, " (0: only epoch metrics)");
-      !s.ok()) {
-    return s;
-  }
-  trainer.enable_progress_bar = absl::GetFlag(FLAGS_enable_progress_bar);
-  trainer.enable_model_summary = absl::GetFlag(FLAGS_enable_model_summary);
+  if (absl::Status set = TrainerOptionsFromFlags(trainer); !set.ok()) return set;
   trainer.logger = false;  // fit makes the loggers --logger names itself, sharing one run folder (fit_main.cc).
-  trainer.default_root_dir = UserPath(absl::GetFlag(FLAGS_default_root_dir));
-  if (trainer.default_root_dir.empty()) {
-    return FlagError("default_root_dir", "", "pass a folder (it is created when needed), e.g. . or runs");
-  }
-  trainer.enable_checkpointing = absl::GetFlag(FLAGS_enable_checkpointing) && config.mode == "fit";
+  trainer.default_root_dir = UserPath(trainer.default_root_dir);
+  trainer.enable_checkpointing = trainer.enable_checkpointing && config.mode == "fit";
 
   // Data.
   DataSpec& data = config.data;
@@ -370,7 +259,7 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     return FlagError("num_workers", absl::StrCat(data.num_workers),
                      absl::StrCat("pass an int in [0, ", kMaxNumWorkers, "] (0: no background threads)"));
   }
-  data.seed = static_cast<uint64_t>(seed);
+  data.seed = trainer.seed.value_or(0);
   data.digits_path = UserPath(absl::GetFlag(FLAGS_digits_path));
   data.predict_data = UserPath(predict_data);
   SyntheticOptions& synthetic = data.synthetic;

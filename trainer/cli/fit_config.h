@@ -92,6 +92,10 @@ absl::StatusOr<FitConfig> FitConfigFromFlags();
 inline constexpr int64_t kMaxInflatedMib = int64_t{1} << 20;
 absl::Status ApplyInputLimitFlags();
 
+// The Trainer's options (trainer/trainer_options.inc) from their flags into `options`, each checked by its one check
+// as it is set; the first refused is an InvalidArgument FlagError.
+absl::Status TrainerOptionsFromFlags(TrainerOptions& options);
+
 // "--flag='value' is not valid; <accepted>" as an InvalidArgument error.
 absl::Status FlagError(absl::string_view flag, absl::string_view value, absl::string_view accepted);
 

@@ -130,7 +130,9 @@ rm -f "$summary"
 # --help: exit 0, every flag of trainer/cli listed once, in groups.
 help=$($fit --help)
 [[ $? -eq 0 ]] || fail "--help did not exit 0"
-flags_defined=$(sed -n 's/^ABSL_FLAG([^,]*, *\([a-z_0-9]*\),.*/\1/p' "$TEST_SRCDIR"/*/trainer/cli/*_flags.cc | sort)
+flags_defined=$( (sed -n 's/^ABSL_FLAG([^,]*, *\([a-z_0-9]*\),.*/\1/p' "$TEST_SRCDIR"/*/trainer/cli/*_flags.cc
+  sed -n 's/^KILN_TRAINER_OPTION([a-z]*, *[^,]*, *\([a-z_0-9]*\),.*/\1/p' "$TEST_SRCDIR"/*/trainer/trainer_options.inc) |
+  sort)
 [[ $(wc -l <<<"$flags_defined") -gt 50 ]] || fail "found only $(wc -l <<<"$flags_defined") flag definitions"
 for flag in $flags_defined; do
   [[ $(grep -c -- "^  --$flag=" <<<"$help") -eq 1 ]] || fail "--help does not list --$flag exactly once"

@@ -9,7 +9,9 @@
 //   output_flags.cc      loggers, progress, the model summary, report.html, --summary_json
 //   mode_flags.cc        fit, validate or predict
 //   config_flags.cc      --config files and --print_config (config_file.h)
-// Names and defaults follow Lightning's Trainer arguments where Lightning has them.
+// The Trainer's options (hardware, loop, checkpoint and output groups) are rows of trainer/trainer_options.inc, which
+// defines each once; the files above define their flags from it. Names and defaults follow Lightning's Trainer
+// arguments where Lightning has them.
 #ifndef KILN_TRAINER_CLI_FLAGS_H_
 #define KILN_TRAINER_CLI_FLAGS_H_
 
@@ -18,38 +20,11 @@
 
 #include "absl/flags/declare.h"
 
-// Hardware.
-ABSL_DECLARE_FLAG(std::string, accelerator);
-ABSL_DECLARE_FLAG(std::string, devices);
-ABSL_DECLARE_FLAG(std::string, strategy);
-ABSL_DECLARE_FLAG(std::string, precision);
-ABSL_DECLARE_FLAG(int, num_nodes);
-ABSL_DECLARE_FLAG(std::string, process_group_backend);
-ABSL_DECLARE_FLAG(double, process_group_timeout);
-
-// Training loop.
-ABSL_DECLARE_FLAG(int64_t, max_epochs);
-ABSL_DECLARE_FLAG(int64_t, min_epochs);
-ABSL_DECLARE_FLAG(int64_t, max_steps);
-ABSL_DECLARE_FLAG(std::string, max_time);
-ABSL_DECLARE_FLAG(std::string, limit_train_batches);
-ABSL_DECLARE_FLAG(std::string, limit_val_batches);
-ABSL_DECLARE_FLAG(std::string, limit_test_batches);
-ABSL_DECLARE_FLAG(std::string, limit_predict_batches);
-ABSL_DECLARE_FLAG(std::string, val_check_interval);
-ABSL_DECLARE_FLAG(int64_t, check_val_every_n_epoch);
-ABSL_DECLARE_FLAG(int64_t, num_sanity_val_steps);
-ABSL_DECLARE_FLAG(int64_t, accumulate_grad_batches);
-ABSL_DECLARE_FLAG(double, gradient_clip_val);
-ABSL_DECLARE_FLAG(std::string, gradient_clip_algorithm);
-ABSL_DECLARE_FLAG(std::string, on_nonfinite_loss);
-ABSL_DECLARE_FLAG(std::string, fast_dev_run);
-ABSL_DECLARE_FLAG(std::string, overfit_batches);
-ABSL_DECLARE_FLAG(bool, deterministic);
-ABSL_DECLARE_FLAG(int64_t, seed);
+// The Trainer's options (trainer/trainer_options.inc).
+#define KILN_TRAINER_OPTION(group, type, name, fit_default, section, key, help) ABSL_DECLARE_FLAG(type, name);
+#include "trainer/trainer_options.inc"
 
 // Checkpoints.
-ABSL_DECLARE_FLAG(std::string, default_root_dir);
 ABSL_DECLARE_FLAG(std::string, ckpt_path);
 ABSL_DECLARE_FLAG(std::string, checkpoint_monitor);
 ABSL_DECLARE_FLAG(std::string, checkpoint_mode);
@@ -60,7 +35,6 @@ ABSL_DECLARE_FLAG(std::string, early_stopping_monitor);
 ABSL_DECLARE_FLAG(std::string, early_stopping_mode);
 ABSL_DECLARE_FLAG(int64_t, patience);
 ABSL_DECLARE_FLAG(double, min_delta);
-ABSL_DECLARE_FLAG(bool, enable_checkpointing);
 ABSL_DECLARE_FLAG(int64_t, every_n_train_steps);
 ABSL_DECLARE_FLAG(bool, save_last);
 
@@ -120,9 +94,6 @@ ABSL_DECLARE_FLAG(int64_t, num_val);
 ABSL_DECLARE_FLAG(std::string, logger);
 ABSL_DECLARE_FLAG(std::string, log_name);
 ABSL_DECLARE_FLAG(int64_t, log_version);
-ABSL_DECLARE_FLAG(int64_t, log_every_n_steps);
-ABSL_DECLARE_FLAG(bool, enable_progress_bar);
-ABSL_DECLARE_FLAG(bool, enable_model_summary);
 ABSL_DECLARE_FLAG(bool, verbose);
 ABSL_DECLARE_FLAG(bool, report);
 ABSL_DECLARE_FLAG(std::string, summary_json);

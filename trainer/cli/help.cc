@@ -15,12 +15,26 @@ namespace {
 constexpr size_t kWidth = 100;
 constexpr char kIndent[] = "      ";
 
+// Abseil records trainer/trainer_options.inc as the file of the Trainer's options' flags (their rows are there):
+// the row names the *_flags.cc that defines them.
+bool FromOptionsTable(const absl::CommandLineFlag& flag) {
+  return absl::EndsWith(flag.Filename(), "trainer/trainer_options.inc");
+}
+
+std::string OptionFlagsFile(absl::string_view name) {
+#define KILN_TRAINER_OPTION(group, type, option, fit_default, section, key, help) \
+  if (name == #option) return #group "_flags.cc";
+#include "trainer/trainer_options.inc"
+  return "";
+}
+
 bool InGroup(const absl::CommandLineFlag& flag, const FlagGroup& group) {
+  if (FromOptionsTable(flag)) return OptionFlagsFile(flag.Name()) == group.file;
   const std::string& file = flag.Filename();
   return absl::EndsWith(file, "/" + group.file) || file == group.file;
 }
 
-bool InCli(const absl::CommandLineFlag& flag) { return absl::StrContains(flag.Filename(), "trainer/cli/"); }
+bool InCli(const absl::CommandLineFlag& flag) { return IsFitFlag(flag); }
 
 // `text` wrapped at kWidth, each line starting with `indent`.
 std::string Wrap(const std::string& text, const std::string& indent) {
@@ -46,6 +60,10 @@ std::string Default(const absl::CommandLineFlag& flag) {
 }
 
 }  // namespace
+
+bool IsFitFlag(const absl::CommandLineFlag& flag) {
+  return absl::StrContains(flag.Filename(), "trainer/cli/") || FromOptionsTable(flag);
+}
 
 const std::vector<FlagGroup>& FitFlagGroups() {
   static const std::vector<FlagGroup>* groups = new std::vector<FlagGroup>{

@@ -6,12 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
+
 namespace kiln {
 
 struct FlagGroup {
   std::string title;
   std::string file;  // The defining file's name, e.g. "hardware_flags.cc".
 };
+
+// Whether `flag` is one of fit's own: defined in trainer/cli/, or a Trainer option's (trainer/trainer_options.inc,
+// which Abseil records as the file of those flags).
+bool IsFitFlag(const absl::CommandLineFlag& flag);
 
 // The groups of flags.h, in order.
 const std::vector<FlagGroup>& FitFlagGroups();

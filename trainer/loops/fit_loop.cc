@@ -86,7 +86,6 @@ absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& opti
         "`val_check_interval` (", *every, ") must be less than or equal to the number of the training batches (",
         limits.train_batches, "). If you want to disable validation set `limit_val_batches` to 0.0 instead."));
   }
-  if (*every == 0) return absl::InvalidArgumentError("val_check_interval=0 is not valid; pass an int >= 1");
   limits.val_check_batch = *every;
   limits.val_at_epoch_end = false;
   return limits;

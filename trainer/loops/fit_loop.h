@@ -29,7 +29,8 @@ class FitLoop {
   absl::Status Run(LightningModule& model, DataModule& data, const std::string& ckpt_path);
 
   // How much of each loader an epoch runs: limit_train_batches and limit_val_batches of `train_batches` and
-  // `val_batches` (-1: no val loader), and where val_check_interval validates.
+  // `val_batches` (-1: no val loader), and where val_check_interval validates. `options` passed their checks
+  // (trainer_options.h); what is left to refuse is an interval longer than the epoch.
   static absl::StatusOr<TrainingLimits> ResolveLimits(const TrainerOptions& options, int64_t train_batches,
                                                       int64_t val_batches);
 
