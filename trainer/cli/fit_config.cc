@@ -52,9 +52,8 @@ absl::Status InRange(absl::string_view flag, double value, double lo, double hi,
 
 constexpr double kNoLimit = std::numeric_limits<double>::max();
 
-// The --lr_scheduler flags (scheduler_flags.cc). `max_epochs` (-1: none) fills an epoch schedule's length.
-absl::StatusOr<LRSchedulerOptions> SchedulerFromFlags(int64_t max_epochs) {
-  LRSchedulerOptions s;
+// The scheduler's name, interval, frequency, monitor, warm-up, and the step and cosine schedules' settings.
+absl::Status SchedulerBasicsFromFlags(LRSchedulerOptions& s) {
   s.name = absl::GetFlag(FLAGS_lr_scheduler);
   if (s.name != "none" && s.name != "step" && s.name != "cosine" && s.name != "plateau" && s.name != "onecycle") {
     return FlagError("lr_scheduler", s.name, "pass none, step, cosine, plateau or onecycle");
@@ -91,7 +90,11 @@ absl::StatusOr<LRSchedulerOptions> SchedulerFromFlags(int64_t max_epochs) {
   if (absl::Status st = AtLeast("T_max", s.T_max, 0, " (0: the run's length)"); !st.ok()) return st;
   s.eta_min = absl::GetFlag(FLAGS_eta_min);
   if (absl::Status st = InRange("eta_min", s.eta_min, 0, kNoLimit, false, "pass a value >= 0"); !st.ok()) return st;
-  OneCycleLROptions& o = s.one_cycle;
+  return absl::OkStatus();
+}
+
+// OneCycleLR's settings.
+absl::Status OneCycleFromFlags(OneCycleLROptions& o) {
   o.max_lr = absl::GetFlag(FLAGS_max_lr);
   if (absl::Status st = InRange("max_lr", o.max_lr, 0, kNoLimit, false, "pass a value > 0 (0: --learning_rate)");
       !st.ok()) {
@@ -118,7 +121,11 @@ absl::StatusOr<LRSchedulerOptions> SchedulerFromFlags(int64_t max_epochs) {
     return st;
   }
   o.three_phase = absl::GetFlag(FLAGS_three_phase);
-  ReduceLROnPlateauOptions& p = s.plateau;
+  return absl::OkStatus();
+}
+
+// ReduceLROnPlateau's settings (the plateau_* flags).
+absl::Status PlateauFromFlags(ReduceLROnPlateauOptions& p) {
   p.mode = absl::GetFlag(FLAGS_plateau_mode);
   if (p.mode != "min" && p.mode != "max") return FlagError("plateau_mode", p.mode, "pass min or max");
   p.factor = absl::GetFlag(FLAGS_plateau_factor);
@@ -140,7 +147,16 @@ absl::StatusOr<LRSchedulerOptions> SchedulerFromFlags(int64_t max_epochs) {
   if (absl::Status st = AtLeast("plateau_cooldown", p.cooldown, 0); !st.ok()) return st;
   p.min_lr = absl::GetFlag(FLAGS_min_lr);
   if (absl::Status st = InRange("min_lr", p.min_lr, 0, kNoLimit, false, "pass a value >= 0"); !st.ok()) return st;
+  return absl::OkStatus();
+}
 
+// The --lr_scheduler flags (scheduler_flags.cc). `max_epochs` (-1: none) fills an epoch schedule's length.
+absl::StatusOr<LRSchedulerOptions> SchedulerFromFlags(int64_t max_epochs) {
+  LRSchedulerOptions s;
+  if (absl::Status st = SchedulerBasicsFromFlags(s); !st.ok()) return st;
+  if (absl::Status st = OneCycleFromFlags(s.one_cycle); !st.ok()) return st;
+  if (absl::Status st = PlateauFromFlags(s.plateau); !st.ok()) return st;
+  OneCycleLROptions& o = s.one_cycle;
   // A schedule over epochs spans --max_epochs unless its length is given; over steps, the trainer's estimate.
   if (s.interval == SchedulerConfig::Interval::kEpoch && (s.name == "cosine" || s.name == "onecycle")) {
     const bool cosine = s.name == "cosine";
@@ -191,11 +207,10 @@ absl::Status ApplyInputLimitFlags() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<FitConfig> FitConfigFromFlags() {
-  if (absl::Status limits = ApplyInputLimitFlags(); !limits.ok()) return limits;
-  FitConfig config;
+namespace {
 
-  // Mode.
+// --mode, --ckpt_path and --predict_data, which must fit the mode.
+absl::Status ModeFromFlags(FitConfig& config) {
   config.mode = absl::GetFlag(FLAGS_mode);
   if (config.mode != "fit" && config.mode != "validate" && config.mode != "test" && config.mode != "predict") {
     return FlagError("mode", config.mode, "pass fit, validate, test or predict");
@@ -212,22 +227,16 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
         "ckpt_path", "best",
         absl::StrCat("\"best\" only exists during fit; with --mode=", config.mode, " pass a .ckpt path or \"last\""));
   }
-  const std::string predict_data = absl::GetFlag(FLAGS_predict_data);
-  if (!predict_data.empty() && config.mode != "predict") {
+  if (const std::string predict_data = absl::GetFlag(FLAGS_predict_data);
+      !predict_data.empty() && config.mode != "predict") {
     return FlagError("predict_data", predict_data,
                      "it is only read with --mode=predict; drop it or add --mode=predict");
   }
+  return absl::OkStatus();
+}
 
-  // The Trainer's options: each row of trainer/trainer_options.inc, set from its flag and checked by its one check
-  // (the library's Trainer runs the same checks).
-  TrainerOptions& trainer = config.trainer;
-  if (absl::Status set = TrainerOptionsFromFlags(trainer); !set.ok()) return set;
-  trainer.logger = false;  // fit makes the loggers --logger names itself, sharing one run folder (fit_main.cc).
-  trainer.default_root_dir = UserPath(trainer.default_root_dir);
-  trainer.enable_checkpointing = trainer.enable_checkpointing && config.mode == "fit";
-
-  // Data.
-  DataSpec& data = config.data;
+// The data flags; `seed` is --seed (the data's split and shuffling).
+absl::Status DataFromFlags(uint64_t seed, DataSpec& data) {
   data.data = absl::GetFlag(FLAGS_data);
   if (data.data != "synthetic" && data.data != "digits") {
     if (!IsPath(data.data)) {
@@ -259,9 +268,9 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     return FlagError("num_workers", absl::StrCat(data.num_workers),
                      absl::StrCat("pass an int in [0, ", kMaxNumWorkers, "] (0: no background threads)"));
   }
-  data.seed = trainer.seed.value_or(0);
+  data.seed = seed;
   data.digits_path = UserPath(absl::GetFlag(FLAGS_digits_path));
-  data.predict_data = UserPath(predict_data);
+  data.predict_data = UserPath(absl::GetFlag(FLAGS_predict_data));
   SyntheticOptions& synthetic = data.synthetic;
   synthetic.num_features = absl::GetFlag(FLAGS_num_features);
   synthetic.num_classes = absl::GetFlag(FLAGS_num_classes);
@@ -274,9 +283,11 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (absl::Status s = AtLeast("num_classes", synthetic.num_classes, 2); !s.ok()) return s;
   if (absl::Status s = AtLeast("num_train", synthetic.num_train, 1); !s.ok()) return s;
   if (absl::Status s = AtLeast("num_val", synthetic.num_val, 1); !s.ok()) return s;
+  return absl::OkStatus();
+}
 
-  // Model.
-  ModelSpec& model = config.model;
+// The model flags and its learning-rate schedule; `max_epochs` (-1: none) is the run's.
+absl::Status ModelFromFlags(int64_t max_epochs, ModelSpec& model) {
   model.model = absl::GetFlag(FLAGS_model);
   if (model.model != "mlp" && model.model != "cnn") {
     if (!IsPath(model.model)) {
@@ -315,12 +326,14 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     return FlagError("learning_rate", absl::StrCat(model.learning_rate),
                      "pass a value > 0 within float32's range (at most 3.4e38), e.g. 0.001");
   }
-  absl::StatusOr<LRSchedulerOptions> lr_scheduler = SchedulerFromFlags(trainer.max_epochs.value_or(-1));
+  absl::StatusOr<LRSchedulerOptions> lr_scheduler = SchedulerFromFlags(max_epochs);
   if (!lr_scheduler.ok()) return lr_scheduler.status();
   model.lr_scheduler = *std::move(lr_scheduler);
+  return absl::OkStatus();
+}
 
-  // Outputs.
-  OutputSpec& outputs = config.outputs;
+// The loggers, the report, the summary, predictions and the callbacks' flags; `root` is --default_root_dir.
+absl::Status OutputsFromFlags(const std::string& root, OutputSpec& outputs) {
   const std::string loggers = absl::GetFlag(FLAGS_logger);
   for (absl::string_view logger : absl::StrSplit(loggers, ',', absl::SkipWhitespace())) {
     if (logger == "none" && loggers == "none") break;
@@ -334,7 +347,7 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (outputs.loggers.empty() && loggers != "none") {
     return FlagError("logger", loggers, "pass csv, tensorboard or both (csv,tensorboard), or none");
   }
-  outputs.log_dir.save_dir = trainer.default_root_dir;
+  outputs.log_dir.save_dir = root;
   outputs.log_dir.name = absl::GetFlag(FLAGS_log_name);
   if (absl::StrContains(outputs.log_dir.name, '/') || outputs.log_dir.name == "." || outputs.log_dir.name == "..") {
     return FlagError("log_name", outputs.log_dir.name, "pass a folder name without '/', e.g. lightning_logs");
@@ -345,7 +358,7 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   outputs.report = absl::GetFlag(FLAGS_report);
   outputs.summary_json = UserPath(absl::GetFlag(FLAGS_summary_json));
   outputs.predictions = absl::GetFlag(FLAGS_predictions).empty()
-                            ? absl::StrCat(trainer.default_root_dir, "/predictions.csv")
+                            ? absl::StrCat(root, "/predictions.csv")
                             : UserPath(absl::GetFlag(FLAGS_predictions));
   ModelCheckpointOptions& checkpoint = outputs.checkpoint;
   checkpoint.every_n_train_steps = absl::GetFlag(FLAGS_every_n_train_steps);
@@ -382,6 +395,26 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
     }
     outputs.early_stopping = early_stopping;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<FitConfig> FitConfigFromFlags() {
+  if (absl::Status limits = ApplyInputLimitFlags(); !limits.ok()) return limits;
+  FitConfig config;
+  if (absl::Status mode = ModeFromFlags(config); !mode.ok()) return mode;
+  // The Trainer's options: each row of trainer/trainer_options.inc, set from its flag and checked by its one check
+  // (the library's Trainer runs the same checks).
+  TrainerOptions& trainer = config.trainer;
+  if (absl::Status set = TrainerOptionsFromFlags(trainer); !set.ok()) return set;
+  trainer.logger = false;  // fit makes the loggers --logger names itself, sharing one run folder (fit_main.cc).
+  trainer.default_root_dir = UserPath(trainer.default_root_dir);
+  trainer.enable_checkpointing = trainer.enable_checkpointing && config.mode == "fit";
+
+  if (absl::Status data = DataFromFlags(trainer.seed.value_or(0), config.data); !data.ok()) return data;
+  if (absl::Status model = ModelFromFlags(trainer.max_epochs.value_or(-1), config.model); !model.ok()) return model;
+  if (absl::Status outputs = OutputsFromFlags(trainer.default_root_dir, config.outputs); !outputs.ok()) return outputs;
   return config;
 }
 
