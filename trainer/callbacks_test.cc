@@ -404,7 +404,16 @@ TEST(ResumeTest, ABadCheckpointIsRefusedAndTheModelIsUntouched) {
 
   EXPECT_THAT(Trainer(Quiet({})).fit(model, data, root + "/nope.ckpt").message(), HasSubstr("does not exist"));
   EXPECT_THAT(Trainer(Quiet({})).fit(model, data, "best").message(), HasSubstr("ckpt_path=\"best\" but no"));
-  EXPECT_THAT(Trainer(Quiet({})).fit(model, data, "last").message(), HasSubstr("found no complete checkpoint"));
+  // "last" with only damaged files to resume from is an error; with no checkpoint at all, a fresh start (as
+  // Lightning's ckpt_path="last").
+  const std::string damaged = TempDir();
+  kiln::testing::Overwrite(damaged + "/last.ckpt", "half a checkpoint");
+  EXPECT_THAT(Trainer(Quiet({.default_root_dir = damaged})).fit(model, data, "last").message(),
+              HasSubstr("found no complete checkpoint under " + damaged + ": the 1 .ckpt file(s) there are damaged"));
+  Trainer fresh(Quiet({.max_epochs = 1}));
+  ASSERT_TRUE(fresh.fit(model, data, "last").ok());
+  EXPECT_TRUE(fresh.resumed_from().empty());
+  EXPECT_EQ(fresh.current_epoch(), 1);
 }
 
 }  // namespace

@@ -268,8 +268,14 @@ absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root) {
     if (archive.ok()) return file;
     LOG(WARNING) << "ckpt_path=\"last\" skips " << file << ": " << archive.status().message();
   }
-  return absl::NotFoundError(absl::StrCat("ckpt_path=\"last\" found no complete checkpoint under ", root,
-                                          "; train once with checkpointing on, or pass a checkpoint path"));
+  if (candidates.empty()) {
+    return absl::NotFoundError(absl::StrCat("ckpt_path=\"last\" found no complete checkpoint under ", root,
+                                            " (no .ckpt file at all); train once with checkpointing on, or pass a "
+                                            "checkpoint path"));
+  }
+  return absl::DataLossError(absl::StrCat("ckpt_path=\"last\" found no complete checkpoint under ", root, ": the ",
+                                          candidates.size(), " .ckpt file(s) there are damaged (the newest: ",
+                                          candidates.front().second, "); pass a checkpoint path"));
 }
 
 struct CheckpointWriter::Task {

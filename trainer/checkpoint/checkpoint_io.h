@@ -134,7 +134,8 @@ std::vector<std::pair<std::string, at::Tensor>> CheckpointStateDict(const Checkp
 int RemoveStaleTemporaryFiles(const std::string& dir);
 
 // The newest complete checkpoint under `root` (searched recursively, by modification time, newest first; damaged
-// or foreign files are skipped with a warning). NotFound when there is none, naming `root`.
+// or foreign files are skipped with a warning). NotFound when `root` holds no .ckpt file at all (nothing to resume);
+// DataLoss when it holds some but none is complete; both name `root`.
 absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root);
 
 }  // namespace kiln

@@ -44,6 +44,7 @@
 #include "trainer/cli/fit_config.h"
 #include "trainer/cli/flags.h"
 #include "trainer/cli/help.h"
+#include "trainer/cli/lightning_cli.h"
 #include "trainer/cli/model_factory.h"
 #include "trainer/cli/output_locations.h"
 #include "trainer/cli/predictions_csv.h"
@@ -377,6 +378,11 @@ int Main(int argc, char** argv) {
   // Flag files and variables first, so that their flags meet the same checks as the command line's.
   absl::StatusOr<std::vector<std::string>> args = ExpandCommandLine({argv, argv + argc}, UserPath);
   if (!args.ok()) UsageError(args.status().message());
+  // LightningCLI's spellings (fit validate ..., --trainer.max_epochs=3, --seed_everything) as fit's flags.
+  std::vector<std::string> notes;
+  args = LightningCliArguments(*args, &notes);
+  if (!args.ok()) UsageError(args.status().message());
+  for (const std::string& note : notes) std::cerr << "note: " << note << std::endl;
   absl::StatusOr<std::vector<std::string>> config_files = ConfigFileNames(*args);
   if (!config_files.ok()) UsageError(config_files.status().message());
   // Config files' flags go first, so that the command line overrides them and they meet the same checks.

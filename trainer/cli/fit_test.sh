@@ -82,6 +82,24 @@ printf 'model:\n  max_epochs: 3\n' >"$work/misplaced.yaml"
 printf 'trainer: {max_epochs: ten}\n' >"$work/bad_value.yaml"
 cd "$work/default" || exit 1
 
+# Lightning's command line (lightning_cli.h): the subcommand, --SECTION.KEY, --optimizer, --seed_everything, and
+# --ckpt_path=last on a fresh folder (a warning, then training from scratch, as Lightning does). The same run with
+# fit's own flags trains the same parameters.
+before_lightning_cli=$PWD
+mkdir -p "$work/lightning_cli" && cd "$work/lightning_cli" || exit 1
+$fit fit --trainer.max_epochs=2 --data.num_train=256 --data.num_val=64 --model.hidden_sizes=16 \
+  --optimizer=torch.optim.SGD --optimizer.lr=0.05 --seed_everything=5 --trainer.enable_progress_bar=false \
+  --ckpt_path=last --trainer.default_root_dir=lcli --summary_json=lcli.json >/dev/null 2>"$work/lcli.err" ||
+  fail "LightningCLI's spellings: the run failed: $(tail -3 "$work/lcli.err")"
+grep -q "There is nothing to resume: training starts from scratch" "$work/lcli.err" ||
+  fail "--ckpt_path=last on a fresh folder did not warn: $(cat "$work/lcli.err")"
+$fit --mode=fit --max_epochs=2 --num_train=256 --num_val=64 --hidden_sizes=16 --optimizer=sgd --learning_rate=0.05 \
+  --seed=5 --enable_progress_bar=false --default_root_dir=own --summary_json=own.json >/dev/null 2>"$work/own.err" ||
+  fail "fit's own flags: the run failed: $(tail -3 "$work/own.err")"
+[[ -n "$(sha lcli.json)" && "$(sha lcli.json)" == "$(sha own.json)" ]] ||
+  fail "LightningCLI's spellings trained other parameters than fit's flags: $(sha lcli.json) vs $(sha own.json)"
+grep -q '"epochs": 2' lcli.json || fail "--trainer.max_epochs=2 did not train 2 epochs: $(cat lcli.json)"
+cd "$before_lightning_cli" || exit 1
 # Precisions the cpu accelerator declares: each trains, says so, and --summary_json records it. A short run (3
 # epochs) is far above chance (0.25) in every one of them.
 summary=${TEST_TMPDIR:-/tmp}/fit_summary.$$.json
@@ -207,7 +225,6 @@ expect_usage_error "\`val_check_interval\` (1000) must be less than or equal to 
 # Checkpoints.
 expect_usage_error "--default_root_dir='' is not valid" --default_root_dir=
 expect_usage_error "checkpoint $work/none.ckpt does not exist" --ckpt_path="$work/none.ckpt"
-expect_usage_error "ckpt_path=\"last\" found no complete checkpoint" --ckpt_path=last
 expect_usage_error "--every_n_train_steps='-1' is not valid" --every_n_train_steps=-1
 # The model.
 expect_usage_error "--model='resnet' is not valid; pass mlp, cnn, or the path of a TorchScript module" --model=resnet

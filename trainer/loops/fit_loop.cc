@@ -133,6 +133,14 @@ absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const st
   trainer.callback_metrics_.clear();
   trainer.resumed_from_.clear();
   if (ckpt_path.empty()) return absl::OkStatus();
+  if (ckpt_path == "last") {
+    // As Lightning's ckpt_path="last": with nothing to resume, a script that always passes it trains from scratch.
+    absl::StatusOr<std::string> last = trainer.ResolveCheckpointPath(ckpt_path);
+    if (absl::IsNotFound(last.status())) {
+      LOG(WARNING) << last.status().message() << ". There is nothing to resume: training starts from scratch";
+      return absl::OkStatus();
+    }
+  }
   return trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/true, &data);
 }
 

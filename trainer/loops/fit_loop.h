@@ -39,7 +39,8 @@ class FitLoop {
   absl::Status SetupData(LightningModule& model, DataModule& data);
   // configure_optimizers, after the limits so that a schedule can span the run (estimated_stepping_batches).
   absl::Status ConfigureOptimizers(LightningModule& model);
-  // The counters of a fresh run, then those of `ckpt_path` when given.
+  // The counters of a fresh run, then those of `ckpt_path` when given ("last" with no checkpoint at all under
+  // default_root_dir: a warning, and the fresh run's).
   absl::Status Restart(LightningModule& model, DataModule& data, const std::string& ckpt_path);
   // setup and on_fit_start of the callbacks and the module, and the hyperparameters to the loggers.
   absl::Status Start(LightningModule& model);
