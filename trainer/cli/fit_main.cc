@@ -73,9 +73,10 @@ constexpr char kUsage[] =
     "  bazel run //trainer:fit -- --ckpt_path=last              # resume the newest run\n"
     "  bazel run //trainer:fit -- --mode=predict --ckpt_path=last\n"
     "  bazel run //trainer:fit -- --version                     # which LibTorch it was built with and runs with\n\n"
-    "Flags are named after Lightning's Trainer arguments. Each run writes <default_root_dir>/lightning_logs/"
-    "version_<N>/\n(metrics.csv, hparams.yaml, report.html, checkpoints/). Exit status: 0 done, 2 bad flags or data "
-    "(nothing\nwritten), 1 training failed.";
+    "Flags are named after Lightning's Trainer arguments, and LightningCLI's spellings work too: fit validate ...,\n"
+    "--trainer.max_epochs=3, --model.KEY, --data.KEY, --optimizer=SGD --optimizer.lr=0.1, --seed_everything=7.\n"
+    "Each run writes <default_root_dir>/lightning_logs/version_<N>/ (metrics.csv, hparams.yaml, report.html,\n"
+    "checkpoints/). Exit status: 0 done, 2 bad flags or data (nothing written), 1 training failed.";
 
 // Every `error:` line fit prints: one line, whatever the message holds (OneLine, command_line.h).
 void PrintError(absl::string_view message) { std::cerr << "error: " << OneLine(message) << std::endl; }
