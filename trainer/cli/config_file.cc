@@ -100,6 +100,9 @@ class Reader {
       }
       if (absl::Status read = ReadKey(Section::kTop, *key, item.second); !read.ok()) return read;
     }
+    if (!unknown_.empty()) return Error("", absl::StrJoin(unknown_, "; also "));
+    // Lightning's max_epochs=None: 1000 epochs, or no epoch limit when max_steps bounds the run.
+    if (max_epochs_null_) args_.push_back(max_steps_set_ ? "--max_epochs=-1" : "--max_epochs=1000");
     return absl::OkStatus();
   }
 
@@ -198,13 +201,20 @@ class Reader {
 
   absl::Status ReadKey(Section section, const std::string& key, const YAML::Node& node) {
     const ConfigKey* entry = FindKey(section, key);
-    if (entry == nullptr) return UnknownKey(section, key);
+    if (entry == nullptr) {  // Every unknown key is reported, in one error (Read), so that one run shows them all.
+      unknown_.push_back(UnknownKey(section, key));
+      return absl::OkStatus();
+    }
     const std::string dotted = Dotted(section, key);
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(entry->flag);
     if (flag == nullptr) return absl::InternalError(absl::StrCat("config key ", dotted, " names no flag"));
     std::string value;
     if (node.IsNull()) {
-      value = flag->IsOfType<std::string>() ? "" : flag->DefaultValue();
+      if (std::string(entry->flag) == "max_epochs") {
+        max_epochs_null_ = true;
+        return absl::OkStatus();
+      }
+      value = flag->DefaultValue();  // null is the default, as in LightningCLI.
     } else if (node.IsScalar()) {
       value = node.Scalar();
       // Lightning's logger: false is no logger, true the default ones.
@@ -230,10 +240,12 @@ class Reader {
     flag->ParseFrom(saved, &error);
     if (!parsed) return Error(dotted, absl::StrCat("'", value, "' is not valid; ", Accepted(*flag)));
     args_.push_back(absl::StrCat("--", entry->flag, "=", value));
+    if (std::string(entry->flag) == "max_steps") max_steps_set_ = true;
     return absl::OkStatus();
   }
 
-  absl::Status UnknownKey(Section section, const std::string& key) const {
+  // What to write instead of `key` in `section`: "unknown key trainer.max_epoch; did you mean trainer.max_epochs?".
+  std::string UnknownKey(Section section, const std::string& key) const {
     const std::string dotted = Dotted(section, key);
     // The right key in the wrong section: say where it belongs.
     std::vector<std::string> homes;
@@ -241,7 +253,7 @@ class Reader {
       if (entry.key == key && entry.section != section) homes.push_back(Dotted(entry.section, key));
     }
     if (!homes.empty()) {
-      return Error("", absl::StrCat("unknown key ", dotted, "; ", key, " is written ", absl::StrJoin(homes, " or ")));
+      return std::string(absl::StrCat("unknown key ", dotted, "; ", key, " is written ", absl::StrJoin(homes, " or ")));
     }
     std::vector<std::string> candidates;
     for (const ConfigKey& entry : ConfigKeys()) {
@@ -258,13 +270,13 @@ class Reader {
         if (entry.flag == key) closest = Dotted(entry.section, entry.key);
       }
       if (!closest.empty()) {
-        return Error("", absl::StrCat("unknown key ", dotted, "; the flag --", key, " is written ", closest,
+        return std::string(absl::StrCat("unknown key ", dotted, "; the flag --", key, " is written ", closest,
                                       " in a config file"));
       }
     } else {
       closest = Dotted(section, closest);
     }
-    return Error("", absl::StrCat("unknown key ", dotted,
+    return std::string(absl::StrCat("unknown key ", dotted,
                                   closest.empty() ? "; fit --print_config shows every key"
                                                   : absl::StrCat("; did you mean ", closest, "?")));
   }
@@ -272,6 +284,9 @@ class Reader {
   const std::string source_;
   std::vector<std::string> args_;
   std::set<std::string> seen_;
+  std::vector<std::string> unknown_;  // What to do about each key fit does not have.
+  bool max_epochs_null_ = false;      // trainer.max_epochs: null, Lightning's default (see Read).
+  bool max_steps_set_ = false;
 };
 
 // Writes one flag's current value under its key.
@@ -287,8 +302,12 @@ void WriteValue(YAML::Emitter& out, const ConfigKey& entry) {
     out << (value == "true");
   } else if (!flag->IsOfType<std::string>()) {
     out << value;  // A number, written as the flag writes it.
+  } else if (value.empty() && flag->DefaultValue().empty()) {
+    out << YAML::Null;  // The default, which null means when read.
+  } else if (value.empty() && entry.list) {
+    out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;  // --hidden_sizes= (a linear model): not the default.
   } else if (value.empty()) {
-    out << YAML::Null;
+    out << YAML::DoubleQuoted << "";
   } else if (std::string(entry.flag) == "logger" && value == "none") {
     out << false;
   } else if (entry.list) {

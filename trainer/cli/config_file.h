@@ -17,9 +17,10 @@
 //   ckpt_path: null                    # and Kiln's own: mode, predict_data, predictions, report, summary_json, ...
 //
 // Every key is one of fit's flags (ConfigKeys() is the table; a test checks it covers every flag), so a config file
-// sets nothing a command line could not, and its values meet the same checks. `null` is a flag's default (text flags:
-// empty). Flags on the command line override every config file, wherever they stand; later config files override
-// earlier ones.
+// sets nothing a command line could not, and its values meet the same checks. `null` is the default, as in
+// LightningCLI: the flag's, and for trainer.max_epochs Lightning's (1000 epochs, or no epoch limit when the file sets
+// max_steps). Flags on the command line override every config file, wherever they stand; later config files override
+// earlier ones. Every key fit does not have is reported, in one error.
 #ifndef KILN_TRAINER_CLI_CONFIG_FILE_H_
 #define KILN_TRAINER_CLI_CONFIG_FILE_H_
 
@@ -56,7 +57,8 @@ bool IsCommandLineOnlyFlag(absl::string_view flag);
 // The flags a config file's text holds, as "--name=value" arguments. `source` names the file in errors. Errors are
 // InvalidArgument and name the file, the key and what is wrong: YAML that does not parse (with its line), a key
 // that is not one of ConfigKeys() (with the closest known one, or the section it belongs to), a key given twice, a
-// list or mapping where one value belongs, a value the flag refuses, an unknown callback class.
+// list or mapping where one value belongs, a value the flag refuses, an unknown callback class. Unknown keys are all
+// named in one error, each with what to write instead.
 absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view text, absl::string_view source);
 
 // The files the command line's --config arguments name, in order (an empty --config= names none).

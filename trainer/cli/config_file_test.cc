@@ -81,6 +81,43 @@ TEST_F(ConfigFileTest, EveryFlagOfFitHasAKeyAndEveryKeyAFlag) {
   EXPECT_GT(fit_flags, 50);  // The test saw fit's flags at all.
 }
 
+TEST_F(ConfigFileTest, NullIsTheDefaultAsInLightningCli) {
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(
+      "trainer:\n  limit_train_batches: null\n  val_check_interval: null\n  gradient_clip_algorithm: null\n"
+      "  default_root_dir: null\n  logger: null\n  max_epochs: null\n",
+      "nulls.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  for (const char* expected : {"--limit_train_batches=1.0", "--val_check_interval=1.0", "--gradient_clip_algorithm=norm",
+                               "--default_root_dir=.", "--logger=csv,tensorboard", "--max_epochs=1000"}) {
+    EXPECT_THAT(*args, ::testing::Contains(std::string(expected)));
+  }
+  // Lightning's max_epochs=None with max_steps: no epoch limit.
+  args = ConfigFileArguments("trainer:\n  max_epochs: null\n  max_steps: 50\n", "steps.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ::testing::Contains(std::string("--max_epochs=-1")));
+}
+
+TEST_F(ConfigFileTest, EveryUnknownKeyIsNamedInOneError) {
+  const absl::Status status =
+      ConfigFileArguments("trainer:\n  max_epoch: 3\n  gpus: 2\nmodel:\n  max_epochs: 1\n", "run.yaml").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("--config=run.yaml: unknown key trainer.max_epoch; did you mean "
+                                          "trainer.max_epochs?"));
+  EXPECT_THAT(status.message(), HasSubstr("; also unknown key trainer.gpus"));
+  EXPECT_THAT(status.message(), HasSubstr("; also unknown key model.max_epochs; max_epochs is written "
+                                          "trainer.max_epochs"));
+}
+
+TEST_F(ConfigFileTest, AnEmptyListIsNotTheDefault) {
+  Set("hidden_sizes", "");  // A linear model; the default is 64,64.
+  const std::string yaml = ConfigYaml();
+  EXPECT_THAT(yaml, HasSubstr("  hidden_sizes: []\n"));
+  Set("hidden_sizes", absl::FindCommandLineFlag("hidden_sizes")->DefaultValue());
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "printed.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ::testing::Contains(std::string("--hidden_sizes=")));
+}
+
 TEST_F(ConfigFileTest, WhatItWritesReadsBackToTheSameFlags) {
   const std::map<std::string, std::string> set = {
       {"max_epochs", "3"},
@@ -149,12 +186,12 @@ ckpt_path: null
 )";
   absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "run.yaml");
   ASSERT_TRUE(args.ok()) << args.status();
-  const std::string default_epochs = absl::FindCommandLineFlag("max_epochs")->DefaultValue();
   const std::string default_logger = absl::FindCommandLineFlag("logger")->DefaultValue();
+  // max_epochs: null is Lightning's default, 1000 epochs (fit's own default is 10).
   EXPECT_THAT(*args,
-              ElementsAre("--seed=3", "--max_epochs=" + default_epochs, "--logger=" + default_logger, "--devices=1",
-                          "--checkpoint_monitor=val_acc", "--checkpoint_mode=max", "--early_stopping_monitor=val_loss",
-                          "--patience=2", "--hidden_sizes=16", "--ckpt_path="));
+              ElementsAre("--seed=3", "--logger=" + default_logger, "--devices=1", "--checkpoint_monitor=val_acc",
+                          "--checkpoint_mode=max", "--early_stopping_monitor=val_loss", "--patience=2",
+                          "--hidden_sizes=16", "--ckpt_path=", "--max_epochs=1000"));
 }
 
 TEST_F(ConfigFileTest, ReadingChangesNoFlag) {
