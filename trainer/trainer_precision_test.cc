@@ -128,7 +128,7 @@ TEST(TrainerPrecisionTest, EachPrecisionRunsInItsTypes) {
     }
     // Nothing leaks out of the steps.
     EXPECT_EQ(at::zeros({1}).scalar_type(), at::kFloat);
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+    EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
   }
 }
 
