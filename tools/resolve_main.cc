@@ -23,6 +23,7 @@
 #include "trainer/accelerator_plugins.h"
 #include "trainer/cli/command_line.h"
 #include "trainer/cli/hardware_flags.h"  // fit's hardware flags, the same definitions (trainer/trainer_options.inc).
+#include "trainer/io/user_path.h"
 
 namespace kiln {
 namespace {
@@ -39,7 +40,13 @@ int Main(int argc, char** argv) {
       "Prints the plan Kiln resolves from the hardware flags, as JSON, without training.\n\n"
       "  bazel run //tools:resolve -- --accelerator=auto --devices=2\n\n"
       "Warnings go to standard error. Exit status: 0 resolved, 2 bad flags or a rejected plan.");
-  // Every bad flag ends as fit's do: one `error: ` line and exit status 2 (Abseil's parser would exit 1).
+  // Every bad flag ends as fit's do: one `error: ` line and exit status 2 (Abseil's parser would exit 1). Flag files
+  // and --fromenv first, as fit reads them, so that their flags meet the same checks.
+  absl::StatusOr<std::vector<std::string>> args = ExpandCommandLine({argv, argv + argc}, UserPath);
+  if (!args.ok()) UsageError(args.status().message());
+  std::vector<char*> expanded = ArgvOf(*args);
+  argc = static_cast<int>(args->size());
+  argv = expanded.data();
   if (!WantsHelp(argc, argv)) {
     if (absl::Status checked = CheckCommandLine(argc, argv); !checked.ok()) UsageError(checked.message());
   }

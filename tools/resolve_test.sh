@@ -67,6 +67,11 @@ check_plan 'p["cluster_environment"] == "mpi" and p["global_rank"] == 2 and p["n
   env OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_LOCAL_RANK=0 OMPI_COMM_WORLD_LOCAL_SIZE=2 \
   $resolve --devices=2 --num_nodes=2
 
+# Flag files are read as fit reads them (ExpandCommandLine), and their flags meet the same checks.
+flagfile=$(mktemp)
+printf -- '--devices=1\n--num_nodes=2\n' >"$flagfile"
+check_plan 'p["num_nodes"] == 2 and p["world_size"] == 2' $resolve --flagfile="$flagfile"
+printf -- '--num_nodes=two\n' >"$flagfile"
 # expect_error <stderr fragment> <command>...: exit 2 and exactly one line on standard error, `error: ...`.
 expect_error() {
   local fragment=$1
@@ -90,6 +95,7 @@ expect_error "precision 'fp8' is not supported" $resolve --precision=fp8
 expect_error "precision '16-true' is not supported by the cpu accelerator" $resolve --precision=16-true
 expect_error "num_nodes=0 is not valid" $resolve --num_nodes=0
 expect_error "--num_nodes='two' is not valid" $resolve --num_nodes=two
+expect_error "--num_nodes='two' is not valid" $resolve --flagfile="$flagfile"
 expect_error "unexpected argument 'extra'" $resolve extra
 expect_error "You set \`--ntasks=4\` in your SLURM bash script" env SLURM_NTASKS=4 $resolve --devices=4
 expect_error "does not match the world size (4, from WORLD_SIZE)" \
@@ -114,6 +120,6 @@ same_error -- --num_nodes=0
 same_error SLURM_NTASKS=4 -- --devices=4
 same_error LOCAL_RANK=3 -- --devices=2
 
-rm -f "$err"
+rm -f "$err" "$flagfile"
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "resolve checks passed"
