@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "ATen/CPUGeneratorImpl.h"
 #include "absl/strings/str_cat.h"
@@ -133,15 +135,19 @@ absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const st
   trainer.callback_metrics_.clear();
   trainer.resumed_from_.clear();
   if (ckpt_path.empty()) return absl::OkStatus();
+  std::string path = ckpt_path;
   if (ckpt_path == "last") {
     // As Lightning's ckpt_path="last": with nothing to resume, a script that always passes it trains from scratch.
+    // The file found is restored as found: finding it read and checked it once already.
     absl::StatusOr<std::string> last = trainer.ResolveCheckpointPath(ckpt_path);
     if (absl::IsNotFound(last.status())) {
       LOG(WARNING) << last.status().message() << ". There is nothing to resume: training starts from scratch";
       return absl::OkStatus();
     }
+    if (!last.ok()) return last.status();
+    path = *std::move(last);
   }
-  return trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/true, &data);
+  return trainer.RestoreCheckpoint(model, path, /*restore_training=*/true, &data);
 }
 
 absl::Status FitLoop::Start(LightningModule& model) {
