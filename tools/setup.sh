@@ -9,6 +9,10 @@
 #   tools/setup.sh && bazel test //...
 #
 # --cuda also fetches what --config=cuda links beyond the CUDA toolkit (requirements-cuda.txt).
+#
+# It also installs the real Lightning from PyPI (third_party/lightning/requirements.txt, every hash checked) into
+# a virtual environment of Debian's Python at ~/.cache/kiln/lightning-venv, where tests/lightning finds it (a first
+# time about 1.5 GB and a minute here); --no-lightning leaves it out, and those tests then say they did not run.
 set -euo pipefail
 
 usage() {
@@ -23,23 +27,30 @@ Installs what Kiln's build and tests need, when it is missing:
     kernels, autocast and named out-of-tree devices are 2.x (docs/libtorch.md). KILN_LIBTORCH=/path/to/libtorch
     builds against another LibTorch folder instead.
 
-  --cuda   also fetch what `bazel build --config=cuda` links beyond the CUDA toolkit (cuSPARSELt, NVSHMEM, cuFile)
-  --help   print this
+  - Lightning 2.6 and PyTorch 2.11 from PyPI (SHA-256 checked), in a virtual environment at
+    ~/.cache/kiln/lightning-venv, for the tests that run the real Lightning on Kiln's files (tests/lightning).
+
+  --cuda          also fetch what `bazel build --config=cuda` links beyond the CUDA toolkit (cuSPARSELt, NVSHMEM,
+                  cuFile)
+  --no-lightning  leave Lightning out (tests/lightning then say they did not run, and why)
+  --help          print this
 USAGE
 }
 
 cuda=false
+lightning=true
 for argument in "$@"; do
   case "$argument" in
     --torch2) ;;  # LibTorch 2.x is always fetched now; kept so that older scripts keep working.
     --cuda) cuda=true ;;
+    --no-lightning) lightning=false ;;
     --help | -h)
       usage
       exit 0
       ;;
     *)
       echo "tools/setup.sh: unknown option '$argument'; accepted: --cuda (the CUDA libraries for --config=cuda)," \
-        "--help" >&2
+        "--no-lightning (no Lightning for tests/lightning), --help" >&2
       exit 2
       ;;
   esac
@@ -63,6 +74,7 @@ packages=(
   libprotobuf-dev          # Protocol Buffers 3.21: TensorBoard's event messages,
   protobuf-compiler        #   compiled by its protoc; also the test reader's protoc, with python3-protobuf.
   python3-pip              # pip download: fetches the pinned LibTorch wheels and checks their hashes.
+  python3-venv             # The virtual environment that holds Lightning from PyPI, for tests/lightning.
   unzip                    # Unpacks them.
   # For //trainer:fit's data and its end-to-end tests (tests/cli):
   python3-sklearn          # The UCI digits (--data=digits); ~26 MB with python3-sklearn-lib.
@@ -141,3 +153,23 @@ fi
   echo "tools/setup.sh: LibTorch $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$target/torch/version.py" 2>/dev/null ||
     echo 2.x) in $target/torch" >&2
 }
+
+# Lightning from PyPI, for tests/lightning (see the top of this file). Done once per requirements file: the marker
+# holds its hash, written last, so an interrupted install is redone from scratch.
+if $lightning; then
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  requirements=$here/third_party/lightning/requirements.txt
+  venv=$HOME/.cache/kiln/lightning-venv
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [[ ! -f "$venv/.kiln-lightning" || "$(cat "$venv/.kiln-lightning")" != "$want" ]]; then
+    echo "tools/setup.sh: installing Lightning and PyTorch from PyPI into $venv" >&2
+    rm -rf "$venv"
+    # Debian's Python 3.11: the wheels are built for it.
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+      --require-hashes --find-links "$HOME/.cache/kiln/wheels" -r "$requirements"
+    echo "$want" >"$venv/.kiln-lightning"
+  fi
+  echo "tools/setup.sh: Lightning $("$venv/bin/python" -c 'import lightning; print(lightning.__version__)' \
+    2>/dev/null || echo '(not importable)') in $venv" >&2
+fi

@@ -258,6 +258,14 @@ class Trainer {
   int64_t batches_done_in_epoch_ = 0;  // Batches of current_epoch_ run so far (kept after the epoch ends).
   int64_t batches_that_stepped_ = 0;   // logged_step(): global_step_, updated once a training batch is done.
   int64_t next_epoch_ = 0;
+  // Lightning's loop counters, written into checkpoints so that Lightning resumes them where Kiln stood
+  // (trainer/checkpoint/lightning_layout.h, LightningCounters), and restored from them.
+  int64_t batches_total_ = 0;               // Training batches started, all epochs.
+  int64_t batches_completed_in_epoch_ = 0;  // Batches of the epoch whose on_train_batch_end has returned.
+  int64_t steps_in_epoch_ = 0;              // Optimizer steps in the epoch.
+  int64_t scheduler_steps_in_epoch_ = 0;    // Every scheduler's steps in the epoch.
+  int64_t val_batches_in_epoch_ = 0;        // Validation batches run inside fit in the epoch.
+  int64_t val_batches_last_run_ = 0;        // Validation batches of the last validation run.
   bool sanity_checking_ = false;
   // The ModelCheckpoint the last fit added (enable_checkpointing without one of the user's), kept for later stages.
   std::shared_ptr<ModelCheckpoint> default_checkpoint_;

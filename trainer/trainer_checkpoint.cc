@@ -33,7 +33,14 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
                      .batch_in_epoch = next_batch_in_epoch_,
                      .global_step = global_step_,
                      .current_epoch = current_epoch_,
-                     .batches_done = batches_done_in_epoch_});
+                     .batches_done = batches_done_in_epoch_,
+                     .lightning = {.batches_total = batches_total_,
+                                   .batches_completed = batches_completed_in_epoch_,
+                                   .batches_that_stepped = batches_that_stepped_,
+                                   .steps_in_epoch = steps_in_epoch_,
+                                   .scheduler_steps_in_epoch = scheduler_steps_in_epoch_,
+                                   .val_batches_in_epoch = val_batches_in_epoch_,
+                                   .val_batches_last_run = val_batches_last_run_}});
     if (!snapshot.ok()) {
       status = snapshot.status();
     } else {
@@ -79,6 +86,13 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
     current_epoch_ = progress->epoch;
     global_step_ = progress->global_step;
     batches_that_stepped_ = global_step_;
+    const LightningCounters& counters = progress->lightning;
+    batches_total_ = counters.batches_total;
+    batches_completed_in_epoch_ = counters.batches_completed;
+    steps_in_epoch_ = counters.steps_in_epoch;
+    scheduler_steps_in_epoch_ = counters.scheduler_steps_in_epoch;
+    val_batches_in_epoch_ = counters.val_batches_in_epoch;
+    val_batches_last_run_ = counters.val_batches_last_run;
     LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << progress->epoch << ", batch "
               << progress->batch_in_epoch << ", global step " << progress->global_step << ")";
     // The run resumed from was perhaps killed in the middle of a write: the temporary files of processes that no

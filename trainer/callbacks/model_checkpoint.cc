@@ -70,7 +70,7 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std:
 std::string ModelCheckpoint::state_key() const {
   return absl::StrCat("ModelCheckpoint{'monitor': ", options_.monitor ? "'" + *options_.monitor + "'" : "None",
                       ", 'mode': '", options_.mode, "', 'every_n_train_steps': ", options_.every_n_train_steps,
-                      ", 'every_n_epochs': ", *options_.every_n_epochs, "}");
+                      ", 'every_n_epochs': ", *options_.every_n_epochs, ", 'train_time_interval': None}");
 }
 
 absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {

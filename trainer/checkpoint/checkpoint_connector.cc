@@ -24,6 +24,7 @@
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/lightning_layout.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
 #include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
@@ -42,12 +43,6 @@ std::vector<std::pair<std::string, at::Tensor>> NamedState(LightningModule& mode
   for (const auto& item : model.named_parameters(/*recurse=*/true)) state.emplace_back(item.key(), item.value());
   for (const auto& item : model.named_buffers(/*recurse=*/true)) state.emplace_back(item.key(), item.value());
   return state;
-}
-
-c10::Dict<std::string, std::string> ToDict(const std::map<std::string, std::string>& map) {
-  c10::Dict<std::string, std::string> dict;
-  for (const auto& [key, value] : map) dict.insert(key, value);
-  return dict;
 }
 
 std::map<std::string, std::string> FromDict(const c10::IValue& value) {
@@ -362,6 +357,24 @@ std::vector<c10::IValue> ListField(const GenericDict& dict, const std::string& k
   return value.toListRef().vec();
 }
 
+// Where a checkpoint written at `progress` stands, in Lightning's terms.
+LightningLoopPosition LightningPosition(const LoopProgress& progress) {
+  const bool epoch_ended = progress.epoch > progress.current_epoch;
+  return {.current_epoch = progress.current_epoch,
+          .epoch_ended = epoch_ended,
+          .batches_done = epoch_ended ? progress.batches_done : progress.batch_in_epoch,
+          .global_step = progress.global_step};
+}
+
+// Where a run resumed at `progress` (epoch, batch_in_epoch) starts, in Lightning's terms: an epoch's start counts as
+// the end of none, with no batches done.
+LightningLoopPosition ResumePosition(const LoopProgress& progress) {
+  return {.current_epoch = progress.epoch,
+          .epoch_ended = progress.batch_in_epoch == 0,
+          .batches_done = progress.batch_in_epoch,
+          .global_step = progress.global_step};
+}
+
 // Where the loops stood, from Kiln's exact record, or from Lightning's fields in a checkpoint Kiln did not write.
 LoopProgress ReadProgress(const Checkpoint& checkpoint) {
   const GenericDict& top = checkpoint.contents;
@@ -373,21 +386,37 @@ LoopProgress ReadProgress(const Checkpoint& checkpoint) {
     progress.batch_in_epoch = IntField(loop, "batch_in_epoch", "'kiln.loop'");
     TORCH_CHECK(IntField(loop, "global_step", "'kiln.loop'") == progress.global_step,
                 "'kiln.loop.global_step' and 'global_step' differ");
+    progress.lightning = ReadLightningCounters(top, ResumePosition(progress));
     return progress;
   }
-  // Lightning: "epoch" is the epoch the loop was in; its batch progress says how far it got and whether the epoch
-  // had ended (then the next one starts from its first batch).
+  // Lightning: "epoch" is the epoch the loop was in. Its batch progress says how far it got: a batch is "processed"
+  // once its step has run and "completed" once its on_train_batch_end hooks have returned, so a checkpoint written
+  // from those hooks resumes after that batch. The epoch progress (Lightning 1.6 on) says whether the epoch had begun
+  // (at the end of a fit it has not: "epoch" is already the next one) and whether its batches had all run; without
+  // it, is_last_batch says the latter.
   const int64_t epoch = IntField(top, "epoch", "the checkpoint");
   const GenericDict fit_loop = DictField(DictField(top, "loops", "the checkpoint"), "fit_loop", "'loops'");
   const GenericDict batches = DictField(fit_loop, "epoch_loop.batch_progress", "'loops.fit_loop'");
-  const int64_t done =
-      IntField(DictField(batches, "current", "the batch progress"), "completed", "the batch progress's 'current'");
+  const GenericDict current = DictField(batches, "current", "the batch progress");
+  int64_t done = IntField(current, "completed", "the batch progress's 'current'");
+  if (current.contains("processed")) {
+    done = std::max(done, IntField(current, "processed", "the batch progress's 'current'"));
+  }
   const c10::IValue& last = Field(batches, "is_last_batch", "the batch progress");
   TORCH_CHECK(last.isBool(), "the batch progress's 'is_last_batch' is not True or False");
+  bool begun = true;
+  bool batches_ran = last.toBool();
+  if (fit_loop.contains("epoch_progress")) {
+    const GenericDict epochs =
+        DictField(DictField(fit_loop, "epoch_progress", "'loops.fit_loop'"), "total", "the epoch progress");
+    begun = IntField(epochs, "started", "the epoch progress") > epoch;
+    batches_ran = IntField(epochs, "processed", "the epoch progress") > epoch;
+  }
   progress.current_epoch = epoch;
-  progress.batches_done = done;
-  progress.epoch = last.toBool() ? epoch + 1 : epoch;
-  progress.batch_in_epoch = last.toBool() ? 0 : done;
+  progress.batches_done = begun ? done : 0;
+  progress.epoch = begun && batches_ran ? epoch + 1 : epoch;
+  progress.batch_in_epoch = begun && !batches_ran ? done : 0;
+  progress.lightning = ReadLightningCounters(top, ResumePosition(progress));
   return progress;
 }
 
@@ -412,24 +441,18 @@ absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const
     for (const auto& [name, tensor] : named) Put(model, name, SnapshotTensor(tensor));
     Put(contents, "state_dict", model);
 
-    const bool epoch_ended = progress.epoch > progress.current_epoch;
-    const int64_t done = epoch_ended ? progress.batches_done : progress.batch_in_epoch;
-    GenericDict counts = NewDict(/*capacity=*/4);
-    for (const char* key : {"ready", "started", "processed", "completed"}) Put(counts, key, done);
-    GenericDict batch_progress = NewDict(/*capacity=*/2);
-    Put(batch_progress, "current", counts);
-    Put(batch_progress, "is_last_batch", epoch_ended);
-    GenericDict epoch_loop_state = NewDict(/*capacity=*/1);
-    Put(epoch_loop_state, "_batches_that_stepped", progress.global_step);
-    GenericDict fit_loop = NewDict(/*capacity=*/2);
-    Put(fit_loop, "epoch_loop.state_dict", epoch_loop_state);
-    Put(fit_loop, "epoch_loop.batch_progress", batch_progress);
-    GenericDict loops = NewDict(/*capacity=*/1);
-    Put(loops, "fit_loop", fit_loop);
-    Put(contents, "loops", loops);
+    int64_t scheduler_steps = 0;
+    for (int64_t steps : state.scheduler_steps) scheduler_steps += steps;
+    Put(contents, "loops", LightningLoops(LightningPosition(progress), progress.lightning, scheduler_steps));
 
+    // Only non-empty states, as Lightning writes them: Lightning warns about every state it finds no callback for.
     GenericDict callbacks = NewDict(state.callbacks.size());
-    for (const auto& callback : state.callbacks) Put(callbacks, callback->state_key(), ToDict(callback->state_dict()));
+    for (const auto& callback : state.callbacks) {
+      CallbackState callback_state = callback->state_dict();
+      if (callback_state.empty()) continue;
+      const std::string key = callback->state_key();
+      Put(callbacks, key, LightningCallbackState(key, callback_state));
+    }
     Put(contents, "callbacks", callbacks);
     c10::impl::GenericList optimizers(c10::AnyType::get());
     for (const auto& optimizer : state.optimizers.optimizers) {
@@ -564,15 +587,9 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
       }
       if (kiln_wrote) {
         for (const auto& entry : DictField(top, "callbacks", "the checkpoint")) {
-          TORCH_CHECK(entry.key().isString() && entry.value().isGenericDict(), "'callbacks' holds a ",
-                      entry.value().tagKind(), " where a callback's state was expected");
-          CallbackState callback;
-          for (const auto& item : entry.value().toGenericDict()) {
-            TORCH_CHECK(item.key().isString() && item.value().isString(), "the state of callback ",
-                        entry.key().toStringRef(), " holds a ", item.value().tagKind(), " where text was expected");
-            callback[item.key().toStringRef()] = item.value().toStringRef();
-          }
-          loaded.callbacks[entry.key().toStringRef()] = std::move(callback);
+          TORCH_CHECK(entry.key().isString(), "'callbacks' has a key that is not text");
+          const std::string key = CurrentStateKey(entry.key().toStringRef());
+          loaded.callbacks[key] = KilnCallbackState(key, entry.value());
         }
         const GenericDict kiln = DictField(top, kKilnSectionKey, "the checkpoint");
         const c10::IValue& rng_value = Field(kiln, "rng_cpu", "'kiln'");

@@ -2,17 +2,18 @@
 // and its checks are checkpoint_io.h's. A checkpoint is a dictionary with Lightning's keys:
 //   epoch                      the epoch the loop was in (Lightning's trainer.current_epoch)
 //   global_step                optimizer steps so far
-//   pytorch-lightning_version  kLightningLayoutVersion: the Lightning release whose layout this follows (Lightning's
-//                              load_from_checkpoint needs the key)
+//   pytorch-lightning_version  kLightningLayoutVersion (lightning_layout.h): the oldest Lightning release whose layout
+//                              this is, labelled as Kiln's (Lightning's load_from_checkpoint needs the key)
 //   state_dict                 every parameter and buffer of the module, by its full name
-//   loops                      fit_loop's "epoch_loop.batch_progress" (batches done in the epoch, is_last_batch) and
-//                              "epoch_loop.state_dict" (_batches_that_stepped), as Lightning writes them
+//   loops                      Lightning's loop progress: the fit loop's epochs, batches, optimizer and scheduler steps
+//                              and its validation, and the validate, test and predict loops (lightning_layout.h)
 //   optimizer_states           each optimizer's state, as PyTorch lays it out (optimizer_state_dict.h)
 //   lr_schedulers              each scheduler's {"last_epoch", "_step_count"}, PyTorch's names for how often it
 //                              stepped (replayed on load); a MetricScheduler's (ReduceLROnPlateau's) whole
 //                              state_dict() instead, with PyTorch's keys (best, num_bad_epochs, cooldown_counter,
 //                              last_epoch, ...), loaded as it is
-//   callbacks                  each callback's state, under its state_key (text keys and values)
+//   callbacks                  each callback's non-empty state, under its state_key: text, with Lightning's types
+//                              for the callbacks Lightning also has (lightning_layout.h)
 //   hyper_parameters           the module's hyper-parameters (numbers and booleans as such), hparams_name "kwargs"
 //   <the data's state_key()>   the data module's state_dict(), as Lightning keeps a datamodule's (the built-in
 //                              tables': "TabularData", their columns, classes and feature statistics)
@@ -38,12 +39,11 @@
 #include "c10/core/Device.h"
 #include "trainer/core/callback.h"
 #include "trainer/core/data_loader.h"
+#include "trainer/checkpoint/lightning_layout.h"
 #include "trainer/core/lightning_module.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 
 namespace kiln {
-
-inline constexpr char kLightningLayoutVersion[] = "2.2.5";
 
 // Where the loops stand: what a checkpoint resumes.
 struct LoopProgress {
@@ -54,6 +54,8 @@ struct LoopProgress {
   // and the batches it has finished in it. At the end of an epoch `epoch` is already the next one.
   int64_t current_epoch = 0;
   int64_t batches_done = 0;
+  // Lightning's other counters, for its resume (written), and as the checkpoint held them (read).
+  LightningCounters lightning;
 };
 
 // The live objects a checkpoint captures and restores; the trainer owns them.

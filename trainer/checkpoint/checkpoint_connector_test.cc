@@ -16,6 +16,8 @@
 #include "torch/optim/sgd.h"
 #include "torch/utils.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/snapshot_dict.h"
+#include "trainer/checkpoint/torch_file.h"
 
 namespace kiln {
 namespace {
@@ -102,6 +104,99 @@ TEST(CheckpointWriterTest, SerialisationErrorOfASnapshotIsReturned) {
   EXPECT_NE(flushed.message().find(path), std::string::npos) << flushed;
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_EQ(writer.Submit(path, "bytes").code(), absl::StatusCode::kInternal);  // Kept, as for a failed write.
+}
+
+// Lightning's counters at the three places its own checkpoints are written (loops/fit_loop.py, training_epoch_loop.py):
+// an epoch loop tracker {ready, started, processed, completed} and the batch tracker's current counts.
+struct LightningPoint {
+  int64_t epoch;  // The checkpoint's "epoch".
+  int64_t epochs_started, epochs_processed, epochs_completed;
+  int64_t batches_processed, batches_completed;
+  bool is_last_batch;
+};
+
+c10::impl::GenericDict Tracker(int64_t ready, int64_t started, int64_t processed, int64_t completed) {
+  c10::impl::GenericDict counts = NewDict();
+  Put(counts, "ready", ready);
+  Put(counts, "completed", completed);
+  Put(counts, "started", started);
+  Put(counts, "processed", processed);
+  return counts;
+}
+
+// A checkpoint Lightning would write at `point`, with this test's module and optimizer state, written to `path`.
+void WriteLightningFile(const std::string& path, c10::impl::GenericDict contents, const LightningPoint& point) {
+  contents.erase(std::string(kKilnSectionKey));
+  Put(contents, "epoch", point.epoch);
+  c10::impl::GenericDict epochs = NewDict();
+  const auto epoch_tracker = [&] {
+    return Tracker(point.epochs_started, point.epochs_started, point.epochs_processed, point.epochs_completed);
+  };
+  Put(epochs, "total", epoch_tracker());
+  Put(epochs, "current", epoch_tracker());
+  c10::impl::GenericDict batches = NewDict();
+  const auto batch_tracker = [&] {
+    return Tracker(point.batches_processed, point.batches_processed, point.batches_processed, point.batches_completed);
+  };
+  Put(batches, "total", batch_tracker());
+  Put(batches, "current", batch_tracker());
+  Put(batches, "is_last_batch", point.is_last_batch);
+  c10::impl::GenericDict fit_loop = NewDict();
+  Put(fit_loop, "epoch_progress", epochs);
+  Put(fit_loop, "epoch_loop.batch_progress", batches);
+  c10::impl::GenericDict loops = NewDict();
+  Put(loops, "fit_loop", fit_loop);
+  Put(contents, "loops", loops);
+  absl::StatusOr<std::string> bytes = SerializeTorchFile(contents);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::ofstream(path, std::ios::binary) << *bytes;
+}
+
+TEST_F(SnapshotTest, ResumesLightningsFilesWhereLightningWould) {
+  absl::StatusOr<c10::impl::GenericDict> contents = SnapshotTrainingState("x.ckpt", State(), progress_);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  struct Case {
+    const char* where;
+    LightningPoint point;
+    int64_t epoch, batch_in_epoch;  // Where Lightning goes on.
+  };
+  const Case cases[] = {
+      // on_train_epoch_end of epoch 1 (4 batches): epoch 1 processed, not completed; epoch 2 starts.
+      {"the end of an epoch", {1, 2, 2, 1, 4, 4, true}, 2, 0},
+      // After fit: "epoch" is already the next one, not begun.
+      {"the end of a fit", {2, 2, 2, 2, 4, 4, true}, 2, 0},
+      // on_train_batch_end of batch 2 of epoch 1: that batch ran (processed) but is not completed; batch 3 is next.
+      {"a batch's end hooks", {1, 2, 1, 1, 3, 2, false}, 1, 3},
+      // on_validation_end after the epoch's last batch: its batches ran, its end has not.
+      {"validation after the last batch", {1, 2, 1, 1, 4, 4, true}, 1, 4},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.where);
+    const std::string path = ::testing::TempDir() + "/lightning_point.ckpt";
+    WriteLightningFile(path, contents->copy(), c.point);
+    absl::StatusOr<LoopProgress> progress = RestoreTrainingState(path, State(), c10::Device(c10::kCPU), true);
+    ASSERT_TRUE(progress.ok()) << progress.status();
+    EXPECT_EQ(progress->epoch, c.epoch);
+    EXPECT_EQ(progress->batch_in_epoch, c.batch_in_epoch);
+  }
+}
+
+TEST_F(SnapshotTest, LightningsCountersComeBackFromKilnsOwnFile) {
+  const std::string path = ::testing::TempDir() + "/counters.ckpt";
+  LoopProgress progress{.epoch = 1, .batch_in_epoch = 3, .global_step = 7, .current_epoch = 1, .batches_done = 3};
+  progress.lightning = {.batches_total = 7, .batches_completed = 2, .batches_that_stepped = 6, .steps_in_epoch = 3,
+                        .scheduler_steps_in_epoch = 0, .val_batches_in_epoch = 2, .val_batches_last_run = 2};
+  absl::StatusOr<std::string> bytes = DumpTrainingState(path, State(), progress);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  std::ofstream(path, std::ios::binary) << *bytes;
+  absl::StatusOr<LoopProgress> read = RestoreTrainingState(path, State(), c10::Device(c10::kCPU), true);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->epoch, 1);
+  EXPECT_EQ(read->batch_in_epoch, 3);
+  EXPECT_EQ(read->lightning.batches_total, 7);
+  EXPECT_EQ(read->lightning.batches_completed, 3);  // The batch being completed when it was written is done now.
+  EXPECT_EQ(read->lightning.steps_in_epoch, 3);
+  EXPECT_EQ(read->lightning.val_batches_in_epoch, 2);
 }
 
 }  // namespace

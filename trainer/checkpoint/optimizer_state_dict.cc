@@ -45,7 +45,12 @@ void PutTensor(GenericDict& dict, const char* key, const at::Tensor& tensor) {
   if (tensor.defined()) Put(dict, key, SnapshotTensor(tensor));
 }
 
-IValue Step(int64_t step) { return at::scalar_tensor(static_cast<double>(step), at::kDouble); }
+// PyTorch keeps `step` as a float32 tensor (so Lightning and torch.optim read it as their own); past 2^24, where
+// float32 no longer holds every whole number, as float64, which PyTorch's optimizers read as well.
+IValue Step(int64_t step) {
+  constexpr int64_t kFloat32Exact = int64_t{1} << 24;
+  return at::scalar_tensor(static_cast<double>(step), step <= kFloat32Exact ? at::kFloat : at::kDouble);
+}
 
 // PyTorch's names for the options LibTorch has no counterpart of, with the values that mean "as LibTorch does".
 void PutPyTorchOnly(GenericDict& group, Kind kind) {

@@ -66,6 +66,7 @@ absl::Status AutomaticOptimization::Step(LightningModule& model) {
           trainer.global_step_ % scheduler.frequency == 0) {
         scheduler.scheduler->step();
         ++trainer.scheduler_steps_[i];
+        ++trainer.scheduler_steps_in_epoch_;
       }
     }
   });
@@ -78,6 +79,7 @@ absl::Status AutomaticOptimization::StepScheduler(size_t index) {
     return CallUser("lr scheduler step", [&] {
       config.scheduler->step();
       ++trainer_.scheduler_steps_[index];
+      ++trainer_.scheduler_steps_in_epoch_;
     });
   }
   const MetricMap& metrics = trainer_.callback_metrics();
@@ -95,6 +97,7 @@ absl::Status AutomaticOptimization::StepScheduler(size_t index) {
   return CallUser("lr scheduler step", [&] {
     metric_scheduler->step(found->second);
     ++trainer_.scheduler_steps_[index];
+    ++trainer_.scheduler_steps_in_epoch_;
   });
 }
 

@@ -129,6 +129,12 @@ absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const st
   trainer.next_batch_in_epoch_ = 0;
   trainer.batches_done_in_epoch_ = 0;
   trainer.batches_that_stepped_ = 0;
+  trainer.batches_total_ = 0;
+  trainer.batches_completed_in_epoch_ = 0;
+  trainer.steps_in_epoch_ = 0;
+  trainer.scheduler_steps_in_epoch_ = 0;
+  trainer.val_batches_in_epoch_ = 0;
+  trainer.val_batches_last_run_ = 0;
   trainer.should_stop_ = false;
   trainer.skipped_batches_ = 0;
   trainer.skip_window_ = false;

@@ -77,6 +77,12 @@ absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoa
   trainer.next_epoch_ = trainer.current_epoch_;
   trainer.next_batch_in_epoch_ = first_batch;
   trainer.batches_done_in_epoch_ = first_batch;
+  if (first_batch == 0) {
+    trainer.batches_completed_in_epoch_ = 0;
+    trainer.steps_in_epoch_ = 0;
+    trainer.scheduler_steps_in_epoch_ = 0;
+    trainer.val_batches_in_epoch_ = 0;
+  }
   validate_this_epoch_ = val != nullptr && limits_.val_batches > 0 &&
                          (trainer.current_epoch_ + 1) % trainer.options_.check_val_every_n_epoch == 0;
   model.train();
@@ -172,6 +178,7 @@ absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& tra
   const bool last_batch = batch_idx + 1 == limits_.train_batches;
   const bool step_now = (batch_idx + 1) % options.accumulate_grad_batches == 0 || last_batch;
   StepResult result;
+  ++trainer.batches_total_;
   if (absl::Status status = TrainingStep(model, train, batch_idx, step_now, result); !status.ok()) return status;
   if (result.nonfinite && options.on_nonfinite_loss == "stop") {
     return NonFiniteLossError(
@@ -183,6 +190,7 @@ absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& tra
   }
   const bool stepped = step_now && !SkipsBatch(result, batch_idx, step_now);
   if (stepped) {
+    ++trainer.steps_in_epoch_;
     if (absl::Status status = optimization_.Step(model); !status.ok()) return status;
     if (absl::Status status = LogStep(); !status.ok()) return status;
   }
@@ -202,6 +210,7 @@ absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, DataLoader* v
                                            bool* stop) {
   Trainer& trainer = trainer_;
   const TrainerOptions& options = trainer.options_;
+  trainer.batches_completed_in_epoch_ = batch_idx + 1;
   const bool last_batch = batch_idx + 1 == limits_.train_batches;
   const bool val_now = validate_this_epoch_ && ((batch_idx + 1) % limits_.val_check_batch == 0 ||
                                                 (last_batch && limits_.val_at_epoch_end));
@@ -211,6 +220,8 @@ absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, DataLoader* v
     absl::StatusOr<MetricMap> val_metrics =
         EvaluationLoop(trainer, Stage::kValidate).Run(model, *val, limits_.val_batches);
     if (!val_metrics.ok()) return val_metrics.status();
+    trainer.val_batches_last_run_ = std::min(limits_.val_batches, val->num_batches());
+    trainer.val_batches_in_epoch_ += trainer.val_batches_last_run_;
     model.train();
   }
   // Step-interval metric schedulers step after the batch's validation, as Lightning's plateau schedulers do.

@@ -1,0 +1,281 @@
+// Lightning's loops and callback states in a checkpoint (lightning_layout.h).
+#include "trainer/checkpoint/lightning_layout.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "trainer/checkpoint/snapshot_dict.h"
+
+namespace kiln {
+namespace {
+
+using c10::impl::GenericDict;
+
+// Lightning's progress trackers: {"ready", "completed", "started", "processed"} in its field order, the last two only
+// where the tracker has them.
+GenericDict Counts(int64_t ready, int64_t started, int64_t processed, int64_t completed, bool all_four = true) {
+  GenericDict counts = NewDict(/*capacity=*/4);
+  Put(counts, "ready", ready);
+  Put(counts, "completed", completed);
+  if (all_four) {
+    Put(counts, "started", started);
+    Put(counts, "processed", processed);
+  }
+  return counts;
+}
+
+GenericDict Progress(GenericDict total, GenericDict current) {
+  GenericDict progress = NewDict(/*capacity=*/3);
+  Put(progress, "total", std::move(total));
+  Put(progress, "current", std::move(current));
+  return progress;
+}
+
+// A tracker whose every count is `n` (a run that finished n batches, or steps).
+GenericDict Finished(int64_t n, bool all_four = true) { return Counts(n, n, n, n, all_four); }
+
+// An evaluation loop's entry (validate_loop, test_loop, predict_loop): Kiln keeps no progress for them across a
+// checkpoint, as Lightning keeps none that it resumes from.
+GenericDict EvaluationLoopEntry(bool has_last_batch) {
+  GenericDict batches = Progress(Finished(0), Finished(0));
+  if (has_last_batch) Put(batches, "is_last_batch", false);
+  GenericDict loop = NewDict(/*capacity=*/2);
+  Put(loop, "state_dict", NewDict());
+  Put(loop, "batch_progress", std::move(batches));
+  return loop;
+}
+
+// dict[path...] as a count in [0, 2^40); `fallback` when absent, not an integer or out of range.
+int64_t FindCount(const GenericDict& dict, const std::vector<std::string>& path, int64_t fallback) {
+  c10::IValue level(dict);
+  for (const std::string& key : path) {
+    if (!level.isGenericDict()) return fallback;
+    const GenericDict current = level.toGenericDict();
+    auto found = current.find(c10::IValue(key));
+    if (found == current.end()) return fallback;
+    level = found->value();
+  }
+  if (!level.isInt()) return fallback;
+  const int64_t value = level.toInt();
+  return value >= 0 && value < (int64_t{1} << 40) ? value : fallback;
+}
+
+// The value types Lightning's own callbacks keep, for the keys Kiln's same-named callbacks write as text.
+enum class Kind { kTensor, kInt, kScores };
+struct TypedKey {
+  const char* callback;  // The state key's start: the callback's class.
+  const char* key;
+  Kind kind;
+};
+constexpr TypedKey kTypedKeys[] = {
+    {"ModelCheckpoint{", "best_model_score", Kind::kTensor}, {"ModelCheckpoint{", "best_k_models", Kind::kScores},
+    {"ModelCheckpoint{", "last_saved_step", Kind::kInt},     {"EarlyStopping{", "best_score", Kind::kTensor},
+    {"EarlyStopping{", "wait_count", Kind::kInt},            {"EarlyStopping{", "stopped_epoch", Kind::kInt},
+    {"EarlyStopping{", "patience", Kind::kInt},
+};
+
+const TypedKey* FindTypedKey(const std::string& state_key, const std::string& key) {
+  for (const TypedKey& typed : kTypedKeys) {
+    if (absl::StartsWith(state_key, typed.callback) && key == typed.key) return &typed;
+  }
+  return nullptr;
+}
+
+// Text as Lightning's type; the text itself when it does not parse (the callback then reports it on load).
+c10::IValue Typed(Kind kind, const std::string& text) {
+  switch (kind) {
+    case Kind::kTensor: {
+      double number = 0;
+      if (absl::SimpleAtod(text, &number)) return at::scalar_tensor(number, at::kDouble);
+      break;
+    }
+    case Kind::kInt: {
+      int64_t number = 0;
+      if (absl::SimpleAtoi(text, &number)) return number;
+      break;
+    }
+    case Kind::kScores: {
+      GenericDict scores = NewDict();
+      for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+        std::vector<std::string> fields = absl::StrSplit(line, absl::MaxSplits('\t', 1));
+        double score = 0;
+        if (fields.size() != 2 || !absl::SimpleAtod(fields[1], &score)) return text;
+        Put(scores, fields[0], at::scalar_tensor(score, at::kDouble));
+      }
+      return scores;
+    }
+  }
+  return text;
+}
+
+std::string Number(double value) { return absl::StrFormat("%.17g", value); }
+
+// One value of a callback's state as Kiln's text into `text`; false for what Kiln does not read back (None, and
+// dictionaries only Lightning reads).
+bool AsText(const std::string& state_key, const std::string& key, const c10::IValue& value, std::string* text) {
+  if (value.isString()) {
+    *text = value.toStringRef();
+  } else if (value.isInt()) {
+    *text = absl::StrCat(value.toInt());
+  } else if (value.isDouble()) {
+    *text = Number(value.toDouble());
+  } else if (value.isBool()) {
+    *text = value.toBool() ? "true" : "false";
+  } else if (value.isTensor() && value.toTensor().numel() == 1) {
+    *text = Number(value.toTensor().to(at::kDouble).item<double>());
+  } else if (value.isGenericDict()) {
+    const TypedKey* typed = FindTypedKey(state_key, key);
+    if (typed == nullptr || typed->kind != Kind::kScores) return false;  // Lightning's own, such as Timer's.
+    text->clear();
+    for (const auto& entry : value.toGenericDict()) {
+      std::string score;
+      TORCH_CHECK(entry.key().isString() && AsText(state_key, key, entry.value(), &score), "the state of callback ",
+                  state_key, ": '", key, "' holds a ", entry.value().tagKind(), " where a score was expected");
+      absl::StrAppend(text, entry.key().toStringRef(), "\t", score, "\n");
+    }
+  } else if (value.isNone()) {
+    return false;
+  } else {
+    TORCH_CHECK(false, "the state of callback ", state_key, " holds a ", value.tagKind(), " under '", key,
+                "' where text or a number was expected");
+  }
+  return true;
+}
+
+}  // namespace
+
+GenericDict LightningLoops(const LightningLoopPosition& position, const LightningCounters& counters,
+                           int64_t scheduler_steps) {
+  const int64_t epoch = position.current_epoch;
+  const int64_t done = position.batches_done;
+  // Mid-epoch, a batch whose on_train_batch_end hooks have not returned yet is started but not completed.
+  const int64_t completed = position.epoch_ended ? done : std::min(done, counters.batches_completed);
+  const int64_t total = std::max(counters.batches_total, done);
+  GenericDict batches = Progress(Counts(total, total, total, total - (done - completed)),
+                                 Counts(done, done, done, completed));
+  Put(batches, "is_last_batch", position.epoch_ended);
+  // Lightning counts an epoch as processed once its batches are, and completed once on_train_epoch_end has run and
+  // the next one is about to start.
+  const int64_t processed_epochs = position.epoch_ended ? epoch + 1 : epoch;
+  const GenericDict epochs = Counts(epoch + 1, epoch + 1, processed_epochs, epoch);
+
+  GenericDict epoch_loop_state = NewDict(/*capacity=*/1);
+  Put(epoch_loop_state, "_batches_that_stepped", counters.batches_that_stepped);
+  const int64_t steps = position.global_step;
+  GenericDict optimizer = NewDict(/*capacity=*/2);
+  Put(optimizer, "step", Progress(Finished(steps, false), Finished(counters.steps_in_epoch, false)));
+  // zero_grad's tracker has "started" but no "processed": Lightning's field order is ready, completed, started.
+  GenericDict zero_grad_total = NewDict(/*capacity=*/3);
+  GenericDict zero_grad_current = NewDict(/*capacity=*/3);
+  for (auto [dict, n] : {std::pair<GenericDict*, int64_t>{&zero_grad_total, steps},
+                         {&zero_grad_current, counters.steps_in_epoch}}) {
+    Put(*dict, "ready", n);
+    Put(*dict, "completed", n);
+    Put(*dict, "started", n);
+  }
+  Put(optimizer, "zero_grad", Progress(zero_grad_total, zero_grad_current));
+  GenericDict optim_progress = NewDict(/*capacity=*/1);
+  Put(optim_progress, "optimizer", optimizer);
+  GenericDict val_batches =
+      Progress(Finished(counters.val_batches_in_epoch), Finished(counters.val_batches_last_run));
+  Put(val_batches, "is_last_batch", counters.val_batches_last_run > 0);
+
+  GenericDict fit_loop = NewDict(/*capacity=*/12);
+  Put(fit_loop, "state_dict", NewDict());
+  Put(fit_loop, "epoch_loop.state_dict", epoch_loop_state);
+  Put(fit_loop, "epoch_loop.batch_progress", batches);
+  Put(fit_loop, "epoch_loop.scheduler_progress",
+      Progress(Finished(scheduler_steps, false), Finished(counters.scheduler_steps_in_epoch, false)));
+  Put(fit_loop, "epoch_loop.automatic_optimization.state_dict", NewDict());
+  Put(fit_loop, "epoch_loop.automatic_optimization.optim_progress", optim_progress);
+  Put(fit_loop, "epoch_loop.manual_optimization.state_dict", NewDict());
+  Put(fit_loop, "epoch_loop.manual_optimization.optim_step_progress",
+      Progress(Finished(0, false), Finished(0, false)));
+  Put(fit_loop, "epoch_loop.val_loop.state_dict", NewDict());
+  Put(fit_loop, "epoch_loop.val_loop.batch_progress", val_batches);
+  Put(fit_loop, "epoch_progress", Progress(epochs, epochs));
+
+  GenericDict loops = NewDict(/*capacity=*/4);
+  Put(loops, "fit_loop", fit_loop);
+  Put(loops, "validate_loop", EvaluationLoopEntry(/*has_last_batch=*/true));
+  Put(loops, "test_loop", EvaluationLoopEntry(/*has_last_batch=*/true));
+  Put(loops, "predict_loop", EvaluationLoopEntry(/*has_last_batch=*/false));
+  return loops;
+}
+
+LightningCounters ReadLightningCounters(const GenericDict& checkpoint, const LightningLoopPosition& position) {
+  LightningCounters counters;
+  const auto count = [&](std::vector<std::string> path, int64_t fallback) {
+    path.insert(path.begin(), {"loops", "fit_loop"});
+    return FindCount(checkpoint, path, fallback);
+  };
+  counters.batches_total = std::max(count({"epoch_loop.batch_progress", "total", "ready"}, 0), position.batches_done);
+  counters.batches_completed = position.batches_done;
+  counters.batches_that_stepped = position.global_step;
+  counters.steps_in_epoch =
+      count({"epoch_loop.automatic_optimization.optim_progress", "optimizer", "step", "current", "completed"},
+                std::min(position.global_step, position.batches_done));
+  counters.scheduler_steps_in_epoch = count({"epoch_loop.scheduler_progress", "current", "completed"}, 0);
+  counters.val_batches_in_epoch = count({"epoch_loop.val_loop.batch_progress", "total", "completed"}, 0);
+  counters.val_batches_last_run = count({"epoch_loop.val_loop.batch_progress", "current", "completed"}, 0);
+  if (position.epoch_ended) {
+    // The next epoch starts with its own counts.
+    counters.batches_completed = 0;
+    counters.steps_in_epoch = 0;
+    counters.scheduler_steps_in_epoch = 0;
+    counters.val_batches_in_epoch = 0;
+  }
+  return counters;
+}
+
+GenericDict LightningCallbackState(const std::string& state_key, const CallbackState& state) {
+  GenericDict out = NewDict(state.size() + 1);
+  for (const auto& [key, text] : state) {
+    const TypedKey* typed = FindTypedKey(state_key, key);
+    Put(out, key, typed == nullptr ? c10::IValue(text) : Typed(typed->kind, text));
+  }
+  // Lightning's ModelCheckpoint reads its best score whether or not there is one.
+  if (absl::StartsWith(state_key, "ModelCheckpoint{") && state.count("best_model_score") == 0) {
+    Put(out, "best_model_score", c10::IValue());
+  }
+  if (state_key == "Timer") {
+    // Lightning's Timer resumes from the training time under "time_elapsed".
+    auto found = state.find("time_elapsed_seconds");
+    double seconds = 0;
+    if (found != state.end() && absl::SimpleAtod(found->second, &seconds)) {
+      GenericDict elapsed = NewDict(/*capacity=*/1);
+      Put(elapsed, "train", seconds);
+      Put(out, "time_elapsed", elapsed);
+    }
+  }
+  return out;
+}
+
+CallbackState KilnCallbackState(const std::string& state_key, const c10::IValue& value) {
+  TORCH_CHECK(value.isGenericDict(), "'callbacks' holds a ", value.tagKind(), " where the state of callback ",
+              state_key, " was expected");
+  CallbackState state;
+  for (const auto& item : value.toGenericDict()) {
+    TORCH_CHECK(item.key().isString(), "the state of callback ", state_key, " has a key that is not text");
+    std::string text;
+    if (AsText(state_key, item.key().toStringRef(), item.value(), &text)) state[item.key().toStringRef()] = text;
+  }
+  return state;
+}
+
+std::string CurrentStateKey(const std::string& state_key) {
+  if (!absl::StartsWith(state_key, "ModelCheckpoint{") || !absl::EndsWith(state_key, "}") ||
+      absl::StrContains(state_key, "'train_time_interval'")) {
+    return state_key;
+  }
+  return absl::StrCat(state_key.substr(0, state_key.size() - 1), ", 'train_time_interval': None}");
+}
+
+}  // namespace kiln
