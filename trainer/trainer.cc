@@ -102,9 +102,10 @@ Trainer::Trainer(TrainerOptions options)
     options_.limit_train_batches = options_.overfit_batches;
     options_.limit_val_batches = options_.overfit_batches;
   }
-  // Lightning's logger=True. They claim their folder only when a run sets them up.
+  // Lightning's logger=True, with a CSV logger beside its TensorBoard logger; each has its own version folder, as
+  // Lightning's loggers do, claimed only when a run sets them up (the CSV logger's first: it holds the checkpoints).
   if (options_.logger && options_.loggers.empty() && options_.fast_dev_run == 0) {
-    auto folder = std::make_shared<RunFolder>(LogDirOptions{.save_dir = options_.default_root_dir});
+    const LogDirOptions folder{.save_dir = options_.default_root_dir};
     options_.loggers = {std::make_shared<CsvLogger>(folder), std::make_shared<TensorBoardLogger>(folder)};
   }
 }

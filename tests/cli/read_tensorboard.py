@@ -1,11 +1,13 @@
-"""Reads a run folder's TensorBoard event file with Google's protobuf runtime and checks it against the run's
-metrics.csv and hparams.yaml. Usage: read_tensorboard.py <protos folder> <build folder> <run folder>.
+"""Reads a run's TensorBoard event file with Google's protobuf runtime and checks it against the run's metrics.csv
+and hparams.yaml. Usage: read_tensorboard.py <protos folder> <build folder> <CSV logger's folder> <TensorBoard
+logger's folder> (each logger has a version folder of its own, as Lightning's do).
 
 Checks: TFRecord framing with valid masked CRC-32C (crcmod) on every length and payload, nothing left over; the first
 event is the file version; every record decodes completely (re-serialising gives the same bytes, so no field was
 left unknown); every metrics.csv cell is a scalar with that tag, step and float32 value, and there is no other
-scalar; the HParams plugin's session start holds hparams.yaml's values with their types; the session ends with
-STATUS_SUCCESS. Prints a short account and exits 1 on the first failure.
+scalar but Lightning's hp_metric = -1 at step 0; the HParams plugin's experiment lists every hyper-parameter with
+its type and hp_metric as the metric; its session start holds hparams.yaml's values with their types (the same
+hparams.yaml in both folders); the session ends with STATUS_SUCCESS. Prints a short account and exits 1 on the first failure.
 """
 import csv
 import glob
@@ -17,7 +19,7 @@ import sys
 
 import crcmod.predefined
 
-protos, build, run = sys.argv[1:4]
+protos, build, csv_run, run = sys.argv[1:5]
 sources = [os.path.relpath(p, protos) for p in glob.glob(os.path.join(protos, "tensorboard", "**", "*.proto"),
                                                          recursive=True)]
 os.makedirs(build, exist_ok=True)
@@ -63,6 +65,7 @@ while at < len(blob):
 
 scalars = {}
 hparams = None
+experiment = None
 end_status = None
 for index, data in enumerate(records):
     event = event_pb2.Event()
@@ -88,7 +91,9 @@ for index, data in enumerate(records):
             content = plugin_data_pb2.HParamsPluginData()
             content.ParseFromString(value.metadata.plugin_data.content)
             which = content.WhichOneof("data")
-            if which == "session_start_info" and value.tag == "_hparams_/session_start_info":
+            if which == "experiment" and value.tag == "_hparams_/experiment":
+                experiment = content.experiment
+            elif which == "session_start_info" and value.tag == "_hparams_/session_start_info":
                 hparams = content.session_start_info.hparams
             elif which == "session_end_info" and value.tag == "_hparams_/session_end_info":
                 end_status = content.session_end_info.status
@@ -97,9 +102,18 @@ for index, data in enumerate(records):
         else:
             fail("unexpected summary value %s" % value)
 
+# Lightning's placeholder for the HParams dashboard's metric column: hp_metric = -1 at step 0, declared by the
+# experiment, which lists every hyper-parameter with its type.
+if scalars.pop(("hp_metric", 0), None) != -1:
+    fail("no hp_metric = -1 at step 0")
+if experiment is None:
+    fail("no _hparams_/experiment summary")
+if [m.name.tag for m in experiment.metric_infos] != ["hp_metric"]:
+    fail("the experiment's metrics are %s, not hp_metric" % [m.name.tag for m in experiment.metric_infos])
+
 # Every metrics.csv cell is a scalar, and nothing else is.
 expected = {}
-with open(os.path.join(run, "metrics.csv")) as f:
+with open(os.path.join(csv_run, "metrics.csv")) as f:
     for row in csv.DictReader(f):
         step = int(row.pop("step"))
         for tag, cell in row.items():
@@ -116,6 +130,8 @@ for key, value in expected.items():
 if hparams is None:
     fail("no session_start_info")
 yaml = {}
+if open(os.path.join(csv_run, "hparams.yaml")).read() != open(os.path.join(run, "hparams.yaml")).read():
+    fail("the two loggers' hparams.yaml differ")
 for line in open(os.path.join(run, "hparams.yaml")):
     key, _, text = line.rstrip("\n").partition(": ")
     yaml[key] = text[1:-1] if text.startswith('"') else text
@@ -132,6 +148,14 @@ for key, text in yaml.items():
         fail("hparam %s: %s, expected the number %s" % (key, value, text))
     if number is None and not (kind == "string_value" and value.string_value == text):
         fail("hparam %s: %s, expected the text %r" % (key, value, text))
+types = {info.name: api_pb2.DataType.Name(info.type) for info in experiment.hparam_infos}
+for key, value in hparams.items():
+    want = {"number_value": "DATA_TYPE_FLOAT64", "string_value": "DATA_TYPE_STRING",
+            "bool_value": "DATA_TYPE_BOOL"}[value.WhichOneof("kind")]
+    if types.get(key) != want:
+        fail("the experiment lists hparam %s as %s, its value is a %s" % (key, types.get(key), want))
+if sorted(types) != sorted(hparams):
+    fail("the experiment lists %s, the session %s" % (sorted(types), sorted(hparams)))
 if end_status != api_pb2.STATUS_SUCCESS:
     fail("the session ended with status %s, not STATUS_SUCCESS" % end_status)
 

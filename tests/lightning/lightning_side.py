@@ -10,6 +10,10 @@
   lightning_side.py evaluate DIR CKPT SEED KILN_VAL_LOSS
       Lightning's validate, test and predict with ckpt_path=CKPT (no warnings); validate's val_loss must equal
       KILN_VAL_LOSS, what Kiln logged for the same weights and rows, to float tolerance.
+  lightning_side.py rebuild RUN_DIR CKPT ROWS_CSV KILN_PREDICTIONS_CSV
+      Rebuilds Kiln's MLP from the run's hparams.yaml alone (sizes and activation) as torch.nn.Sequential, loads the
+      checkpoint's state_dict into it, and checks its class probabilities for ROWS_CSV against Kiln's predictions;
+      also that the checkpoint's hyper_parameters say what hparams.yaml says.
 
 Kiln splits the rows with LibTorch's randperm(rows) on a CPU generator seeded with --seed; PyTorch's randperm is the
 same kernel (the same 2.x release), so the rows below are Kiln's.
@@ -179,6 +183,36 @@ def evaluate(directory, ckpt, seed, kiln_val_loss):
           f"(Kiln: {kiln_val_loss:.6f}), {rows} predictions")
 
 
+def rebuild(run_dir, ckpt, rows_csv, predictions_csv):
+    import yaml  # PyYAML, which Lightning needs too.
+
+    hparams = yaml.safe_load(open(f"{run_dir}/hparams.yaml"))
+    checkpoint = torch.load(ckpt, weights_only=True)
+    if checkpoint["hyper_parameters"] != hparams:
+        sys.exit(f"FAIL: the checkpoint's hyper_parameters {checkpoint['hyper_parameters']} are not hparams.yaml's "
+                 f"{hparams}")
+    if hparams.get("model") != "mlp" or "activation" not in hparams:
+        sys.exit(f"FAIL: hparams.yaml does not describe an MLP with its activation: {hparams}")
+    activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "gelu": torch.nn.GELU}[hparams["activation"]]
+    sizes = [hparams["num_features"]] + [int(h) for h in str(hparams["hidden_sizes"]).split(",") if h]
+    layers = []
+    for size_in, size_out in zip(sizes, sizes[1:]):
+        layers += [torch.nn.Linear(size_in, size_out), activation()]
+    layers.append(torch.nn.Linear(sizes[-1], hparams["num_outputs"]))
+    net = torch.nn.Sequential(*layers)
+    net.load_state_dict({k.removeprefix("net."): v for k, v in checkpoint["state_dict"].items()})
+    lines = open(rows_csv).read().split("\n")[1:]
+    rows = torch.tensor([[float(c) for c in line.split(",")] for line in lines if line])
+    with torch.no_grad():
+        mine = net(rows).softmax(1)
+    theirs = torch.tensor([[float(c) for c in line.split(",")[2:]]
+                           for line in open(predictions_csv).read().split("\n")[1:] if line])
+    if not torch.allclose(mine, theirs, rtol=1e-5, atol=1e-6):
+        sys.exit(f"FAIL: the MLP rebuilt from hparams.yaml predicts {mine.tolist()}, Kiln predicted {theirs.tolist()}")
+    print(f"the {hparams['activation']} MLP {sizes + [hparams['num_outputs']]} rebuilt from hparams.yaml predicts "
+          f"what Kiln predicted for {len(rows)} rows")
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
     if command == "make":
@@ -187,5 +221,7 @@ if __name__ == "__main__":
         resume(args[0], args[1], int(args[2]), args[3], int(args[4]), int(args[5]), int(args[6]), int(args[7]))
     elif command == "evaluate":
         evaluate(args[0], args[1], int(args[2]), float(args[3]))
+    elif command == "rebuild":
+        rebuild(*args)
     else:
         sys.exit(f"unknown command {command!r}")

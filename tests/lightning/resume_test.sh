@@ -4,7 +4,9 @@
 #      Adam's state at that step, and warns about nothing in it;
 #   2. and Kiln's mid-epoch checkpoint at the batch after the one it was written from;
 #   3. Lightning's validate, test and predict take Kiln's checkpoint, and validate to the val_loss Kiln logged;
-#   4. the round trip Kiln (2 epochs) -> Lightning (epoch 3) -> Kiln (epoch 4) ends where 4 epochs of Kiln end.
+#   4. the round trip Kiln (2 epochs) -> Lightning (epoch 3) -> Kiln (epoch 4) ends where 4 epochs of Kiln end;
+#   5. Kiln's built-in MLP, rebuilt in PyTorch from nothing but its run's hparams.yaml and checkpoint, predicts what
+#      Kiln predicts.
 # Both sides train on the same rows in the same order (lightning_side.py says how).
 set -uo pipefail
 fit=$PWD/trainer/cli/fit
@@ -69,9 +71,19 @@ if [[ -f from_lightning.ckpt ]]; then
     fail "Kiln -> Lightning -> Kiln did not end where 4 epochs of Kiln end"
 fi
 
+# 5. The model described by its files.
+"$fit" --data=train.csv --normalize=false --hidden_sizes=12,6 --max_epochs=2 --seed=$seed --default_root_dir=mlp_run \
+  --enable_progress_bar=false >mlp.log 2>&1 || { tail mlp.log; fail "Kiln's MLP fit failed"; }
+head -4 train.csv | cut -d, -f1-8 >rows.csv
+"$fit" --data=train.csv --normalize=false --hidden_sizes=12,6 --seed=$seed --default_root_dir=mlp_run --mode=predict \
+  --ckpt_path=last --predict_data=rows.csv --predictions=kiln_predictions.csv --enable_progress_bar=false \
+  >predict.log 2>&1 || { tail predict.log; fail "Kiln's prediction failed"; }
+lightning rebuild mlp_run/lightning_logs/version_0 mlp_run/lightning_logs/version_0/checkpoints/last.ckpt rows.csv \
+  kiln_predictions.csv || fail "the MLP rebuilt from the run's files does not predict what Kiln predicts"
+
 if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1
 fi
 echo "PASS: Lightning $("$python" -c 'import lightning; print(lightning.__version__)') resumes, validates, tests and" \
-  "predicts from Kiln's checkpoints, and the round trip ends where Kiln alone does"
+  "predicts from Kiln's checkpoints, the round trip ends where Kiln alone does, and the run's files describe its model"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the README's library example (library_example.cc, taken from README.md) and checks what it promises: its
 # callback's hooks ran (on_train_start, on_train_batch_end's outputs, on_train_end), it learned (3 classes: chance
-# is 0.33), and TrainerOptions' defaults did what Lightning's do: CSV and TensorBoard logs and checkpoints in
-# lightning_logs/version_0, and the model summary.
+# is 0.33), and TrainerOptions' defaults did what Lightning's do: CSV logs and checkpoints in lightning_logs/version_0,
+# TensorBoard's in version_1 (each logger its own version, as Lightning's loggers have), and the model summary.
 set -uo pipefail
 example=$PWD/tests/readme/library_example
 work=${TEST_TMPDIR:-$(mktemp -d)}
@@ -29,10 +29,12 @@ ls "$run"/checkpoints/epoch=*-step=*.ckpt >/dev/null 2>&1 || fail "no checkpoint
 for file in metrics.csv hparams.yaml; do
   [[ -s "$run/$file" ]] || fail "the default loggers and checkpointing did not write $run/$file: $(ls -R "$work/run")"
 done
-ls "$run"/events.out.tfevents.* >/dev/null 2>&1 || fail "no TensorBoard event file in $run"
+tensorboard=$work/run/lightning_logs/version_1
+ls "$tensorboard"/events.out.tfevents.* >/dev/null 2>&1 || fail "no TensorBoard event file in $tensorboard"
 grep -q '^epoch,' "$run/metrics.csv" || grep -q ',epoch' "$run/metrics.csv" || fail "metrics.csv has no epoch column"
 grep -q 'test_acc' "$run/metrics.csv" || fail "trainer.test after fit did not log into the same run: $(head -2 "$run/metrics.csv")"
-[[ $(ls "$run"/events.out.tfevents.* | wc -l) -eq 2 ]] || fail "fit and test should each write an event file in $run"
+[[ $(ls "$tensorboard"/events.out.tfevents.* | wc -l) -eq 2 ]] ||
+  fail "fit and test should each write an event file in $tensorboard"
 grep -q 'val_loss' "$run/metrics.csv" || fail "metrics.csv has no val_loss: $(head -2 "$run/metrics.csv")"
 grep -q 'Total params' "$work/stderr" || fail "no model summary on standard error"
 

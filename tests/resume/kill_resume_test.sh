@@ -39,8 +39,9 @@ grep -o "Restored from checkpoint .*" "$work/b2.log" || fail "the resumed run di
 
 resumed_from=$(field "$work/b.json" resumed_from)
 [[ "$resumed_from" == "$work/b/lightning_logs/version_0/checkpoints/"* ]] || fail "resumed_from is '$resumed_from'"
-# The resumed run logs into the next version folder, as Lightning's loggers do.
-[[ $(field "$work/b.json" log_dir) == "$work/b/lightning_logs/version_1" ]] || fail "log_dir is not version_1"
+# The resumed run logs into the next version folders, as Lightning's loggers do: the killed run's CSV and TensorBoard
+# loggers took version_0 and version_1, so the resumed run's CSV logger (its run folder) takes version_2.
+[[ $(field "$work/b.json" log_dir) == "$work/b/lightning_logs/version_2" ]] || fail "log_dir is not version_2"
 [[ $(field "$work/b.json" global_step) == $(field "$work/a.json" global_step) ]] || fail "global steps differ"
 a=$(field "$work/a.json" params_sha256)
 b=$(field "$work/b.json" params_sha256)

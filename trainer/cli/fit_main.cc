@@ -171,13 +171,20 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
            const std::vector<std::string>& expanded) {
   TrainerOptions options = config.trainer;
   const OutputSpec& outputs = config.outputs;
-  // One folder for every logger of the run, claimed when the run starts (Logger::setup).
-  auto folder = std::make_shared<RunFolder>(outputs.log_dir);
+  // Each logger has its own version folder, as Lightning's loggers do (the same one when --log_version names it),
+  // claimed in the order of --logger when the run starts (Logger::setup). The first one's holds the checkpoints and
+  // config.yaml.
+  std::shared_ptr<RunFolder> folder;
+  const auto own_folder = [&] {
+    auto made = std::make_shared<RunFolder>(outputs.log_dir);
+    if (folder == nullptr) folder = made;
+    return made;
+  };
   std::shared_ptr<TensorBoardLogger> tensorboard;
   for (const std::string& name : outputs.loggers) {
-    if (name == "csv") options.loggers.push_back(std::make_shared<CsvLogger>(folder));
+    if (name == "csv") options.loggers.push_back(std::make_shared<CsvLogger>(own_folder()));
     if (name == "tensorboard") {
-      tensorboard = std::make_shared<TensorBoardLogger>(folder);
+      tensorboard = std::make_shared<TensorBoardLogger>(own_folder());
       tensorboard->set_session_status(SessionStatus::kFailure);  // Until fit reaches its end.
       options.loggers.push_back(tensorboard);
       options.callbacks.push_back(

@@ -55,11 +55,12 @@ $fit --config="$saved" --summary_json=again.json >/dev/null 2>"$work/config.err"
 sha() { sed -n -E 's/.*"params_sha256": "([0-9a-f]+)".*/\1/p' "$1"; }
 [[ -n "$(sha first.json)" && "$(sha first.json)" == "$(sha again.json)" ]] ||
   fail "--config=$saved trained other parameters: $(sha first.json) vs $(sha again.json)"
-[[ -s lightning_logs/version_1/config.yaml ]] || fail "the repeated run did not write version_1/config.yaml"
+# Each logger takes a version: the first run's CSV and TensorBoard loggers took 0 and 1, the repeated run's 2 and 3.
+[[ -s lightning_logs/version_2/config.yaml ]] || fail "the repeated run did not write version_2/config.yaml"
 printed=$($fit --config="$saved" --max_epochs=7 --print_config 2>&1)
 grep -q '^  max_epochs: 7$' <<<"$printed" || fail "--max_epochs=7 did not override the config file: $printed"
 grep -q '^  learning_rate: 0.01$' <<<"$printed" || fail "--print_config lost the file's learning_rate: $printed"
-[[ ! -e lightning_logs/version_2 ]] || fail "--print_config started a run"
+[[ ! -e lightning_logs/version_4 ]] || fail "--print_config started a run"
 # A file as LightningCLI users write it: callbacks by class path, logger: false.
 cat >lightning.yaml <<'YAML'
 seed_everything: 3

@@ -58,6 +58,7 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
   if (spec.lr_scheduler.warmup_iters > 0) hparams["warmup_iters"] = absl::StrCat(spec.lr_scheduler.warmup_iters);
   if (spec.model == "mlp") {
     hparams["hidden_sizes"] = absl::StrJoin(spec.hidden_sizes, ",");
+    hparams["activation"] = kMlpActivation;
     absl::StatusOr<std::shared_ptr<SupervisedModule>> built =
         Build(spec.model, "hidden_sizes", hparams["hidden_sizes"], [&] {
           return std::make_shared<Mlp>(
@@ -91,6 +92,9 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
     if (!built.ok()) return built.status();
     model = *std::move(built);
     hparams["kernel_size"] = absl::StrCat(spec.kernel_size);
+    hparams["activation"] = kConvNetActivation;
+    hparams["padding"] = kConvNetPadding;
+    hparams["pooling"] = kConvNetPooling;
   } else {
     absl::StatusOr<std::shared_ptr<TorchScriptModule>> script = TorchScriptModule::Load(spec.model, options);
     if (!script.ok()) return script.status();

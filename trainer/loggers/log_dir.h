@@ -1,6 +1,7 @@
 // Lightning's run folders: <save_dir>/<name>/version_<N>, where N counts up from 0 over the runs in the same
-// <save_dir>/<name>. Loggers of one run share one folder (a RunFolder); checkpoints go into its `checkpoints`
-// subfolder (Trainer::checkpoint_dir).
+// <save_dir>/<name>. Each logger claims a folder of its own (a RunFolder), as Lightning's loggers do; loggers given
+// one RunFolder, or one version, share it. Checkpoints go into the first logger's `checkpoints` subfolder
+// (Trainer::checkpoint_dir).
 //
 // Two runs started at the same moment in the same folder get two versions: a version is taken by creating its
 // folder, which the file system does for one process only (mkdir fails with EEXIST for the other), so the loser

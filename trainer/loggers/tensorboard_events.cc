@@ -38,6 +38,18 @@ std::string HParamsEvent(double wall_time, absl::string_view tag, const tb::HPar
 
 }  // namespace
 
+// A hyper-parameter's text as the HParams plugin's value: "true"/"false" a bool, a finite number a number, else text.
+void SetHparamValue(const std::string& text, google::protobuf::Value& value) {
+  double number = 0;
+  if (text == "true" || text == "false") {
+    value.set_bool_value(text == "true");
+  } else if (absl::SimpleAtod(text, &number) && std::isfinite(number)) {
+    value.set_number_value(number);
+  } else {
+    value.set_string_value(text);
+  }
+}
+
 std::string FileVersionEvent(double wall_time) {
   tb::Event event;
   event.set_wall_time(wall_time);
@@ -55,20 +67,27 @@ std::string ScalarEvent(double wall_time, int64_t step, absl::string_view tag, f
   return Serialize(event);
 }
 
+std::string HParamsExperimentEvent(double wall_time, const std::map<std::string, std::string>& hparams,
+                                   const std::vector<std::string>& metric_tags) {
+  tb::HParamsPluginData data;
+  tb::Experiment* experiment = data.mutable_experiment();
+  for (const auto& [key, text] : hparams) {
+    tb::HParamInfo* info = experiment->add_hparam_infos();
+    info->set_name(key);
+    google::protobuf::Value value;
+    SetHparamValue(text, value);
+    info->set_type(value.has_bool_value()     ? tb::DATA_TYPE_BOOL
+                   : value.has_number_value() ? tb::DATA_TYPE_FLOAT64
+                                              : tb::DATA_TYPE_STRING);
+  }
+  for (const std::string& tag : metric_tags) experiment->add_metric_infos()->mutable_name()->set_tag(tag);
+  return HParamsEvent(wall_time, "_hparams_/experiment", data);
+}
+
 std::string HParamsStartEvent(double wall_time, const std::map<std::string, std::string>& hparams) {
   tb::HParamsPluginData data;
   tb::SessionStartInfo* start = data.mutable_session_start_info();
-  for (const auto& [key, text] : hparams) {
-    google::protobuf::Value& value = (*start->mutable_hparams())[key];
-    double number = 0;
-    if (text == "true" || text == "false") {
-      value.set_bool_value(text == "true");
-    } else if (absl::SimpleAtod(text, &number) && std::isfinite(number)) {
-      value.set_number_value(number);
-    } else {
-      value.set_string_value(text);
-    }
-  }
+  for (const auto& [key, text] : hparams) SetHparamValue(text, (*start->mutable_hparams())[key]);
   start->set_start_time_secs(wall_time);
   return HParamsEvent(wall_time, "_hparams_/session_start_info", data);
 }

@@ -11,6 +11,8 @@
 //                       start_time_secs}}}}}}}: the run's hyper-parameters, as torch.utils.tensorboard's hparams()
 //                       writes them. Values that are numbers become number_value, "true"/"false" bool_value,
 //                       anything else string_value.
+//   HParamsExperimentEvent  "_hparams_/experiment", experiment{hparam_infos{name, type}, metric_infos{name{tag}}}:
+//                       what the HParams dashboard lists (the hyper-parameters, and the metrics shown beside them).
 //   HParamsEndEvent     the same with "_hparams_/session_end_info" and session_end_info{status, end_time_secs}.
 #ifndef KILN_TRAINER_LOGGERS_TENSORBOARD_EVENTS_H_
 #define KILN_TRAINER_LOGGERS_TENSORBOARD_EVENTS_H_
@@ -18,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -28,6 +31,8 @@ enum class SessionStatus { kUnknown = 0, kSuccess = 1, kFailure = 2, kRunning = 
 
 std::string FileVersionEvent(double wall_time);
 std::string ScalarEvent(double wall_time, int64_t step, absl::string_view tag, float value);
+std::string HParamsExperimentEvent(double wall_time, const std::map<std::string, std::string>& hparams,
+                                   const std::vector<std::string>& metric_tags);
 std::string HParamsStartEvent(double wall_time, const std::map<std::string, std::string>& hparams);
 std::string HParamsEndEvent(double wall_time, SessionStatus status);
 

@@ -66,7 +66,14 @@ absl::Status TensorBoardLogger::log_hyperparams(const std::map<std::string, std:
   if (absl::Status opened = Open(); !opened.ok()) return opened;
   if (absl::Status written = WriteHparamsYaml(log_dir() + "/hparams.yaml", params); !written.ok()) return written;
   hparams_logged_ = true;
-  return writer_->Write(HParamsStartEvent(WallTime(), params));
+  const double now = WallTime();
+  if (default_hp_metric_) {
+    if (absl::Status written = log_metrics({{"hp_metric", -1.0}}, 0); !written.ok()) return written;
+    if (absl::Status written = writer_->Write(HParamsExperimentEvent(now, params, {"hp_metric"})); !written.ok()) {
+      return written;
+    }
+  }
+  return writer_->Write(HParamsStartEvent(now, params));
 }
 
 absl::Status TensorBoardLogger::save() { return writer_ != nullptr ? writer_->Flush() : absl::OkStatus(); }

@@ -3,11 +3,13 @@
 // hparams.yaml beside it.
 //
 // Every metric of log_metrics becomes a scalar (tag = metric name, at that step), as SummaryWriter.add_scalar
-// writes it. Hyper-parameters go to TensorBoard's HParams plugin: a session-start summary with the values when
-// they are logged, and a session-end summary at finalize, with the status given to set_session_status (Logger::
-// finalize carries no outcome; unset, the status is "unknown"). No `experiment` summary is written:
-// TensorBoard then builds the experiment from the run itself, listing every scalar of the run as a metric column
-// (Lightning instead declares a single placeholder metric, `hp_metric`). See tensorboard_events.h for the bytes.
+// writes it. Hyper-parameters go to TensorBoard's HParams plugin as Lightning's logger sends them: with
+// default_hp_metric (Lightning's default), the placeholder scalar `hp_metric` = -1 at step 0 and an `experiment`
+// summary that lists the hyper-parameters and hp_metric (log the run's real score under "hp_metric" to fill the
+// column), then a session-start summary with the values; a session-end summary at finalize, with the status given
+// to set_session_status (Logger::finalize carries no outcome; unset, the status is "unknown"). Without
+// default_hp_metric no experiment is declared, and TensorBoard builds one from the run, listing every scalar as a
+// metric column. See tensorboard_events.h for the bytes.
 //
 // The folder is claimed by setup() (or the first write, without a trainer); the file is created on the first write and
 // flushed by save(). Thread-safety: one thread at a time.
@@ -37,6 +39,8 @@ class TensorBoardLogger final : public Logger {
   absl::Status setup() override { return folder_->Claim().status(); }
   absl::Status log_metrics(const MetricMap& metrics, int64_t step) override;
   absl::Status log_hyperparams(const std::map<std::string, std::string>& params) override;
+  // Lightning's TensorBoardLogger(default_hp_metric=...): true unless set.
+  void set_default_hp_metric(bool on) { default_hp_metric_ = on; }
   absl::Status save() override;
   absl::Status finalize() override;
 
@@ -50,6 +54,7 @@ class TensorBoardLogger final : public Logger {
   absl::Status Open();
 
   std::shared_ptr<RunFolder> folder_;
+  bool default_hp_metric_ = true;
   std::unique_ptr<TfRecordWriter> writer_;
   bool hparams_logged_ = false;
   SessionStatus session_status_ = SessionStatus::kUnknown;

@@ -1,7 +1,8 @@
 // ConvNet: the built-in small convolutional network for images, as a SupervisedModule.
 //
 // For each entry of `channels`: Conv2d(kernel_size, padding kernel_size / 2) -> ReLU -> MaxPool2d(2) (the pooling
-// only while the image is at least 2x2); then Flatten -> Linear to the outputs. Inputs are images [N, C, H, W]:
+// only while the image is at least 2x2); then Flatten -> Linear to the outputs. kConvNetDescription says so in
+// hparams.yaml, so that the model can be rebuilt elsewhere from a run's files. Inputs are images [N, C, H, W]:
 // SupervisedOptions::input_shape turns feature rows into them.
 #ifndef KILN_TRAINER_MODELS_CONV_NET_H_
 #define KILN_TRAINER_MODELS_CONV_NET_H_
@@ -13,6 +14,10 @@
 #include "trainer/models/supervised_module.h"
 
 namespace kiln {
+
+inline constexpr char kConvNetActivation[] = "relu";
+inline constexpr char kConvNetPadding[] = "same (kernel_size / 2)";
+inline constexpr char kConvNetPooling[] = "max_pool2d(2) after each convolution while the image is at least 2x2";
 
 struct ConvNetSizes {
   std::vector<int64_t> input_shape = {1, 8, 8};  // C, H, W.

@@ -16,6 +16,10 @@ struct MlpSizes {
   int64_t num_outputs = 4;                       // Classes, or 1 for regression.
 };
 
+// The hidden layers' activation, by PyTorch's functional name (torch.nn.functional.relu): what a run's hparams.yaml
+// says, so that the model can be rebuilt elsewhere from its files.
+inline constexpr char kMlpActivation[] = "relu";
+
 // Linear -> ReLU -> ... -> Linear, as `sizes` says: the layers of every MLP Kiln builds (Mlp, and the example
 // MlpClassifier). Sizes must be positive.
 torch::nn::Sequential MlpLayers(const MlpSizes& sizes);
