@@ -2,17 +2,24 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <random>
 #include <set>
 #include <utility>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "trainer/cli/command_line.h"
+#include "trainer/cli/lightning_classes.h"
 #include "trainer/data/text_encoding.h"
 #include "trainer/io/durable_file.h"
 #include "trainer/loggers/hparams_yaml.h"
@@ -23,13 +30,6 @@ namespace kiln {
 namespace {
 
 using Section = ConfigKey::Section;
-
-// The class names a config file's trainer.callbacks may name (with or without a module path:
-// lightning.pytorch.callbacks.ModelCheckpoint), and the sections their init_args fill.
-constexpr std::pair<const char*, Section> kCallbackClasses[] = {
-    {"ModelCheckpoint", Section::kModelCheckpoint},
-    {"EarlyStopping", Section::kEarlyStopping},
-};
 
 const char* SectionName(Section section) {
   switch (section) {
@@ -47,6 +47,8 @@ const char* SectionName(Section section) {
       return "trainer.callbacks[ModelCheckpoint].init_args";
     case Section::kEarlyStopping:
       return "trainer.callbacks[EarlyStopping].init_args";
+    case Section::kOptimizer:
+      return "optimizer.init_args";
   }
   return "";
 }
@@ -56,11 +58,42 @@ std::string Dotted(Section section, absl::string_view key) {
   return section == Section::kTop ? std::string(key) : absl::StrCat(SectionName(section), ".", key);
 }
 
+// Where earlier config files had a key that now sits elsewhere: still read there.
+const ConfigKey kMovedKeys[] = {
+    {"optimizer", Section::kModel, "optimizer"},
+    {"learning_rate", Section::kModel, "learning_rate"},
+};
+
 const ConfigKey* FindKey(Section section, absl::string_view key) {
   for (const ConfigKey& entry : ConfigKeys()) {
     if (entry.section == section && entry.key == key) return &entry;
   }
+  for (const ConfigKey& entry : kMovedKeys) {
+    if (entry.section == section && entry.key == key) return &entry;
+  }
   return nullptr;
+}
+
+// A node as LightningCLI's defaults are written (lightning_classes.h): a scalar's text, "null", or "[a, b]".
+std::string NodeText(const YAML::Node& node) {
+  if (!node || node.IsNull()) return "null";
+  if (node.IsScalar()) return node.Tag() == "!" || node.Scalar().empty() ? absl::StrCat("'", node.Scalar(), "'")
+                                                                         : node.Scalar();
+  if (node.IsSequence()) {
+    std::vector<std::string> items;
+    for (const YAML::Node& item : node) items.push_back(NodeText(item));
+    return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  }
+  std::vector<std::string> items;
+  for (const auto& item : node) items.push_back(absl::StrCat(NodeText(item.first), ": ", NodeText(item.second)));
+  return absl::StrCat("{", absl::StrJoin(items, ", "), "}");
+}
+
+// The section a callback's init_args fill when fit's config table has it (ModelCheckpoint's, EarlyStopping's).
+std::optional<Section> CallbackSection(const LightningClass& callback) {
+  if (absl::string_view(callback.name) == "ModelCheckpoint") return Section::kModelCheckpoint;
+  if (absl::string_view(callback.name) == "EarlyStopping") return Section::kEarlyStopping;
+  return std::nullopt;
 }
 
 // Sections a mapping at the top level opens.
@@ -94,12 +127,31 @@ class Reader {
       if (absl::Status seen = Claim(*key); !seen.ok()) return seen;
       const auto section = std::find_if(std::begin(kTopSections), std::end(kTopSections),
                                         [&](const auto& s) { return *key == s.first; });
+      if (*key == "lr_scheduler") {
+        if (absl::Status read = ReadScheduler(item.second); !read.ok()) return read;
+        continue;
+      }
+      if (*key == "optimizer") {
+        if (absl::Status read = ReadOptimizer(item.second); !read.ok()) return read;
+        continue;
+      }
       if (section != std::end(kTopSections)) {
         if (absl::Status read = ReadSection(section->second, item.second); !read.ok()) return read;
         continue;
       }
+      if (*key == "seed_everything" && item.second.IsScalar() &&
+          (item.second.Scalar() == "true" || item.second.Scalar() == "false")) {
+        // LightningCLI's seed_everything: true draws a seed (false leaves Lightning unseeded, which a drawn seed
+        // is too); the seed is printed, so that the run can be repeated.
+        const uint32_t seed = std::random_device{}();
+        std::fprintf(stderr, "--config=%s: seed_everything: %s: this run's seed is %u (write seed_everything: %u to "
+                     "repeat it)\n", source_.c_str(), item.second.Scalar().c_str(), seed, seed);
+        args_.push_back(absl::StrCat("--seed=", seed));
+        continue;
+      }
       if (absl::Status read = ReadKey(Section::kTop, *key, item.second); !read.ok()) return read;
     }
+    FinishLoggers();
     if (!unknown_.empty()) return Error("", absl::StrJoin(unknown_, "; also "));
     // Lightning's max_epochs=None: 1000 epochs, or no epoch limit when max_steps bounds the run.
     if (max_epochs_null_) args_.push_back(max_steps_set_ ? "--max_epochs=-1" : "--max_epochs=1000");
@@ -138,6 +190,10 @@ class Reader {
         if (absl::Status read = ReadCallbacks(item.second); !read.ok()) return read;
         continue;
       }
+      if (section == Section::kTrainer && *key == "logger" && IsLoggerClasses(item.second)) {
+        ReadLoggers(item.second);
+        continue;
+      }
       if (absl::Status read = ReadKey(section, *key, item.second); !read.ok()) return read;
     }
     return absl::OkStatus();
@@ -149,68 +205,264 @@ class Reader {
     if (!node.IsSequence()) {
       return Error("trainer.callbacks", "must be a list of {class_path: ModelCheckpoint, init_args: {...}}");
     }
-    std::set<Section> classes;
+    std::set<std::string> classes;
     for (const YAML::Node& callback : node) {
-      if (!callback.IsMap() || !callback["class_path"] || !callback["class_path"].IsScalar()) {
-        return Error("trainer.callbacks",
-                     "each entry is {class_path: <ModelCheckpoint or EarlyStopping>, init_args: "
-                     "{...}}");
+      absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kCallback, callback, "trainer.callbacks");
+      if (!found.ok()) return found.status();
+      if (*found == nullptr) continue;  // Reported.
+      const LightningClass& callback_class = **found;
+      if (!classes.insert(callback_class.name).second) {
+        return Error("trainer.callbacks", absl::StrCat(callback_class.name, " is listed twice; fit makes one"));
       }
-      for (const auto& item : callback) {
-        const std::string key = item.first.IsScalar() ? item.first.Scalar() : "";
-        if (key != "class_path" && key != "init_args") {
-          return Error("trainer.callbacks",
-                       absl::StrCat("unknown key '", key, "' in an entry; an entry has class_path and init_args"));
-        }
-      }
-      const std::string class_path = callback["class_path"].Scalar();
-      const std::vector<std::string> parts = absl::StrSplit(class_path, '.');
-      const auto known = std::find_if(std::begin(kCallbackClasses), std::end(kCallbackClasses),
-                                      [&](const auto& c) { return parts.back() == c.first; });
-      if (known == std::end(kCallbackClasses)) {
-        return Error("trainer.callbacks", absl::StrCat("class_path '", class_path,
-                                                       "' is not a callback fit can make; it makes ModelCheckpoint "
-                                                       "and EarlyStopping"));
-      }
-      const Section section = known->second;
-      if (!classes.insert(section).second) {
-        return Error("trainer.callbacks", absl::StrCat(known->first, " is listed twice; fit makes one"));
-      }
-      const YAML::Node init_args = callback["init_args"];
-      if (init_args && !init_args.IsNull() && !init_args.IsMap()) {
-        return Error(SectionName(section), "must be a mapping of the callback's arguments");
-      }
-      bool has_monitor = false;
-      if (init_args && init_args.IsMap()) {
-        for (const auto& item : init_args) {
-          absl::StatusOr<std::string> key = KeyOf(item.first, SectionName(section));
-          if (!key.ok()) return key.status();
-          if (absl::Status seen = Claim(Dotted(section, *key)); !seen.ok()) return seen;
-          if (absl::Status read = ReadKey(section, *key, item.second); !read.ok()) return read;
-          has_monitor = has_monitor || (*key == "monitor" && !item.second.IsNull());
-        }
-      }
+      const std::optional<Section> section = CallbackSection(callback_class);
+      const std::string where = section.has_value()
+                                    ? std::string(SectionName(*section))
+                                    : absl::StrCat("trainer.callbacks[", callback_class.name, "].init_args");
+      std::map<std::string, std::string> given;
+      if (absl::Status read = ReadClass(callback_class, callback["init_args"], where, &given); !read.ok()) return read;
       // Lightning's EarlyStopping cannot be made without the metric it watches.
-      if (section == Section::kEarlyStopping && !has_monitor) {
-        return Error(SectionName(section),
-                     "EarlyStopping needs monitor, the metric it watches (e.g. monitor: val_loss)");
+      if (absl::string_view(callback_class.name) == "EarlyStopping" &&
+          (given.count("monitor") == 0 || given["monitor"] == "null")) {
+        return Error(where, "EarlyStopping needs monitor, the metric it watches (e.g. monitor: val_loss)");
+      }
+      // Lightning's ModelCheckpoint saves every N steps or every N epochs: every_n_epochs left null with steps set
+      // means no epoch checkpoints.
+      if (absl::string_view(callback_class.name) == "ModelCheckpoint") {
+        const auto steps = given.find("every_n_train_steps");
+        const auto epochs = given.find("every_n_epochs");
+        int64_t n = 0;
+        if (steps != given.end() && absl::SimpleAtoi(steps->second, &n) && n > 0 &&
+            (epochs == given.end() || epochs->second == "null")) {
+          args_.push_back("--every_n_epochs=0");
+        }
       }
     }
     return absl::OkStatus();
   }
 
+  // One {class_path, init_args} entry (or a bare class name) of `kind`: the class, after setting its flag; null when
+  // the class is not one Kiln has (reported with the others, Read). An entry that is not {class_path, init_args} is
+  // an error at once.
+  absl::StatusOr<const LightningClass*> ClassEntry(ClassKind kind, const YAML::Node& entry, const std::string& where) {
+    std::string class_path;
+    if (entry.IsScalar()) {
+      class_path = entry.Scalar();
+    } else if (entry.IsMap() && entry["class_path"] && entry["class_path"].IsScalar()) {
+      class_path = entry["class_path"].Scalar();
+      for (const auto& item : entry) {
+        const std::string key = item.first.IsScalar() ? item.first.Scalar() : "";
+        if (key != "class_path" && key != "init_args" && kind != ClassKind::kScheduler) {
+          return Error(where,
+                       absl::StrCat("unknown key '", key, "' in an entry; an entry has class_path and init_args"));
+        }
+      }
+    } else {
+      return Error(where, absl::StrCat("each entry is {class_path: <", LightningClassNames(kind),
+                                       ">, init_args: {...}}"));
+    }
+    const LightningClass* found = FindLightningClass(kind, class_path);
+    if (found == nullptr) {
+      unknown_.push_back(absl::StrCat(where, ": class_path '", class_path, "' is not one fit has; it has ",
+                                      LightningClassNames(kind)));
+      return nullptr;
+    }
+    if (found->flag != nullptr && kind != ClassKind::kLogger) {
+      args_.push_back(absl::StrCat("--", found->flag, "=", found->value));
+    }
+    const YAML::Node init_args = entry.IsMap() ? entry["init_args"] : YAML::Node();
+    if (init_args && !init_args.IsNull() && !init_args.IsMap()) {
+      return Error(where, "init_args must be a mapping of the class's arguments");
+    }
+    return found;
+  }
+
+  // A class's init_args (a mapping, or absent): each argument with a flag sets it (null: Lightning's default, else
+  // the flag's); each without one must be the value Kiln has (reported otherwise). Arguments not given take the
+  // class's default where fit's flag has another one (SGD's momentum 0, not fit's 0.9). `given` gets each argument
+  // given, as text.
+  absl::Status ReadClass(const LightningClass& c, const YAML::Node& init_args, const std::string& where,
+                         std::map<std::string, std::string>* given) {
+    if (init_args && init_args.IsMap()) {
+      for (const auto& item : init_args) {
+        absl::StatusOr<std::string> key = KeyOf(item.first, where);
+        if (!key.ok()) return key.status();
+        const std::string dotted = absl::StrCat(where, ".", *key);
+        if (absl::Status seen = Claim(dotted); !seen.ok()) return seen;
+        const auto argument = std::find_if(c.arguments.begin(), c.arguments.end(),
+                                           [&](const ClassArgument& a) { return *key == a.name; });
+        if (argument == c.arguments.end()) {
+          std::vector<std::string> names;
+          for (const ClassArgument& a : c.arguments) names.emplace_back(a.name);
+          const std::string closest = ClosestName(*key, names);
+          unknown_.push_back(absl::StrCat("unknown key ", dotted,
+                                          closest.empty() ? absl::StrCat("; ", c.class_path(), " has no such argument")
+                                                          : absl::StrCat("; did you mean ", where, ".", closest, "?")));
+          continue;
+        }
+        (*given)[*key] = NodeText(item.second);
+        if (absl::string_view(argument->name) == "save_dir") continue;  // Loggers: FinishLoggers.
+        if (argument->flag == nullptr) {
+          const char* kiln = argument->kiln_value != nullptr ? argument->kiln_value : argument->lightning_default;
+          if (!SameYamlValue(NodeText(item.second), kiln)) {
+            unknown_.push_back(absl::StrCat(dotted, ": ", NodeText(item.second), " is not supported: Kiln's ",
+                                            c.name, " runs as ", argument->name, "=", kiln, "; write ", kiln,
+                                            " or leave it out"));
+          }
+          continue;
+        }
+        if (item.second.IsNull() && argument->lightning_default != nullptr &&
+            absl::string_view(argument->lightning_default) != "null") {
+          if (absl::Status set = SetFlag(dotted, argument->flag, YAML::Load(argument->lightning_default), false);
+              !set.ok()) {
+            return set;
+          }
+          continue;
+        }
+        if (absl::Status set = SetFlag(dotted, argument->flag, item.second, false); !set.ok()) return set;
+      }
+    }
+    for (const ClassArgument& argument : c.arguments) {
+      if (argument.flag == nullptr || given->count(argument.name) > 0 || argument.lightning_default == nullptr ||
+          absl::string_view(argument.lightning_default) == "null") {
+        continue;
+      }
+      // --weight_decay's default (-1) is already each optimizer's own.
+      if (absl::string_view(argument.flag) == "weight_decay") continue;
+      if (absl::Status set = SetFlag(absl::StrCat(where, ".", argument.name), argument.flag,
+                                     YAML::Load(argument.lightning_default), false);
+          !set.ok()) {
+        return set;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // optimizer: a class name (SGD), {class_path, init_args}, or null (the model's own: fit's flags).
+  absl::Status ReadOptimizer(const YAML::Node& node) {
+    if (node.IsNull()) return absl::OkStatus();
+    absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kOptimizer, node, "optimizer");
+    if (!found.ok() || *found == nullptr) return found.status();
+    std::map<std::string, std::string> given;
+    return ReadClass(**found, node.IsMap() ? node["init_args"] : YAML::Node(), "optimizer.init_args", &given);
+  }
+
+  // lr_scheduler: LightningCLI's (a class name or {class_path, init_args}, with fit's own interval, frequency and
+  // warm-up keys allowed beside), fit's own mapping ({scheduler: cosine, ...}), or null (none).
+  absl::Status ReadScheduler(const YAML::Node& node) {
+    if (node.IsNull()) return absl::OkStatus();
+    if (node.IsMap() && !node["class_path"]) return ReadSection(Section::kLrScheduler, node);
+    absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kScheduler, node, "lr_scheduler");
+    if (!found.ok() || *found == nullptr) return found.status();
+    std::map<std::string, std::string> given;
+    if (absl::Status read =
+            ReadClass(**found, node.IsMap() ? node["init_args"] : YAML::Node(), "lr_scheduler.init_args", &given);
+        !read.ok()) {
+      return read;
+    }
+    if (!node.IsMap()) return absl::OkStatus();
+    for (const auto& item : node) {
+      absl::StatusOr<std::string> key = KeyOf(item.first, "lr_scheduler");
+      if (!key.ok()) return key.status();
+      if (*key == "class_path" || *key == "init_args") continue;
+      if (*key == "scheduler") {
+        unknown_.push_back("lr_scheduler.scheduler: the class_path names the scheduler; give one of them");
+        continue;
+      }
+      if (absl::Status seen = Claim(Dotted(Section::kLrScheduler, *key)); !seen.ok()) return seen;
+      if (absl::Status read = ReadKey(Section::kLrScheduler, *key, item.second); !read.ok()) return read;
+    }
+    return absl::OkStatus();
+  }
+
+  // trainer.logger as LightningCLI writes it: one {class_path, init_args}, or a list of them.
+  static bool IsLoggerClasses(const YAML::Node& node) {
+    if (node.IsMap()) return true;
+    if (!node.IsSequence()) return false;
+    for (const YAML::Node& item : node) {
+      if (item.IsMap()) return true;
+    }
+    return false;
+  }
+
+  void ReadLoggers(const YAML::Node& node) {
+    std::vector<YAML::Node> entries;
+    if (node.IsMap()) {
+      entries.push_back(node);
+    } else {
+      for (const YAML::Node& item : node) entries.push_back(item);
+    }
+    std::vector<std::string> names;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const std::string where = absl::StrCat("trainer.logger[", i, "]");
+      absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kLogger, entries[i], where);
+      if (!found.ok()) {
+        unknown_.emplace_back(found.status().message());
+        continue;
+      }
+      if (*found == nullptr) continue;
+      names.emplace_back((*found)->value);
+      const YAML::Node init_args = entries[i].IsMap() ? entries[i]["init_args"] : YAML::Node();
+      std::map<std::string, std::string> given;
+      absl::Status read = ReadClass(**found, init_args, absl::StrCat(where, ".init_args"), &given);
+      if (!read.ok()) unknown_.emplace_back(read.message());
+      // fit's loggers share one save_dir, name and version.
+      for (const char* shared : {"save_dir", "name", "version"}) {
+        const std::string value = given.count(shared) > 0 ? given[shared] : std::string("null");
+        auto [it, inserted] = logger_settings_.emplace(shared, value);
+        if (!inserted && !SameYamlValue(it->second, value)) {
+          unknown_.push_back(absl::StrCat(where, ".init_args.", shared, ": ", value, " differs from the first "
+                                          "logger's ", it->second, "; fit's loggers share one ", shared));
+        }
+      }
+    }
+    args_.push_back(absl::StrCat("--logger=", names.empty() ? "none" : absl::StrJoin(names, ",")));
+  }
+
+  // A logger's save_dir is the trainer's default_root_dir (Lightning puts the checkpoints under the first logger's
+  // folder); both given must agree.
+  void FinishLoggers() {
+    auto save_dir = logger_settings_.find("save_dir");
+    if (save_dir == logger_settings_.end() || save_dir->second == "null") return;
+    const std::string dir = absl::StrContains(save_dir->second, '\'') ? std::string(absl::StripSuffix(
+                                absl::StripPrefix(save_dir->second, "'"), "'"))
+                                                                       : save_dir->second;
+    if (default_root_dir_.has_value() && !SameYamlValue(*default_root_dir_, dir)) {
+      unknown_.push_back(absl::StrCat("trainer.logger's save_dir ", dir, " is not trainer.default_root_dir ",
+                                      *default_root_dir_, "; fit keeps logs and checkpoints under one folder: give "
+                                      "one of them"));
+      return;
+    }
+    args_.push_back(absl::StrCat("--default_root_dir=", dir));
+  }
+
   absl::Status ReadKey(Section section, const std::string& key, const YAML::Node& node) {
     const ConfigKey* entry = FindKey(section, key);
-    if (entry == nullptr) {  // Every unknown key is reported, in one error (Read), so that one run shows them all.
+    if (entry == nullptr) {
+      // Lightning's keys fit has no flag for: at Lightning's default they change nothing.
+      for (const DefaultOnlyKey& only : DefaultOnlyKeys()) {
+        if (only.section != section || key != only.key) continue;
+        if (!SameYamlValue(NodeText(node), only.lightning_default)) {
+          unknown_.push_back(absl::StrCat(Dotted(section, key), ": ", NodeText(node), " is not supported (", only.why,
+                                          "); write ", only.lightning_default, ", Lightning's default, or leave it "
+                                          "out"));
+        }
+        return absl::OkStatus();
+      }
+      // Every unknown key is reported, in one error (Read), so that one run shows them all.
       unknown_.push_back(UnknownKey(section, key));
       return absl::OkStatus();
     }
-    const std::string dotted = Dotted(section, key);
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(entry->flag);
+    if (std::string(entry->flag) == "default_root_dir" && node.IsScalar()) default_root_dir_ = node.Scalar();
+    return SetFlag(Dotted(section, key), entry->flag, node, entry->list);
+  }
+
+  // Sets fit's flag `flag_name` from `node`, for the key `dotted`: null is its default.
+  absl::Status SetFlag(const std::string& dotted, const std::string& flag_name, const YAML::Node& node, bool list) {
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(flag_name);
     if (flag == nullptr) return absl::InternalError(absl::StrCat("config key ", dotted, " names no flag"));
     std::string value;
     if (node.IsNull()) {
-      if (std::string(entry->flag) == "max_epochs") {
+      if (flag_name == "max_epochs") {
         max_epochs_null_ = true;
         return absl::OkStatus();
       }
@@ -218,11 +470,11 @@ class Reader {
     } else if (node.IsScalar()) {
       value = node.Scalar();
       // Lightning's logger: false is no logger, true the default ones.
-      if (std::string(entry->flag) == "logger" && node.Tag() != "!") {
+      if (flag_name == "logger" && node.Tag() != "!") {
         if (value == "false") value = "none";
         if (value == "true") value = flag->DefaultValue();
       }
-    } else if (node.IsSequence() && entry->list) {
+    } else if (node.IsSequence() && list) {
       std::vector<std::string> items;
       for (const YAML::Node& item : node) {
         if (!item.IsScalar()) return Error(dotted, "a list of single values is expected, not of lists or mappings");
@@ -231,7 +483,7 @@ class Reader {
       value = absl::StrJoin(items, ",");
     } else {
       return Error(dotted, absl::StrCat("expected one value, not a ", node.IsSequence() ? "list" : "mapping",
-                                        entry->list ? " of lists" : ""));
+                                        list ? " of lists" : ""));
     }
     // The flag's own parser decides; the flag keeps its value, so that reading a file changes nothing.
     const std::string saved = flag->CurrentValue();
@@ -239,8 +491,8 @@ class Reader {
     const bool parsed = flag->ParseFrom(value, &error);
     flag->ParseFrom(saved, &error);
     if (!parsed) return Error(dotted, absl::StrCat("'", value, "' is not valid; ", Accepted(*flag)));
-    args_.push_back(absl::StrCat("--", entry->flag, "=", value));
-    if (std::string(entry->flag) == "max_steps") max_steps_set_ = true;
+    args_.push_back(absl::StrCat("--", flag_name, "=", value));
+    if (flag_name == "max_steps") max_steps_set_ = true;
     return absl::OkStatus();
   }
 
@@ -287,12 +539,14 @@ class Reader {
   std::vector<std::string> unknown_;  // What to do about each key fit does not have.
   bool max_epochs_null_ = false;      // trainer.max_epochs: null, Lightning's default (see Read).
   bool max_steps_set_ = false;
+  std::map<std::string, std::string> logger_settings_;  // The loggers' save_dir, name and version (ReadLoggers).
+  std::optional<std::string> default_root_dir_;         // trainer.default_root_dir, when the file gives it.
 };
 
-// Writes one flag's current value under its key.
-void WriteValue(YAML::Emitter& out, const ConfigKey& entry) {
-  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(entry.flag);
-  out << YAML::Key << entry.key << YAML::Value;
+// Writes a flag's current value under `key`.
+void WriteFlag(YAML::Emitter& out, absl::string_view key, const char* flag_name, bool list) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(flag_name);
+  out << YAML::Key << std::string(key) << YAML::Value;
   if (flag == nullptr) {
     out << YAML::Null;
     return;
@@ -304,13 +558,11 @@ void WriteValue(YAML::Emitter& out, const ConfigKey& entry) {
     out << value;  // A number, written as the flag writes it.
   } else if (value.empty() && flag->DefaultValue().empty()) {
     out << YAML::Null;  // The default, which null means when read.
-  } else if (value.empty() && entry.list) {
+  } else if (value.empty() && list) {
     out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;  // --hidden_sizes= (a linear model): not the default.
   } else if (value.empty()) {
     out << YAML::DoubleQuoted << "";
-  } else if (std::string(entry.flag) == "logger" && value == "none") {
-    out << false;
-  } else if (entry.list) {
+  } else if (list) {
     out << YAML::Flow << YAML::BeginSeq;
     for (absl::string_view item : absl::StrSplit(value, ',')) WriteYamlScalar(out, std::string(item));
     out << YAML::EndSeq;
@@ -319,17 +571,139 @@ void WriteValue(YAML::Emitter& out, const ConfigKey& entry) {
   }
 }
 
+void WriteValue(YAML::Emitter& out, const ConfigKey& entry) { WriteFlag(out, entry.key, entry.flag, entry.list); }
+
+std::string FlagValue(const char* name) {
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag == nullptr ? "" : flag->CurrentValue();
+}
+
 void WriteSection(YAML::Emitter& out, Section section) {
   for (const ConfigKey& entry : ConfigKeys()) {
-    if (entry.section == section) WriteValue(out, entry);
+    if (entry.section == section && entry.written) WriteValue(out, entry);
   }
 }
 
-void WriteCallback(YAML::Emitter& out, const char* class_path, Section section) {
-  out << YAML::BeginMap << YAML::Key << "class_path" << YAML::Value << class_path;
+// A default of lightning_classes.h ("null", "''", "[0.9, 0.999]", "0.0") as YAML.
+void WriteLiteral(YAML::Emitter& out, absl::string_view literal) {
+  if (literal == "null") {
+    out << YAML::Null;
+  } else if (literal == "''") {
+    out << YAML::SingleQuoted << "";
+  } else if (absl::StartsWith(literal, "[")) {
+    out << YAML::Flow << YAML::BeginSeq;
+    for (absl::string_view item : absl::StrSplit(literal.substr(1, literal.size() - 2), ',', absl::SkipWhitespace())) {
+      out << std::string(absl::StripAsciiWhitespace(item));
+    }
+    out << YAML::EndSeq;
+  } else {
+    out << std::string(literal);
+  }
+}
+
+// {class_path, init_args} of `c` as LightningCLI writes it: every argument, those with a flag at its value (as
+// `value_of` says, when it says), the others at the value Kiln has.
+void WriteClass(YAML::Emitter& out, const LightningClass& c,
+                const std::function<bool(const ClassArgument&, YAML::Emitter&)>& value_of = nullptr) {
+  out << YAML::BeginMap << YAML::Key << "class_path" << YAML::Value << c.class_path();
   out << YAML::Key << "init_args" << YAML::Value << YAML::BeginMap;
-  WriteSection(out, section);
+  for (const ClassArgument& argument : c.arguments) {
+    if (!argument.written) continue;
+    if (value_of != nullptr) {
+      out << YAML::Key << argument.name << YAML::Value;
+      if (value_of(argument, out)) continue;
+      out << YAML::Null;  // Not reached: value_of writes every argument it takes.
+      continue;
+    }
+    if (argument.flag != nullptr) {
+      // --weight_decay=-1 is the optimizer's own default: left to it.
+      if (absl::string_view(argument.flag) == "weight_decay" && FlagValue("weight_decay") == "-1") continue;
+      WriteFlag(out, argument.name, argument.flag, /*list=*/false);
+    } else {
+      out << YAML::Key << argument.name << YAML::Value;
+      WriteLiteral(out, argument.kiln_value != nullptr ? argument.kiln_value : argument.lightning_default);
+    }
+  }
   out << YAML::EndMap << YAML::EndMap;
+}
+
+const LightningClass& ClassNamed(ClassKind kind, absl::string_view name) { return *FindLightningClass(kind, name); }
+
+// trainer.logger: false, or each of --logger's loggers as a class, in their order.
+void WriteLoggers(YAML::Emitter& out) {
+  out << YAML::Key << "logger" << YAML::Value;
+  const std::string loggers = FlagValue("logger");
+  if (loggers == "none" || loggers.empty()) {
+    out << false;
+    return;
+  }
+  out << YAML::BeginSeq;
+  for (absl::string_view name : absl::StrSplit(loggers, ',', absl::SkipWhitespace())) {
+    const LightningClass* logger = LightningClassOfValue(ClassKind::kLogger, name);
+    if (logger == nullptr) continue;  // fit refuses it when the run starts.
+    WriteClass(out, *logger, [](const ClassArgument& argument, YAML::Emitter& emitter) {
+      const absl::string_view name = argument.name;
+      if (name == "save_dir") {
+        WriteYamlScalar(emitter, FlagValue("default_root_dir"));
+      } else if (name == "version" && FlagValue("log_version") == "-1") {
+        emitter << YAML::Null;
+      } else if (argument.flag != nullptr) {
+        const std::string value = FlagValue(argument.flag);
+        if (name == "version") {
+          emitter << value;
+        } else {
+          WriteYamlScalar(emitter, value);
+        }
+      } else {
+        WriteLiteral(emitter, argument.lightning_default);
+      }
+      return true;
+    });
+  }
+  out << YAML::EndSeq;
+}
+
+// lr_scheduler: null without one; LightningCLI's class with its arguments, and fit's own keys beside it where they
+// are not their defaults (interval, frequency, warm-up); fit's own mapping for a warm-up alone.
+void WriteScheduler(YAML::Emitter& out) {
+  out << YAML::Key << "lr_scheduler" << YAML::Value;
+  const LightningClass* scheduler = LightningClassOfValue(ClassKind::kScheduler, FlagValue("lr_scheduler"));
+  std::vector<const ConfigKey*> own;
+  for (const ConfigKey& entry : ConfigKeys()) {
+    if (entry.section != Section::kLrScheduler || !entry.written) continue;
+    bool in_class = absl::string_view(entry.flag) == "lr_scheduler";
+    if (scheduler != nullptr) {
+      for (const ClassArgument& argument : scheduler->arguments) {
+        if (argument.flag != nullptr && absl::string_view(argument.flag) == entry.flag) in_class = true;
+      }
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(entry.flag);
+    if (!in_class && flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) own.push_back(&entry);
+  }
+  if (scheduler == nullptr) {
+    if (own.empty()) {
+      out << YAML::Null;
+      return;
+    }
+    out << YAML::BeginMap;
+    for (const ConfigKey* entry : own) WriteValue(out, *entry);
+    out << YAML::EndMap;
+    return;
+  }
+  // The class's mapping, then fit's own keys in it.
+  out << YAML::BeginMap << YAML::Key << "class_path" << YAML::Value << scheduler->class_path();
+  out << YAML::Key << "init_args" << YAML::Value << YAML::BeginMap;
+  for (const ClassArgument& argument : scheduler->arguments) {
+    if (argument.flag != nullptr) {
+      WriteFlag(out, argument.name, argument.flag, false);
+    } else {
+      out << YAML::Key << argument.name << YAML::Value;
+      WriteLiteral(out, argument.kiln_value != nullptr ? argument.kiln_value : argument.lightning_default);
+    }
+  }
+  out << YAML::EndMap;
+  for (const ConfigKey* entry : own) WriteValue(out, *entry);
+  out << YAML::EndMap;
 }
 
 }  // namespace
@@ -344,8 +718,11 @@ const std::vector<ConfigKey>& ConfigKeys() {
 #define KILN_TRAINER_OPTION(group, type, name, fit_default, section, key, help) {#name, Section::section, key},
 #include "trainer/trainer_options.inc"
       {"logger", Section::kTrainer, "logger", /*list=*/true},
-      {"log_name", Section::kTrainer, "log_name"},
-      {"log_version", Section::kTrainer, "log_version"},
+      // Read here; written as each logger's init_args (name, version).
+      {"log_name", Section::kTrainer, "log_name", false, /*written=*/false},
+      {"log_version", Section::kTrainer, "log_version", false, /*written=*/false},
+      // Read here; written as the DeviceStatsMonitor callback.
+      {"device_stats_monitor", Section::kTrainer, "device_stats_monitor", false, /*written=*/false},
       {"checkpoint_monitor", Section::kModelCheckpoint, "monitor"},
       {"checkpoint_mode", Section::kModelCheckpoint, "mode"},
       {"save_top_k", Section::kModelCheckpoint, "save_top_k"},
@@ -362,9 +739,12 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"channels", Section::kModel, "channels", /*list=*/true},
       {"kernel_size", Section::kModel, "kernel_size"},
       {"input_shape", Section::kModel, "input_shape", /*list=*/true},
-      {"optimizer", Section::kModel, "optimizer"},
-      {"learning_rate", Section::kModel, "learning_rate"},
       {"fused_optimizer", Section::kModel, "fused_optimizer"},
+      // Written as the optimizer's class and init_args (lightning_classes.h).
+      {"optimizer", Section::kOptimizer, "class_path", false, /*written=*/false},
+      {"learning_rate", Section::kOptimizer, "lr", false, /*written=*/false},
+      {"momentum", Section::kOptimizer, "momentum", false, /*written=*/false},
+      {"weight_decay", Section::kOptimizer, "weight_decay", false, /*written=*/false},
       {"data", Section::kData, "data"},
       {"task", Section::kData, "task"},
       {"label_column", Section::kData, "label_column"},
@@ -492,12 +872,25 @@ std::string ConfigYaml() {
     if (is_seed(key)) WriteValue(out, key);  // seed_everything first, as LightningCLI writes it.
   }
   out << YAML::Key << "trainer" << YAML::Value << YAML::BeginMap;
-  WriteSection(out, Section::kTrainer);
+  for (const ConfigKey& entry : keys) {
+    if (entry.section != Section::kTrainer || !entry.written) continue;
+    if (absl::string_view(entry.flag) == "logger") {
+      WriteLoggers(out);
+    } else {
+      WriteValue(out, entry);
+    }
+  }
+  // Lightning's Trainer arguments that fit has no flag for, at the value Kiln has.
+  for (const DefaultOnlyKey& only : DefaultOnlyKeys()) {
+    if (only.section != Section::kTrainer) continue;
+    out << YAML::Key << only.key << YAML::Value;
+    WriteLiteral(out, only.lightning_default);
+  }
   out << YAML::Key << "callbacks" << YAML::Value << YAML::BeginSeq;
-  WriteCallback(out, "ModelCheckpoint", Section::kModelCheckpoint);
-  absl::CommandLineFlag* early_stopping = absl::FindCommandLineFlag("early_stopping_monitor");
-  if (early_stopping != nullptr && !early_stopping->CurrentValue().empty()) {
-    WriteCallback(out, "EarlyStopping", Section::kEarlyStopping);
+  WriteClass(out, ClassNamed(ClassKind::kCallback, "ModelCheckpoint"));
+  if (!FlagValue("early_stopping_monitor").empty()) WriteClass(out, ClassNamed(ClassKind::kCallback, "EarlyStopping"));
+  if (FlagValue("device_stats_monitor") == "true") {
+    WriteClass(out, ClassNamed(ClassKind::kCallback, "DeviceStatsMonitor"));
   }
   out << YAML::EndSeq << YAML::EndMap;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
@@ -506,11 +899,16 @@ std::string ConfigYaml() {
   out << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
   WriteSection(out, Section::kData);
   out << YAML::EndMap;
-  out << YAML::Key << "lr_scheduler" << YAML::Value << YAML::BeginMap;
-  WriteSection(out, Section::kLrScheduler);
-  out << YAML::EndMap;
+  out << YAML::Key << "optimizer" << YAML::Value;
+  const LightningClass* optimizer = LightningClassOfValue(ClassKind::kOptimizer, FlagValue("optimizer"));
+  if (optimizer != nullptr) {
+    WriteClass(out, *optimizer);
+  } else {
+    WriteYamlScalar(out, FlagValue("optimizer"));  // fit refuses it when the run starts.
+  }
+  WriteScheduler(out);
   for (const ConfigKey& key : keys) {
-    if (key.section == Section::kTop && !is_seed(key)) WriteValue(out, key);
+    if (key.section == Section::kTop && key.written && !is_seed(key)) WriteValue(out, key);
   }
   out << YAML::EndMap;
   return absl::StrCat(

@@ -2,25 +2,35 @@
 // prints the resolved one, and every run saves its own as <run folder>/config.yaml, so that
 // `--config=<run folder>/config.yaml` runs it again.
 //
-//   seed_everything: 42                # --seed
-//   trainer:                           # Lightning's Trainer arguments: --accelerator, --max_epochs, --logger, ...
+//   seed_everything: 42                # --seed; true draws one
+//   trainer:                           # Lightning's Trainer arguments: --accelerator, --max_epochs, ...
 //     max_epochs: 10
-//     logger: [csv, tensorboard]       # or false (--logger=none)
-//     callbacks:                       # as LightningCLI writes them
-//     - class_path: ModelCheckpoint    # --checkpoint_monitor, --save_top_k, --checkpoint_mode, ...
+//     logger:                          # --logger, --log_name, --log_version; or false, or [csv, tensorboard]
+//     - class_path: lightning.pytorch.loggers.CSVLogger
+//       init_args: {save_dir: ., name: lightning_logs, version: null}
+//     callbacks:                       # --checkpoint_monitor, --save_top_k, --early_stopping_monitor, ...
+//     - class_path: lightning.pytorch.callbacks.ModelCheckpoint
 //       init_args: {monitor: val_loss, save_top_k: 2}
-//     - class_path: EarlyStopping      # --early_stopping_monitor, --patience, ...
-//       init_args: {monitor: val_loss, patience: 3}
-//   model: {model: mlp, hidden_sizes: [64, 64], optimizer: adam, learning_rate: 0.001}
+//   model: {model: mlp, hidden_sizes: [64, 64]}
 //   data: {data: synthetic, batch_size: 64}
-//   lr_scheduler: {scheduler: cosine, interval: step, warmup_iters: 100}   # --lr_scheduler and its settings
+//   optimizer:                         # --optimizer, --learning_rate, --momentum, --weight_decay
+//     class_path: torch.optim.SGD
+//     init_args: {lr: 0.1, momentum: 0.9}
+//   lr_scheduler:                      # --lr_scheduler and its settings; or fit's own {scheduler: cosine, ...}
+//     class_path: torch.optim.lr_scheduler.StepLR
+//     init_args: {step_size: 10, gamma: 0.1}
+//     interval: step                   # fit's own, beside LightningCLI's: interval, frequency, warmup_iters
 //   ckpt_path: null                    # and Kiln's own: mode, predict_data, predictions, report, summary_json, ...
 //
-// Every key is one of fit's flags (ConfigKeys() is the table; a test checks it covers every flag), so a config file
-// sets nothing a command line could not, and its values meet the same checks. `null` is the default, as in
-// LightningCLI: the flag's, and for trainer.max_epochs Lightning's (1000 epochs, or no epoch limit when the file sets
-// max_steps). Flags on the command line override every config file, wherever they stand; later config files override
-// earlier ones. Every key fit does not have is reported, in one error.
+// A config LightningCLI wrote runs as written: the classes and init arguments are lightning_classes.h's, and the
+// Trainer's and LightningCLI's keys fit has no flag for are accepted at Lightning's default (what --print_config
+// writes) and refused, with the fix, otherwise. Every key is one of fit's flags or one of those (ConfigKeys() is the
+// table; a test checks it covers every flag), so a config file sets nothing a command line could not, and its values
+// meet the same checks. `null` is Lightning's default: the flag's, and where fit's differs Lightning's
+// (trainer.max_epochs: 1000 epochs, or no epoch limit when the file sets max_steps; ModelCheckpoint's save_last: no
+// last.ckpt). An optimizer or scheduler argument left out is PyTorch's default (SGD's momentum 0). Flags on the
+// command line override every config file, wherever they stand; later config files override earlier ones. Every
+// key fit does not have is reported, in one error.
 #ifndef KILN_TRAINER_CLI_CONFIG_FILE_H_
 #define KILN_TRAINER_CLI_CONFIG_FILE_H_
 
@@ -35,11 +45,13 @@ namespace kiln {
 
 // Where one of fit's flags sits in a config file.
 struct ConfigKey {
-  enum class Section { kTop, kTrainer, kModel, kData, kLrScheduler, kModelCheckpoint, kEarlyStopping };
+  enum class Section { kTop, kTrainer, kModel, kData, kLrScheduler, kModelCheckpoint, kEarlyStopping, kOptimizer };
   const char* flag;  // fit's flag, without "--".
   Section section;
   const char* key;    // The key in its section: Lightning's argument name where Lightning has one.
   bool list = false;  // A comma-separated flag, written as a YAML list.
+  // Written by ConfigYaml under this key; false: read there, written elsewhere (a logger's or callback's init_args).
+  bool written = true;
 };
 
 // The deepest a config file may nest (mappings or lists in lists), as Debian's yaml-cpp 0.7 parses it: its parser

@@ -149,8 +149,10 @@ TEST_F(ConfigFileTest, WhatItWritesReadsBackToTheSameFlags) {
   EXPECT_THAT(yaml, HasSubstr("seed_everything: 7\n"));
   EXPECT_THAT(yaml, HasSubstr("  logger: false\n"));
   EXPECT_THAT(yaml, HasSubstr("  hidden_sizes: [8, 4]\n"));
-  EXPECT_THAT(yaml, HasSubstr("class_path: EarlyStopping"));
-  EXPECT_THAT(yaml, HasSubstr("\nlr_scheduler:\n  scheduler: plateau\n  interval: step\n"));
+  EXPECT_THAT(yaml, HasSubstr("class_path: lightning.pytorch.callbacks.EarlyStopping"));
+  EXPECT_THAT(yaml, HasSubstr("\nlr_scheduler:\n  class_path: lightning.pytorch.cli.ReduceLROnPlateau\n"));
+  EXPECT_THAT(yaml, HasSubstr("\n  interval: step\n"));  // fit's own, beside LightningCLI's class.
+  EXPECT_THAT(yaml, HasSubstr("\noptimizer:\n  class_path: torch.optim.Adam\n  init_args:\n    lr: 0.025\n"));
 
   // Back to every default, then the file's flags.
   for (const ConfigKey& entry : ConfigKeys()) Set(entry.flag, absl::FindCommandLineFlag(entry.flag)->DefaultValue());
@@ -162,7 +164,7 @@ TEST_F(ConfigFileTest, WhatItWritesReadsBackToTheSameFlags) {
 
 TEST_F(ConfigFileTest, EarlyStoppingIsWrittenOnlyWhenItWatchesAMetric) {
   EXPECT_THAT(ConfigYaml(), Not(HasSubstr("EarlyStopping")));
-  EXPECT_THAT(ConfigYaml(), HasSubstr("class_path: ModelCheckpoint"));
+  EXPECT_THAT(ConfigYaml(), HasSubstr("class_path: lightning.pytorch.callbacks.ModelCheckpoint"));
 }
 
 TEST_F(ConfigFileTest, ReadsLightningsSpellings) {
@@ -187,11 +189,13 @@ ckpt_path: null
   absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "run.yaml");
   ASSERT_TRUE(args.ok()) << args.status();
   const std::string default_logger = absl::FindCommandLineFlag("logger")->DefaultValue();
-  // max_epochs: null is Lightning's default, 1000 epochs (fit's own default is 10).
+  // max_epochs: null is Lightning's default, 1000 epochs (fit's own default is 10); the callbacks' arguments left out
+  // are Lightning's defaults (ModelCheckpoint's save_last: no last.ckpt).
   EXPECT_THAT(*args,
-              ElementsAre("--seed=3", "--logger=" + default_logger, "--devices=1", "--checkpoint_monitor=val_acc",
-                          "--checkpoint_mode=max", "--early_stopping_monitor=val_loss", "--patience=2",
-                          "--hidden_sizes=16", "--ckpt_path=", "--max_epochs=1000"));
+              ElementsAre("--seed=3", "--logger=" + default_logger, "--devices=1", "--enable_checkpointing=true",
+                          "--checkpoint_monitor=val_acc", "--checkpoint_mode=max", "--save_last=false",
+                          "--save_top_k=1", "--early_stopping_monitor=val_loss", "--patience=2", "--min_delta=0.0",
+                          "--early_stopping_mode=min", "--hidden_sizes=16", "--ckpt_path=", "--max_epochs=1000"));
 }
 
 TEST_F(ConfigFileTest, ReadingChangesNoFlag) {
@@ -223,8 +227,8 @@ TEST_F(ConfigFileTest, MistakesNameTheKeyAndTheFix) {
       {"trainer: {max_epochs: 1, max_epochs: 2}", "trainer.max_epochs: given twice; keep one"},
       {"trainer: [", "--config=run.yaml: line 1: not valid YAML"},
       {"a: 1\n---\nb: 2\n", "holds 2 YAML documents; a config file holds one"},
-      {"trainer: {callbacks: [{class_path: Timer}]}",
-       "class_path 'Timer' is not a callback fit can make; it makes ModelCheckpoint and EarlyStopping"},
+      {"trainer: {callbacks: [{class_path: StochasticWeightAveraging}]}",
+       "class_path 'StochasticWeightAveraging' is not one fit has; it has ModelCheckpoint, EarlyStopping"},
       {"trainer: {callbacks: [{class_path: EarlyStopping, init_args: {patience: 1}}]}", "EarlyStopping needs monitor"},
       {"trainer: {callbacks: [{class_path: ModelCheckpoint}, {class_path: ModelCheckpoint}]}",
        "ModelCheckpoint is listed twice"},

@@ -316,8 +316,19 @@ absl::Status ModelFromFlags(int64_t max_epochs, ModelSpec& model) {
   if (!shape.ok()) return shape.status();
   model.input_shape = *shape;
   model.optimizer = absl::GetFlag(FLAGS_optimizer);
-  if (model.optimizer != "adam" && model.optimizer != "sgd") {
-    return FlagError("optimizer", model.optimizer, "pass adam or sgd");
+  if (model.optimizer != "adam" && model.optimizer != "adamw" && model.optimizer != "sgd") {
+    return FlagError("optimizer", model.optimizer, "pass adam, adamw or sgd (or Adam, AdamW, SGD)");
+  }
+  model.momentum = absl::GetFlag(FLAGS_momentum);
+  if (!(model.momentum >= 0 && model.momentum < 1)) {
+    return FlagError("momentum", absl::StrCat(model.momentum), "pass a value in [0, 1), e.g. 0.9");
+  }
+  const double weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  if (weight_decay != -1) {
+    if (!(weight_decay >= 0 && weight_decay <= std::numeric_limits<float>::max())) {
+      return FlagError("weight_decay", absl::StrCat(weight_decay), "pass a value >= 0, or -1 for PyTorch's default");
+    }
+    model.weight_decay = weight_decay;
   }
   model.fused_optimizer = absl::GetFlag(FLAGS_fused_optimizer);
   model.learning_rate = absl::GetFlag(FLAGS_learning_rate);

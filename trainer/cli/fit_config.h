@@ -58,6 +58,8 @@ struct ModelSpec {
   std::string optimizer = "adam";
   bool fused_optimizer = true;  // LibTorch's fused kernels where it has them (trainer/optim/fused_optimizers.h).
   double learning_rate = 1e-3;
+  double momentum = 0.9;                // sgd.
+  std::optional<double> weight_decay;  // Unset: PyTorch's default.
   // The --lr_scheduler flags; a schedule over epochs has T_max and total_steps filled from --max_epochs.
   LRSchedulerOptions lr_scheduler;
 };

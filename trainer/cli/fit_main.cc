@@ -35,6 +35,7 @@
 #include "hal/compat/version.h"
 #include "torch/utils.h"
 #include "trainer/accelerator_plugins.h"
+#include "trainer/callbacks/device_stats_monitor.h"
 #include "trainer/callbacks/early_stopping.h"
 #include "trainer/callbacks/learning_rate_monitor.h"
 #include "trainer/callbacks/model_checkpoint.h"
@@ -211,6 +212,7 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
   if (outputs.early_stopping.has_value()) {
     options.callbacks.push_back(std::make_shared<EarlyStopping>(*outputs.early_stopping));
   }
+  if (absl::GetFlag(FLAGS_device_stats_monitor)) options.callbacks.push_back(std::make_shared<DeviceStatsMonitor>());
   // A schedule's rates go to the loggers, as a Lightning user would add LearningRateMonitor to see them.
   const LRSchedulerOptions& schedule = config.model.lr_scheduler;
   if ((schedule.name != "none" || schedule.warmup_iters > 0) && !options.loggers.empty()) {

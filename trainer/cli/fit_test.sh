@@ -59,7 +59,7 @@ sha() { sed -n -E 's/.*"params_sha256": "([0-9a-f]+)".*/\1/p' "$1"; }
 [[ -s lightning_logs/version_2/config.yaml ]] || fail "the repeated run did not write version_2/config.yaml"
 printed=$($fit --config="$saved" --max_epochs=7 --print_config 2>&1)
 grep -q '^  max_epochs: 7$' <<<"$printed" || fail "--max_epochs=7 did not override the config file: $printed"
-grep -q '^  learning_rate: 0.01$' <<<"$printed" || fail "--print_config lost the file's learning_rate: $printed"
+grep -q '^    lr: 0.01$' <<<"$printed" || fail "--print_config lost the file's learning rate (optimizer.init_args.lr): $printed"
 [[ ! -e lightning_logs/version_4 ]] || fail "--print_config started a run"
 # A file as LightningCLI users write it: callbacks by class path, logger: false.
 cat >lightning.yaml <<'YAML'
@@ -244,7 +244,7 @@ expect_usage_error "--input_shape='1,8' is not valid; pass three positive sizes 
 expect_usage_error "--input_shape='1,3,3' is not valid; it holds 9 values per example, but the data has 16" \
   --input_shape=1,3,3
 expect_usage_error "the data has 10 features, which is not a square image" --model=cnn --num_features=10
-expect_usage_error "--optimizer='lbfgs' is not valid; pass adam or sgd" --optimizer=lbfgs
+expect_usage_error "--optimizer='lbfgs' is not valid; pass adam, adamw or sgd (or Adam, AdamW, SGD)" --optimizer=lbfgs
 expect_usage_error "--learning_rate='0' is not valid; pass a value > 0 within float32's range" --learning_rate=0
 expect_usage_error "--learning_rate='inf' is not valid; pass a value > 0 within float32's range" --learning_rate=inf
 expect_usage_error "--learning_rate='1e+300' is not valid; pass a value > 0 within float32's range" --learning_rate=1e300

@@ -47,6 +47,9 @@ ABSL_DECLARE_FLAG(std::string, input_shape);
 ABSL_DECLARE_FLAG(std::string, optimizer);
 ABSL_DECLARE_FLAG(bool, fused_optimizer);
 ABSL_DECLARE_FLAG(double, learning_rate);
+ABSL_DECLARE_FLAG(double, momentum);
+ABSL_DECLARE_FLAG(bool, device_stats_monitor);
+ABSL_DECLARE_FLAG(double, weight_decay);
 
 // Learning-rate scheduler.
 ABSL_DECLARE_FLAG(std::string, lr_scheduler);

@@ -4,14 +4,17 @@
 #include <cstdint>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "trainer/cli/command_line.h"
 #include "trainer/cli/config_file.h"
+#include "trainer/cli/lightning_classes.h"
 
 namespace kiln {
 namespace {
@@ -29,14 +32,6 @@ constexpr std::pair<const char*, Section> kSections[] = {
 };
 
 // PyTorch's class names (with or without their module) for fit's --optimizer and --lr_scheduler values.
-constexpr std::pair<const char*, const char*> kOptimizers[] = {{"Adam", "adam"}, {"SGD", "sgd"}};
-constexpr std::pair<const char*, const char*> kSchedulers[] = {
-    {"StepLR", "step"},
-    {"CosineAnnealingLR", "cosine"},
-    {"ReduceLROnPlateau", "plateau"},
-    {"OneCycleLR", "onecycle"},
-};
-
 // The flag of `key` in `section`; "" when the config file has no such key. A plateau setting may be written as
 // ReduceLROnPlateau's own argument (mode, factor, ...), which fit's flags prefix with plateau_.
 std::string FlagOf(Section section, absl::string_view key) {
@@ -57,22 +52,34 @@ std::vector<std::string> KeysOf(Section section) {
   return keys;
 }
 
-// A class name as fit's value: "torch.optim.Adam" or "Adam" -> "adam"; "" when Kiln has no such class.
-template <size_t N>
-std::string ClassValue(absl::string_view name, const std::pair<const char*, const char*> (&classes)[N]) {
-  const size_t dot = name.rfind('.');
-  const absl::string_view bare = dot == absl::string_view::npos ? name : name.substr(dot + 1);
-  for (const auto& [class_name, value] : classes) {
-    if (bare == class_name || bare == value) return value;
+// The class a --optimizer or --lr_scheduler value names (lightning_classes.h): fit's value for it, or "".
+std::string ClassValue(ClassKind kind, absl::string_view name) {
+  const LightningClass* found = FindLightningClass(kind, name);
+  return found == nullptr ? "" : found->value;
+}
+
+// fit's flag for an argument of the optimizer or scheduler classes (lr: learning_rate, factor: plateau_factor), or
+// "" when none of them has one of that name.
+std::string ArgumentFlag(ClassKind kind, absl::string_view argument) {
+  for (const LightningClass& c : LightningClasses()) {
+    if (c.kind != kind) continue;
+    for (const ClassArgument& a : c.arguments) {
+      if (a.flag != nullptr && argument == a.name) return a.flag;
+    }
   }
   return "";
 }
 
-template <size_t N>
-std::string ClassNames(const std::pair<const char*, const char*> (&classes)[N]) {
-  std::string names;
-  for (const auto& [class_name, value] : classes) absl::StrAppend(&names, names.empty() ? "" : ", ", class_name);
-  return names;
+// The arguments with a flag, over the classes of a kind: "lr, momentum, weight_decay".
+std::string ArgumentNames(ClassKind kind) {
+  std::vector<std::string> names;
+  for (const LightningClass& c : LightningClasses()) {
+    if (c.kind != kind) continue;
+    for (const ClassArgument& a : c.arguments) {
+      if (a.flag != nullptr && std::find(names.begin(), names.end(), a.name) == names.end()) names.push_back(a.name);
+    }
+  }
+  return absl::StrJoin(names, ", ");
 }
 
 class Translator {
@@ -144,27 +151,28 @@ class Translator {
   absl::StatusOr<std::string> TranslateOne(const std::string& name, const std::string& value) {
     if (name == "seed_everything") return Seed(value);
     if (name == "optimizer") {
-      const std::string optimizer = ClassValue(value, kOptimizers);
+      const std::string optimizer = ClassValue(ClassKind::kOptimizer, value);
       if (optimizer.empty()) {
         return absl::InvalidArgumentError(absl::StrCat("--optimizer='", value, "' is not an optimizer Kiln has; pass ",
-                                                       ClassNames(kOptimizers)));
+                                                       LightningClassNames(ClassKind::kOptimizer)));
       }
       return absl::StrCat("--optimizer=", optimizer);
     }
     if (absl::StartsWith(name, "optimizer.")) {
       absl::string_view argument = absl::StripPrefix(absl::StripPrefix(name, "optimizer."), "init_args.");
       if (argument == "class_path") return TranslateOne("optimizer", value);
-      if (argument == "lr") return absl::StrCat("--learning_rate=", value);
+      const std::string flag = ArgumentFlag(ClassKind::kOptimizer, argument);
+      if (!flag.empty()) return absl::StrCat("--", flag, "=", value);
       return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, ": Kiln's optimizers take their learning rate only (--optimizer.lr, fit's --learning_rate); "
-          "SGD's momentum is 0.9 and Adam's betas and eps are PyTorch's defaults"));
+          "--", name, ": Kiln's optimizers take ", ArgumentNames(ClassKind::kOptimizer),
+          " (fit's --learning_rate, --momentum, --weight_decay); their other arguments are PyTorch's defaults"));
     }
     if (name == "lr_scheduler" || name == "lr_scheduler.class_path") {
-      const std::string scheduler = value == "none" ? "none" : ClassValue(value, kSchedulers);
+      const std::string scheduler = value == "none" ? "none" : ClassValue(ClassKind::kScheduler, value);
       if (scheduler.empty()) {
         return absl::InvalidArgumentError(absl::StrCat("--lr_scheduler='", value,
                                                        "' is not a scheduler Kiln has; pass ",
-                                                       ClassNames(kSchedulers), " or none"));
+                                                       LightningClassNames(ClassKind::kScheduler), " or none"));
       }
       return absl::StrCat("--lr_scheduler=", scheduler);
     }
@@ -177,7 +185,9 @@ class Translator {
             "--", name, ": callbacks on the command line are not supported; use fit's flags (--checkpoint_monitor, "
             "--save_top_k, --early_stopping_monitor, --patience, ...) or trainer.callbacks in a --config file"));
       }
-      const std::string flag = FlagOf(section, key);
+      std::string flag = FlagOf(section, key);
+      // LightningCLI's scheduler arguments (--lr_scheduler.factor is fit's --plateau_factor).
+      if (flag.empty() && section == Section::kLrScheduler) flag = ArgumentFlag(ClassKind::kScheduler, key);
       if (flag.empty()) {
         const std::string closest = ClosestName(key, KeysOf(section));
         return absl::InvalidArgumentError(absl::StrCat(

@@ -69,11 +69,18 @@ TEST(LightningCliTest, FitsOwnFlagsPassUnchanged) {
               ElementsAre("--optimizer=adam", "--lr_scheduler", "cosine", "--optimizer=adamw"));
 }
 
+TEST(LightningCliTest, ClassArgumentsAreFitsFlags) {
+  EXPECT_THAT(Translate({"--optimizer=SGD", "--optimizer.momentum=0.5", "--optimizer.init_args.weight_decay=0.01",
+                         "--lr_scheduler=ReduceLROnPlateau", "--lr_scheduler.factor=0.5"}),
+              ElementsAre("--optimizer=sgd", "--momentum=0.5", "--weight_decay=0.01", "--lr_scheduler=plateau",
+                          "--plateau_factor=0.5"));
+}
+
 TEST(LightningCliTest, MistakesSayWhatToWrite) {
   EXPECT_THAT(Error({"--trainer.max_epoch=3"}), HasSubstr("unknown flag --trainer.max_epoch; did you mean "
                                                            "--trainer.max_epochs?"));
-  EXPECT_THAT(Error({"--optimizer=RMSprop"}), HasSubstr("not an optimizer Kiln has; pass Adam, SGD"));
-  EXPECT_THAT(Error({"--optimizer.momentum=0.5"}), HasSubstr("take their learning rate only"));
+  EXPECT_THAT(Error({"--optimizer=RMSprop"}), HasSubstr("not an optimizer Kiln has; pass Adam, AdamW, SGD"));
+  EXPECT_THAT(Error({"--optimizer.betas=[0.8,0.9]"}), HasSubstr("Kiln's optimizers take lr, weight_decay, momentum"));
   EXPECT_THAT(Error({"--lr_scheduler=CyclicLR"}), HasSubstr("not a scheduler Kiln has"));
   EXPECT_THAT(Error({"--trainer.callbacks+=EarlyStopping"}), HasSubstr("callbacks on the command line"));
   EXPECT_THAT(Error({"--trainer.max_epochs"}), HasSubstr("--trainer.max_epochs needs a value"));

@@ -31,6 +31,8 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
                             .optimizer = spec.optimizer,
                             .fused_optimizer = spec.fused_optimizer,
                             .learning_rate = spec.learning_rate,
+                            .momentum = spec.momentum,
+                            .weight_decay = spec.weight_decay,
                             .lr_scheduler = spec.lr_scheduler,
                             .input_shape = spec.input_shape};
   const std::string shape = absl::StrJoin(spec.input_shape, ",");
@@ -53,6 +55,8 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
       {"num_features", absl::StrCat(data.num_features)},
       {"num_outputs", absl::StrCat(data.num_outputs)},
   };
+  if (spec.optimizer == "sgd") hparams["momentum"] = absl::StrCat(spec.momentum);
+  if (spec.weight_decay.has_value()) hparams["weight_decay"] = absl::StrCat(*spec.weight_decay);
   if (!spec.input_shape.empty()) hparams["input_shape"] = shape;
   if (spec.lr_scheduler.name != "none") hparams["lr_scheduler"] = spec.lr_scheduler.name;
   if (spec.lr_scheduler.warmup_iters > 0) hparams["warmup_iters"] = absl::StrCat(spec.lr_scheduler.warmup_iters);

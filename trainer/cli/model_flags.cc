@@ -14,8 +14,12 @@ ABSL_FLAG(int64_t, kernel_size, 3, "cnn: convolution kernel size (odd).");
 ABSL_FLAG(std::string, input_shape, "",
           "Shape of one example as C,H,W (e.g. 1,8,8): feature rows are reshaped to it before the model sees them. "
           "Needed by cnn unless the feature count is a square (then 1,S,S); optional for TorchScript modules.");
-ABSL_FLAG(std::string, optimizer, "adam", "\"adam\" or \"sgd\" (with momentum 0.9).");
+ABSL_FLAG(std::string, optimizer, "adam",
+          "\"adam\", \"adamw\" or \"sgd\" (torch.optim's Adam, AdamW, SGD; LightningCLI's class names work too).");
 ABSL_FLAG(double, learning_rate, 1e-3, "The optimizer's learning rate.");
+ABSL_FLAG(double, momentum, 0.9, "sgd: the momentum, in [0, 1) (Kiln's default 0.9; PyTorch's SGD has 0).");
+ABSL_FLAG(double, weight_decay, -1,
+          "The optimizer's weight decay, >= 0; -1: PyTorch's default for it (0; adamw 0.01).");
 ABSL_FLAG(bool, fused_optimizer, true,
           "Step the optimizer with LibTorch's fused kernels (one pass over each device's parameters; CPU and CUDA), "
           "which also lets the device skip a non-finite loss's update without the host waiting for it. false: "

@@ -15,6 +15,9 @@ ABSL_FLAG(std::string, logger, "csv,tensorboard",
 // Lightning's logger arguments `name` and `version`; Abseil itself owns --version.
 ABSL_FLAG(std::string, log_name, "lightning_logs", "The loggers' experiment folder under --default_root_dir.");
 ABSL_FLAG(int64_t, log_version, -1, "The loggers' version folder number (-1: the next free one).");
+ABSL_FLAG(bool, device_stats_monitor, false,
+          "Log the accelerator's device statistics around every logged training batch (Lightning's "
+          "DeviceStatsMonitor callback), into the loggers; report.html charts them either way.");
 ABSL_FLAG(bool, verbose, false,
           "Show glog's INFO lines (the connector's choices, what a checkpoint restored) on a terminal too; when "
           "standard error is not a terminal they are always written.");

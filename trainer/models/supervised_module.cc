@@ -98,7 +98,11 @@ at::Tensor SupervisedModule::predict_step(const Batch& batch, int64_t batch_idx)
 
 OptimizerConfig SupervisedModule::configure_optimizers() {
   OptimizerConfig config =
-      MakeOptimizer(options_.optimizer, parameters(), options_.learning_rate, options_.fused_optimizer);
+      MakeOptimizer(OptimizerSettings{.name = options_.optimizer,
+                                      .learning_rate = options_.learning_rate,
+                                      .momentum = options_.momentum,
+                                      .weight_decay = options_.weight_decay},
+                    parameters(), options_.fused_optimizer);
   const bool per_step = options_.lr_scheduler.interval == SchedulerConfig::Interval::kStep;
   config.schedulers =
       MakeLRSchedulers(*config.optimizers[0], options_.lr_scheduler, per_step ? estimated_stepping_batches() : -1);

@@ -17,6 +17,7 @@
 #define KILN_TRAINER_MODELS_SUPERVISED_MODULE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,11 @@ namespace kiln {
 
 struct SupervisedOptions {
   Task task = Task::kClassification;
-  std::string optimizer = "adam";  // "adam" or "sgd" (SGD with momentum 0.9).
+  std::string optimizer = "adam";  // "adam", "adamw" or "sgd" (MakeOptimizer, trainer/optim/fused_optimizers.h).
   bool fused_optimizer = true;     // LibTorch's fused kernels where it has them (MakeOptimizer).
   double learning_rate = 1e-3;
+  std::optional<double> momentum;      // sgd; unset: 0.9.
+  std::optional<double> weight_decay;  // Unset: PyTorch's default for the optimizer.
   // A schedule over steps whose T_max or total_steps is 0 spans estimated_stepping_batches(); one over epochs
   // needs them set.
   LRSchedulerOptions lr_scheduler;

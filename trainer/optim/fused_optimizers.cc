@@ -235,23 +235,32 @@ void FusedSGD::set_found_inf(at::Tensor found_inf) { found_inf_ = std::move(foun
 
 // ---- By name
 
-std::shared_ptr<torch::optim::Optimizer> MakeOptimizer(const std::string& name, std::vector<at::Tensor> params,
-                                                       double learning_rate, bool fused) {
+std::shared_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSettings& settings,
+                                                       std::vector<at::Tensor> params, bool fused) {
+  const std::string& name = settings.name;
   if (name == "sgd") {
-    torch::optim::SGDOptions options(learning_rate);
-    options.momentum(0.9);
+    torch::optim::SGDOptions options(settings.learning_rate);
+    options.momentum(settings.momentum.value_or(0.9));
+    if (settings.weight_decay.has_value()) options.weight_decay(*settings.weight_decay);
     if (fused) return std::make_shared<FusedSGD>(std::move(params), options);
     return std::make_shared<torch::optim::SGD>(std::move(params), options);
   }
   if (name == "adamw") {
-    torch::optim::AdamWOptions options(learning_rate);
+    torch::optim::AdamWOptions options(settings.learning_rate);
+    if (settings.weight_decay.has_value()) options.weight_decay(*settings.weight_decay);
     if (fused) return std::make_shared<FusedAdamW>(std::move(params), options);
     return std::make_shared<torch::optim::AdamW>(std::move(params), options);
   }
   TORCH_CHECK(name == "adam", "unknown optimizer '", name, "': pass adam, adamw or sgd");
-  torch::optim::AdamOptions options(learning_rate);
+  torch::optim::AdamOptions options(settings.learning_rate);
+  if (settings.weight_decay.has_value()) options.weight_decay(*settings.weight_decay);
   if (fused) return std::make_shared<FusedAdam>(std::move(params), options);
   return std::make_shared<torch::optim::Adam>(std::move(params), options);
+}
+
+std::shared_ptr<torch::optim::Optimizer> MakeOptimizer(const std::string& name, std::vector<at::Tensor> params,
+                                                       double learning_rate, bool fused) {
+  return MakeOptimizer(OptimizerSettings{.name = name, .learning_rate = learning_rate}, std::move(params), fused);
 }
 
 }  // namespace kiln

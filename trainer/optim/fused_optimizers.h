@@ -104,8 +104,19 @@ class FusedSGD final : public torch::optim::SGD, public DeviceSkipOptimizer {
 // also built against 1.13, which had none). Kept for a release for programs that ask.
 [[deprecated("always true: every LibTorch Kiln builds against has the fused kernels")]] bool FusedOptimizersAvailable();
 
-// The built-in optimizers by their fit names ("adam", "adamw", "sgd": momentum 0.9), fused where `fused` (each steps
-// as torch::optim on a device the kernels do not run on), else torch::optim's own classes.
+// A built-in optimizer and its settings, by fit's names.
+struct OptimizerSettings {
+  std::string name = "adam";  // "adam", "adamw" or "sgd" (torch.optim's Adam, AdamW, SGD).
+  double learning_rate = 1e-3;
+  std::optional<double> momentum;      // sgd; unset: 0.9 (Kiln's default; PyTorch's SGD has 0).
+  std::optional<double> weight_decay;  // Unset: PyTorch's default (0; AdamW 0.01).
+};
+
+// The built-in optimizer `settings` names, fused where `fused` (each steps as torch::optim on a device the kernels do
+// not run on), else torch::optim's own classes.
+std::shared_ptr<torch::optim::Optimizer> MakeOptimizer(const OptimizerSettings& settings,
+                                                       std::vector<at::Tensor> params, bool fused);
+// The same with the defaults of OptimizerSettings but `name` and `learning_rate`.
 std::shared_ptr<torch::optim::Optimizer> MakeOptimizer(const std::string& name, std::vector<at::Tensor> params,
                                                        double learning_rate, bool fused);
 

@@ -1,0 +1,254 @@
+// The LightningCLI classes Kiln has (lightning_classes.h). The arguments and defaults are those Lightning 2.6 and
+// PyTorch 2.11 have: what `LightningCLI --print_config` writes for each class.
+#include "trainer/cli/lightning_classes.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace kiln {
+namespace {
+
+using Section = ConfigKey::Section;
+
+// Arguments every torch.optim optimizer has that Kiln takes as PyTorch's defaults.
+std::vector<ClassArgument> OptimizerArguments(std::vector<ClassArgument> own) {
+  for (ClassArgument common : {ClassArgument{"maximize", nullptr, "false"}, ClassArgument{"foreach", nullptr, "null"},
+                               ClassArgument{"differentiable", nullptr, "false"},
+                               // Kiln's --fused_optimizer picks LibTorch's fused kernels itself.
+                               ClassArgument{"fused", nullptr, "null"}}) {
+    own.push_back(common);
+  }
+  return own;
+}
+
+std::vector<LightningClass> MakeClasses() {
+  const ClassArgument last_epoch{"last_epoch", nullptr, "-1"};
+  const std::vector<ClassArgument> adam_betas = {
+      {"betas", nullptr, "[0.9, 0.999]"}, {"eps", nullptr, "1.0e-08"}};
+  return {
+      // Optimizers (torch.optim).
+      {ClassKind::kOptimizer, "Adam", "torch.optim", "optimizer", "adam",
+       OptimizerArguments({{"lr", "learning_rate", "0.001"},
+                           adam_betas[0],
+                           adam_betas[1],
+                           {"weight_decay", "weight_decay", "0.0"},
+                           {"amsgrad", nullptr, "false"},
+                           {"capturable", nullptr, "false"},
+                           {"decoupled_weight_decay", nullptr, "false"}})},
+      {ClassKind::kOptimizer, "AdamW", "torch.optim", "optimizer", "adamw",
+       OptimizerArguments({{"lr", "learning_rate", "0.001"},
+                           adam_betas[0],
+                           adam_betas[1],
+                           {"weight_decay", "weight_decay", "0.01"},
+                           {"amsgrad", nullptr, "false"},
+                           {"capturable", nullptr, "false"}})},
+      {ClassKind::kOptimizer, "SGD", "torch.optim", "optimizer", "sgd",
+       OptimizerArguments({{"lr", "learning_rate", "0.001"},
+                           {"momentum", "momentum", "0.0"},
+                           {"dampening", nullptr, "0.0"},
+                           {"weight_decay", "weight_decay", "0.0"},
+                           {"nesterov", nullptr, "false"}})},
+      // Learning-rate schedulers (torch.optim.lr_scheduler; Lightning's ReduceLROnPlateau adds the monitor).
+      {ClassKind::kScheduler, "StepLR", "torch.optim.lr_scheduler", "lr_scheduler", "step",
+       {{"step_size", "step_size", nullptr}, {"gamma", "gamma", "0.1"}, last_epoch}},
+      {ClassKind::kScheduler, "CosineAnnealingLR", "torch.optim.lr_scheduler", "lr_scheduler", "cosine",
+       {{"T_max", "T_max", nullptr}, {"eta_min", "eta_min", "0.0"}, last_epoch}},
+      {ClassKind::kScheduler, "OneCycleLR", "torch.optim.lr_scheduler", "lr_scheduler", "onecycle",
+       {{"max_lr", "max_lr", nullptr},
+        {"total_steps", "total_steps", "null"},
+        {"epochs", nullptr, "null"},
+        {"steps_per_epoch", nullptr, "null"},
+        {"pct_start", "pct_start", "0.3"},
+        {"anneal_strategy", "anneal_strategy", "cos"},
+        // Kiln's one-cycle schedule moves the learning rate only.
+        {"cycle_momentum", nullptr, "true", "false"},
+        {"base_momentum", nullptr, "0.85"},
+        {"max_momentum", nullptr, "0.95"},
+        {"div_factor", "div_factor", "25.0"},
+        {"final_div_factor", "final_div_factor", "10000.0"},
+        {"three_phase", "three_phase", "false"},
+        last_epoch}},
+      {ClassKind::kScheduler, "ReduceLROnPlateau", "lightning.pytorch.cli", "lr_scheduler", "plateau",
+       {{"monitor", "lr_scheduler_monitor", nullptr},
+        {"mode", "plateau_mode", "min"},
+        {"factor", "plateau_factor", "0.1"},
+        {"patience", "plateau_patience", "10"},
+        {"threshold", "plateau_threshold", "0.0001"},
+        {"threshold_mode", "plateau_threshold_mode", "rel"},
+        {"cooldown", "plateau_cooldown", "0"},
+        {"min_lr", "min_lr", "0.0"},
+        {"eps", nullptr, "1.0e-08"}}},
+      // Callbacks (lightning.pytorch.callbacks).
+      {ClassKind::kCallback, "ModelCheckpoint", "lightning.pytorch.callbacks", "enable_checkpointing", "true",
+       {{"dirpath", nullptr, "null"},
+        {"filename", "checkpoint_filename", "null"},
+        {"monitor", "checkpoint_monitor", "null"},
+        {"verbose", nullptr, "false"},
+        // Lightning's save_last=None writes no last.ckpt.
+        {"save_last", "save_last", "false"},
+        {"save_top_k", "save_top_k", "1"},
+        {"save_on_exception", nullptr, "false"},
+        {"save_weights_only", nullptr, "false"},
+        {"mode", "checkpoint_mode", "min"},
+        {"auto_insert_metric_name", nullptr, "true"},
+        {"every_n_train_steps", "every_n_train_steps", "null"},
+        {"train_time_interval", nullptr, "null"},
+        {"every_n_epochs", "every_n_epochs", "null"},
+        {"save_on_train_epoch_end", nullptr, "null"},
+        {"enable_version_counter", nullptr, "true"}}},
+      {ClassKind::kCallback, "EarlyStopping", "lightning.pytorch.callbacks", nullptr, nullptr,
+       {{"monitor", "early_stopping_monitor", nullptr},
+        {"min_delta", "min_delta", "0.0"},
+        {"patience", "patience", "3"},
+        {"verbose", nullptr, "false"},
+        {"mode", "early_stopping_mode", "min"},
+        {"strict", nullptr, "true"},
+        {"check_finite", nullptr, "true"},
+        {"stopping_threshold", nullptr, "null"},
+        {"divergence_threshold", nullptr, "null"},
+        {"check_on_train_epoch_end", nullptr, "null"},
+        {"log_rank_zero_only", nullptr, "false"}}},
+      // fit logs the learning rates whenever a schedule runs.
+      {ClassKind::kCallback, "LearningRateMonitor", "lightning.pytorch.callbacks", nullptr, nullptr,
+       {{"logging_interval", nullptr, "null"}, {"log_momentum", nullptr, "false"}, {"log_weight_decay", nullptr, "false"}}},
+      {ClassKind::kCallback, "ModelSummary", "lightning.pytorch.callbacks", "enable_model_summary", "true",
+       {{"max_depth", nullptr, "1"}}},
+      {ClassKind::kCallback, "DeviceStatsMonitor", "lightning.pytorch.callbacks", "device_stats_monitor", "true",
+       {{"cpu_stats", nullptr, "null"}}},
+      {ClassKind::kCallback, "Timer", "lightning.pytorch.callbacks", nullptr, nullptr,
+       {{"duration", "max_time", "null"}, {"interval", nullptr, "step"}, {"verbose", nullptr, "true"}}},
+      {ClassKind::kCallback, "TQDMProgressBar", "lightning.pytorch.callbacks", "enable_progress_bar", "true",
+       {{"refresh_rate", nullptr, "1"}, {"process_position", nullptr, "0"}, {"leave", nullptr, "false"}}},
+      // Loggers (lightning.pytorch.loggers). save_dir is the trainer's default_root_dir (config_file.cc).
+      {ClassKind::kLogger, "CSVLogger", "lightning.pytorch.loggers", "logger", "csv",
+       {{"save_dir", nullptr, "null"},
+        {"name", "log_name", "lightning_logs"},
+        {"version", "log_version", "null"},
+        {"prefix", nullptr, "''"},
+        {"flush_logs_every_n_steps", nullptr, "100"}}},
+      {ClassKind::kLogger, "TensorBoardLogger", "lightning.pytorch.loggers", "logger", "tensorboard",
+       {{"save_dir", nullptr, "null"},
+        {"name", "log_name", "lightning_logs"},
+        {"version", "log_version", "null"},
+        {"log_graph", nullptr, "false"},
+        {"default_hp_metric", nullptr, "true"},
+        {"prefix", nullptr, "''"},
+        {"sub_dir", nullptr, "null"},
+        {"comment", nullptr, "''"},
+        {"purge_step", nullptr, "null"},
+        {"max_queue", nullptr, "10"},
+        {"flush_secs", nullptr, "120"},
+        {"filename_suffix", nullptr, "''"},
+        // The writer's own arguments, which LightningCLI lists too: torch.utils.tensorboard's SummaryWriter
+        // (log_dir), or tensorboardX's where that is the writer installed. Read, not written: each is unknown
+        // to a LightningCLI with the other writer.
+        {"log_dir", nullptr, "null", nullptr, /*written=*/false},
+        {"logdir", nullptr, "null", nullptr, /*written=*/false},
+        {"write_to_disk", nullptr, "true", nullptr, /*written=*/false},
+        {"comet_config", nullptr, "{disabled: true}", nullptr, /*written=*/false}}},
+  };
+}
+
+// A flow list's items: "[0.9, 0.999]" -> {"0.9", "0.999"}; anything else -> itself alone.
+std::vector<std::string> Items(absl::string_view value) {
+  absl::string_view inner = absl::StripAsciiWhitespace(value);
+  if (!absl::ConsumePrefix(&inner, "[") || !absl::ConsumeSuffix(&inner, "]")) return {std::string(inner)};
+  std::vector<std::string> items;
+  for (absl::string_view item : absl::StrSplit(inner, ',', absl::SkipWhitespace())) {
+    items.emplace_back(absl::StripAsciiWhitespace(item));
+  }
+  return items;
+}
+
+std::string Unquoted(absl::string_view text) {
+  if (text.size() >= 2 && (text.front() == '\'' || text.front() == '"') && text.back() == text.front()) {
+    return std::string(text.substr(1, text.size() - 2));
+  }
+  return std::string(text);
+}
+
+bool SameItem(absl::string_view a, absl::string_view b) {
+  double x = 0;
+  double y = 0;
+  if (absl::SimpleAtod(a, &x) && absl::SimpleAtod(b, &y)) return x == y || (std::isnan(x) && std::isnan(y));
+  const std::string left = Unquoted(a);
+  const std::string right = Unquoted(b);
+  const auto is_null = [](const std::string& s) { return s == "null" || s == "~" || s == "None"; };
+  if (is_null(left) && is_null(right)) return true;
+  const auto lower = [](const std::string& s) { return absl::AsciiStrToLower(s); };
+  if ((lower(left) == "true" || lower(left) == "false") && lower(left) == lower(right)) return true;
+  return left == right;
+}
+
+}  // namespace
+
+const std::vector<LightningClass>& LightningClasses() {
+  static const std::vector<LightningClass>* classes = new std::vector<LightningClass>(MakeClasses());
+  return *classes;
+}
+
+const LightningClass* FindLightningClass(ClassKind kind, absl::string_view class_path) {
+  const size_t dot = class_path.rfind('.');
+  const absl::string_view bare = dot == absl::string_view::npos ? class_path : class_path.substr(dot + 1);
+  for (const LightningClass& c : LightningClasses()) {
+    if (c.kind != kind) continue;
+    if (bare == c.name || (c.value != nullptr && c.flag != nullptr && kind != ClassKind::kCallback &&
+                           class_path == c.value)) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+const LightningClass* LightningClassOfValue(ClassKind kind, absl::string_view value) {
+  for (const LightningClass& c : LightningClasses()) {
+    if (c.kind == kind && c.value != nullptr && value == c.value) return &c;
+  }
+  return nullptr;
+}
+
+std::string LightningClassNames(ClassKind kind) {
+  std::vector<std::string> names;
+  for (const LightningClass& c : LightningClasses()) {
+    if (c.kind == kind) names.emplace_back(c.name);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+const std::vector<DefaultOnlyKey>& DefaultOnlyKeys() {
+  static const std::vector<DefaultOnlyKey>* keys = new std::vector<DefaultOnlyKey>{
+      {Section::kTrainer, "min_steps", "null", "fit has no minimum step count; use min_epochs"},
+      {Section::kTrainer, "benchmark", "null", "LibTorch's cuDNN autotuner stays as the device's default"},
+      {Section::kTrainer, "inference_mode", "true", "evaluation always runs under LibTorch's inference mode"},
+      {Section::kTrainer, "use_distributed_sampler", "true", "fit's loaders always shard their data across ranks"},
+      {Section::kTrainer, "profiler", "null", "Kiln has no profiler; tools/bench_instructions.sh measures runs"},
+      {Section::kTrainer, "detect_anomaly", "false", "LibTorch's anomaly mode is not offered"},
+      {Section::kTrainer, "barebones", "false", "fit has no barebones mode; turn off its loggers, bar and summary"},
+      {Section::kTrainer, "plugins", "null", "precision and devices are fit's own flags (--precision, --accelerator)"},
+      {Section::kTrainer, "sync_batchnorm", "false", "batch norm is not synchronised across ranks"},
+      {Section::kTrainer, "reload_dataloaders_every_n_epochs", "0", "fit's loaders are built once"},
+      {Section::kTrainer, "enable_autolog_hparams", "true", "the loggers always get the model's hyper-parameters"},
+      {Section::kTrainer, "model_registry", "null", "Kiln uploads nothing"},
+      {Section::kTop, "weights_only", "null", "Kiln's checkpoint reader runs no code from a file in any case"},
+  };
+  return *keys;
+}
+
+bool SameYamlValue(absl::string_view value, absl::string_view expected) {
+  const std::vector<std::string> a = Items(value);
+  const std::vector<std::string> b = Items(expected);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!SameItem(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace kiln
