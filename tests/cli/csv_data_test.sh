@@ -99,7 +99,8 @@ mkdir elsewhere
 checkpoint=$work/$run/checkpoints/last.ckpt
 (cd elsewhere && $fit --mode=predict --ckpt_path="$checkpoint" --predict_data="$work/unseen.csv" \
   --predictions=alone.csv >alone.out 2>alone.err) || fail "predict from the checkpoint alone failed: $(tail -3 elsewhere/alone.err)"
-grep -q "^From .*last.ckpt: --model=mlp .*--data=flowers.csv" elsewhere/alone.err ||
+taken=$(grep "^From .*last.ckpt: " elsewhere/alone.err)
+[[ "$taken" == *" --model=mlp"* && "$taken" == *" --data=flowers.csv"* ]] ||
   fail "predict did not say what it took from the checkpoint: $(head -3 elsewhere/alone.err)"
 grep -q "epoch 14" elsewhere/alone.err || fail "predict did not say the checkpoint's epoch: $(grep -i checkpoint elsewhere/alone.err)"
 cmp -s elsewhere/alone.csv unseen_predictions.csv || fail "predictions from the checkpoint alone differ"

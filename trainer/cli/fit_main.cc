@@ -458,6 +458,12 @@ int Main(int argc, char** argv) {
   if (data->table != nullptr) {
     hparams["val_fraction"] = absl::StrCat(config->data.val_fraction);
     hparams["label_column"] = config->data.label_column;
+    hparams["normalize"] = config->data.normalize ? "true" : "false";
+  }
+  // The synthetic task's examples, so that validate and predict from the checkpoint make the same ones.
+  if (config->data.data == "synthetic") {
+    hparams["num_train"] = absl::StrCat(config->data.synthetic.num_train);
+    hparams["num_val"] = absl::StrCat(config->data.synthetic.num_val);
   }
   (*model)->save_hyperparameters(std::move(hparams));
 

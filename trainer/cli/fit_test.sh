@@ -288,5 +288,19 @@ expect_usage_error "trainer.max_epochs: 'ten' is not valid; write an integer" --
 expect_usage_error "--config=$work/none.yaml: No such file or directory" --config="$work/none.yaml"
 echo "checked $case_number bad-input cases"
 
+# --mode=validate from a checkpoint makes the data the run had, every data flag included (here the synthetic task's
+# sizes, which are not fit's defaults): it validates to the val_loss the run logged for the same weights.
+mkdir -p "$work/restored" && cd "$work/restored" || exit 1
+$fit --max_epochs=1 --num_train=256 --num_val=64 --enable_progress_bar=false >/dev/null 2>&1 ||
+  fail "restored: the run failed"
+logged=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "val_loss") c = i; next } $c != "" { v = $c }
+  END { print v }' lightning_logs/version_0/metrics.csv)
+$fit --mode=validate --ckpt_path=last --enable_progress_bar=false --summary_json=validate.json >validate.out \
+  2>validate.err || fail "restored: --mode=validate failed: $(tail -2 validate.err)"
+grep -q -- "--num_train=256 --num_val=64" validate.err || fail "restored: the data sizes were not taken from the run"
+validated=$(sed -n -E 's/.*"val_loss": ([0-9.e+-]+).*/\1/p' validate.json)
+[[ -n "$logged" && "$validated" == "$logged" ]] ||
+  fail "restored: --mode=validate gave val_loss '$validated', the run logged '$logged' for the same weights and rows"
+
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "fit checks passed"

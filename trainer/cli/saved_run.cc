@@ -9,16 +9,26 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/cli/config_file.h"
 
 namespace kiln {
 namespace {
 
-// The hyper-parameters fit saves (trainer/cli/model_factory.cc, fit_main.cc) that are also flags: what the model
-// and its data were. The hardware, loop and output flags stay this run's own.
-constexpr const char* kModelAndDataFlags[] = {
-    "model",       "task", "optimizer",  "learning_rate", "input_shape",  "hidden_sizes", "channels",
-    "kernel_size", "data", "batch_size", "seed",          "val_fraction", "label_column",
-};
+// A hyper-parameter fit saves (trainer/cli/model_factory.cc, fit_main.cc) is restored when it is one of the model's,
+// the optimizer's or the data's flags (a config file's model, optimizer and data sections: one table, ConfigKeys),
+// or the seed: what the model and its data were. The hardware, loop and output flags stay this run's own. The
+// synthetic task's sizes are restored only for it (its classes are the model's outputs).
+bool Restored(const std::string& name, bool synthetic) {
+  if (name == "seed") return true;
+  if (name == "num_features" || name == "num_classes" || name == "num_train" || name == "num_val") return synthetic;
+  for (const ConfigKey& entry : ConfigKeys()) {
+    if (entry.flag == name) {
+      return entry.section == ConfigKey::Section::kModel || entry.section == ConfigKey::Section::kData ||
+             entry.section == ConfigKey::Section::kOptimizer;
+    }
+  }
+  return false;
+}
 
 bool Given(const std::vector<std::string>& args, const std::string& name) {
   for (const std::string& arg : args) {
@@ -70,17 +80,15 @@ absl::StatusOr<SavedRun> ApplySavedRun(const std::string& ckpt_path, const std::
   auto hparams = contents.find(c10::IValue(std::string("hyper_parameters")));
   if (hparams == contents.end() || !hparams->value().isGenericDict()) return run;
   const c10::impl::GenericDict saved = hparams->value().toGenericDict();
-  std::vector<std::string> names(std::begin(kModelAndDataFlags), std::end(kModelAndDataFlags));
   // The synthetic task is made from its sizes; its classes are the model's outputs.
   auto data_name = saved.find(c10::IValue(std::string("data")));
   const bool synthetic = data_name != saved.end() && data_name->value().isString() &&
                          data_name->value().toStringRef() == "synthetic" && !Given(args, "data");
-  if (synthetic) names.push_back("num_features");
-  for (const std::string& name : names) {
-    const std::string key = name;
-    auto found = saved.find(c10::IValue(key));
+  for (const auto& entry : saved) {
+    if (!entry.key().isString()) continue;
+    const std::string name = entry.key().toStringRef();
     std::string text;
-    if (found == saved.end() || Given(args, name) || !Text(found->value(), &text)) continue;
+    if (!Restored(name, synthetic) || Given(args, name) || !Text(entry.value(), &text)) continue;
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
     std::string error;
