@@ -1,5 +1,5 @@
 // `bazel run //tools:accelerators`: lists every registered accelerator, whether it is available here, how many
-// devices it counts and (with --stats) each device's statistics.
+// devices "auto" uses and (with --stats) the statistics of each device --devices names (every device by default).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -13,13 +13,17 @@
 #include "trainer/accelerator_plugins.h"
 
 ABSL_FLAG(bool, stats, false, "Also print the device statistics of every available accelerator's devices.");
+ABSL_FLAG(std::string, devices, "-1",
+          "With --stats: which devices of each accelerator, as the Trainer's devices takes them (-1: every device "
+          "it has, or those \"auto\" would use where it counts none, as the CPU; auto; 0,1: those two).");
 
 namespace kiln {
 namespace {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Lists the accelerators this build of Kiln knows. Usage: accelerators [--stats] [--accelerator_plugin=PATH]...");
+      "Lists the accelerators this build of Kiln knows. Usage: accelerators [--stats [--devices=-1|auto|N|0,1]] "
+      "[--accelerator_plugin=PATH]...");
   absl::ParseCommandLine(argc, argv);
   // Plugins register their accelerators as fit loads them (--accelerator_plugin, KILN_ACCELERATOR_PLUGINS).
   if (absl::Status loaded = LoadAcceleratorPluginsFromCommandLine(argc, argv); !loaded.ok()) {
@@ -50,7 +54,10 @@ int Main(int argc, char** argv) {
       continue;
     }
     if (!absl::GetFlag(FLAGS_stats)) continue;
-    absl::StatusOr<std::vector<int>> indices = (*accelerator)->ParseDevices("auto");
+    const std::string devices = absl::GetFlag(FLAGS_devices);
+    absl::StatusOr<std::vector<int>> indices = (*accelerator)->ParseDevices(Devices(devices));
+    // An accelerator whose devices are not counted (the CPU's are processes) takes "auto" for "every device".
+    if (!indices.ok() && devices == "-1") indices = (*accelerator)->ParseDevices("auto");
     if (!indices.ok()) {
       std::printf("%-12s devices: %s\n", "", std::string(indices.status().message()).c_str());
       continue;

@@ -8,6 +8,11 @@ grep -qE '^cpu +- +0  yes +1  ' <<<"$out" || fail "cpu is not listed as availabl
 grep -qE 'process_rss_bytes +[0-9]+$' <<<"$out" || fail "--stats printed no whole process_rss_bytes for cpu"
 grep -qE 'machine_memory_total_bytes +[0-9]' <<<"$out" || fail "--stats printed no machine_memory_total_bytes"
 if tools/accelerators | grep -q process_rss_bytes; then fail "statistics printed without --stats"; fi
+# --stats covers every device an accelerator has (the virtual NPU has 2; "auto" uses 1); --devices picks others.
+[[ $(grep -cE '^ +device virtual_npu:[01]:$' <<<"$out") -eq 2 ]] ||
+  fail "--stats did not list both of the virtual NPU's devices: $(grep -E 'device virtual_npu' <<<"$out")"
+auto=$(tools/accelerators --stats --devices=auto)
+[[ $(grep -cE '^ +device virtual_npu:' <<<"$auto") -eq 1 ]] || fail "--devices=auto did not list one virtual NPU device"
 # The built-in hardware backends are always listed. Where one is unavailable (cuda and hpu on a machine without
 # them), the row says "no" and the next line says why.
 for name in cuda hpu; do

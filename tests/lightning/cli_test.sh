@@ -7,29 +7,19 @@
 #      seed_everything, weights_only) runs in fit as written, and fit's config of it goes back to LightningCLI as
 #      the same run.
 set -uo pipefail
-fit=$PWD/trainer/cli/fit
 cli=$PWD/tests/lightning/lightning_cli.py
-python=$PWD/../lightning_python/python
-work=${TEST_TMPDIR:-$(mktemp -d)}
-cd "$work" || exit 1
-if ! "$python" -c "import lightning, jsonargparse" >python.err 2>&1; then
-  echo "SKIPPED: the real Lightning (with jsonargparse) is not installed at $(cat "$OLDPWD/../lightning_python/where.txt")" \
-    "(tools/setup.sh installs it; KILN_LIGHTNING_PYTHON names another Python that has it): $(tail -1 python.err)"
-  exit 0
-fi
-failures=0
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
-lightning() { "$python" "$cli" "$@" 2>lightning.err || { grep -v "^💡" lightning.err | tail -15; return 1; }; }
+lightning_modules="lightning, jsonargparse"
+source "$PWD/tests/lightning/common.sh"
 
 # 1. Kiln -> LightningCLI.
 "$fit" --print_config --max_epochs=3 --optimizer=sgd --learning_rate=0.05 --momentum=0.5 --lr_scheduler=step \
   --step_size=2 --gamma=0.5 --checkpoint_monitor=val_loss --save_top_k=2 --early_stopping_monitor=val_loss \
   --patience=4 --hidden_sizes=32,16 --batch_size=32 --num_train=256 --num_val=64 --seed=5 --default_root_dir=run \
   >kiln.yaml 2>print.err || { cat print.err; fail "fit --print_config failed"; }
-lightning accept kiln.yaml 3 || fail "LightningCLI did not make Kiln's run from Kiln's config.yaml"
+lightning "$cli" accept kiln.yaml 3 || fail "LightningCLI did not make Kiln's run from Kiln's config.yaml"
 
 # 2. LightningCLI -> Kiln -> LightningCLI.
-lightning print --seed_everything=5 --trainer.max_epochs=2 --optimizer=SGD --optimizer.lr=0.05 \
+lightning "$cli" print --seed_everything=5 --trainer.max_epochs=2 --optimizer=SGD --optimizer.lr=0.05 \
   --optimizer.momentum=0.5 --lr_scheduler=StepLR --lr_scheduler.step_size=2 --lr_scheduler.gamma=0.5 \
   --trainer.callbacks+=ModelCheckpoint --trainer.callbacks.monitor=val_loss --trainer.callbacks.save_top_k=2 \
   --trainer.callbacks+=EarlyStopping --trainer.callbacks.monitor=val_loss --trainer.callbacks.patience=4 \
@@ -39,17 +29,15 @@ lightning print --seed_everything=5 --trainer.max_epochs=2 --optimizer=SGD --opt
 grep -q '^  inference_mode: true$' lightning.yaml || fail "LightningCLI's config does not list every Trainer argument"
 "$fit" --config=lightning.yaml --print_config >from_lightning.yaml 2>read.err ||
   { cat read.err; fail "fit did not read LightningCLI's config as written"; }
-lightning accept from_lightning.yaml 2 || fail "fit's config of LightningCLI's is not the same run to LightningCLI"
+lightning "$cli" accept from_lightning.yaml 2 ||
+  fail "fit's config of LightningCLI's is not the same run to LightningCLI"
 "$fit" --config=lightning.yaml --enable_progress_bar=false >run.out 2>run.err ||
   { tail -5 run.err; fail "fit --config=<LightningCLI's config> did not run"; }
 grep -q "Trained on cpu (single_device, 32-true) for 2 epochs, 16 steps" run.out ||
   fail "the run of LightningCLI's config is not 2 epochs of 256 rows in batches of 32: $(head -1 run.out)"
-[[ -f lightning_run/lightning_logs/version_0/metrics.csv && -n "$(ls lightning_run/lightning_logs/version_1/events.*)" ]] ||
+logs=lightning_run/lightning_logs
+[[ -f $logs/version_0/metrics.csv && -n "$(ls $logs/version_1/events.*)" ]] ||
   fail "the loggers' save_dir was not where the run wrote: $(find lightning_run | head)"
 
-if ((failures > 0)); then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "PASS: LightningCLI $("$python" -c 'import lightning; print(lightning.__version__)') runs Kiln's config, and fit" \
+finish "LightningCLI $("$python" -c 'import lightning; print(lightning.__version__)') runs Kiln's config, and fit" \
   "runs LightningCLI's as written"

@@ -34,11 +34,15 @@ UNRELATED = ("does not have many workers", "The number of training batches", "ex
              "isinstance(treespec, LeafSpec)")
 
 
+def layers():
+    """The model's layers, under the names both modules give them (body.0, head)."""
+    return torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.Tanh()), torch.nn.Linear(16, CLASSES)
+
+
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.body = torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.Tanh())
-        self.head = torch.nn.Linear(16, CLASSES)
+        self.body, self.head = layers()
 
     def forward(self, x):
         return self.head(self.body(x))
@@ -49,8 +53,7 @@ class LitNet(L.LightningModule):
 
     def __init__(self):
         super().__init__()
-        self.body = torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.Tanh())
-        self.head = torch.nn.Linear(16, CLASSES)
+        self.body, self.head = layers()
 
     def forward(self, x):
         return self.head(self.body(x))

@@ -9,23 +9,13 @@
 #      Kiln predicts.
 # Both sides train on the same rows in the same order (lightning_side.py says how).
 set -uo pipefail
-fit=$PWD/trainer/cli/fit
-compare=$PWD/tests/ddp/compare_checkpoints
 side=$PWD/tests/lightning/lightning_side.py
-python=$PWD/../lightning_python/python
-work=${TEST_TMPDIR:-$(mktemp -d)}
-cd "$work" || exit 1
-if ! "$python" -c "import lightning" >python.err 2>&1; then
-  echo "SKIPPED: the real Lightning is not installed at $(cat "$OLDPWD/../lightning_python/where.txt") (tools/setup.sh" \
-    "installs it; KILN_LIGHTNING_PYTHON names another Python that has it): $(tail -1 python.err)"
-  exit 0
-fi
-failures=0
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
-lightning() { "$python" "$side" "$@" 2>lightning.err || { grep -v "^💡" lightning.err | tail -15; return 1; }; }
+compare=$PWD/tests/ddp/compare_checkpoints
+lightning_modules="lightning"
+source "$PWD/tests/lightning/common.sh"
 
 seed=7
-lightning make . "$seed" || { echo "FAIL: could not make the data and the TorchScript model"; exit 1; }
+lightning "$side" make . "$seed" || { echo "FAIL: could not make the data and the TorchScript model"; exit 1; }
 common=(--data=train.csv --model=net.pt --normalize=false --shuffle=false --val_fraction=0.2 --batch_size=32
   --optimizer=adam --learning_rate=0.01 --seed=$seed --enable_progress_bar=false)
 # 128 training rows: 4 batches, 4 steps an epoch. A checkpoint every epoch in one run, every 3 steps in another (step
@@ -38,7 +28,7 @@ checkpoints=kiln_run/lightning_logs/version_0/checkpoints
 ls "$checkpoints" kiln_steps/lightning_logs/version_0/checkpoints
 
 # 1. From the end of epoch 1 (8 steps): Lightning goes on with epoch 2, batch 0, step 8.
-lightning resume . "$checkpoints/last.ckpt" 3 from_lightning.ckpt "$seed" 2 8 0 ||
+lightning "$side" resume . "$checkpoints/last.ckpt" 3 from_lightning.ckpt "$seed" 2 8 0 ||
   fail "Lightning did not resume Kiln's end-of-epoch checkpoint where it stood"
 
 # 2. From step 3, written at the end of batch 2 of epoch 0: Lightning goes on with batch 3, at step 3.
@@ -46,7 +36,7 @@ mid=kiln_steps/lightning_logs/version_0/checkpoints/epoch=0-step=3.ckpt
 if [[ ! -f "$mid" ]]; then
   fail "Kiln wrote no $mid (--every_n_train_steps=3)"
 else
-  EVERY_N_TRAIN_STEPS=3 lightning resume . "$mid" 1 mid_resumed.ckpt "$seed" 0 3 3 ||
+  EVERY_N_TRAIN_STEPS=3 lightning "$side" resume . "$mid" 1 mid_resumed.ckpt "$seed" 0 3 3 ||
     fail "Lightning did not resume Kiln's mid-epoch checkpoint where it stood"
 fi
 
@@ -54,7 +44,7 @@ fi
 val_loss=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "val_loss") c = i; next }
   $1 == 1 && $c != "" { v = $c } END { print v }' kiln_run/lightning_logs/version_0/metrics.csv)
 [[ -n "$val_loss" ]] || fail "Kiln logged no val_loss for epoch 1"
-lightning evaluate . "$checkpoints/last.ckpt" "$seed" "${val_loss:-nan}" ||
+lightning "$side" evaluate . "$checkpoints/last.ckpt" "$seed" "${val_loss:-nan}" ||
   fail "Lightning's validate, test or predict did not take Kiln's checkpoint as Kiln trained it"
 
 # 4. The round trip, against 4 epochs in Kiln alone.
@@ -78,12 +68,9 @@ head -4 train.csv | cut -d, -f1-8 >rows.csv
 "$fit" --data=train.csv --normalize=false --hidden_sizes=12,6 --seed=$seed --default_root_dir=mlp_run --mode=predict \
   --ckpt_path=last --predict_data=rows.csv --predictions=kiln_predictions.csv --enable_progress_bar=false \
   >predict.log 2>&1 || { tail predict.log; fail "Kiln's prediction failed"; }
-lightning rebuild mlp_run/lightning_logs/version_0 mlp_run/lightning_logs/version_0/checkpoints/last.ckpt rows.csv \
+mlp=mlp_run/lightning_logs/version_0
+lightning "$side" rebuild "$mlp" "$mlp/checkpoints/last.ckpt" rows.csv \
   kiln_predictions.csv || fail "the MLP rebuilt from the run's files does not predict what Kiln predicts"
 
-if ((failures > 0)); then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "PASS: Lightning $("$python" -c 'import lightning; print(lightning.__version__)') resumes, validates, tests and" \
+finish "Lightning $("$python" -c 'import lightning; print(lightning.__version__)') resumes, validates, tests and" \
   "predicts from Kiln's checkpoints, the round trip ends where Kiln alone does, and the run's files describe its model"

@@ -119,7 +119,8 @@ class Reader {
   absl::Status Read(const YAML::Node& root) {
     if (root.IsNull()) return absl::OkStatus();  // An empty file.
     if (!root.IsMap()) {
-      return Error("", "the file must be a mapping of keys (seed_everything, trainer, model, data, lr_scheduler, ckpt_path, ...)");
+      return Error("", "the file must be a mapping of keys (seed_everything, trainer, model, data, optimizer, "
+                       "lr_scheduler, ckpt_path, ...)");
     }
     for (const auto& item : root) {
       absl::StatusOr<std::string> key = KeyOf(item.first, "");

@@ -117,7 +117,9 @@ std::vector<LightningClass> MakeClasses() {
         {"log_rank_zero_only", nullptr, "false"}}},
       // fit logs the learning rates whenever a schedule runs.
       {ClassKind::kCallback, "LearningRateMonitor", "lightning.pytorch.callbacks", nullptr, nullptr,
-       {{"logging_interval", nullptr, "null"}, {"log_momentum", nullptr, "false"}, {"log_weight_decay", nullptr, "false"}}},
+       {{"logging_interval", nullptr, "null"},
+        {"log_momentum", nullptr, "false"},
+        {"log_weight_decay", nullptr, "false"}}},
       {ClassKind::kCallback, "ModelSummary", "lightning.pytorch.callbacks", "enable_model_summary", "true",
        {{"max_depth", nullptr, "1"}}},
       {ClassKind::kCallback, "DeviceStatsMonitor", "lightning.pytorch.callbacks", "device_stats_monitor", "true",
