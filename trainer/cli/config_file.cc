@@ -220,7 +220,8 @@ class Reader {
                                     ? std::string(SectionName(*section))
                                     : absl::StrCat("trainer.callbacks[", callback_class.name, "].init_args");
       std::map<std::string, std::string> given;
-      if (absl::Status read = ReadClass(callback_class, callback["init_args"], where, &given); !read.ok()) return read;
+      const YAML::Node init_args = callback.IsMap() ? callback["init_args"] : YAML::Node();
+      if (absl::Status read = ReadClass(callback_class, init_args, where, &given); !read.ok()) return read;
       // Lightning's EarlyStopping cannot be made without the metric it watches.
       if (absl::string_view(callback_class.name) == "EarlyStopping" &&
           (given.count("monitor") == 0 || given["monitor"] == "null")) {
@@ -341,6 +342,11 @@ class Reader {
   // optimizer: a class name (SGD), {class_path, init_args}, or null (the model's own: fit's flags).
   absl::Status ReadOptimizer(const YAML::Node& node) {
     if (node.IsNull()) return absl::OkStatus();
+    // A name that is no class of the table is fit's own --optimizer value (and a mistake in one, which fit's own
+    // check words, as on the command line).
+    if (node.IsScalar() && FindLightningClass(ClassKind::kOptimizer, node.Scalar()) == nullptr) {
+      return SetFlag("optimizer", "optimizer", node, false);
+    }
     absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kOptimizer, node, "optimizer");
     if (!found.ok() || *found == nullptr) return found.status();
     std::map<std::string, std::string> given;
@@ -352,6 +358,9 @@ class Reader {
   absl::Status ReadScheduler(const YAML::Node& node) {
     if (node.IsNull()) return absl::OkStatus();
     if (node.IsMap() && !node["class_path"]) return ReadSection(Section::kLrScheduler, node);
+    if (node.IsScalar() && FindLightningClass(ClassKind::kScheduler, node.Scalar()) == nullptr) {
+      return SetFlag("lr_scheduler", "lr_scheduler", node, false);  // fit's own value: none, cosine, ...
+    }
     absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kScheduler, node, "lr_scheduler");
     if (!found.ok() || *found == nullptr) return found.status();
     std::map<std::string, std::string> given;
@@ -630,18 +639,28 @@ void WriteClass(YAML::Emitter& out, const LightningClass& c,
 
 const LightningClass& ClassNamed(ClassKind kind, absl::string_view name) { return *FindLightningClass(kind, name); }
 
-// trainer.logger: false, or each of --logger's loggers as a class, in their order.
-void WriteLoggers(YAML::Emitter& out) {
+// trainer.logger: false, or each of --logger's loggers as a class, in their order. Returns whether the loggers were
+// written as classes (which hold --log_name and --log_version).
+bool WriteLoggers(YAML::Emitter& out) {
   out << YAML::Key << "logger" << YAML::Value;
   const std::string loggers = FlagValue("logger");
   if (loggers == "none" || loggers.empty()) {
     out << false;
-    return;
+    return false;
+  }
+  const std::vector<std::string> names = absl::StrSplit(loggers, ',', absl::SkipWhitespace());
+  for (const std::string& name : names) {
+    if (LightningClassOfValue(ClassKind::kLogger, name) == nullptr) {
+      // A name fit refuses when the run starts: written as given, in fit's own list, so that it reads back.
+      out << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& item : names) WriteYamlScalar(out, item);
+      out << YAML::EndSeq;
+      return false;
+    }
   }
   out << YAML::BeginSeq;
-  for (absl::string_view name : absl::StrSplit(loggers, ',', absl::SkipWhitespace())) {
+  for (const std::string& name : names) {
     const LightningClass* logger = LightningClassOfValue(ClassKind::kLogger, name);
-    if (logger == nullptr) continue;  // fit refuses it when the run starts.
     WriteClass(out, *logger, [](const ClassArgument& argument, YAML::Emitter& emitter) {
       const absl::string_view name = argument.name;
       if (name == "save_dir") {
@@ -662,6 +681,7 @@ void WriteLoggers(YAML::Emitter& out) {
     });
   }
   out << YAML::EndSeq;
+  return true;
 }
 
 // lr_scheduler: null without one; LightningCLI's class with its arguments, and fit's own keys beside it where they
@@ -682,11 +702,14 @@ void WriteScheduler(YAML::Emitter& out) {
     if (!in_class && flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) own.push_back(&entry);
   }
   if (scheduler == nullptr) {
-    if (own.empty()) {
+    const bool none = FlagValue("lr_scheduler") == "none";
+    if (none && own.empty()) {
       out << YAML::Null;
       return;
     }
+    // fit's own mapping: a warm-up alone, or a value fit refuses when the run starts (written as given).
     out << YAML::BeginMap;
+    if (!none) WriteFlag(out, "scheduler", "lr_scheduler", false);
     for (const ConfigKey* entry : own) WriteValue(out, *entry);
     out << YAML::EndMap;
     return;
@@ -823,7 +846,13 @@ absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view t
   }
   Reader reader(source);
   if (!documents.empty()) {
-    if (absl::Status read = reader.Read(documents[0]); !read.ok()) return read;
+    try {
+      if (absl::Status read = reader.Read(documents[0]); !read.ok()) return read;
+    } catch (const YAML::Exception& error) {
+      // A node read as what it is not (a scalar indexed as a mapping, ...): the file's shape is wrong there.
+      return absl::InvalidArgumentError(absl::StrCat("--config=", source, ": line ", error.mark.line + 1,
+                                                     ": not the layout of a config file (", error.msg, ")"));
+    }
   }
   return std::move(reader).args();
 }
@@ -876,7 +905,13 @@ std::string ConfigYaml() {
   for (const ConfigKey& entry : keys) {
     if (entry.section != Section::kTrainer || !entry.written) continue;
     if (absl::string_view(entry.flag) == "logger") {
-      WriteLoggers(out);
+      if (!WriteLoggers(out)) {
+        // No logger classes to hold them: fit's own keys, where they are not the defaults.
+        for (const char* own : {"log_name", "log_version"}) {
+          absl::CommandLineFlag* flag = absl::FindCommandLineFlag(own);
+          if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) WriteFlag(out, own, own, false);
+        }
+      }
     } else {
       WriteValue(out, entry);
     }

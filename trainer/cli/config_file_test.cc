@@ -192,9 +192,8 @@ ckpt_path: null
   // max_epochs: null is Lightning's default, 1000 epochs (fit's own default is 10); the callbacks' arguments left out
   // are Lightning's defaults (ModelCheckpoint's save_last: no last.ckpt).
   EXPECT_THAT(*args,
-              ElementsAre("--seed=3", "--logger=" + default_logger, "--devices=1", "--enable_checkpointing=true",
-                          "--checkpoint_monitor=val_acc", "--checkpoint_mode=max", "--save_last=false",
-                          "--save_top_k=1", "--early_stopping_monitor=val_loss", "--patience=2", "--min_delta=0.0",
+              ElementsAre("--seed=3", "--logger=" + default_logger, "--devices=1", "--checkpoint_monitor=val_acc",
+                          "--checkpoint_mode=max", "--save_last=false", "--save_top_k=1", "--early_stopping_monitor=val_loss", "--patience=2", "--min_delta=0.0",
                           "--early_stopping_mode=min", "--hidden_sizes=16", "--ckpt_path=", "--max_epochs=1000"));
 }
 

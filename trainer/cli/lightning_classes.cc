@@ -86,7 +86,8 @@ std::vector<LightningClass> MakeClasses() {
         {"min_lr", "min_lr", "0.0"},
         {"eps", nullptr, "1.0e-08"}}},
       // Callbacks (lightning.pytorch.callbacks).
-      {ClassKind::kCallback, "ModelCheckpoint", "lightning.pytorch.callbacks", "enable_checkpointing", "true",
+      // Listed or not, fit's checkpointing is --enable_checkpointing's (Lightning refuses the two disagreeing).
+      {ClassKind::kCallback, "ModelCheckpoint", "lightning.pytorch.callbacks", nullptr, nullptr,
        {{"dirpath", nullptr, "null"},
         {"filename", "checkpoint_filename", "null"},
         {"monitor", "checkpoint_monitor", "null"},
