@@ -6,8 +6,10 @@
 //   many:   256 -> 24 x 256 -> 10, batch 32, cross-entropy, Adam (50 small parameter tensors: the optimizer's
 //           per-tensor work shows)
 //
-// The hand-written loop steps with torch::optim. Kiln's module steps with Kiln's optimizers (kiln::FusedSGD and
-// FusedAdam, which fit's --optimizer uses): LibTorch's fused kernels (counter
+// Two hand-written loops: one steps with torch::optim (raw_us_per_step, kiln_over_raw), the other calls LibTorch's
+// fused kernel itself (at::_fused_sgd_ or _fused_adam_ over every parameter, no optimizer object:
+// fused_raw_us_per_step, kiln_over_fused_raw), the fastest this step can be on the CPU. Kiln's module steps with
+// Kiln's optimizers (kiln::FusedSGD and FusedAdam, which fit's --optimizer uses): LibTorch's fused kernels (counter
 // fused = 1 or 0). The *TorchOptim cases give Kiln torch::optim too, so they show the trainer's own overhead.
 //
 // Each benchmark iteration runs one round: the hand-written loop over `steps` batches, then Trainer::fit over the
@@ -152,6 +154,46 @@ double HandWritten(const Shape& shape, const std::vector<Batch>& batches, int64_
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The fused hand-written loop: zero_grad as set_to_none, forward, loss, backward, then the fused kernel over all
+// parameters with the same settings as MakeOptimizer's (SGD lr 1e-2 without momentum; Adam lr 1e-3, PyTorch's
+// betas and eps), its state (Adam's moments and step counts) kept in plain tensors.
+double HandWrittenFused(const Shape& shape, const std::vector<Batch>& batches, int64_t epochs) {
+  torch::nn::Sequential net = MakeNet(shape);
+  const std::vector<at::Tensor> params = net->parameters();
+  std::vector<at::Tensor> exp_avgs;
+  std::vector<at::Tensor> exp_avg_sqs;
+  std::vector<at::Tensor> steps;
+  for (const at::Tensor& param : params) {
+    if (!shape.classification) break;
+    exp_avgs.push_back(at::zeros_like(param));
+    exp_avg_sqs.push_back(at::zeros_like(param));
+    steps.push_back(at::zeros({}, at::kFloat));
+  }
+  std::vector<at::Tensor> grads(params.size());
+  bool first_step = true;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+    for (const Batch& batch : batches) {
+      for (const at::Tensor& param : params) param.mutable_grad().reset();
+      at::Tensor loss = Loss(shape, net->forward(batch.input), batch.target);
+      loss.backward();
+      for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad();
+      torch::NoGradGuard no_grad;
+      if (shape.classification) {
+        at::_foreach_add_(steps, 1);
+        at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, /*lr=*/1e-3,
+                         /*beta1=*/0.9, /*beta2=*/0.999, /*weight_decay=*/0, /*eps=*/1e-8, /*amsgrad=*/false,
+                         /*maximize=*/false);
+      } else {
+        at::_fused_sgd_(params, grads, /*momentum_buffer_list=*/{}, /*weight_decay=*/0, /*momentum=*/0,
+                        /*lr=*/1e-2, /*dampening=*/0, /*nesterov=*/false, /*maximize=*/false, first_step);
+      }
+      first_step = false;
+    }
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 double WithKiln(const Shape& shape, const std::vector<Batch>& batches, int64_t epochs, bool defaults,
                 const std::string& root, int metrics, bool fused) {
   Module module(shape);
@@ -183,28 +225,38 @@ void Compare(benchmark::State& state, const Shape& shape, bool defaults, int met
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_step_bench";
   double raw_total = 0;
+  double fused_raw_total = 0;
   double kiln_total = 0;
-  bool raw_first = true;
+  int round = 0;
   for (auto _ : state) {
-    // Alternate which side goes first, so that neither always runs on a warmer cache or allocator.
+    // Rotate which side goes first, so that none always runs on a warmer cache or allocator.
     double raw = 0;
+    double fused_raw = 0;
     double kiln = 0;
-    if (raw_first) {
-      raw = HandWritten(shape, batches, epochs);
-      kiln = WithKiln(shape, batches, epochs, defaults, root, metrics, fused);
-    } else {
-      kiln = WithKiln(shape, batches, epochs, defaults, root, metrics, fused);
-      raw = HandWritten(shape, batches, epochs);
+    for (int turn = 0; turn < 3; ++turn) {
+      switch ((round + turn) % 3) {
+        case 0:
+          raw = HandWritten(shape, batches, epochs);
+          break;
+        case 1:
+          fused_raw = HandWrittenFused(shape, batches, epochs);
+          break;
+        default:
+          kiln = WithKiln(shape, batches, epochs, defaults, root, metrics, fused);
+      }
     }
-    raw_first = !raw_first;
+    ++round;
     raw_total += raw;
+    fused_raw_total += fused_raw;
     kiln_total += kiln;
     state.SetIterationTime(kiln);
   }
   const double rounds = static_cast<double>(state.iterations());
   state.counters["raw_us_per_step"] = 1e6 * raw_total / rounds / static_cast<double>(steps * epochs);
   state.counters["kiln_us_per_step"] = 1e6 * kiln_total / rounds / static_cast<double>(steps * epochs);
+  state.counters["fused_raw_us_per_step"] = 1e6 * fused_raw_total / rounds / static_cast<double>(steps * epochs);
   state.counters["kiln_over_raw"] = kiln_total / raw_total;
+  state.counters["kiln_over_fused_raw"] = kiln_total / fused_raw_total;
   state.counters["fused"] = fused ? 1 : 0;
 }
 
