@@ -135,8 +135,6 @@ std::function<absl::Status()> LoadOptimizerArchive(torch::optim::Optimizer& opti
   };
 }
 
-// Loop counters at or above this are taken for damage: 2^40 steps is decades of training at a microsecond a step.
-constexpr int64_t kMaxCheckpointCounter = int64_t{1} << 40;
 // A count-based scheduler is restored by stepping it as often as it stepped (LibTorch's schedulers have no state to
 // set); a file may claim any count below kMaxCheckpointCounter, and replaying 2^40 steps would take days (the
 // checkpoint fuzzer found a file that hung the restore this way). The replay is bounded at 2^24 steps; a run with more

@@ -18,16 +18,14 @@ namespace {
 
 using c10::impl::GenericDict;
 
-// Lightning's progress trackers: {"ready", "completed", "started", "processed"} in its field order, the last two only
-// where the tracker has them.
-GenericDict Counts(int64_t ready, int64_t started, int64_t processed, int64_t completed, bool all_four = true) {
+// Lightning's progress trackers, in its field order: ready and completed, then started and processed where the
+// tracker has them (`fields`: 2, 3 or 4).
+GenericDict Counts(int64_t ready, int64_t started, int64_t processed, int64_t completed, int fields = 4) {
   GenericDict counts = NewDict(/*capacity=*/4);
   Put(counts, "ready", ready);
   Put(counts, "completed", completed);
-  if (all_four) {
-    Put(counts, "started", started);
-    Put(counts, "processed", processed);
-  }
+  if (fields >= 3) Put(counts, "started", started);
+  if (fields >= 4) Put(counts, "processed", processed);
   return counts;
 }
 
@@ -39,7 +37,7 @@ GenericDict Progress(GenericDict total, GenericDict current) {
 }
 
 // A tracker whose every count is `n` (a run that finished n batches, or steps).
-GenericDict Finished(int64_t n, bool all_four = true) { return Counts(n, n, n, n, all_four); }
+GenericDict Finished(int64_t n, int fields = 4) { return Counts(n, n, n, n, fields); }
 
 // An evaluation loop's entry (validate_loop, test_loop, predict_loop): Kiln keeps no progress for them across a
 // checkpoint, as Lightning keeps none that it resumes from.
@@ -52,7 +50,7 @@ GenericDict EvaluationLoopEntry(bool has_last_batch) {
   return loop;
 }
 
-// dict[path...] as a count in [0, 2^40); `fallback` when absent, not an integer or out of range.
+// dict[path...] as a count in [0, kMaxCheckpointCounter); `fallback` when absent, not an integer or out of range.
 int64_t FindCount(const GenericDict& dict, const std::vector<std::string>& path, int64_t fallback) {
   c10::IValue level(dict);
   for (const std::string& key : path) {
@@ -64,7 +62,7 @@ int64_t FindCount(const GenericDict& dict, const std::vector<std::string>& path,
   }
   if (!level.isInt()) return fallback;
   const int64_t value = level.toInt();
-  return value >= 0 && value < (int64_t{1} << 40) ? value : fallback;
+  return value >= 0 && value < kMaxCheckpointCounter ? value : fallback;
 }
 
 // The value types Lightning's own callbacks keep, for the keys Kiln's same-named callbacks write as text.
@@ -170,17 +168,9 @@ GenericDict LightningLoops(const LightningLoopPosition& position, const Lightnin
   Put(epoch_loop_state, "_batches_that_stepped", counters.batches_that_stepped);
   const int64_t steps = position.global_step;
   GenericDict optimizer = NewDict(/*capacity=*/2);
-  Put(optimizer, "step", Progress(Finished(steps, false), Finished(counters.steps_in_epoch, false)));
-  // zero_grad's tracker has "started" but no "processed": Lightning's field order is ready, completed, started.
-  GenericDict zero_grad_total = NewDict(/*capacity=*/3);
-  GenericDict zero_grad_current = NewDict(/*capacity=*/3);
-  for (auto [dict, n] : {std::pair<GenericDict*, int64_t>{&zero_grad_total, steps},
-                         {&zero_grad_current, counters.steps_in_epoch}}) {
-    Put(*dict, "ready", n);
-    Put(*dict, "completed", n);
-    Put(*dict, "started", n);
-  }
-  Put(optimizer, "zero_grad", Progress(zero_grad_total, zero_grad_current));
+  Put(optimizer, "step", Progress(Finished(steps, 2), Finished(counters.steps_in_epoch, 2)));
+  // zero_grad's tracker has "started" but no "processed".
+  Put(optimizer, "zero_grad", Progress(Finished(steps, 3), Finished(counters.steps_in_epoch, 3)));
   GenericDict optim_progress = NewDict(/*capacity=*/1);
   Put(optim_progress, "optimizer", optimizer);
   GenericDict val_batches =
@@ -192,12 +182,12 @@ GenericDict LightningLoops(const LightningLoopPosition& position, const Lightnin
   Put(fit_loop, "epoch_loop.state_dict", epoch_loop_state);
   Put(fit_loop, "epoch_loop.batch_progress", batches);
   Put(fit_loop, "epoch_loop.scheduler_progress",
-      Progress(Finished(scheduler_steps, false), Finished(counters.scheduler_steps_in_epoch, false)));
+      Progress(Finished(scheduler_steps, 2), Finished(counters.scheduler_steps_in_epoch, 2)));
   Put(fit_loop, "epoch_loop.automatic_optimization.state_dict", NewDict());
   Put(fit_loop, "epoch_loop.automatic_optimization.optim_progress", optim_progress);
   Put(fit_loop, "epoch_loop.manual_optimization.state_dict", NewDict());
   Put(fit_loop, "epoch_loop.manual_optimization.optim_step_progress",
-      Progress(Finished(0, false), Finished(0, false)));
+      Progress(Finished(0, 2), Finished(0, 2)));
   Put(fit_loop, "epoch_loop.val_loop.state_dict", NewDict());
   Put(fit_loop, "epoch_loop.val_loop.batch_progress", val_batches);
   Put(fit_loop, "epoch_progress", Progress(epochs, epochs));
@@ -218,7 +208,6 @@ LightningCounters ReadLightningCounters(const GenericDict& checkpoint, const Lig
   };
   counters.batches_total = std::max(count({"epoch_loop.batch_progress", "total", "ready"}, 0), position.batches_done);
   counters.batches_completed = position.batches_done;
-  counters.batches_that_stepped = position.global_step;
   counters.steps_in_epoch =
       count({"epoch_loop.automatic_optimization.optim_progress", "optimizer", "step", "current", "completed"},
                 std::min(position.global_step, position.batches_done));

@@ -33,12 +33,18 @@ namespace kiln {
 // with these loops); a Lightning before 2.0 warns that the file is newer.
 inline constexpr char kLightningLayoutVersion[] = "2.0.0+kiln";
 
+// Loop counters at or above this, in any checkpoint, are taken for damage: 2^40 steps is decades of training at a
+// microsecond a step.
+inline constexpr int64_t kMaxCheckpointCounter = int64_t{1} << 40;
+
 // Lightning's loop counters that Kiln's own resume does not need (LoopProgress has those). The trainer keeps them
 // as it runs and restores them from a checkpoint's "loops".
 struct LightningCounters {
   int64_t batches_total = 0;         // Training batches started in every epoch so far.
   int64_t batches_completed = 0;     // Batches of the current epoch whose on_train_batch_end hooks have returned.
-  int64_t batches_that_stepped = 0;  // Lightning's logging step: optimizer steps counted once a batch is done.
+  // Lightning's logging step: optimizer steps counted once a batch is done. Written only: a resumed run's is its
+  // global step (Trainer::RestoreCheckpoint), whatever format the file has.
+  int64_t batches_that_stepped = 0;
   int64_t steps_in_epoch = 0;        // Optimizer steps in the current epoch.
   int64_t scheduler_steps_in_epoch = 0;  // Every scheduler's steps in the current epoch.
   int64_t val_batches_in_epoch = 0;  // Validation batches run inside fit in the current epoch.

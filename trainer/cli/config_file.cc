@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
-#include <random>
 #include <set>
 #include <utility>
 
@@ -133,22 +132,26 @@ class Reader {
         continue;
       }
       if (*key == "optimizer") {
-        if (absl::Status read = ReadOptimizer(item.second); !read.ok()) return read;
+        if (absl::Status read = ReadTopClass(ClassKind::kOptimizer, "optimizer", "optimizer", item.second);
+            !read.ok()) {
+          return read;
+        }
         continue;
       }
       if (section != std::end(kTopSections)) {
         if (absl::Status read = ReadSection(section->second, item.second); !read.ok()) return read;
         continue;
       }
-      if (*key == "seed_everything" && item.second.IsScalar() &&
-          (item.second.Scalar() == "true" || item.second.Scalar() == "false")) {
-        // LightningCLI's seed_everything: true draws a seed (false leaves Lightning unseeded, which a drawn seed
-        // is too); the seed is printed, so that the run can be repeated.
-        const uint32_t seed = std::random_device{}();
-        std::fprintf(stderr, "--config=%s: seed_everything: %s: this run's seed is %u (write seed_everything: %u to "
-                     "repeat it)\n", source_.c_str(), item.second.Scalar().c_str(), seed, seed);
-        args_.push_back(absl::StrCat("--seed=", seed));
-        continue;
+      if (*key == "seed_everything" && item.second.IsScalar()) {
+        // A drawn seed (true, false) is printed, so that the run can be repeated.
+        bool drawn = false;
+        const std::string seed = SeedEverything(item.second.Scalar(), &drawn);
+        if (drawn) {
+          std::fprintf(stderr, "--config=%s: seed_everything: %s: this run's seed is %s (write seed_everything: %s "
+                       "to repeat it)\n", source_.c_str(), item.second.Scalar().c_str(), seed.c_str(), seed.c_str());
+          args_.push_back(absl::StrCat("--seed=", seed));
+          continue;
+        }
       }
       if (absl::Status read = ReadKey(Section::kTop, *key, item.second); !read.ok()) return read;
     }
@@ -208,10 +211,10 @@ class Reader {
     }
     std::set<std::string> classes;
     for (const YAML::Node& callback : node) {
-      absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kCallback, callback, "trainer.callbacks");
+      absl::StatusOr<ClassRead> found = ClassEntry(ClassKind::kCallback, callback, "trainer.callbacks");
       if (!found.ok()) return found.status();
-      if (*found == nullptr) continue;  // Reported.
-      const LightningClass& callback_class = **found;
+      if (found->named == nullptr) continue;  // Reported.
+      const LightningClass& callback_class = *found->named;
       if (!classes.insert(callback_class.name).second) {
         return Error("trainer.callbacks", absl::StrCat(callback_class.name, " is listed twice; fit makes one"));
       }
@@ -220,8 +223,7 @@ class Reader {
                                     ? std::string(SectionName(*section))
                                     : absl::StrCat("trainer.callbacks[", callback_class.name, "].init_args");
       std::map<std::string, std::string> given;
-      const YAML::Node init_args = callback.IsMap() ? callback["init_args"] : YAML::Node();
-      if (absl::Status read = ReadClass(callback_class, init_args, where, &given); !read.ok()) return read;
+      if (absl::Status read = ReadClass(callback_class, found->init_args, where, &given); !read.ok()) return read;
       // Lightning's EarlyStopping cannot be made without the metric it watches.
       if (absl::string_view(callback_class.name) == "EarlyStopping" &&
           (given.count("monitor") == 0 || given["monitor"] == "null")) {
@@ -242,10 +244,15 @@ class Reader {
     return absl::OkStatus();
   }
 
-  // One {class_path, init_args} entry (or a bare class name) of `kind`: the class, after setting its flag; null when
-  // the class is not one Kiln has (reported with the others, Read). An entry that is not {class_path, init_args} is
-  // an error at once.
-  absl::StatusOr<const LightningClass*> ClassEntry(ClassKind kind, const YAML::Node& entry, const std::string& where) {
+  // A class a config names, and its init_args (absent when the entry names the class alone).
+  struct ClassRead {
+    const LightningClass* named = nullptr;  // Null: not a class Kiln has (reported with the others, Read).
+    YAML::Node init_args;
+  };
+
+  // One {class_path, init_args} entry (or a bare class name) of `kind`, after setting the class's flag. An entry that
+  // is not {class_path, init_args} is an error at once.
+  absl::StatusOr<ClassRead> ClassEntry(ClassKind kind, const YAML::Node& entry, const std::string& where) {
     std::string class_path;
     if (entry.IsScalar()) {
       class_path = entry.Scalar();
@@ -262,20 +269,20 @@ class Reader {
       return Error(where, absl::StrCat("each entry is {class_path: <", LightningClassNames(kind),
                                        ">, init_args: {...}}"));
     }
-    const LightningClass* found = FindLightningClass(kind, class_path);
-    if (found == nullptr) {
+    ClassRead read{.named = FindLightningClass(kind, class_path),
+                   .init_args = entry.IsMap() ? entry["init_args"] : YAML::Node()};
+    if (read.named == nullptr) {
       unknown_.push_back(absl::StrCat(where, ": class_path '", class_path, "' is not one fit has; it has ",
                                       LightningClassNames(kind)));
-      return nullptr;
+      return read;
     }
-    if (found->flag != nullptr && kind != ClassKind::kLogger) {
-      args_.push_back(absl::StrCat("--", found->flag, "=", found->value));
+    if (read.named->flag != nullptr && kind != ClassKind::kLogger) {
+      args_.push_back(absl::StrCat("--", read.named->flag, "=", read.named->value));
     }
-    const YAML::Node init_args = entry.IsMap() ? entry["init_args"] : YAML::Node();
-    if (init_args && !init_args.IsNull() && !init_args.IsMap()) {
+    if (read.init_args && !read.init_args.IsNull() && !read.init_args.IsMap()) {
       return Error(where, "init_args must be a mapping of the class's arguments");
     }
-    return found;
+    return read;
   }
 
   // A class's init_args (a mapping, or absent): each argument with a flag sets it (null: Lightning's default, else
@@ -339,34 +346,23 @@ class Reader {
     return absl::OkStatus();
   }
 
-  // optimizer: a class name (SGD), {class_path, init_args}, or null (the model's own: fit's flags).
-  absl::Status ReadOptimizer(const YAML::Node& node) {
+  // The top-level `key` (optimizer, lr_scheduler; `flag` is fit's flag for it): a class name, {class_path,
+  // init_args}, or null (fit's flags as they are). A name that is no class of the table is fit's own value (none,
+  // cosine; and a mistake in one, which fit's own check words, as on the command line).
+  absl::Status ReadTopClass(ClassKind kind, const char* key, const char* flag, const YAML::Node& node) {
     if (node.IsNull()) return absl::OkStatus();
-    // A name that is no class of the table is fit's own --optimizer value (and a mistake in one, which fit's own
-    // check words, as on the command line).
-    if (node.IsScalar() && FindLightningClass(ClassKind::kOptimizer, node.Scalar()) == nullptr) {
-      return SetFlag("optimizer", "optimizer", node, false);
-    }
-    absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kOptimizer, node, "optimizer");
-    if (!found.ok() || *found == nullptr) return found.status();
+    if (node.IsScalar() && FindLightningClass(kind, node.Scalar()) == nullptr) return SetFlag(key, flag, node, false);
+    absl::StatusOr<ClassRead> found = ClassEntry(kind, node, key);
+    if (!found.ok() || found->named == nullptr) return found.status();
     std::map<std::string, std::string> given;
-    return ReadClass(**found, node.IsMap() ? node["init_args"] : YAML::Node(), "optimizer.init_args", &given);
+    return ReadClass(*found->named, found->init_args, absl::StrCat(key, ".init_args"), &given);
   }
 
-  // lr_scheduler: LightningCLI's (a class name or {class_path, init_args}, with fit's own interval, frequency and
-  // warm-up keys allowed beside), fit's own mapping ({scheduler: cosine, ...}), or null (none).
+  // lr_scheduler: LightningCLI's class (ReadTopClass), with fit's own interval, frequency and warm-up keys allowed
+  // beside it, or fit's own mapping ({scheduler: cosine, ...}).
   absl::Status ReadScheduler(const YAML::Node& node) {
-    if (node.IsNull()) return absl::OkStatus();
     if (node.IsMap() && !node["class_path"]) return ReadSection(Section::kLrScheduler, node);
-    if (node.IsScalar() && FindLightningClass(ClassKind::kScheduler, node.Scalar()) == nullptr) {
-      return SetFlag("lr_scheduler", "lr_scheduler", node, false);  // fit's own value: none, cosine, ...
-    }
-    absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kScheduler, node, "lr_scheduler");
-    if (!found.ok() || *found == nullptr) return found.status();
-    std::map<std::string, std::string> given;
-    if (absl::Status read =
-            ReadClass(**found, node.IsMap() ? node["init_args"] : YAML::Node(), "lr_scheduler.init_args", &given);
-        !read.ok()) {
+    if (absl::Status read = ReadTopClass(ClassKind::kScheduler, "lr_scheduler", "lr_scheduler", node); !read.ok()) {
       return read;
     }
     if (!node.IsMap()) return absl::OkStatus();
@@ -404,16 +400,15 @@ class Reader {
     std::vector<std::string> names;
     for (size_t i = 0; i < entries.size(); ++i) {
       const std::string where = absl::StrCat("trainer.logger[", i, "]");
-      absl::StatusOr<const LightningClass*> found = ClassEntry(ClassKind::kLogger, entries[i], where);
+      absl::StatusOr<ClassRead> found = ClassEntry(ClassKind::kLogger, entries[i], where);
       if (!found.ok()) {
         unknown_.emplace_back(found.status().message());
         continue;
       }
-      if (*found == nullptr) continue;
-      names.emplace_back((*found)->value);
-      const YAML::Node init_args = entries[i].IsMap() ? entries[i]["init_args"] : YAML::Node();
+      if (found->named == nullptr) continue;
+      names.emplace_back(found->named->value);
       std::map<std::string, std::string> given;
-      absl::Status read = ReadClass(**found, init_args, absl::StrCat(where, ".init_args"), &given);
+      absl::Status read = ReadClass(*found->named, found->init_args, absl::StrCat(where, ".init_args"), &given);
       if (!read.ok()) unknown_.emplace_back(read.message());
       // fit's loggers share one save_dir, name and version.
       for (const char* shared : {"save_dir", "name", "version"}) {
@@ -611,21 +606,18 @@ void WriteLiteral(YAML::Emitter& out, absl::string_view literal) {
   }
 }
 
-// {class_path, init_args} of `c` as LightningCLI writes it: every argument, those with a flag at its value (as
-// `value_of` says, when it says), the others at the value Kiln has.
-void WriteClass(YAML::Emitter& out, const LightningClass& c,
-                const std::function<bool(const ClassArgument&, YAML::Emitter&)>& value_of = nullptr) {
-  out << YAML::BeginMap << YAML::Key << "class_path" << YAML::Value << c.class_path();
+// The class_path and init_args keys of `c`, as LightningCLI writes them, into the mapping `out` has open: every
+// argument, those with a flag at its value (as `value_of` writes it, when given), the others at the value Kiln has.
+void WriteClassKeys(YAML::Emitter& out, const LightningClass& c,
+                    const std::function<void(const ClassArgument&, YAML::Emitter&)>& value_of = nullptr) {
+  out << YAML::Key << "class_path" << YAML::Value << c.class_path();
   out << YAML::Key << "init_args" << YAML::Value << YAML::BeginMap;
   for (const ClassArgument& argument : c.arguments) {
     if (!argument.written) continue;
     if (value_of != nullptr) {
       out << YAML::Key << argument.name << YAML::Value;
-      if (value_of(argument, out)) continue;
-      out << YAML::Null;  // Not reached: value_of writes every argument it takes.
-      continue;
-    }
-    if (argument.flag != nullptr) {
+      value_of(argument, out);
+    } else if (argument.flag != nullptr) {
       // --weight_decay=-1 is the optimizer's own default: left to it.
       if (absl::string_view(argument.flag) == "weight_decay" && FlagValue("weight_decay") == "-1") continue;
       WriteFlag(out, argument.name, argument.flag, /*list=*/false);
@@ -634,7 +626,15 @@ void WriteClass(YAML::Emitter& out, const LightningClass& c,
       WriteLiteral(out, argument.kiln_value != nullptr ? argument.kiln_value : argument.lightning_default);
     }
   }
-  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::EndMap;
+}
+
+// {class_path, init_args} of `c` (WriteClassKeys).
+void WriteClass(YAML::Emitter& out, const LightningClass& c,
+                const std::function<void(const ClassArgument&, YAML::Emitter&)>& value_of = nullptr) {
+  out << YAML::BeginMap;
+  WriteClassKeys(out, c, value_of);
+  out << YAML::EndMap;
 }
 
 const LightningClass& ClassNamed(ClassKind kind, absl::string_view name) { return *FindLightningClass(kind, name); }
@@ -677,7 +677,6 @@ bool WriteLoggers(YAML::Emitter& out) {
       } else {
         WriteLiteral(emitter, argument.lightning_default);
       }
-      return true;
     });
   }
   out << YAML::EndSeq;
@@ -715,17 +714,8 @@ void WriteScheduler(YAML::Emitter& out) {
     return;
   }
   // The class's mapping, then fit's own keys in it.
-  out << YAML::BeginMap << YAML::Key << "class_path" << YAML::Value << scheduler->class_path();
-  out << YAML::Key << "init_args" << YAML::Value << YAML::BeginMap;
-  for (const ClassArgument& argument : scheduler->arguments) {
-    if (argument.flag != nullptr) {
-      WriteFlag(out, argument.name, argument.flag, false);
-    } else {
-      out << YAML::Key << argument.name << YAML::Value;
-      WriteLiteral(out, argument.kiln_value != nullptr ? argument.kiln_value : argument.lightning_default);
-    }
-  }
-  out << YAML::EndMap;
+  out << YAML::BeginMap;
+  WriteClassKeys(out, *scheduler);
   for (const ConfigKey* entry : own) WriteValue(out, *entry);
   out << YAML::EndMap;
 }

@@ -3,6 +3,7 @@
 #include "trainer/cli/lightning_classes.h"
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -242,6 +243,12 @@ const std::vector<DefaultOnlyKey>& DefaultOnlyKeys() {
       {Section::kTop, "weights_only", "null", "Kiln's checkpoint reader runs no code from a file in any case"},
   };
   return *keys;
+}
+
+std::string SeedEverything(absl::string_view value, bool* drawn) {
+  const std::string lower = absl::AsciiStrToLower(value);
+  *drawn = lower == "true" || lower == "false";
+  return *drawn ? absl::StrCat(std::random_device{}()) : std::string(value);
 }
 
 bool SameYamlValue(absl::string_view value, absl::string_view expected) {

@@ -65,6 +65,10 @@ struct DefaultOnlyKey {
 };
 const std::vector<DefaultOnlyKey>& DefaultOnlyKeys();
 
+// LightningCLI's seed_everything `value` as fit's --seed: an integer is the seed itself; true draws one, and so
+// does false (which leaves Lightning unseeded). `*drawn` says whether it was drawn, for the caller to print it.
+std::string SeedEverything(absl::string_view value, bool* drawn);
+
 // Whether `value` (a YAML scalar's text, "null" for null, or a flow list "[0.9, 0.999]") is `expected` (the same
 // notation): numbers by value (0 is 0.0, 1e-8 is 1.0e-08), text exactly ('' and "" are empty).
 bool SameYamlValue(absl::string_view value, absl::string_view expected);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <random>
 #include <utility>
 #include <vector>
 
@@ -202,14 +201,14 @@ class Translator {
 
   // Lightning's seed_everything: an int is the seed; true (or false, which leaves Lightning unseeded) draws one.
   absl::StatusOr<std::string> Seed(const std::string& value) {
-    const std::string lower = absl::AsciiStrToLower(value);
-    if (lower == "true" || lower == "false") {
-      const uint32_t seed = std::random_device{}();
-      notes_->push_back(absl::StrCat("--seed_everything=", value, ": this run's seed is ", seed,
-                                     " (pass --seed=", seed, " to repeat it)"));
-      return absl::StrCat("--seed=", seed);
+    bool drawn = false;
+    // --seed's own check refuses what is not a seed, naming --seed.
+    const std::string seed = SeedEverything(value, &drawn);
+    if (drawn) {
+      notes_->push_back(absl::StrCat("--seed_everything=", value, ": this run's seed is ", seed, " (pass --seed=",
+                                     seed, " to repeat it)"));
     }
-    return absl::StrCat("--seed=", value);  // --seed's own check refuses what is not a seed, naming --seed.
+    return absl::StrCat("--seed=", seed);
   }
 
   std::vector<std::string>* notes_;

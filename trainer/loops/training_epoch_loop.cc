@@ -220,7 +220,7 @@ absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, DataLoader* v
     absl::StatusOr<MetricMap> val_metrics =
         EvaluationLoop(trainer, Stage::kValidate).Run(model, *val, limits_.val_batches);
     if (!val_metrics.ok()) return val_metrics.status();
-    trainer.val_batches_last_run_ = std::min(limits_.val_batches, val->num_batches());
+    trainer.val_batches_last_run_ = limits_.val_batches;  // What EvaluationLoop::Run ran.
     trainer.val_batches_in_epoch_ += trainer.val_batches_last_run_;
     model.train();
   }
