@@ -27,6 +27,7 @@
 #include "ATen/ATen.h"
 #include "ATen/Parallel.h"
 #include "benchmark/benchmark.h"
+#include "tests/bench/fused_loop.h"
 #include "torch/nn/functional/loss.h"
 #include "torch/nn/modules/activation.h"
 #include "torch/nn/modules/container/sequential.h"
@@ -154,41 +155,17 @@ double HandWritten(const Shape& shape, const std::vector<Batch>& batches, int64_
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The fused hand-written loop: zero_grad as set_to_none, forward, loss, backward, then the fused kernel over all
-// parameters with the same settings as MakeOptimizer's (SGD lr 1e-2 without momentum; Adam lr 1e-3, PyTorch's
-// betas and eps), its state (Adam's moments and step counts) kept in plain tensors.
+// The fused hand-written loop: zero_grad as set_to_none, forward, loss, backward, then LibTorch's fused kernel over
+// all parameters (fused_loop.h).
 double HandWrittenFused(const Shape& shape, const std::vector<Batch>& batches, int64_t epochs) {
   torch::nn::Sequential net = MakeNet(shape);
-  const std::vector<at::Tensor> params = net->parameters();
-  std::vector<at::Tensor> exp_avgs;
-  std::vector<at::Tensor> exp_avg_sqs;
-  std::vector<at::Tensor> steps;
-  for (const at::Tensor& param : params) {
-    if (!shape.classification) break;
-    exp_avgs.push_back(at::zeros_like(param));
-    exp_avg_sqs.push_back(at::zeros_like(param));
-    steps.push_back(at::zeros({}, at::kFloat));
-  }
-  std::vector<at::Tensor> grads(params.size());
-  bool first_step = true;
+  bench::FusedHandWrittenStep optimizer(net->parameters(), /*adam=*/shape.classification);
   const auto start = std::chrono::steady_clock::now();
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     for (const Batch& batch : batches) {
-      for (const at::Tensor& param : params) param.mutable_grad().reset();
-      at::Tensor loss = Loss(shape, net->forward(batch.input), batch.target);
-      loss.backward();
-      for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad();
-      torch::NoGradGuard no_grad;
-      if (shape.classification) {
-        at::_foreach_add_(steps, 1);
-        at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, /*lr=*/1e-3,
-                         /*beta1=*/0.9, /*beta2=*/0.999, /*weight_decay=*/0, /*eps=*/1e-8, /*amsgrad=*/false,
-                         /*maximize=*/false);
-      } else {
-        at::_fused_sgd_(params, grads, /*momentum_buffer_list=*/{}, /*weight_decay=*/0, /*momentum=*/0,
-                        /*lr=*/1e-2, /*dampening=*/0, /*nesterov=*/false, /*maximize=*/false, first_step);
-      }
-      first_step = false;
+      optimizer.ZeroGrad();
+      Loss(shape, net->forward(batch.input), batch.target).backward();
+      optimizer.Step();
     }
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

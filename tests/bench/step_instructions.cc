@@ -1,7 +1,10 @@
 // Instructions per training step, the repeatable second figure for the tiny MLP (32 -> 64 -> 1, batch 64, MSE,
 // SGD): run under callgrind by tools/bench_instructions.sh, which subtracts a short run from a long one so that
 // start-up cancels out.
-//   step_instructions raw N               the hand-written LibTorch loop, N steps
+//   step_instructions raw N               the hand-written LibTorch loop (torch::optim), N steps
+//   step_instructions fused_raw N         the fused hand-written loop: LibTorch's fused kernel called directly
+//                                         (fused_loop.h), the fastest this step can be; also fused_raw_medium and
+//                                         fused_raw_many
 //   step_instructions kiln N              Trainer::fit over the same N batches (callbacks off)
 //   step_instructions kiln_metrics N M    the same, with a CSV logger (a row every 50 steps, Lightning's default)
 //                                         and M metrics logged in each training_step (M = 0 is the baseline)
@@ -28,6 +31,7 @@
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/adam.h"
 #include "torch/optim/sgd.h"
+#include "tests/bench/fused_loop.h"
 #include "torch/utils.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/loggers/csv_logger.h"
@@ -78,7 +82,10 @@ class Data final : public DataModule {
 
 class Module final : public LightningModule {
  public:
-  explicit Module(int metrics = 0, bool fused = false) : net_(Net()), fused_(fused) {
+  // `names`: how training_step names its metrics: made once ("made"), made in each call as the README's example
+  // does (`stage + "_loss"`: "built"), or string literals ("literal").
+  explicit Module(int metrics = 0, bool fused = false, std::string names = "made")
+      : net_(Net()), fused_(fused), naming_(std::move(names)) {
     register_module("net", net_);
     for (int i = 0; i < metrics; ++i) names_.push_back("metric_" + std::to_string(i));
   }
@@ -90,7 +97,13 @@ class Module final : public LightningModule {
     const at::Tensor output = net_->forward(batch.input);
     at::Tensor loss = classifier_ ? torch::nn::functional::cross_entropy(output, batch.target)
                                   : torch::nn::functional::mse_loss(output, batch.target);
-    for (const std::string& name : names_) log(name, loss);
+    if (naming_ == "built") {
+      for (size_t i = 0; i < names_.size(); ++i) log("metric_" + std::to_string(i), loss);
+    } else if (naming_ == "literal") {
+      for (const std::string& name : names_) log(name.c_str(), loss);  // As a literal is passed: a const char*.
+    } else {
+      for (const std::string& name : names_) log(name, loss);
+    }
     return loss;
   }
   OptimizerConfig configure_optimizers() override {
@@ -104,6 +117,7 @@ class Module final : public LightningModule {
   bool fused_ = false;
   bool classifier_ = false;
   std::vector<std::string> names_;  // Made once: what is counted is logging, not building names.
+  std::string naming_;
 };
 
 // One epoch of Trainer::fit over `data` on the CPU, without sanity checks or progress bar; `options` gives the rest.
@@ -122,15 +136,16 @@ int Fit(LightningModule& module, DataModule& data, TrainerOptions options) {
 }  // namespace kiln
 
 int main(int argc, char** argv) {
-  const bool metrics_mode = argc == 4 && std::strcmp(argv[1], "kiln_metrics") == 0;
+  const bool metrics_mode = (argc == 4 || argc == 5) && std::strcmp(argv[1], "kiln_metrics") == 0;
   const bool checkpoint_mode = argc == 4 && std::strcmp(argv[1], "kiln_checkpoint") == 0;
   const std::string mode = argc >= 2 ? argv[1] : "";
-  const bool two_args = mode == "raw" || mode == "kiln" || mode == "kiln_fused" || mode == "raw_medium" ||
-                        mode == "kiln_medium" || mode == "raw_many" || mode == "kiln_many";
+  const bool two_args = mode == "raw" || mode == "fused_raw" || mode == "kiln" || mode == "kiln_fused" ||
+                        mode == "raw_medium" || mode == "fused_raw_medium" || mode == "kiln_medium" ||
+                        mode == "raw_many" || mode == "fused_raw_many" || mode == "kiln_many";
   if (!metrics_mode && !checkpoint_mode && (argc != 3 || !two_args)) {
     std::fprintf(stderr,
-                 "usage: %s raw|kiln|kiln_fused|raw_medium|kiln_medium|raw_many|kiln_many STEPS | kiln_metrics STEPS "
-                 "METRICS | kiln_checkpoint STEPS EVERY\n",
+                 "usage: %s [fused_]raw|kiln|kiln_fused|[fused_]raw_medium|kiln_medium|[fused_]raw_many|kiln_many "
+                 "STEPS | kiln_metrics STEPS METRICS | kiln_checkpoint STEPS EVERY\n",
                  argv[0]);
     return 2;
   }
@@ -143,6 +158,16 @@ int main(int argc, char** argv) {
     std::vector<kiln::Batch> classified;
     for (int64_t i = 0; i < steps; ++i) {
       classified.push_back({at::randn({batch_size, widths.front()}), at::randint(10, {batch_size}, at::kLong)});
+    }
+    if (mode.rfind("fused_raw", 0) == 0) {
+      torch::nn::Sequential net = kiln::Classifier(widths);
+      kiln::bench::FusedHandWrittenStep optimizer(net->parameters(), /*adam=*/true);
+      for (const kiln::Batch& batch : classified) {
+        optimizer.ZeroGrad();
+        torch::nn::functional::cross_entropy(net->forward(batch.input), batch.target).backward();
+        optimizer.Step();
+      }
+      return 0;
     }
     if (mode.rfind("raw", 0) == 0) {
       torch::nn::Sequential net = kiln::Classifier(widths);
@@ -170,9 +195,19 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (mode == "fused_raw") {
+    torch::nn::Sequential net = kiln::Net();
+    kiln::bench::FusedHandWrittenStep optimizer(net->parameters(), /*adam=*/false);
+    for (const kiln::Batch& batch : batches) {
+      optimizer.ZeroGrad();
+      torch::nn::functional::mse_loss(net->forward(batch.input), batch.target).backward();
+      optimizer.Step();
+    }
+    return 0;
+  }
   kiln::Data data(&batches);
   if (metrics_mode) {
-    kiln::Module module(std::atoi(argv[3]));
+    kiln::Module module(std::atoi(argv[3]), false, argc == 5 ? argv[4] : "made");
     char folder[] = "/tmp/kiln-step-instructions-XXXXXX";
     if (mkdtemp(folder) == nullptr) return 1;
     const int status =
