@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hal/registry.h"
 #include "hal/testing/fake_accelerator.h"
 #include "torch/nn/utils/clip_grad.h"
 #include "torch/optim/schedulers/step_lr.h"
@@ -684,9 +685,10 @@ TEST(TrainerTest, ANonFiniteLossStopsNamingTheBatch) {
   EXPECT_FALSE(kiln::testing::FlatParameters(model).equal(before));
 }
 
-// NanAt with kiln::FusedAdam (Adam's options and learning rate), whose update the device can skip: under LibTorch
-// 2.x the trainer then checks the loss on the device and reads the flag only where it reads something anyway; under
-// 1.13 FusedAdam is torch::optim's Adam and the loss is read every step. Both must end the same way.
+// NanAt with kiln::FusedAdam (Adam's options and learning rate), whose update the device can skip: on a device that
+// computes on its own the trainer then checks the loss on the device and reads the flag only where it reads
+// something anyway; on the CPU, which has computed the loss when training_step returns, it reads the loss every step.
+// Both must end the same way.
 class FusedNanAt : public NanAt {
  public:
   using NanAt::NanAt;
@@ -695,64 +697,84 @@ class FusedNanAt : public NanAt {
   }
 };
 
+// Quiet's options on `accelerator` ("cpu", or the sample virtual NPU, a PrivateUse1 device linked through
+// @kiln_backends, whose kernels run on the host but whose losses are device tensors).
+TrainerOptions QuietOn(const std::string& accelerator, TrainerOptions options) {
+  options = Quiet(std::move(options));
+  options.accelerator = accelerator;
+  options.devices = 1;
+  return options;
+}
+
 // The parameters after `steps` clean steps of FusedNanAt's model: what a stop at that step must leave.
-at::Tensor ParametersAfter(int64_t steps) {
+at::Tensor ParametersAfter(const std::string& accelerator, int64_t steps) {
   torch::manual_seed(0);
   FusedNanAt model(std::set<int64_t>{});
   SyntheticClusters data(SmallData());
-  Trainer trainer(Quiet({.max_steps = steps, .seed = 1}));
+  Trainer trainer(QuietOn(accelerator, {.max_steps = steps, .seed = 1}));
   EXPECT_TRUE(trainer.fit(model, data).ok());
-  return kiln::testing::FlatParameters(model);
+  return kiln::testing::FlatParameters(model).to(at::kCPU);
 }
 
 TEST(TrainerTest, ANonFiniteLossFoundOnTheDeviceStopsAsOnTheHost) {
-  const at::Tensor clean = ParametersAfter(13);
-  for (const double factor : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
-    torch::manual_seed(0);
-    FusedNanAt model({13}, factor);
-    SyntheticClusters data(SmallData());
-    Trainer trainer(Quiet({.max_epochs = 3, .seed = 1}));
-    const absl::Status status = trainer.fit(model, data);
-    EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
-    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("the training loss is ", std::isnan(factor) ? "nan" : "inf",
-                                                         " at epoch 1, batch 3 (global step 13)")));
-    EXPECT_EQ(trainer.global_step(), 13) << "nothing may be applied from the non-finite batch";
-    EXPECT_TRUE(kiln::testing::FlatParameters(model).equal(clean))
-        << "the parameters must be those of the 13 steps before the non-finite batch, bit for bit";
-    // 10 batches an epoch: the host looks at the flag before epoch 1's validation, after its last batch (training
-    // step 20); it never looked at the loss itself before then.
-    EXPECT_EQ(model.training_steps, 20);
+  ASSERT_TRUE(AcceleratorRegistry::Default().Find("virtual_npu").ok())
+      << "virtual_npu is not linked: Kiln's WORKSPACE lists it in kiln_backends (//backends:linked); registered: "
+      << AcceleratorRegistry::Default().NameList();
+  // 10 batches an epoch. On the CPU the host reads each loss and stops at the non-finite one (training step 14); on
+  // the device it looks at the flag before epoch 1's validation, after its last batch (training step 20), and never
+  // looked at the loss itself before then.
+  for (const auto& [accelerator, steps_run] : {std::pair<std::string, int>{"cpu", 14}, {"virtual_npu", 20}}) {
+    const at::Tensor clean = ParametersAfter(accelerator, 13);
+    for (const double factor : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+      SCOPED_TRACE(absl::StrCat(accelerator, ", loss times ", factor));
+      torch::manual_seed(0);
+      FusedNanAt model({13}, factor);
+      SyntheticClusters data(SmallData());
+      Trainer trainer(QuietOn(accelerator, {.max_epochs = 3, .seed = 1}));
+      const absl::Status status = trainer.fit(model, data);
+      EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+      EXPECT_THAT(status.message(),
+                  HasSubstr(absl::StrCat("the training loss is ", std::isnan(factor) ? "nan" : "inf",
+                                         " at epoch 1, batch 3 (global step 13)")));
+      EXPECT_EQ(trainer.global_step(), 13) << "nothing may be applied from the non-finite batch";
+      EXPECT_TRUE(kiln::testing::FlatParameters(model).to(at::kCPU).equal(clean))
+          << "the parameters must be those of the 13 steps before the non-finite batch, bit for bit";
+      EXPECT_EQ(model.training_steps, steps_run);
+    }
   }
 }
 
 TEST(TrainerTest, NoLogRowOrCheckpointHoldsAStepAfterANonFiniteLoss) {
-  torch::manual_seed(0);
-  FusedNanAt model({13});
-  SyntheticClusters data(SmallData());
-  auto logger = std::make_shared<MemoryLogger>();
-  const std::string folder = kiln::testing::TempDir();
-  Trainer trainer(Quiet({.max_epochs = 3,
-                         .log_every_n_steps = 4,
-                         .seed = 1,
-                         .callbacks = {std::make_shared<ModelCheckpoint>(
-                             ModelCheckpointOptions{.dirpath = folder, .save_top_k = -1, .every_n_train_steps = 1})},
-                         .loggers = {logger}}));
-  const absl::Status status = trainer.fit(model, data);
-  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(status.message(), HasSubstr("the training loss is nan at epoch 1, batch 3 (global step 13)"));
-  std::vector<int64_t> steps;
-  for (const MemoryLogger::Row& row : logger->rows()) {
-    steps.push_back(row.step);
-    for (const auto& [name, value] : row.metrics) EXPECT_TRUE(std::isfinite(value)) << name << " at " << row.step;
+  for (const std::string accelerator : {"cpu", "virtual_npu"}) {
+    SCOPED_TRACE(accelerator);
+    torch::manual_seed(0);
+    FusedNanAt model({13});
+    SyntheticClusters data(SmallData());
+    auto logger = std::make_shared<MemoryLogger>();
+    const std::string folder = kiln::testing::TempDir();
+    Trainer trainer(QuietOn(accelerator, {.max_epochs = 3,
+                                          .log_every_n_steps = 4,
+                                          .seed = 1,
+                                          .callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+                                              .dirpath = folder, .save_top_k = -1, .every_n_train_steps = 1})},
+                                          .loggers = {logger}}));
+    const absl::Status status = trainer.fit(model, data);
+    EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+    EXPECT_THAT(status.message(), HasSubstr("the training loss is nan at epoch 1, batch 3 (global step 13)"));
+    std::vector<int64_t> steps;
+    for (const MemoryLogger::Row& row : logger->rows()) {
+      steps.push_back(row.step);
+      for (const auto& [name, value] : row.metrics) EXPECT_TRUE(std::isfinite(value)) << name << " at " << row.step;
+    }
+    // Rows at global steps 4, 8 and 12 (logged as steps 3, 7, 11, Lightning's numbering), and the end of epoch 0
+    // (its validation's row and its training row, both at step 9); none at global step 16.
+    EXPECT_THAT(steps, ::testing::ElementsAre(3, 7, 9, 9, 11));
+    std::set<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) files.insert(entry.path().filename());
+    EXPECT_TRUE(files.count("epoch=1-step=13.ckpt")) << "the last step before the NaN batch is saved";
+    EXPECT_FALSE(files.count("epoch=1-step=14.ckpt")) << "the NaN batch's step is never saved";
+    EXPECT_EQ(files.size(), 13u) << "one checkpoint per clean step, 1 to 13";
   }
-  // Rows at global steps 4, 8 and 12 (logged as steps 3, 7, 11, Lightning's numbering), and the end of epoch 0
-  // (its validation's row and its training row, both at step 9); none at global step 16.
-  EXPECT_THAT(steps, ::testing::ElementsAre(3, 7, 9, 9, 11));
-  std::set<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(folder)) files.insert(entry.path().filename());
-  EXPECT_TRUE(files.count("epoch=1-step=13.ckpt")) << "the last step before the NaN batch is saved";
-  EXPECT_FALSE(files.count("epoch=1-step=14.ckpt")) << "the NaN batch's step is never saved";
-  EXPECT_EQ(files.size(), 13u) << "one checkpoint per clean step, 1 to 13";
 }
 
 TEST(TrainerTest, ANonFiniteLossCanBeSkipped) {

@@ -45,6 +45,14 @@ void AutomaticOptimization::ClipGradients(LightningModule& model) {
   }
 }
 
+void ZeroGradToNone(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (at::Tensor& param : group.params()) {
+      if (param.grad().defined()) param.mutable_grad().reset();
+    }
+  }
+}
+
 absl::Status AutomaticOptimization::Step(LightningModule& model) {
   Trainer& trainer = trainer_;
   PrecisionPlugin& precision = *trainer.precision_;
@@ -56,7 +64,7 @@ absl::Status AutomaticOptimization::Step(LightningModule& model) {
       trainer.CallCallbacks([&](Callback& c) { c.on_before_optimizer_step(trainer, model, *optimizer); });
       precision.OptimizerStep(*optimizer, [&] { trainer.strategy_->OptimizerStep(*optimizer); });
       trainer.CallCallbacks([&](Callback& c) { c.on_before_zero_grad(trainer, model, *optimizer); });
-      optimizer->zero_grad();
+      ZeroGradToNone(*optimizer);
     }
     precision.Update();
     ++trainer.global_step_;

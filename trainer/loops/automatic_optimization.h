@@ -8,6 +8,7 @@
 
 #include "ATen/core/Tensor.h"
 #include "absl/status/status.h"
+#include "torch/optim/optimizer.h"
 #include "trainer/core/lightning_module.h"
 
 namespace kiln {
@@ -18,6 +19,11 @@ class Trainer;
 // same), without its last step: it returns the total norm as a double, a host read that would make every clipped
 // step wait for the device.
 void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm);
+
+// torch::optim::Optimizer::zero_grad() as Python's set_to_none does it: each parameter's gradient is dropped. LibTorch's
+// C++ zero_grad detaches every gradient in place first (an operator call a parameter, some 700 instructions each on
+// the tiny MLP, issue #41); a gradient about to be dropped need not be detached.
+void ZeroGradToNone(torch::optim::Optimizer& optimizer);
 
 // Whether `config` is a ReduceLROnPlateau-style scheduler, which steps with a monitored value.
 bool IsMetricScheduler(const SchedulerConfig& config);

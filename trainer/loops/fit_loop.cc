@@ -32,7 +32,7 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
   }
   if (absl::Status status = ConfigureOptimizers(model); !status.ok()) return status;
   if (absl::Status status = Restart(model, data, ckpt_path); !status.ok()) return status;
-  for (const auto& optimizer : trainer.optimizers_.optimizers) optimizer->zero_grad();
+  for (const auto& optimizer : trainer.optimizers_.optimizers) ZeroGradToNone(*optimizer);
   // After every input check, so that a run refused for its input leaves no folder behind.
   if (absl::Status claimed = trainer.SetupLoggers(); !claimed.ok()) return claimed;
   if (absl::Status status = Start(model); !status.ok()) return status;

@@ -45,8 +45,9 @@ class TrainingEpochLoop {
     bool nonfinite = false;  // On any rank.
   };
 
-  // Whether this epoch checks the training loss on the device: on_nonfinite_loss "stop", one process, no gradient
-  // scaler, and every optimizer a DeviceSkipOptimizer that can skip there.
+  // Whether this epoch checks the training loss on the device: a device that does not compute on the CPU,
+  // on_nonfinite_loss "stop", one process, no gradient scaler, and every optimizer a DeviceSkipOptimizer that can
+  // skip there.
   bool ChecksLossOnDevice() const;
   // The counters, train mode, progress, the loss check and on_train_epoch_start. Returns the first batch.
   absl::StatusOr<int64_t> Start(LightningModule& model, DataLoader& train, DataLoader* val);

@@ -18,12 +18,22 @@ struct Bucket {
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, momentum_buffers;
 };
 
-Bucket& BucketFor(std::vector<Bucket>& buckets, const at::Tensor& param) {
+// The bucket of `param`'s device and dtype, made when missing with room for `group_size` parameters (the group's
+// size: every parameter lands in one bucket when they share a device and dtype, so the lists never grow) in the
+// lists every step fills (`adam`: Adam's too).
+Bucket& BucketFor(std::vector<Bucket>& buckets, const at::Tensor& param, size_t group_size, bool adam) {
   for (Bucket& bucket : buckets) {
     if (bucket.device == param.device() && bucket.dtype == param.scalar_type()) return bucket;
   }
-  buckets.push_back({param.device(), param.scalar_type()});
-  return buckets.back();
+  Bucket& bucket = buckets.emplace_back(Bucket{param.device(), param.scalar_type()});
+  bucket.params.reserve(group_size);
+  bucket.grads.reserve(group_size);
+  if (adam) {
+    for (std::vector<at::Tensor>* list : {&bucket.exp_avgs, &bucket.exp_avg_sqs, &bucket.steps}) {
+      list->reserve(group_size);
+    }
+  }
+  return bucket;
 }
 
 // Whether the kernels run on the device of every parameter of `optimizer`; with `log`, says so when they do not (the
@@ -70,7 +80,7 @@ void FusedAdamSteps(torch::optim::Optimizer& optimizer, DeviceStepCounts& counts
       }
       at::Tensor& count = counts.For(param, state->exp_avg(), state->step());
       state->step(state->step() + 1);
-      Bucket& bucket = BucketFor(buckets, param);
+      Bucket& bucket = BucketFor(buckets, param, group.params().size(), /*adam=*/true);
       bucket.params.push_back(param);
       bucket.grads.push_back(param.grad());
       bucket.exp_avgs.push_back(state->exp_avg());
@@ -199,7 +209,7 @@ at::Tensor FusedSGD::step(LossClosure closure) {
         }
         buffer = state->momentum_buffer();
       }
-      Bucket& bucket = BucketFor(first ? first_buckets : buckets, param);
+      Bucket& bucket = BucketFor(first ? first_buckets : buckets, param, group.params().size(), /*adam=*/false);
       bucket.params.push_back(param);
       bucket.grads.push_back(param.grad());
       if (momentum) bucket.momentum_buffers.push_back(buffer);
