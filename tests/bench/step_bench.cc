@@ -199,6 +199,12 @@ void Compare(benchmark::State& state, const Shape& shape, bool defaults, int met
   const int64_t steps = state.range(0);
   const int64_t epochs = state.range(1);
   const std::vector<Batch> batches = MakeBatches(shape, steps);
+  // What every side starts from, for tests/bench/python_step.py's fingerprint line, which prints the same two sums
+  // (each tensor's sum as a double, added in parameter order): equal sums mean PyTorch's loops start from these
+  // parameters and this first batch.
+  double init_param_sum = 0;
+  for (const at::Tensor& param : MakeNet(shape)->parameters()) init_param_sum += param.sum().item<double>();
+  const double first_input_sum = batches.front().input.sum().item<double>();
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_step_bench";
   double raw_total = 0;
@@ -235,6 +241,8 @@ void Compare(benchmark::State& state, const Shape& shape, bool defaults, int met
   state.counters["kiln_over_raw"] = kiln_total / raw_total;
   state.counters["kiln_over_fused_raw"] = kiln_total / fused_raw_total;
   state.counters["fused"] = fused ? 1 : 0;
+  state.counters["init_param_sum"] = init_param_sum;
+  state.counters["first_input_sum"] = first_input_sum;
 }
 
 const int64_t kSteps = std::getenv("KILN_BENCH_SMOKE") != nullptr ? 20 : 2000;
