@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Instructions per training step of the tiny MLP, Kiln against the hand-written LibTorch loop, counted by callgrind
+# Instructions per training step of the tiny MLP, Kiln against the hand-written LibTorch loops (torch::optim's, and
+# the fused one that calls LibTorch's fused kernel itself: the fastest the step can be), counted by callgrind
 # (repeatable to 0.3%, unlike timings on a shared machine). Each side runs twice, with 200 and 400 steps; the
 # difference divided by 200 is the cost of one step, with start-up cancelled out. Then the cost of logging: Kiln with
-# a CSV logger and no metric logged per step against the same with 50 (metrics_50_over_0); of a checkpoint every 10
-# steps against none (checkpoint_10_over_0: every thread's instructions, then the training thread's alone, since the
-# checkpoint writer's thread pickles and writes off the step); and Kiln's own optimizers (kiln::FusedSGD, FusedAdam:
-# LibTorch's fused kernels under 2.x) against the hand-written torch::optim loop, on the tiny MLP and on the medium
-# and many-layer classifiers (10 and 20 steps: a medium step is ~100 times a tiny one).
+# a CSV logger and no metric logged per step against the same with 50, named three ways (metrics_50_*_over_0); of a
+# checkpoint every 10 steps against none (checkpoint_10_over_0: every thread's instructions, then the training
+# thread's alone, since the checkpoint writer's thread pickles and writes off the step); and Kiln's own optimizers
+# (kiln::FusedSGD, FusedAdam: LibTorch's fused kernels under 2.x) against both hand-written loops, on the tiny MLP and
+# on the medium and many-layer classifiers (10 and 20 steps: a medium step is ~100 times a tiny one).
 #
 #   bazel build -c opt //tests/bench:step_instructions && tools/bench_instructions.sh [overhead|optimizers]
 #
@@ -35,26 +36,35 @@ count() {
   fi
   rm -rf "$out"
 }
-# per_step <mode> <short> <long> [argument]: instructions of one step, from a run of <short> steps and one of <long>.
+# per_step <mode> <short> <long> [arguments]: instructions of one step, from a run of <short> steps and one of <long>;
+# the arguments (one word, or several separated by spaces) follow the step count.
 per_step() {
   local short long
-  short=$(count "$1" "$2" ${4:+"$4"})
-  long=$(count "$1" "$3" ${4:+"$4"})
+  # shellcheck disable=SC2086  # Split on purpose: "50 built" is two arguments.
+  short=$(count "$1" "$2" ${4:+$4})
+  # shellcheck disable=SC2086
+  long=$(count "$1" "$3" ${4:+$4})
   echo $(( (long - short) / ($3 - $2) ))
 }
 # ratio <name> <numerator> <denominator>
 ratio() { awk -v a="$2" -v b="$3" -v n="$1" 'BEGIN {printf "%s %.4f\n", n, a / b}'; }
 raw_per_step=$(per_step raw 200 400)
 echo "raw instructions_per_step $raw_per_step"
+fused_raw_per_step=$(per_step fused_raw 200 400)
+echo "fused_raw instructions_per_step $fused_raw_per_step"
 if [[ $part != optimizers ]]; then
   kiln_per_step=$(per_step kiln 200 400)
   echo "kiln instructions_per_step $kiln_per_step"
   ratio kiln_over_raw_instructions "$kiln_per_step" "$raw_per_step"
   metrics_0=$(per_step kiln_metrics 200 400 0)
-  metrics_50=$(per_step kiln_metrics 200 400 50)
   echo "kiln_metrics_0 instructions_per_step $metrics_0"
-  echo "kiln_metrics_50 instructions_per_step $metrics_50"
-  ratio metrics_50_over_0_instructions "$metrics_50" "$metrics_0"
+  # 50 metrics named as a program names them: made once, passed as literals are (a const char*), or built in each
+  # call (as the README's example builds stage + "_loss").
+  for naming in made literal built; do
+    metrics_50=$(per_step kiln_metrics 200 400 "50 $naming")
+    echo "kiln_metrics_50_$naming instructions_per_step $metrics_50"
+    ratio "metrics_50_${naming}_over_0_instructions" "$metrics_50" "$metrics_0"
+  done
   checkpoint_0=$(per_step kiln_checkpoint 200 400 0)
   checkpoint_10=$(per_step kiln_checkpoint 200 400 10)
   echo "kiln_checkpoint_0 instructions_per_step $checkpoint_0"
@@ -70,10 +80,14 @@ fi
 fused_per_step=$(per_step kiln_fused 200 400)
 echo "kiln_fused instructions_per_step $fused_per_step"
 ratio kiln_fused_over_raw_instructions "$fused_per_step" "$raw_per_step"
+ratio kiln_fused_over_fused_raw_instructions "$fused_per_step" "$fused_raw_per_step"
 for model in medium many; do
   raw=$(per_step raw_$model 10 20)
+  fused_raw=$(per_step fused_raw_$model 10 20)
   kiln=$(per_step kiln_$model 10 20)
   echo "raw_$model instructions_per_step $raw"
+  echo "fused_raw_$model instructions_per_step $fused_raw"
   echo "kiln_$model instructions_per_step $kiln"
   ratio "kiln_${model}_over_raw_instructions" "$kiln" "$raw"
+  ratio "kiln_${model}_over_fused_raw_instructions" "$kiln" "$fused_raw"
 done
