@@ -5,13 +5,13 @@
 
 namespace kiln {
 
-void LightningModule::log(const std::string& name, const at::Tensor& value, LogOptions options) {
+void LightningModule::log(std::string_view name, const at::Tensor& value, LogOptions options) {
   TORCH_CHECK(sink_ != nullptr, "You are trying to `log('", name,
               "')` outside a step or epoch hook; log from training_step, validation_step or test_step.");
   sink_->Log(name, value, options, batch_size_);
 }
 
-void LightningModule::log(const std::string& name, double value, LogOptions options) {
+void LightningModule::log(std::string_view name, double value, LogOptions options) {
   TORCH_CHECK(sink_ != nullptr, "You are trying to `log('", name,
               "')` outside a step or epoch hook; log from training_step, validation_step or test_step.");
   sink_->Log(name, value, options, batch_size_);

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -84,9 +85,11 @@ class LightningModule : public torch::nn::Module {
   const std::map<std::string, std::string>& hparams() const { return hparams_; }
 
   // Records a metric for the current step (see metrics.h for on_step/on_epoch defaults). Only valid inside a step
-  // or epoch-end hook; elsewhere it throws c10::Error, as Lightning raises.
-  void log(const std::string& name, const at::Tensor& value, LogOptions options = {});
-  void log(const std::string& name, double value, LogOptions options = {});
+  // or epoch-end hook; elsewhere it throws c10::Error, as Lightning raises. The name is a view: a literal or a
+  // std::string is taken as it is, never copied into a std::string per call (the name is copied once, when the
+  // metric is first logged).
+  void log(std::string_view name, const at::Tensor& value, LogOptions options = {});
+  void log(std::string_view name, double value, LogOptions options = {});
 
   // The optimizer steps the running fit will take, as Lightning's trainer.estimated_stepping_batches counts them:
   // each epoch's training batches over accumulate_grad_batches (rounded up) times max_epochs, capped by max_steps.

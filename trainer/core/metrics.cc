@@ -90,7 +90,7 @@ MetricMap ReadSlots(const std::vector<Slot>& slots, ValueOf value_of, NameOf nam
 
 // Whether `a` and `b` hold the same characters: a few word compares for the short names metrics have, without
 // the call into memcmp that std::string's == makes.
-inline bool SameName(const std::string& a, const std::string& b) {
+inline bool SameName(const std::string& a, std::string_view b) {
   const size_t size = a.size();
   if (size != b.size()) return false;
   const char* x = a.data();
@@ -114,17 +114,17 @@ inline bool SameName(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-void MetricCollector::Log(const std::string& name, const at::Tensor& value, const LogOptions& options,
+void MetricCollector::Log(std::string_view name, const at::Tensor& value, const LogOptions& options,
                           int64_t batch_size) {
   TORCH_CHECK(value.numel() == 1, "log('", name, "'): expected a scalar, got a tensor of shape ", value.sizes());
   Record(name, &value, 0, options, batch_size);
 }
 
-void MetricCollector::Log(const std::string& name, double value, const LogOptions& options, int64_t batch_size) {
+void MetricCollector::Log(std::string_view name, double value, const LogOptions& options, int64_t batch_size) {
   Record(name, nullptr, value, options, batch_size);
 }
 
-MetricCollector::Slot& MetricCollector::Find(const std::string& name, bool suffixed) {
+MetricCollector::Slot& MetricCollector::Find(std::string_view name, bool suffixed) {
   const size_t size = slots_.size();
   // The names of a step come in the order they came on the step before: the expected slot is the next one.
   if (next_slot_ < size) {
@@ -142,13 +142,13 @@ MetricCollector::Slot& MetricCollector::Find(const std::string& name, bool suffi
     }
   }
   Slot& added = slots_.emplace_back();
-  added.name = name;
+  added.name = std::string(name);
   added.suffixed = suffixed;
   next_slot_ = slots_.size();
   return added;
 }
 
-void MetricCollector::Record(const std::string& name, const at::Tensor* tensor, double number,
+void MetricCollector::Record(std::string_view name, const at::Tensor* tensor, double number,
                              const LogOptions& options, int64_t batch_size) {
   const bool on_step = options.on_step.value_or(training_);
   const bool on_epoch = options.on_epoch.value_or(!training_);

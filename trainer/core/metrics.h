@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ATen/core/Tensor.h"
@@ -43,8 +44,8 @@ class MetricCollector {
   explicit MetricCollector(bool training) : training_(training) {}
 
   // Records `value` (a scalar tensor or a number) for the current batch of `batch_size` examples.
-  void Log(const std::string& name, const at::Tensor& value, const LogOptions& options, int64_t batch_size);
-  void Log(const std::string& name, double value, const LogOptions& options, int64_t batch_size);
+  void Log(std::string_view name, const at::Tensor& value, const LogOptions& options, int64_t batch_size);
+  void Log(std::string_view name, double value, const LogOptions& options, int64_t batch_size);
 
   // The latest value of each metric logged on_step. Reading converts tensors to numbers (a device sync).
   MetricMap StepMetrics() const;
@@ -100,9 +101,9 @@ class MetricCollector {
     std::string StepName() const { return suffixed ? name + "_step" : name; }
     std::string EpochName() const { return suffixed ? name + "_epoch" : name; }
   };
-  void Record(const std::string& name, const at::Tensor* tensor, double number, const LogOptions& options,
+  void Record(std::string_view name, const at::Tensor* tensor, double number, const LogOptions& options,
               int64_t batch_size);
-  Slot& Find(const std::string& name, bool suffixed);
+  Slot& Find(std::string_view name, bool suffixed);
 
   const bool training_;
   std::vector<Slot> slots_;
