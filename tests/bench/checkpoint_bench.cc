@@ -1,20 +1,23 @@
 // Checkpoint write and read throughput: Kiln's checkpoint files (serialise, write aside, fsync, rename; and the
-// validated read) against raw torch::jit::pickle_save / pickle_load (LibTorch's own way to write and read what
-// torch.save writes) of the same state, in the same process, interleaved.
+// validated read) against LibTorch's own way to write and read what torch.save writes, of the same state, in the same
+// process, interleaved: the baseline writes with PyTorchStreamWriter straight to the file (what torch.save does, no
+// fsync) and reads with PyTorchStreamReader from the file and readArchiveAndTensors (what torch.load does).
 // The state: the medium MLP (784 -> 512 -> 256 -> 10) with its Adam state after one step, about 6.4 MB.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "ATen/ATen.h"
+#include "ATen/Parallel.h"
 #include "benchmark/benchmark.h"
-#include "torch/csrc/jit/serialization/pickle.h"
+#include "caffe2/serialize/inline_container.h"
+#include "torch/csrc/jit/serialization/export.h"
+#include "torch/csrc/jit/serialization/import_read.h"
+#include "torch/csrc/jit/serialization/pickler.h"
 #include "torch/nn/functional/loss.h"
 #include "torch/nn/modules/activation.h"
 #include "torch/nn/modules/container/sequential.h"
@@ -26,15 +29,18 @@
 namespace kiln {
 namespace {
 
+// One intra-op thread, as every benchmark here: the copies into the model (State::Load) would otherwise wake
+// LibTorch's OpenMP threads, whose spinning takes the second core from the kernel's file copies.
 struct State {
-  torch::nn::Sequential net{torch::nn::Linear(784, 512), torch::nn::ReLU(), torch::nn::Linear(512, 256),
-                            torch::nn::ReLU(), torch::nn::Linear(256, 10)};
-  torch::optim::Adam adam{net->parameters(), torch::optim::AdamOptions(1e-3)};
   State() {
+    at::set_num_threads(1);
     adam.zero_grad();
     torch::nn::functional::cross_entropy(net->forward(at::randn({8, 784})), at::randint(10, {8})).backward();
     adam.step();
   }
+  torch::nn::Sequential net{torch::nn::Linear(784, 512), torch::nn::ReLU(), torch::nn::Linear(512, 256),
+                            torch::nn::ReLU(), torch::nn::Linear(256, 10)};
+  torch::optim::Adam adam{net->parameters(), torch::optim::AdamOptions(1e-3)};
   // The same entries as a Kiln checkpoint's model and optimizer parts.
   c10::impl::GenericDict Contents() {
     c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
@@ -56,15 +62,24 @@ struct State {
     for (const at::Tensor& p : net->parameters()) bytes += 3.0 * p.numel() * p.element_size();  // Params, 2 moments.
     return bytes;
   }
-  // The baseline: the same entries written with LibTorch's own pickle_save.
+  // The baseline: the same entries as torch.save writes them (LibTorch's pickler and zip writer, to the file).
   void SaveRaw(const std::string& path) {
-    const std::vector<char> bytes = torch::jit::pickle_save(Contents());
-    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::vector<char> pickle;
+    torch::jit::Pickler pickler([&](const char* data, size_t size) { pickle.insert(pickle.end(), data, data + size); },
+                                /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+                                /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+    pickler.protocol();
+    pickler.pushIValue(Contents());
+    pickler.stop();
+    caffe2::serialize::PyTorchStreamWriter writer(path);
+    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+    writer.writeEndOfFile();
   }
+  // ... and as torch.load reads them.
   void LoadRaw(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    Load(torch::jit::pickle_load(bytes).toGenericDict());
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    Load(torch::jit::readArchiveAndTensors("data", "", "", std::nullopt, std::nullopt, at::Device(at::kCPU), reader)
+             .toGenericDict());
   }
 };
 
@@ -123,7 +138,7 @@ void BM_CheckpointRead(benchmark::State& state) {
   ReportThroughput(state, model.Bytes(), kiln, raw);
 }
 
-// Raw torch::save made as durable as Kiln's write (fsync before returning), and the time a training loop waits
+// The raw write made as durable as Kiln's (fsync before returning), and the time a training loop waits
 // when the Trainer saves: serialisation only, since the file is written by the background CheckpointWriter.
 void BM_CheckpointWriteDurableAndAsync(benchmark::State& state) {
   State model;

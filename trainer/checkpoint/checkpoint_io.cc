@@ -128,8 +128,8 @@ absl::Status ReadFormat1(const std::string& path, Checkpoint& checkpoint) {
 
 // Formats 2 and 0: a torch.save dictionary.
 absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchStreamReader& reader,
-                            Checkpoint& checkpoint) {
-  absl::StatusOr<c10::IValue> value = ReadTorchFile(reader);
+                            const TorchFileBytes& bytes, Checkpoint& checkpoint) {
+  absl::StatusOr<c10::IValue> value = ReadTorchFile(reader, &bytes);
   if (!value.ok()) return Damaged(path, value.status().message());
   if (!value->isGenericDict()) {
     return absl::InvalidArgumentError(absl::StrCat("file ", path, " holds a ", value->tagKind(),
@@ -179,8 +179,14 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   if (!fs::is_regular_file(path, error)) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is not a regular file"));
   }
+  // Read once, into memory: the CRCs are checked there, LibTorch's reader reads from there, and the tensors take
+  // their storage from there in place (torch_file.h).
+  absl::StatusOr<TorchFileBytes> bytes = ReadFileBytes(path);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(), absl::StrCat("checkpoint ", path, ": ", bytes.status().message()));
+  }
   // LibTorch does not check the archive's CRCs, and a damaged record can crash its parsers: check them first.
-  if (absl::Status verified = VerifyZipChecksums(path); !verified.ok()) {
+  if (absl::Status verified = VerifyZipChecksums(bytes->data.get(), bytes->size, &bytes->stored); !verified.ok()) {
     if (absl::IsResourceExhausted(verified)) {  // Well-formed, but a record inflates past the limit.
       return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": ", verified.message()));
     }
@@ -191,7 +197,7 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   bool torchscript = false;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   try {
-    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(MemoryReadAdapter(*bytes));
     // A TorchScript module's archive (what format 1 is) has constants; torch.save's files do not.
     torchscript = reader->hasRecord("constants.pkl");
   } catch (const c10::Error& e) {
@@ -199,7 +205,8 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   } catch (const std::exception& e) {
     return Damaged(path, e.what());
   }
-  absl::Status status = torchscript ? ReadFormat1(path, checkpoint) : ReadDictionary(path, *reader, checkpoint);
+  absl::Status status =
+      torchscript ? ReadFormat1(path, checkpoint) : ReadDictionary(path, *reader, *bytes, checkpoint);
   if (!status.ok()) return status;
   return checkpoint;
 }

@@ -62,6 +62,26 @@ TEST(CheckpointIoTest, RoundTripsAndLeavesNoTemporaryFiles) {
   EXPECT_EQ(files, 1);
 }
 
+// A stored record's tensor shares the file's bytes read into memory (torch_file.h's in-place read): its storage is not
+// one LibTorch's allocator made (whose context is the data itself), and the file's bytes outlive the checkpoint for as
+// long as the tensor holds them.
+TEST(CheckpointIoTest, TensorsAreReadInPlaceFromTheFilesBytes) {
+  const std::string path = TempDir() + "/in_place.ckpt";
+  const at::Tensor tensor = at::arange(1000, at::kFloat);
+  ASSERT_TRUE(WriteTensor(path, tensor).ok());
+  at::Tensor read;
+  {
+    absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(path);
+    read = ReadTensor(checkpoint);
+  }
+  const c10::DataPtr& data = read.storage().data_ptr();
+  EXPECT_NE(data.get_context(), data.get()) << "the record was copied into memory of its own";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(data.get()) % 64, 0u);
+  EXPECT_TRUE(read.equal(tensor)) << "after the checkpoint that read it is gone";
+  read.add_(1);  // The bytes are the reader's own memory: writable, not the file.
+  EXPECT_TRUE(ReadTensor(path).equal(tensor));
+}
+
 TEST(CheckpointIoTest, RefusesMissingForeignTruncatedAndDamagedFiles) {
   const std::string dir = TempDir();
   const std::string good = dir + "/good.ckpt";

@@ -1,6 +1,13 @@
 #include "trainer/checkpoint/torch_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <string>
@@ -11,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "caffe2/serialize/inline_container.h"
+#include "caffe2/serialize/read_adapter_interface.h"
 #include "torch/csrc/jit/serialization/export.h"
 #include "torch/csrc/jit/serialization/pickler.h"
 #include "torch/csrc/jit/serialization/unpickler.h"
@@ -242,6 +250,39 @@ c10::IValue Untyped(const c10::IValue& value) {
   return value;
 }
 
+// `record`'s bytes in place in `in_memory` (sharing it), when it is stored there at a 64-byte boundary; else a null
+// DataPtr, and the record is copied as LibTorch reads it.
+at::DataPtr InPlace(caffe2::serialize::PyTorchStreamReader& reader, const std::string& record,
+                    const TorchFileBytes* in_memory) {
+  if (in_memory == nullptr) return at::DataPtr();
+  const size_t offset = reader.getRecordOffset(record);
+  const auto stored = in_memory->stored.find(offset);
+  if (stored == in_memory->stored.end() || stored->second != reader.getRecordSize(record) || offset % 64 != 0 ||
+      offset > in_memory->size || stored->second > in_memory->size - offset) {
+    return at::DataPtr();
+  }
+  auto* owner = new std::shared_ptr<uint8_t>(in_memory->data);
+  return at::DataPtr(in_memory->data.get() + offset, owner,
+                     [](void* context) { delete static_cast<std::shared_ptr<uint8_t>*>(context); },
+                     at::Device(at::kCPU));
+}
+
+// Reads what PyTorchStreamReader asks of a TorchFileBytes.
+class MemoryAdapter final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit MemoryAdapter(TorchFileBytes bytes) : bytes_(std::move(bytes)) {}
+  size_t size() const override { return bytes_.size; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* what) const override {
+    if (pos >= bytes_.size) return 0;
+    n = std::min<size_t>(n, bytes_.size - pos);
+    std::memcpy(buf, bytes_.data.get() + pos, n);
+    return n;
+  }
+
+ private:
+  TorchFileBytes bytes_;  // Shares the bytes; the stored ranges are not needed here (a copy of an empty map).
+};
+
 }  // namespace
 
 c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& tensor_fn) {
@@ -290,7 +331,8 @@ absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value) {
   return bytes;
 }
 
-absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader& reader) {
+absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader& reader,
+                                          const TorchFileBytes* in_memory) {
   try {
     if (!reader.hasRecord("data.pkl")) {
       return absl::InvalidArgumentError("it has no data.pkl record, so torch.save did not write it");
@@ -314,6 +356,10 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
         [&](const std::string& key) -> at::DataPtr {
           const std::string record = "data/" + key;
           TORCH_CHECK(reader.hasRecord(record), "a tensor's storage record ", record, " is missing");
+          if (at::DataPtr in_place = InPlace(reader, record, in_memory)) {
+            records[in_place.get()] = {record, reader.getRecordSize(record)};
+            return in_place;
+          }
           auto [bytes, size] = reader.getRecord(record);
           records[bytes.get()] = {record, size};
           return std::move(bytes);
@@ -346,6 +392,42 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(e.what());
   }
+}
+
+absl::StatusOr<TorchFileBytes> ReadFileBytes(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  TorchFileBytes bytes;
+  struct stat info;
+  absl::Status status;
+  if (::fstat(fd, &info) != 0) {
+    status = absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(errno)));
+  } else {
+    bytes.size = static_cast<size_t>(info.st_size);
+    // At least 64 bytes, so that an empty file has a buffer too; rounded up to a multiple of the alignment.
+    void* memory = std::aligned_alloc(64, std::max<size_t>(64, (bytes.size + 63) / 64 * 64));
+    if (memory == nullptr) {
+      status = absl::ResourceExhaustedError(absl::StrCat("cannot hold ", path, " (", bytes.size, " bytes) in memory"));
+    } else {
+      bytes.data = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(memory), [](uint8_t* p) { std::free(p); });
+    }
+  }
+  for (size_t done = 0; status.ok() && done < bytes.size;) {
+    const ssize_t n = ::read(fd, bytes.data.get() + done, bytes.size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      status = absl::InternalError(absl::StrCat("cannot read ", path, ": ",
+                                                n == 0 ? "it was shortened while read" : std::strerror(errno)));
+    }
+    done += n > 0 ? static_cast<size_t>(n) : 0;
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return bytes;
+}
+
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> MemoryReadAdapter(const TorchFileBytes& bytes) {
+  return std::make_shared<MemoryAdapter>(TorchFileBytes{bytes.data, bytes.size, {}});
 }
 
 }  // namespace kiln

@@ -8,14 +8,19 @@
 #ifndef KILN_TRAINER_CHECKPOINT_TORCH_FILE_H_
 #define KILN_TRAINER_CHECKPOINT_TORCH_FILE_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
+#include "trainer/checkpoint/zip_checksums.h"
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
+class ReadAdapterInterface;
 }  // namespace caffe2::serialize
 
 namespace kiln {
@@ -31,13 +36,32 @@ absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value);
 // nothing it holds is a tensor the training loop goes on updating (checkpoint_connector.h).
 c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& tensor_fn);
 
+// A file read whole into memory at a 64-byte boundary, and where its stored records lie (filled by
+// VerifyZipChecksums). The bytes live as long as the last tensor read from them in place.
+struct TorchFileBytes {
+  std::shared_ptr<uint8_t> data;
+  size_t size = 0;
+  StoredRanges stored;
+};
+
 // The value of the torch.save file `reader` has open, with every tensor on the CPU. What Python wrote is read as
 // python_pickle.h describes; a dictionary's own attributes (kDictStateKey) are dropped, and a pickled
 // torch.nn.Parameter becomes its tensor. InvalidArgument, naming what is wrong, for a file that does not hold a
 // readable pickle, whose containers nest more than 64 deep (or hold themselves), or any of whose tensors is not
 // dense or does not lie inside its storage, or whose storage does not lie inside its record: nothing is read from a
 // tensor before these checks. The zip's CRCs are the caller's to check (zip_checksums.h).
-absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader& reader);
+//
+// With `in_memory` (the bytes `reader` reads, whose CRCs were checked), a tensor whose record is stored at a 64-byte
+// boundary (every one torch.save writes) takes its storage in place, sharing `in_memory`'s bytes, instead of a copy
+// of the record: a checkpoint is then read from the disk once and copied nowhere.
+absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader& reader,
+                                          const TorchFileBytes* in_memory = nullptr);
+
+// `path`'s bytes (NotFound when it cannot be opened, Internal when it cannot be read), in one read.
+absl::StatusOr<TorchFileBytes> ReadFileBytes(const std::string& path);
+
+// What PyTorchStreamReader reads `bytes` through, without copying them.
+std::shared_ptr<caffe2::serialize::ReadAdapterInterface> MemoryReadAdapter(const TorchFileBytes& bytes);
 
 }  // namespace kiln
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -42,21 +43,27 @@ uint64_t U64(const uint8_t* p) { return U32(p) | static_cast<uint64_t>(U32(p + 4
 
 absl::Status Damaged(absl::string_view why) { return absl::InvalidArgumentError(why); }
 
-// Closes the file on every path out.
+// The archive being checked: an open file (closed on every path out), or bytes in memory.
 class File {
  public:
   explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  File(const uint8_t* data, uint64_t size) : data_(data), size_(size) {}
   ~File() {
     if (fd_ >= 0) ::close(fd_);
   }
   File(const File&) = delete;
   File& operator=(const File&) = delete;
 
-  bool ok() const { return fd_ >= 0; }
+  bool ok() const { return fd_ >= 0 || data_ != nullptr; }
   int fd() const { return fd_; }
 
   // Exactly `size` bytes at `offset`, or false.
   bool ReadAt(uint64_t offset, size_t size, uint8_t* out) const {
+    if (data_ != nullptr) {
+      if (offset > size_ || size > size_ - offset) return false;
+      std::memcpy(out, data_ + offset, size);
+      return true;
+    }
     size_t done = 0;
     while (done < size) {
       const ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
@@ -66,9 +73,16 @@ class File {
     }
     return true;
   }
+  // The `size` bytes at `offset` in place, for an archive in memory; null for a file, or past the end.
+  const uint8_t* View(uint64_t offset, uint64_t size) const {
+    if (data_ == nullptr || offset > size_ || size > size_ - offset) return nullptr;
+    return data_ + offset;
+  }
 
  private:
-  int fd_;
+  int fd_ = -1;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
 };
 
 struct Directory {
@@ -197,17 +211,22 @@ absl::StatusOr<Entry> ParseEntry(const uint8_t* p, uint64_t available, uint64_t&
 // The CRC-32 of a record's content: its bytes as they are when stored, inflated when deflated (and then exactly
 // `size` bytes must come out).
 absl::StatusOr<uint32_t> RecordCrc(const File& file, uint64_t data, const Entry& entry, std::vector<uint8_t>& buffer) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = 0;
   const auto unreadable = [&] { return Damaged(absl::StrCat("record '", entry.name, "' cannot be read")); };
   if (entry.method == kStored) {
+    if (const uint8_t* in_place = file.View(data, entry.size); in_place != nullptr) {
+      return libdeflate_crc32(0, in_place, entry.size);
+    }
+    if (buffer.empty()) buffer.resize(1 << 20);
     for (uint64_t done = 0; done < entry.size;) {
       const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer.size(), entry.size - done));
       if (!file.ReadAt(data + done, chunk, buffer.data())) return unreadable();
-      crc = crc32(crc, buffer.data(), static_cast<uInt>(chunk));
+      crc = libdeflate_crc32(crc, buffer.data(), chunk);
       done += chunk;
     }
-    return static_cast<uint32_t>(crc);
+    return crc;
   }
+  if (buffer.empty()) buffer.resize(1 << 20);
   z_stream stream{};
   if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) return absl::InternalError("zlib's inflateInit2 failed");
   std::vector<uint8_t> out(buffer.size());
@@ -232,24 +251,21 @@ absl::StatusOr<uint32_t> RecordCrc(const File& file, uint64_t data, const Entry&
     const size_t produced = out.size() - stream.avail_out;
     inflated += produced;
     if (inflated > entry.size) break;
-    crc = crc32(crc, out.data(), static_cast<uInt>(produced));
+    crc = libdeflate_crc32(crc, out.data(), produced);
     if (result != Z_OK && result != Z_STREAM_END) break;
   }
   inflateEnd(&stream);
   if (result != Z_STREAM_END || inflated != entry.size) {
     return Damaged(absl::StrCat("record '", entry.name, "' does not inflate to its ", entry.size, " bytes"));
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
 }
 
 }  // namespace
 
-absl::Status VerifyZipChecksums(const std::string& path) {
-  File file(path);
-  if (!file.ok()) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  struct stat info;
-  if (::fstat(file.fd(), &info) != 0) return Damaged(absl::StrCat("cannot stat it: ", std::strerror(errno)));
-  const uint64_t file_size = static_cast<uint64_t>(info.st_size);
+namespace {
+
+absl::Status Verify(const File& file, uint64_t file_size, StoredRanges* stored) {
   absl::StatusOr<Directory> directory = FindDirectory(file, file_size);
   if (!directory.ok()) return directory.status();
 
@@ -257,7 +273,7 @@ absl::Status VerifyZipChecksums(const std::string& path) {
   if (!file.ReadAt(directory->offset, central.size(), central.data())) {
     return Damaged("its central directory cannot be read");
   }
-  std::vector<uint8_t> buffer(1 << 20);
+  std::vector<uint8_t> buffer;  // Made when a record is read through it (not a stored one in memory).
   uint64_t consumed = 0;
   // LibTorch's zip reader (miniz) finds a record by its name compared without case: two records whose names differ
   // at most in case leave which one is read to its search order (a short data/0 and then a whole one read past the
@@ -294,8 +310,24 @@ absl::Status VerifyZipChecksums(const std::string& path) {
       return Damaged(absl::StrFormat("record '%s' fails its CRC-32 check (stored %08x, computed %08x)", entry->name,
                                      entry->crc, *crc));
     }
+    if (stored != nullptr && entry->method == kStored) (*stored)[data] = entry->size;
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VerifyZipChecksums(const std::string& path) {
+  File file(path);
+  if (!file.ok()) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat info;
+  if (::fstat(file.fd(), &info) != 0) return Damaged(absl::StrCat("cannot stat it: ", std::strerror(errno)));
+  return Verify(file, static_cast<uint64_t>(info.st_size), nullptr);
+}
+
+absl::Status VerifyZipChecksums(const uint8_t* data, size_t size, StoredRanges* stored) {
+  const uint8_t empty = 0;
+  return Verify(File(data != nullptr ? data : &empty, size), size, stored);
 }
 
 }  // namespace kiln
