@@ -179,15 +179,12 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   if (!fs::is_regular_file(path, error)) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is not a regular file"));
   }
-  // Read once, into memory: the CRCs are checked there, LibTorch's reader reads from there, and the tensors take
-  // their storage from there in place (torch_file.h).
-  absl::StatusOr<TorchFileBytes> bytes = ReadFileBytes(path);
-  if (!bytes.ok()) {
-    return absl::Status(bytes.status().code(), absl::StrCat("checkpoint ", path, ": ", bytes.status().message()));
-  }
-  // LibTorch does not check the archive's CRCs, and a damaged record can crash its parsers: check them first.
-  if (absl::Status verified = VerifyZipChecksums(bytes->data.get(), bytes->size, &bytes->stored); !verified.ok()) {
-    if (absl::IsResourceExhausted(verified)) {  // Well-formed, but a record inflates past the limit.
+  // LibTorch does not check the archive's CRCs, and a damaged record can crash its parsers: check them first, as the
+  // file is read into memory, once; LibTorch's reader reads from there, and the tensors take their storage from there
+  // in place (torch_file.h).
+  absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(path);
+  if (absl::Status verified = bytes.status(); !verified.ok()) {
+    if (absl::IsResourceExhausted(verified)) {  // Well-formed, but a record inflates past the limit, or too large.
       return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": ", verified.message()));
     }
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is damaged, truncated or not a LibTorch ",

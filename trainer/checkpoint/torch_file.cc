@@ -1,12 +1,6 @@
 #include "trainer/checkpoint/torch_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -392,38 +386,6 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(e.what());
   }
-}
-
-absl::StatusOr<TorchFileBytes> ReadFileBytes(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  TorchFileBytes bytes;
-  struct stat info;
-  absl::Status status;
-  if (::fstat(fd, &info) != 0) {
-    status = absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(errno)));
-  } else {
-    bytes.size = static_cast<size_t>(info.st_size);
-    // At least 64 bytes, so that an empty file has a buffer too; rounded up to a multiple of the alignment.
-    void* memory = std::aligned_alloc(64, std::max<size_t>(64, (bytes.size + 63) / 64 * 64));
-    if (memory == nullptr) {
-      status = absl::ResourceExhaustedError(absl::StrCat("cannot hold ", path, " (", bytes.size, " bytes) in memory"));
-    } else {
-      bytes.data = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(memory), [](uint8_t* p) { std::free(p); });
-    }
-  }
-  for (size_t done = 0; status.ok() && done < bytes.size;) {
-    const ssize_t n = ::read(fd, bytes.data.get() + done, bytes.size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      status = absl::InternalError(absl::StrCat("cannot read ", path, ": ",
-                                                n == 0 ? "it was shortened while read" : std::strerror(errno)));
-    }
-    done += n > 0 ? static_cast<size_t>(n) : 0;
-  }
-  ::close(fd);
-  if (!status.ok()) return status;
-  return bytes;
 }
 
 std::shared_ptr<caffe2::serialize::ReadAdapterInterface> MemoryReadAdapter(const TorchFileBytes& bytes) {

@@ -36,13 +36,8 @@ absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value);
 // nothing it holds is a tensor the training loop goes on updating (checkpoint_connector.h).
 c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& tensor_fn);
 
-// A file read whole into memory at a 64-byte boundary, and where its stored records lie (filled by
-// VerifyZipChecksums). The bytes live as long as the last tensor read from them in place.
-struct TorchFileBytes {
-  std::shared_ptr<uint8_t> data;
-  size_t size = 0;
-  StoredRanges stored;
-};
+// A torch.save file read whole into memory and checked (zip_checksums.h's ReadVerifiedZip).
+using TorchFileBytes = ArchiveBytes;
 
 // The value of the torch.save file `reader` has open, with every tensor on the CPU. What Python wrote is read as
 // python_pickle.h describes; a dictionary's own attributes (kDictStateKey) are dropped, and a pickled
@@ -56,9 +51,6 @@ struct TorchFileBytes {
 // of the record: a checkpoint is then read from the disk once and copied nowhere.
 absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader& reader,
                                           const TorchFileBytes* in_memory = nullptr);
-
-// `path`'s bytes (NotFound when it cannot be opened, Internal when it cannot be read), in one read.
-absl::StatusOr<TorchFileBytes> ReadFileBytes(const std::string& path);
 
 // What PyTorchStreamReader reads `bytes` through, without copying them.
 std::shared_ptr<caffe2::serialize::ReadAdapterInterface> MemoryReadAdapter(const TorchFileBytes& bytes);

@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <unordered_set>
 #include <vector>
 
@@ -43,27 +46,57 @@ uint64_t U64(const uint8_t* p) { return U32(p) | static_cast<uint64_t>(U32(p + 4
 
 absl::Status Damaged(absl::string_view why) { return absl::InvalidArgumentError(why); }
 
-// The archive being checked: an open file (closed on every path out), or bytes in memory.
+// The archive being checked: an open file (closed on every path out), possibly read into an image of it in memory as
+// it is checked ("read through": every byte read lands at its own offset in the image, so
+// that each record's CRC is computed over its bytes while they are in the cache, and nothing is read twice).
 class File {
  public:
   explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  File(const uint8_t* data, uint64_t size) : data_(data), size_(size) {}
   ~File() {
     if (fd_ >= 0) ::close(fd_);
   }
   File(const File&) = delete;
   File& operator=(const File&) = delete;
 
-  bool ok() const { return fd_ >= 0 || data_ != nullptr; }
+  bool ok() const { return fd_ >= 0; }
   int fd() const { return fd_; }
+  // From now on, reads land in `image` (`size` bytes, the file's size) too.
+  void ReadThrough(uint8_t* image, uint64_t size) {
+    image_ = image;
+    size_ = size;
+  }
 
   // Exactly `size` bytes at `offset`, or false.
-  bool ReadAt(uint64_t offset, size_t size, uint8_t* out) const {
-    if (data_ != nullptr) {
-      if (offset > size_ || size > size_ - offset) return false;
-      std::memcpy(out, data_ + offset, size);
+  bool ReadAt(uint64_t offset, size_t size, uint8_t* out) {
+    const uint8_t* in_memory = View(offset, size);
+    if (in_memory != nullptr) {
+      std::memcpy(out, in_memory, size);
       return true;
     }
+    return image_ == nullptr && Pread(offset, size, out);
+  }
+  // The `size` bytes at `offset` in the image, read into it first; null when not reading through, past the end, or
+  // when they cannot be read.
+  const uint8_t* View(uint64_t offset, uint64_t size) {
+    if (image_ == nullptr || offset > size_ || size > size_ - offset || !Pread(offset, size, image_ + offset)) {
+      return nullptr;
+    }
+    loaded_.emplace_back(offset, offset + size);
+    return image_ + offset;
+  }
+  // Reads what the checks did not (the padding of local headers, data descriptors), so that the image is whole.
+  bool ReadTheRest() {
+    std::sort(loaded_.begin(), loaded_.end());
+    uint64_t next = 0;
+    for (const auto& [begin, end] : loaded_) {
+      if (begin > next && !Pread(next, begin - next, image_ + next)) return false;
+      next = std::max(next, end);
+    }
+    return next >= size_ || Pread(next, size_ - next, image_ + next);
+  }
+
+ private:
+  bool Pread(uint64_t offset, size_t size, uint8_t* out) const {
     size_t done = 0;
     while (done < size) {
       const ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
@@ -73,16 +106,11 @@ class File {
     }
     return true;
   }
-  // The `size` bytes at `offset` in place, for an archive in memory; null for a file, or past the end.
-  const uint8_t* View(uint64_t offset, uint64_t size) const {
-    if (data_ == nullptr || offset > size_ || size > size_ - offset) return nullptr;
-    return data_ + offset;
-  }
 
- private:
   int fd_ = -1;
-  const uint8_t* data_ = nullptr;
+  uint8_t* image_ = nullptr;  // Reading through: the image, of the file's `size_` bytes.
   uint64_t size_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> loaded_;  // The image's ranges read so far, [begin, end).
 };
 
 struct Directory {
@@ -92,7 +120,7 @@ struct Directory {
 };
 
 // The central directory, from the end-of-central-directory record (and its zip64 form when the archive has one).
-absl::StatusOr<Directory> FindDirectory(const File& file, uint64_t file_size) {
+absl::StatusOr<Directory> FindDirectory(File& file, uint64_t file_size) {
   if (file_size < kEndSize) return Damaged(absl::StrCat("it has ", file_size, " bytes, too few for a zip archive"));
   const uint64_t tail_size = std::min<uint64_t>(file_size, kEndSize + 0xFFFF + kLocatorSize + kZip64EndSize);
   std::vector<uint8_t> tail(tail_size);
@@ -210,12 +238,23 @@ absl::StatusOr<Entry> ParseEntry(const uint8_t* p, uint64_t available, uint64_t&
 
 // The CRC-32 of a record's content: its bytes as they are when stored, inflated when deflated (and then exactly
 // `size` bytes must come out).
-absl::StatusOr<uint32_t> RecordCrc(const File& file, uint64_t data, const Entry& entry, std::vector<uint8_t>& buffer) {
+absl::StatusOr<uint32_t> RecordCrc(File& file, uint64_t data, const Entry& entry, std::vector<uint8_t>& buffer) {
   uint32_t crc = 0;
   const auto unreadable = [&] { return Damaged(absl::StrCat("record '", entry.name, "' cannot be read")); };
   if (entry.method == kStored) {
-    if (const uint8_t* in_place = file.View(data, entry.size); in_place != nullptr) {
-      return libdeflate_crc32(0, in_place, entry.size);
+    // Read through: over the bytes in place, 256 KiB at a time, so that a record read through is checked while those
+    // bytes are in the cache (one pass over 6.4 MB read and checked so took 2.1 ms here against 3.2 for the read
+    // and then the check).
+    constexpr uint64_t kPiece = 256 << 10;
+    if (file.View(data, 0) != nullptr) {
+      for (uint64_t done = 0; done < entry.size;) {
+        const uint64_t piece = std::min(kPiece, entry.size - done);
+        const uint8_t* bytes = file.View(data + done, piece);
+        if (bytes == nullptr) return unreadable();
+        crc = libdeflate_crc32(crc, bytes, piece);
+        done += piece;
+      }
+      return crc;
     }
     if (buffer.empty()) buffer.resize(1 << 20);
     for (uint64_t done = 0; done < entry.size;) {
@@ -265,7 +304,7 @@ absl::StatusOr<uint32_t> RecordCrc(const File& file, uint64_t data, const Entry&
 
 namespace {
 
-absl::Status Verify(const File& file, uint64_t file_size, StoredRanges* stored) {
+absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
   absl::StatusOr<Directory> directory = FindDirectory(file, file_size);
   if (!directory.ok()) return directory.status();
 
@@ -325,9 +364,24 @@ absl::Status VerifyZipChecksums(const std::string& path) {
   return Verify(file, static_cast<uint64_t>(info.st_size), nullptr);
 }
 
-absl::Status VerifyZipChecksums(const uint8_t* data, size_t size, StoredRanges* stored) {
-  const uint8_t empty = 0;
-  return Verify(File(data != nullptr ? data : &empty, size), size, stored);
+absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path) {
+  File file(path);
+  if (!file.ok()) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat info;
+  if (::fstat(file.fd(), &info) != 0) return Damaged(absl::StrCat("cannot stat it: ", std::strerror(errno)));
+  ArchiveBytes bytes;
+  bytes.size = static_cast<size_t>(info.st_size);
+  // At a 64-byte boundary (where torch.save puts every record), rounded up to it, and never empty. (Making its pages
+  // in one call, mmap's MAP_POPULATE, was slower: the allocator reuses pages an earlier read touched.)
+  void* image = std::aligned_alloc(64, std::max<size_t>(64, (bytes.size + 63) / 64 * 64));
+  if (image == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot hold its ", bytes.size, " bytes in memory"));
+  }
+  bytes.data = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(image), [](uint8_t* p) { std::free(p); });
+  file.ReadThrough(bytes.data.get(), bytes.size);
+  if (absl::Status status = Verify(file, bytes.size, &bytes.stored); !status.ok()) return status;
+  if (!file.ReadTheRest()) return Damaged("it cannot be read whole (shortened while read?)");
+  return bytes;
 }
 
 }  // namespace kiln

@@ -17,10 +17,12 @@
 
 #include <cstdint>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "trainer/io/memory_budget.h"
 
 namespace kiln {
@@ -39,9 +41,18 @@ absl::Status VerifyZipChecksums(const std::string& path);
 // Where the stored (not deflated) records of an archive lie: the offset of each one's first byte, and its size.
 using StoredRanges = std::unordered_map<uint64_t, uint64_t>;
 
-// The same for an archive of `size` bytes in memory at `data` (read in place: the CRCs of stored records are computed
-// over it, without a copy). With `stored`, fills it with the ranges of the stored records it checked.
-absl::Status VerifyZipChecksums(const uint8_t* data, size_t size, StoredRanges* stored = nullptr);
+// An archive read whole into memory, at a 64-byte boundary, and where its stored records lie. The bytes are shared:
+// they live as long as the last holder (a tensor read from them in place, torch_file.h).
+struct ArchiveBytes {
+  std::shared_ptr<uint8_t> data;
+  size_t size = 0;
+  StoredRanges stored;
+};
+
+// Reads `path` into memory while checking it as VerifyZipChecksums does, in one pass: each record's bytes are read
+// into place and their CRC computed while they are in the cache. The same errors, and NotFound when the file cannot
+// be opened; ResourceExhausted when it does not fit in memory.
+absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path);
 
 }  // namespace kiln
 
