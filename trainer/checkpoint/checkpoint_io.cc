@@ -37,7 +37,10 @@ constexpr DurableWriteOptions kCheckpointWrite{.what = "checkpoint", .follow_lin
 
 }  // namespace
 
-absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
+namespace {
+
+// Sets the format records in `contents`'s "kiln" section (created when missing).
+absl::Status SetFormat(const std::string& path, c10::impl::GenericDict& contents) {
   try {
     const c10::IValue key{std::string(kKilnSectionKey)};
     if (!contents.contains(key))
@@ -48,16 +51,28 @@ absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::im
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CannotSerialise(const std::string& path, const absl::Status& status) {
+  return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
+  if (absl::Status status = SetFormat(path, contents); !status.ok()) return status;
   absl::StatusOr<std::string> bytes = SerializeTorchFile(contents);
-  if (!bytes.ok())
-    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", bytes.status().message()));
+  if (!bytes.ok()) return CannotSerialise(path, bytes.status());
   return bytes;
 }
 
 absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
-  absl::StatusOr<std::string> bytes = SerializeCheckpoint(path, std::move(contents));
-  if (!bytes.ok()) return bytes.status();
-  return WriteFileDurably(path, *bytes, kCheckpointWrite);
+  if (absl::Status status = SetFormat(path, contents); !status.ok()) return status;
+  // As pieces: the tensors' bytes go to the file from where they are, without a copy into one buffer.
+  absl::StatusOr<TorchFilePieces> file = SerializeTorchFilePieces(contents);
+  if (!file.ok()) return CannotSerialise(path, file.status());
+  return WriteFileDurably(path, absl::MakeConstSpan(file->pieces()), kCheckpointWrite);
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
@@ -377,15 +392,11 @@ void CheckpointWriter::Run() {
       fs::remove(task->path, ignored);
     } else if (!skip) {
       if (task->contents.has_value()) {
-        absl::StatusOr<std::string> bytes = SerializeCheckpoint(task->path, *std::move(task->contents));
-        task->contents.reset();  // The snapshot's tensors go as soon as they are serialised.
-        if (bytes.ok()) {
-          task->bytes = *std::move(bytes);
-        } else {
-          status = bytes.status();
-        }
+        status = WriteCheckpoint(task->path, *std::move(task->contents));
+        task->contents.reset();  // The snapshot's tensors go as soon as they are written.
+      } else {
+        status = WriteFileDurably(task->path, task->bytes, kCheckpointWrite);
       }
-      if (status.ok()) status = WriteFileDurably(task->path, task->bytes, kCheckpointWrite);
     }
     lock.lock();
     if (!status.ok() && error_.ok()) error_ = status;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "caffe2/serialize/inline_container.h"
 #include "caffe2/serialize/read_adapter_interface.h"
 #include "torch/csrc/jit/serialization/export.h"
@@ -301,27 +302,47 @@ c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(
   return value;
 }
 
-absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value) {
-  std::string bytes;
+absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& value) {
+  TorchFilePieces file;
   try {
-    std::vector<char> pickle;
-    torch::jit::Pickler pickler([&](const char* data, size_t size) { pickle.insert(pickle.end(), data, data + size); },
-                                /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
-                                /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
+    torch::jit::Pickler pickler(
+        [&](const char* data, size_t size) { file.pickle_.insert(file.pickle_.end(), data, data + size); },
+        /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
+        /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
     pickler.protocol();
     pickler.pushIValue(Untyped(value));
     pickler.stop();
-    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) -> size_t {
-      bytes.append(static_cast<const char*>(data), size);
-      return size;
-    });
-    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
-    writer.writeEndOfFile();
+    // The records and their order as LibTorch's writeArchiveAndTensors and PyTorchStreamWriter write them: each
+    // storage as data/<index>, the pickle, then the format version, the byte order and a serialization id.
+    file.zip_ = std::make_unique<ZipWriter>();
+    file.tensors_.reserve(pickler.tensorData().size());
+    for (const at::Tensor& tensor : pickler.tensorData()) {
+      file.tensors_.push_back(tensor.device().is_cpu() ? tensor : tensor.cpu());
+      const at::Tensor& data = file.tensors_.back();
+      file.zip_->Add(absl::StrCat("archive/data/", file.tensors_.size() - 1),
+                     absl::string_view(static_cast<const char*>(data.storage().data()), data.storage().nbytes()));
+    }
+    file.zip_->Add("archive/data.pkl", absl::string_view(file.pickle_.data(), file.pickle_.size()));
+    // The id is the content's (as LibTorch's is): the same value writes the same bytes.
+    file.small_ = {"3\n", "little", absl::StrFormat("%020u%020u", file.zip_->fingerprint(), file.zip_->size())};
+    file.zip_->Add("archive/version", file.small_[0]);
+    file.zip_->Add("archive/byteorder", file.small_[1]);
+    file.zip_->Add("archive/.data/serialization_id", file.small_[2]);
+    file.pieces_ = &file.zip_->Finish();
   } catch (const c10::Error& e) {
     return absl::InternalError(e.what_without_backtrace());
   } catch (const std::exception& e) {
     return absl::InternalError(e.what());
   }
+  return file;
+}
+
+absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value) {
+  absl::StatusOr<TorchFilePieces> file = SerializeTorchFilePieces(value);
+  if (!file.ok()) return file.status();
+  std::string bytes;
+  bytes.reserve(file->size());
+  for (absl::string_view piece : file->pieces()) bytes.append(piece.data(), piece.size());
   return bytes;
 }
 

@@ -13,10 +13,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "trainer/checkpoint/zip_checksums.h"
+#include "trainer/checkpoint/zip_writer.h"
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
@@ -30,6 +33,24 @@ namespace kiln {
 // c10::Dict<std::string, double>, ...) are written as plain Python lists and dicts, so that no TorchScript type tag
 // reaches the file. InternalError when LibTorch's pickler refuses a value (an object of a TorchScript class).
 absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value);
+
+// The same file as pieces to write in order (WriteFileDurably's pieces form), without a copy of any tensor's bytes:
+// the pieces point into the tensors' storages (copies of their own for tensors not on the CPU) and into the headers
+// this holds, which must outlive the write. The same bytes as SerializeTorchFile's.
+class TorchFilePieces {
+ public:
+  const std::vector<absl::string_view>& pieces() const { return *pieces_; }
+  uint64_t size() const { return zip_->size(); }
+
+ private:
+  friend absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& value);
+  std::vector<char> pickle_;
+  std::vector<at::Tensor> tensors_;  // What the pieces of tensor data point into.
+  std::vector<std::string> small_;   // The small records' bytes.
+  std::unique_ptr<ZipWriter> zip_;
+  const std::vector<absl::string_view>* pieces_ = nullptr;
+};
+absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& value);
 
 // `value` with every list, dictionary and tuple rebuilt as a plain (Any-typed) one, as SerializeTorchFile writes them,
 // and every defined tensor replaced by `tensor_fn` of it (nullptr: kept). A checkpoint snapshot passes a copy, so that

@@ -1,12 +1,15 @@
 #include "trainer/io/durable_file.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -22,14 +25,45 @@ absl::Status ErrnoError(absl::string_view doing, absl::string_view what, const s
                                                               : absl::InternalError(message);
 }
 
-absl::Status WriteAll(int fd, absl::string_view bytes, absl::string_view what, const std::string& path) {
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+// Writes `pieces` in order, as many at a time as writev takes, starting the disk's writeback every kWriteBack bytes.
+absl::Status WriteAll(int fd, absl::Span<const absl::string_view> pieces, absl::string_view what,
+                      const std::string& path) {
+  constexpr size_t kWriteBack = size_t{4} << 20;
+  std::vector<iovec> pending;
+  pending.reserve(std::min<size_t>(pieces.size(), IOV_MAX));
+  size_t next = 0;               // The first piece not yet in `pending`.
+  size_t written = 0;            // Bytes written so far.
+  size_t written_back = 0;       // Bytes whose writeback has been started.
+  while (next < pieces.size() || !pending.empty()) {
+    while (next < pieces.size() && pending.size() < IOV_MAX) {
+      if (!pieces[next].empty()) {
+        pending.push_back({const_cast<char*>(pieces[next].data()), pieces[next].size()});
+      }
+      ++next;
+    }
+    if (pending.empty()) break;
+    const ssize_t n = ::writev(fd, pending.data(), static_cast<int>(pending.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError("cannot write", what, path, errno);
     if (n == 0) return ErrnoError("cannot write", what, path, ENOSPC);
     written += static_cast<size_t>(n);
+    // Drop what was written: whole pieces, then the written part of the next one.
+    size_t done = static_cast<size_t>(n);
+    size_t first = 0;
+    while (first < pending.size() && done >= pending[first].iov_len) done -= pending[first++].iov_len;
+    pending.erase(pending.begin(), pending.begin() + static_cast<ptrdiff_t>(first));
+    if (done > 0) {
+      pending.front().iov_base = static_cast<char*>(pending.front().iov_base) + done;
+      pending.front().iov_len -= done;
+    }
+#ifdef __linux__
+    if (written - written_back >= kWriteBack) {
+      // Best effort: the fsync after the write is what makes the file durable.
+      ::sync_file_range(fd, static_cast<off_t>(written_back), static_cast<off_t>(written - written_back),
+                        SYNC_FILE_RANGE_WRITE);
+      written_back = written;
+    }
+#endif
   }
   return absl::OkStatus();
 }
@@ -57,7 +91,13 @@ std::string FollowLinks(const std::string& path) {
 
 }  // namespace
 
-absl::Status WriteFileDurably(const std::string& path_or_link, absl::string_view contents,
+absl::Status WriteFileDurably(const std::string& path, absl::string_view contents,
+                              const DurableWriteOptions& options) {
+  const absl::string_view pieces[] = {contents};
+  return WriteFileDurably(path, absl::MakeConstSpan(pieces), options);
+}
+
+absl::Status WriteFileDurably(const std::string& path_or_link, absl::Span<const absl::string_view> pieces,
                               const DurableWriteOptions& options) {
   const std::string path = options.follow_links ? FollowLinks(path_or_link) : path_or_link;
   const fs::path target(path);
@@ -72,7 +112,7 @@ absl::Status WriteFileDurably(const std::string& path_or_link, absl::string_view
   const std::string temporary = absl::StrCat(path, ".tmp-", ::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", options.what, temporary, errno);
-  absl::Status status = WriteAll(fd, contents, options.what, temporary);
+  absl::Status status = WriteAll(fd, pieces, options.what, temporary);
   if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("cannot flush", options.what, temporary, errno);
   if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", options.what, temporary, errno);
   if (status.ok() && ::rename(temporary.c_str(), path.c_str()) != 0) {

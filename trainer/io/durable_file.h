@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace kiln {
 
@@ -30,6 +31,12 @@ struct DurableWriteOptions {
 // Replaces `path` with `contents` as above. Errors name the path and the system's reason: ResourceExhausted when the
 // disk (or a quota, or the file-size limit) is full, Internal otherwise.
 absl::Status WriteFileDurably(const std::string& path, absl::string_view contents,
+                              const DurableWriteOptions& options = {});
+
+// The same for contents given as pieces, written in order with writev (no piece is copied): a checkpoint's headers
+// and its tensors' bytes where they are (trainer/checkpoint/zip_writer.h). The disk starts writing each few MiB while
+// the rest is written, so that the closing fsync waits for the last of them only.
+absl::Status WriteFileDurably(const std::string& path, absl::Span<const absl::string_view> pieces,
                               const DurableWriteOptions& options = {});
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,6 +49,22 @@ TEST(DurableFileTest, ReplacesTheFileWholeAndCreatesItsFolders) {
   // Without create_folders, a missing folder is an error naming the file.
   const absl::Status missing = WriteFileDurably((dir / "none/out.txt").string(), "x", {.create_folders = false});
   EXPECT_THAT(std::string(missing.message()), HasSubstr("cannot create file " + (dir / "none/out.txt").string()));
+}
+
+// Pieces are written in order, empty ones too, more of them than one writev takes (IOV_MAX, 1024 on Linux), and
+// more bytes than the few MiB after which the disk is told to start writing.
+TEST(DurableFileTest, WritesPiecesInOrder) {
+  const fs::path dir = Fresh("pieces");
+  std::vector<std::string> owned;
+  for (int i = 0; i < 3000; ++i) owned.push_back(i % 7 == 0 ? std::string() : std::to_string(i) + ",");
+  owned.push_back(std::string(9 << 20, 'y'));
+  owned.push_back("end");
+  std::vector<absl::string_view> pieces(owned.begin(), owned.end());
+  std::string whole;
+  for (const std::string& piece : owned) whole += piece;
+  ASSERT_TRUE(WriteFileDurably((dir / "out.bin").string(), absl::MakeConstSpan(pieces)).ok());
+  EXPECT_EQ(Read(dir / "out.bin"), whole);
+  EXPECT_THAT(Names(dir), ::testing::ElementsAre("out.bin"));
 }
 
 TEST(DurableFileTest, AFailedWriteLeavesThePreviousFileAndNoTemporary) {
