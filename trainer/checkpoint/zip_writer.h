@@ -2,8 +2,8 @@
 // LibTorch's PyTorchStreamWriter places them, with the same "FB" padding field), zip64 end records, and each record's
 // CRC-32 computed with libdeflate. LibTorch's writer (miniz) computes its CRCs about 5 times slower and needs the
 // whole file in one buffer; this one copies nothing: the archive is a list of pieces, the small headers it owns and
-// the records' bytes where they are, for WriteFileDurably to write in order (issue #41: a checkpoint of the medium
-// MLP, 6.4 MB, written durably in ... the time of LibTorch's own write without fsync; docs/performance.md).
+// the records' bytes where they are, for WriteFileDurably to write in order (issue #41; the durable write's figures
+// against LibTorch's are in docs/performance.md).
 //
 // What readers see: LibTorch's and Python's zip readers, and Kiln's (zip_checksums.h), read it as they read
 // PyTorchStreamWriter's archives. It differs from those in form only: the CRC and sizes are in each local header
