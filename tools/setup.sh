@@ -21,7 +21,7 @@ usage: tools/setup.sh [--cuda] [--help]
 
 Installs what Kiln's build and tests need, when it is missing:
   - Debian 12 packages: Bazel 4.2.3, g++, Abseil, glog, GoogleTest, Google Benchmark, Gloo's headers, OpenBLAS,
-    zlib, libdeflate, OpenSSL, nlohmann/json, yaml-cpp, Boost, Protocol Buffers, and what the end-to-end tests use;
+    zlib, OpenSSL, nlohmann/json, yaml-cpp, Boost, Protocol Buffers, and what the end-to-end tests use;
   - LibTorch 2.11.0, the pinned PyPI torch wheel (SHA-256 checked), unpacked under ~/.cache/kiln. Kiln builds
     against LibTorch 2.x (2.8 or newer) only: PyTorch's own DDP reducer, c10d's device backends, fused optimizer
     kernels, autocast and named out-of-tree devices are 2.x (docs/libtorch.md). KILN_LIBTORCH=/path/to/libtorch
@@ -67,7 +67,6 @@ packages=(
   libgmock-dev             # GoogleMock.
   libbenchmark-dev         # Google Benchmark.
   zlib1g-dev               # zlib: gzip CSV files (bazel-bootstrap already pulls it in).
-  libdeflate-dev           # libdeflate: the CRC-32 of checkpoint records, 5 times zlib's.
   libssl-dev               # OpenSSL's libcrypto: SHA-256 of the parameters (params_sha256).
   nlohmann-json3-dev       # nlohmann/json (header-only): the plan and --summary_json.
   libyaml-cpp-dev          # yaml-cpp: writes hparams.yaml.

@@ -21,8 +21,8 @@ complete files (WORKSPACE, .bazelrc, a BUILD and a program), which CI builds as 
 
 `kiln_dependencies()` declares what Kiln's BUILD files refer to: the offline stand-ins for the repositories Bazel
 4.2.3 fetches by itself (rules_cc, rules_java, remote_coverage_tools; third_party/README.md), LibTorch
-(tools/libtorch.bzl) and the Debian system libraries (abseil, glog, googletest, benchmark, gloo, zlib, libdeflate,
-openssl, nlohmann_json, yaml_cpp, boost, protobuf). Kiln's own WORKSPACE calls it too, so a user's workspace gets exactly
+(tools/libtorch.bzl) and the Debian system libraries (abseil, glog, googletest, benchmark, gloo, zlib, openssl,
+nlohmann_json, yaml_cpp, boost, protobuf). Kiln's own WORKSPACE calls it too, so a user's workspace gets exactly
 what Kiln builds with. A repository the workspace has already declared under one of these names is left alone.
 """
 
@@ -60,7 +60,6 @@ def kiln_dependencies():
         "benchmark",
         "gloo",
         "zlib",
-        "libdeflate",
         "openssl",
         "nlohmann_json",
         "yaml_cpp",

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <libdeflate.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/io/crc32.h"
 
 namespace kiln {
 namespace {
@@ -251,7 +251,7 @@ absl::StatusOr<uint32_t> RecordCrc(File& file, uint64_t data, const Entry& entry
         const uint64_t piece = std::min(kPiece, entry.size - done);
         const uint8_t* bytes = file.View(data + done, piece);
         if (bytes == nullptr) return unreadable();
-        crc = libdeflate_crc32(crc, bytes, piece);
+        crc = Crc32(crc, bytes, piece);
         done += piece;
       }
       return crc;
@@ -260,7 +260,7 @@ absl::StatusOr<uint32_t> RecordCrc(File& file, uint64_t data, const Entry& entry
     for (uint64_t done = 0; done < entry.size;) {
       const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer.size(), entry.size - done));
       if (!file.ReadAt(data + done, chunk, buffer.data())) return unreadable();
-      crc = libdeflate_crc32(crc, buffer.data(), chunk);
+      crc = Crc32(crc, buffer.data(), chunk);
       done += chunk;
     }
     return crc;
@@ -290,7 +290,7 @@ absl::StatusOr<uint32_t> RecordCrc(File& file, uint64_t data, const Entry& entry
     const size_t produced = out.size() - stream.avail_out;
     inflated += produced;
     if (inflated > entry.size) break;
-    crc = libdeflate_crc32(crc, out.data(), produced);
+    crc = Crc32(crc, out.data(), produced);
     if (result != Z_OK && result != Z_STREAM_END) break;
   }
   inflateEnd(&stream);

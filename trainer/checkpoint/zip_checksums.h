@@ -1,5 +1,5 @@
-// Checks every record of a zip archive against its CRC-32 before LibTorch parses any of it. The CRCs are libdeflate's
-// (PCLMULQDQ where the CPU has it: about 25 GB/s here, 5 times zlib's; docs/performance.md).
+// Checks every record of a zip archive against its CRC-32 before LibTorch parses any of it (trainer/io/crc32.h:
+// carry-less multiplication where the CPU has it).
 //
 // A checkpoint is a LibTorch archive: a zip file of records, stored (tensors) or deflated (some TorchScript code),
 // each with a CRC-32 in the central directory. LibTorch 1.13 never checks those CRCs (its miniz is built with

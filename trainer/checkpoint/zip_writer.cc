@@ -1,9 +1,10 @@
 #include "trainer/checkpoint/zip_writer.h"
 
-#include <libdeflate.h>
 
 #include <algorithm>
 #include <utility>
+
+#include "trainer/io/crc32.h"
 
 namespace kiln {
 namespace {
@@ -41,7 +42,7 @@ std::string& ZipWriter::Own(std::string bytes) {
 
 void ZipWriter::Add(absl::string_view name, absl::string_view data) {
   const uint64_t size = data.size();
-  const uint32_t crc = libdeflate_crc32(0, data.data(), data.size());
+  const uint32_t crc = Crc32(0, data.data(), data.size());
   const bool zip64_size = size >= kMax32;
   const bool zip64_offset = offset_ >= kMax32;
 

@@ -1,6 +1,6 @@
 // The zip container of a torch.save file, written by Kiln: stored records, each one's data at a 64-byte boundary (as
 // LibTorch's PyTorchStreamWriter places them, with the same "FB" padding field), zip64 end records, and each record's
-// CRC-32 computed with libdeflate. LibTorch's writer (miniz) computes its CRCs about 5 times slower and needs the
+// CRC-32 computed by trainer/io/crc32.h. LibTorch's writer (miniz) computes its CRCs about 5 times slower and needs the
 // whole file in one buffer; this one copies nothing: the archive is a list of pieces, the small headers it owns and
 // the records' bytes where they are, for WriteFileDurably to write in order (issue #41; the durable write's figures
 // against LibTorch's are in docs/performance.md).
