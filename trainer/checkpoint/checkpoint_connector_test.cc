@@ -3,11 +3,13 @@
 // loop goes on changing the model and optimizer in place.
 #include "trainer/checkpoint/checkpoint_connector.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -104,6 +106,63 @@ TEST(CheckpointWriterTest, SerialisationErrorOfASnapshotIsReturned) {
   EXPECT_NE(flushed.message().find(path), std::string::npos) << flushed;
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_EQ(writer.Submit(path, "bytes").code(), absl::StatusCode::kInternal);  // Kept, as for a failed write.
+}
+
+TEST(CheckpointWriterTest, ASnapshotsBuildErrorsAreReturned) {
+  const std::string dir = ::testing::TempDir() + "/snapshot_build_errors";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    CheckpointWriter writer;
+    const absl::Status refused = writer.SubmitSnapshot(dir + "/none.ckpt", CheckpointSnapshot{});
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_TRUE(writer.Flush().ok()) << "a refused submission is not a write error";
+  }
+  {
+    CheckpointWriter writer;
+    const auto returns_error = []() -> absl::StatusOr<c10::impl::GenericDict> {
+      return absl::DataLossError("the builder's own error");
+    };
+    ASSERT_TRUE(writer.SubmitSnapshot(dir + "/returned.ckpt", {.build = returns_error}).ok());
+    const absl::Status flushed = writer.Flush();
+    EXPECT_EQ(flushed.code(), absl::StatusCode::kDataLoss) << flushed;
+  }
+  {
+    CheckpointWriter writer;
+    const std::string path = dir + "/thrown.ckpt";
+    const auto throws = []() -> absl::StatusOr<c10::impl::GenericDict> { TORCH_CHECK(false, "a builder that throws"); };
+    ASSERT_TRUE(writer.SubmitSnapshot(path, {.build = throws}).ok());
+    const absl::Status flushed = writer.Flush();
+    EXPECT_EQ(flushed.code(), absl::StatusCode::kInternal) << flushed;
+    EXPECT_NE(flushed.message().find(path), std::string::npos) << flushed;
+    EXPECT_NE(flushed.message().find("a builder that throws"), std::string::npos) << flushed;
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+}
+
+TEST(CheckpointWriterTest, ASnapshotsTensorBytesCountAgainstTheBound) {
+  const std::string dir = ::testing::TempDir() + "/snapshot_bound";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  CheckpointWriter writer(/*max_pending_bytes=*/100);
+  const auto slow = [](int64_t value) {
+    return CheckpointSnapshot{.tensor_bytes = 80, .build = [value] {
+                                // Slow enough that a Submit that did not wait would return long before it ends.
+                                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                                c10::impl::GenericDict contents = NewDict();
+                                Put(contents, "value", value);
+                                return absl::StatusOr<c10::impl::GenericDict>(contents);
+                              }};
+  };
+  ASSERT_TRUE(writer.SubmitSnapshot(dir + "/first.ckpt", slow(1)).ok());
+  // 80 + 80 bytes pass the bound of 100: this waits until the first file is on disk.
+  ASSERT_TRUE(writer.SubmitSnapshot(dir + "/second.ckpt", slow(2)).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/first.ckpt"))
+      << "SubmitSnapshot returned before the earlier write finished";
+  ASSERT_TRUE(writer.Flush().ok());
+  absl::StatusOr<Checkpoint> second = ReadCheckpoint(dir + "/second.ckpt");
+  ASSERT_FALSE(second.ok()) << "a dictionary without state_dict is not a checkpoint";  // But it was written.
+  EXPECT_TRUE(std::filesystem::exists(dir + "/second.ckpt"));
 }
 
 // Lightning's counters at the three places its own checkpoints are written (loops/fit_loop.py, training_epoch_loop.py):
