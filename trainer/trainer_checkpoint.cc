@@ -25,9 +25,9 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
   absl::Status status = absl::OkStatus();
   if (is_global_zero()) {
-    // Only the snapshot (a copy of the tensors) is taken here, at the step; pickling, the zip and its CRCs run on
-    // the writer's thread, so the loop does not wait for them.
-    absl::StatusOr<c10::impl::GenericDict> snapshot = SnapshotTrainingState(
+    // Only the snapshot (copies of the tensors and values) is taken here, at the step; the dictionary, pickling, the
+    // zip and its CRCs are made on the writer's thread, so the loop does not wait for them.
+    absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(
         path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_},
         LoopProgress{.epoch = next_epoch_,
                      .batch_in_epoch = next_batch_in_epoch_,

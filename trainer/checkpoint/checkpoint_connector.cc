@@ -418,7 +418,165 @@ LoopProgress ReadProgress(const Checkpoint& checkpoint) {
   return progress;
 }
 
+// What a checkpoint takes at its step (TakeCheckpointSnapshot): copies and plain values, nothing the loop goes on
+// changing and nothing of the live objects, so that its dictionary can be built on another thread.
+struct TakenCheckpoint {
+  LoopProgress progress;
+  int64_t scheduler_steps = 0;                                   // Every scheduler's steps, summed.
+  std::vector<std::pair<std::string, at::Tensor>> model;         // Copies, in NamedState order.
+  std::vector<std::pair<std::string, CallbackState>> callbacks;  // The non-empty states, under their state keys.
+  std::vector<TakenOptimizerState> optimizers;
+  // By scheduler: its steps, and a MetricScheduler's state_dict() (a plain copy); None for the others, which are
+  // written from their steps.
+  std::vector<std::pair<int64_t, c10::IValue>> schedulers;
+  std::map<std::string, std::string> hparams;
+  std::string data_key;  // Empty: the data keeps no state.
+  c10::IValue data;      // A plain copy of its state_dict().
+  at::Tensor rng;        // The default CPU generator's state.
+  PrecisionState precision;
+};
+
+// The keys of a checkpoint's top level and Kiln's section, made once (snapshot_dict.h).
+struct CheckpointKeys {
+  DictKey epoch{"epoch"}, global_step{"global_step"}, version{"pytorch-lightning_version"};
+  DictKey state_dict{"state_dict"}, loops{"loops"}, callbacks{"callbacks"}, optimizer_states{"optimizer_states"};
+  DictKey lr_schedulers{"lr_schedulers"}, hparams_name{"hparams_name"}, hyper_parameters{"hyper_parameters"};
+  DictKey kiln{kKilnSectionKey}, loop{"loop"}, batch_in_epoch{"batch_in_epoch"}, rng_cpu{"rng_cpu"};
+  DictKey precision_plugin{"precision_plugin"}, last_epoch{"last_epoch"}, step_count{"_step_count"};
+};
+
+const CheckpointKeys& Keys() {
+  static const CheckpointKeys* const keys = new CheckpointKeys();  // Never destroyed, as interned keys are not.
+  return *keys;
+}
+
+// The checkpoint's dictionary, from what was taken; reads nothing else. Throws c10::Error.
+GenericDict BuildCheckpoint(const TakenCheckpoint& taken) {
+  const CheckpointKeys& keys = Keys();
+  const LoopProgress& progress = taken.progress;
+  GenericDict contents = NewDict(/*capacity=*/12);  // Lightning's 10 keys, the data's and Kiln's.
+  Put(contents, keys.epoch, progress.current_epoch);
+  Put(contents, keys.global_step, progress.global_step);
+  Put(contents, keys.version, std::string(kLightningLayoutVersion));
+  GenericDict model = NewDict(taken.model.size());
+  for (const auto& [name, tensor] : taken.model) Put(model, name, tensor);
+  Put(contents, keys.state_dict, model);
+  Put(contents, keys.loops, LightningLoops(LightningPosition(progress), progress.lightning, taken.scheduler_steps));
+  GenericDict callbacks = NewDict(taken.callbacks.size());
+  for (const auto& [key, state] : taken.callbacks) Put(callbacks, key, LightningCallbackState(key, state));
+  Put(contents, keys.callbacks, callbacks);
+  c10::impl::GenericList optimizers = NewList(taken.optimizers.size());
+  for (const TakenOptimizerState& optimizer : taken.optimizers) {
+    absl::StatusOr<c10::IValue> saved = OptimizerStateDict(optimizer);
+    TORCH_CHECK(saved.ok(), saved.status().message());
+    optimizers.push_back(*std::move(saved));
+  }
+  Put(contents, keys.optimizer_states, optimizers);
+  c10::impl::GenericList schedulers = NewList(taken.schedulers.size());
+  for (const auto& [steps, metric_state] : taken.schedulers) {
+    if (!metric_state.isNone()) {
+      schedulers.push_back(metric_state);
+      continue;
+    }
+    GenericDict scheduler = NewDict(/*capacity=*/2);
+    Put(scheduler, keys.last_epoch, steps);
+    Put(scheduler, keys.step_count, steps + 1);
+    schedulers.push_back(scheduler);
+  }
+  Put(contents, keys.lr_schedulers, schedulers);
+  Put(contents, keys.hparams_name, std::string("kwargs"));
+  GenericDict hparams = NewDict(taken.hparams.size());
+  for (const auto& [key, value] : taken.hparams) Put(hparams, key, HparamValue(value));
+  Put(contents, keys.hyper_parameters, hparams);
+  if (!taken.data_key.empty()) Put(contents, taken.data_key, taken.data);
+
+  GenericDict kiln = NewDict(/*capacity=*/5);  // And SerializeCheckpoint's two format records.
+  GenericDict loop = NewDict(/*capacity=*/3);
+  Put(loop, keys.epoch, progress.epoch);
+  Put(loop, keys.batch_in_epoch, progress.batch_in_epoch);
+  Put(loop, keys.global_step, progress.global_step);
+  Put(kiln, keys.loop, loop);
+  Put(kiln, keys.rng_cpu, taken.rng);
+  GenericDict precision = NewDict(taken.precision.size());
+  for (const auto& [key, value] : taken.precision) Put(precision, key, value);
+  Put(kiln, keys.precision_plugin, precision);
+  Put(contents, keys.kiln, kiln);
+  return contents;
+}
+
+absl::StatusOr<GenericDict> BuildCheckpoint(const std::string& path, const TakenCheckpoint& taken) {
+  try {
+    return BuildCheckpoint(taken);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
+  }
+}
+
 }  // namespace
+
+absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& path, const TrainingState& state,
+                                                          const LoopProgress& progress) {
+  auto taken = std::make_shared<TakenCheckpoint>();
+  size_t tensor_bytes = 0;
+  const auto copy = [&tensor_bytes](const at::Tensor& tensor) {
+    at::Tensor snapshot = SnapshotTensor(tensor);
+    tensor_bytes += snapshot.nbytes();
+    return snapshot;
+  };
+  try {
+    taken->progress = progress;
+    taken->model = NamedState(state.model);
+    for (auto& [name, tensor] : taken->model) tensor = copy(tensor);
+
+    // Called here, at the step, as Lightning calls them at save time: a state read later could be a later step's,
+    // and a callback need not be thread-safe. Only non-empty states are written, as Lightning writes them: Lightning
+    // warns about every state it finds no callback for.
+    for (const auto& callback : state.callbacks) {
+      CallbackState callback_state = callback->state_dict();
+      if (!callback_state.empty()) taken->callbacks.emplace_back(callback->state_key(), std::move(callback_state));
+    }
+    taken->optimizers.reserve(state.optimizers.optimizers.size());
+    for (const auto& optimizer : state.optimizers.optimizers) {
+      absl::StatusOr<TakenOptimizerState> optimizer_state = TakeOptimizerState(*optimizer);
+      if (!optimizer_state.ok()) return optimizer_state.status();
+      tensor_bytes += optimizer_state->tensor_bytes();
+      taken->optimizers.push_back(*std::move(optimizer_state));
+    }
+    taken->schedulers.reserve(state.scheduler_steps.size());
+    for (size_t i = 0; i < state.scheduler_steps.size(); ++i) {
+      const int64_t steps = state.scheduler_steps[i];
+      taken->scheduler_steps += steps;
+      c10::IValue metric_state;
+      if (auto* metric_scheduler =
+              dynamic_cast<const MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
+        metric_state = PlainValue(metric_scheduler->state_dict(), copy);
+      }
+      taken->schedulers.emplace_back(steps, std::move(metric_state));
+    }
+    taken->hparams = state.model.hparams();
+    if (state.data != nullptr && !state.data->state_key().empty()) {
+      taken->data_key = state.data->state_key();
+      taken->data = PlainValue(state.data->state_dict(), copy);
+    }
+    taken->rng = at::detail::getDefaultCPUGenerator().get_state();
+    tensor_bytes += taken->rng.nbytes();
+    taken->precision = state.precision.state_dict();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
+  }
+  // The build hands what it holds over to the dictionary: LibTorch's pickler memoises every tensor and container
+  // held elsewhere too (by use count), so a copy still held here while the file is written would change its bytes.
+  auto build =
+      [path, held = std::shared_ptr<const TakenCheckpoint>(std::move(taken))]() mutable -> absl::StatusOr<GenericDict> {
+    if (held == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", path, ": its snapshot was built already; take another"));
+    }
+    const std::shared_ptr<const TakenCheckpoint> taken = std::move(held);
+    return BuildCheckpoint(path, *taken);
+  };
+  return CheckpointSnapshot{.tensor_bytes = tensor_bytes, .build = std::move(build)};
+}
 
 absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const TrainingState& state,
                                               const LoopProgress& progress) {
@@ -429,74 +587,9 @@ absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const Tra
 
 absl::StatusOr<GenericDict> SnapshotTrainingState(const std::string& path, const TrainingState& state,
                                                   const LoopProgress& progress) {
-  GenericDict contents = NewDict(/*capacity=*/16);  // Lightning's 11 keys, Kiln's, the data's.
-  try {
-    Put(contents, "epoch", progress.current_epoch);
-    Put(contents, "global_step", progress.global_step);
-    Put(contents, "pytorch-lightning_version", std::string(kLightningLayoutVersion));
-    const std::vector<std::pair<std::string, at::Tensor>> named = NamedState(state.model);
-    GenericDict model = NewDict(named.size());
-    for (const auto& [name, tensor] : named) Put(model, name, SnapshotTensor(tensor));
-    Put(contents, "state_dict", model);
-
-    int64_t scheduler_steps = 0;
-    for (int64_t steps : state.scheduler_steps) scheduler_steps += steps;
-    Put(contents, "loops", LightningLoops(LightningPosition(progress), progress.lightning, scheduler_steps));
-
-    // Only non-empty states, as Lightning writes them: Lightning warns about every state it finds no callback for.
-    GenericDict callbacks = NewDict(state.callbacks.size());
-    for (const auto& callback : state.callbacks) {
-      CallbackState callback_state = callback->state_dict();
-      if (callback_state.empty()) continue;
-      const std::string key = callback->state_key();
-      Put(callbacks, key, LightningCallbackState(key, callback_state));
-    }
-    Put(contents, "callbacks", callbacks);
-    c10::impl::GenericList optimizers(c10::AnyType::get());
-    for (const auto& optimizer : state.optimizers.optimizers) {
-      absl::StatusOr<c10::IValue> saved = OptimizerStateDict(*optimizer);
-      if (!saved.ok()) return saved.status();
-      optimizers.push_back(*saved);
-    }
-    Put(contents, "optimizer_states", optimizers);
-    c10::impl::GenericList schedulers(c10::AnyType::get());
-    for (size_t i = 0; i < state.scheduler_steps.size(); ++i) {
-      const int64_t steps = state.scheduler_steps[i];
-      if (auto* metric_scheduler =
-              dynamic_cast<const MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
-        schedulers.push_back(PlainValue(metric_scheduler->state_dict(), SnapshotTensor));
-        continue;
-      }
-      GenericDict scheduler = NewDict(/*capacity=*/2);
-      Put(scheduler, "last_epoch", steps);
-      Put(scheduler, "_step_count", steps + 1);
-      schedulers.push_back(scheduler);
-    }
-    Put(contents, "lr_schedulers", schedulers);
-    Put(contents, "hparams_name", std::string("kwargs"));
-    GenericDict hparams = NewDict(state.model.hparams().size());
-    for (const auto& [key, value] : state.model.hparams()) Put(hparams, key, HparamValue(value));
-    Put(contents, "hyper_parameters", hparams);
-
-    if (state.data != nullptr && !state.data->state_key().empty()) {
-      Put(contents, state.data->state_key(), PlainValue(state.data->state_dict(), SnapshotTensor));
-    }
-
-    GenericDict kiln = NewDict(/*capacity=*/3);
-    GenericDict loop = NewDict(/*capacity=*/3);
-    Put(loop, "epoch", progress.epoch);
-    Put(loop, "batch_in_epoch", progress.batch_in_epoch);
-    Put(loop, "global_step", progress.global_step);
-    Put(kiln, "loop", loop);
-    Put(kiln, "rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
-    GenericDict precision = NewDict();
-    for (const auto& [key, value] : state.precision.state_dict()) Put(precision, key, value);
-    Put(kiln, "precision_plugin", precision);
-    Put(contents, kKilnSectionKey, kiln);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
-  }
-  return contents;
+  absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress);
+  if (!snapshot.ok()) return snapshot.status();
+  return snapshot->build();
 }
 
 absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const TrainingState& state,

@@ -37,6 +37,7 @@
 #include "ATen/core/Dict.h"
 #include "absl/status/statusor.h"
 #include "c10/core/Device.h"
+#include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/core/callback.h"
 #include "trainer/core/data_loader.h"
 #include "trainer/checkpoint/lightning_layout.h"
@@ -68,11 +69,22 @@ struct TrainingState {
   DataModule* data = nullptr;  // Its state_dict() is saved under its state_key(); null or an empty key: none.
 };
 
-// A checkpoint of `state` at `progress`, as the dictionary SerializeCheckpoint (checkpoint_io.h) writes; `path`
-// names the file in errors. Every tensor in it is a CPU copy of its own (parameters, buffers, optimizer state, the
-// generator's state, the data's), never one the loop goes on updating in place, so the dictionary stays this step's
-// state while it is serialised on another thread (CheckpointWriter::SubmitSnapshot). Costs one copy of those tensors
-// and a dictionary of small values; nothing is pickled.
+// A checkpoint of `state` at `progress`, taken but not yet a dictionary (checkpoint_io.h's CheckpointSnapshot);
+// `path` names the file in errors. What the checkpoint holds of this step is taken here: a CPU copy of its own of
+// every tensor (parameters, buffers, optimizer state, the generator's state; the data's and a plateau scheduler's
+// state_dict() as plain copies), never one the loop goes on updating in place, and the plain values (the counters,
+// the hyper-parameters, the precision plugin's state, and each callback's state_dict() as it returned it). The
+// callbacks' state_dict() runs here, on the calling thread, as Lightning calls it at save time: read later, a
+// callback's state could be a later step's, and a callback need not be thread-safe. The snapshot's build makes the
+// dictionary SnapshotTrainingState returns, from those copies only, on whichever thread runs it
+// (CheckpointWriter::SubmitSnapshot: the writer's); it hands the copies over to the dictionary, so it builds once (a
+// second call is FailedPrecondition). Costs the copies; no dictionary is made and nothing is pickled.
+absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& path, const TrainingState& state,
+                                                          const LoopProgress& progress);
+
+// A checkpoint of `state` at `progress`, as the dictionary SerializeCheckpoint (checkpoint_io.h) writes:
+// TakeCheckpointSnapshot's build, run on this thread. Every tensor in it is a copy of its own, so the dictionary stays
+// this step's state while it is serialised on another thread; every container in it is Any-typed (snapshot_dict.h).
 absl::StatusOr<c10::impl::GenericDict> SnapshotTrainingState(const std::string& path, const TrainingState& state,
                                                              const LoopProgress& progress);
 

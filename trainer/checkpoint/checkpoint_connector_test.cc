@@ -1,13 +1,16 @@
-// The snapshot a checkpoint is written from (SnapshotTrainingState) and the writer that serialises it off the
-// training thread (CheckpointWriter::SubmitSnapshot): the file holds the step's state, byte for byte, however the
-// loop goes on changing the model and optimizer in place.
+// The snapshot a checkpoint is written from (TakeCheckpointSnapshot, SnapshotTrainingState) and the writer that builds
+// and serialises it off the training thread (CheckpointWriter::SubmitSnapshot): the file holds the step's state, byte
+// for byte, however the loop goes on changing the model, optimizer and callbacks in place.
 #include "trainer/checkpoint/checkpoint_connector.h"
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -18,6 +21,7 @@
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
+#include "trainer/core/metric_scheduler.h"
 
 namespace kiln {
 namespace {
@@ -30,6 +34,54 @@ class Module final : public LightningModule {
     return std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   }
   torch::nn::Linear linear_;
+};
+
+// A callback whose state the test changes, as a ModelCheckpoint's changes when it saves; it counts its state_dict()
+// calls and the threads they came from.
+class CountingCallback final : public Callback {
+ public:
+  std::string state_key() const override { return "ModelCheckpoint{'monitor': 'loss', 'train_time_interval': None}"; }
+  CallbackState state_dict() const override {
+    ++calls;
+    thread = std::this_thread::get_id();
+    return state;
+  }
+  CallbackState state{{"best_model_score", "0.5"}, {"best_k_models", "/a.ckpt\t0.5\n"}, {"last_saved_step", "1"}};
+  mutable int calls = 0;
+  mutable std::thread::id thread;
+};
+
+// Data whose state holds typed containers (a List<int64_t>, a Dict<string, double>) and a tensor.
+class TypedData final : public DataModule {
+ public:
+  std::shared_ptr<DataLoader> train_dataloader() override { return nullptr; }
+  std::string state_key() const override { return "TabularData"; }
+  c10::IValue state_dict() const override {
+    c10::Dict<std::string, double> means;
+    means.insert("x", 1.5);
+    c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+    state.insert(std::string("classes"), c10::List<int64_t>({0, 1, 2}));
+    state.insert(std::string("means"), means);
+    state.insert(std::string("scale"), scale);
+    return state;
+  }
+  at::Tensor scale = at::ones({3});
+};
+
+// A plateau-like scheduler whose state holds a typed list and a tensor.
+class TypedMetricScheduler final : public MetricScheduler {
+ public:
+  using MetricScheduler::MetricScheduler;
+  void step(double) override {}
+  c10::impl::GenericDict state_dict() const override {
+    c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+    state.insert(std::string("best"), at::scalar_tensor(0.25, at::kDouble));
+    state.insert(std::string("_last_lr"), c10::List<double>({0.1}));
+    state.insert(std::string("last_epoch"), int64_t{3});
+    return state;
+  }
+  absl::Status CheckStateDict(const c10::impl::GenericDict&) const override { return absl::OkStatus(); }
+  void load_state_dict(const c10::impl::GenericDict&) override {}
 };
 
 class SnapshotTest : public ::testing::Test {
@@ -47,14 +99,43 @@ class SnapshotTest : public ::testing::Test {
     optimizers_.optimizers[0]->step();
   }
   TrainingState State() { return TrainingState{module_, optimizers_, scheduler_steps_, callbacks_, *precision_}; }
+  // With a callback, a plateau scheduler and the data, whose states hold typed containers.
+  TrainingState FullState() {
+    if (callbacks_.empty()) {
+      callbacks_.push_back(callback_);
+      optimizers_.schedulers.push_back(
+          {.scheduler = std::make_shared<TypedMetricScheduler>(*optimizers_.optimizers[0]), .monitor = "loss"});
+      scheduler_steps_.push_back(3);
+      module_.save_hyperparameters({{"lr", "0.1"}, {"name", "tiny"}});
+    }
+    return TrainingState{module_, optimizers_, scheduler_steps_, callbacks_, *precision_, &data_};
+  }
 
   Module module_;
   OptimizerConfig optimizers_;
   std::vector<int64_t> scheduler_steps_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   std::shared_ptr<PrecisionPlugin> precision_;
+  std::shared_ptr<CountingCallback> callback_ = std::make_shared<CountingCallback>();
+  TypedData data_;
   const LoopProgress progress_{.epoch = 0, .batch_in_epoch = 1, .global_step = 1};
 };
+
+// The lists and dictionaries in `value`, at any depth, that are not Any-typed (a list whose element type, or a
+// dictionary whose key or value type, is narrower): each is one torch_file.cc copies before pickling.
+int NarrowContainers(const c10::IValue& value) {
+  int narrow = 0;
+  value.visit([&](const c10::IValue& item) {
+    if (item.isList()) {
+      narrow += item.toList().elementType()->kind() != c10::TypeKind::AnyType;
+    } else if (item.isGenericDict()) {
+      const c10::impl::GenericDict dict = item.toGenericDict();
+      narrow += dict.keyType()->kind() != c10::TypeKind::AnyType || dict.valueType()->kind() != c10::TypeKind::AnyType;
+    }
+    return false;  // Go on into it.
+  });
+  return narrow;
+}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -73,6 +154,66 @@ TEST_F(SnapshotTest, HoldsTheStepsStateWhileTheLoopGoesOn) {
   absl::StatusOr<std::string> from_snapshot = SerializeCheckpoint("x.ckpt", *snapshot);
   ASSERT_TRUE(from_snapshot.ok()) << from_snapshot.status();
   EXPECT_EQ(*from_snapshot, *at_step);
+}
+
+TEST_F(SnapshotTest, EveryContainerIsAnyTyped) {
+  absl::StatusOr<c10::impl::GenericDict> snapshot = SnapshotTrainingState("x.ckpt", FullState(), progress_);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  // What the test gave typed reached the snapshot (else the count below would prove nothing about it).
+  ASSERT_TRUE(snapshot->contains(std::string("TabularData")));
+  EXPECT_EQ(snapshot->at(std::string("lr_schedulers")).toListRef().size(), 1u);
+  EXPECT_EQ(NarrowContainers(*snapshot), 0);
+}
+
+TEST_F(SnapshotTest, ATakenSnapshotBuildsTheStepsStateLater) {
+  const TrainingState state = FullState();
+  absl::StatusOr<std::string> at_step = DumpTrainingState("x.ckpt", state, progress_);
+  ASSERT_TRUE(at_step.ok()) << at_step.status();
+  const int calls = callback_->calls;
+  absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot("x.ckpt", state, progress_);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(callback_->calls, calls + 1) << "the callbacks' state_dict() runs when the snapshot is taken";
+  // The snapshot's tensors: the parameters, the momentum buffers, the generator's state, the data's scale and the
+  // scheduler's best score, each a copy.
+  EXPECT_GE(snapshot->tensor_bytes, (12 + 3) * 2 * sizeof(float) + 3 * sizeof(float) + sizeof(double));
+  // The loop goes on: the parameters, momentum buffers, the callback's and the data's states change in place.
+  Step();
+  callback_->state["last_saved_step"] = "2";
+  data_.scale.mul_(2);
+  module_.save_hyperparameters({{"lr", "0.2"}});
+  absl::StatusOr<c10::impl::GenericDict> built = snapshot->build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(callback_->calls, calls + 1) << "building read a callback";
+  EXPECT_EQ(snapshot->build().status().code(), absl::StatusCode::kFailedPrecondition) << "built twice";
+  absl::StatusOr<std::string> from_snapshot = SerializeCheckpoint("x.ckpt", *built);
+  ASSERT_TRUE(from_snapshot.ok()) << from_snapshot.status();
+  EXPECT_TRUE(*from_snapshot == *at_step) << "the file differs from the one written at the step";
+}
+
+TEST_F(SnapshotTest, TheWriterBuildsOnItsThreadWhatTheTrainingThreadWouldHave) {
+  const std::string dir = ::testing::TempDir() + "/snapshot_built_by_writer";
+  std::filesystem::remove_all(dir);
+  const std::string path = dir + "/step=1.ckpt";
+  const TrainingState state = FullState();
+  absl::StatusOr<std::string> at_step = DumpTrainingState(path, state, progress_);
+  ASSERT_TRUE(at_step.ok()) << at_step.status();
+  absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress_);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(callback_->thread, std::this_thread::get_id());
+  std::atomic<bool> built_here{true};
+  const std::thread::id training_thread = std::this_thread::get_id();
+  CheckpointSnapshot submitted{.tensor_bytes = snapshot->tensor_bytes,
+                               .build = [&, build = std::move(snapshot->build)] {
+                                 built_here = std::this_thread::get_id() == training_thread;
+                                 return build();
+                               }};
+  CheckpointWriter writer;
+  ASSERT_TRUE(writer.SubmitSnapshot(path, std::move(submitted)).ok());
+  for (int i = 0; i < 3; ++i) Step();  // While the writer may still be building.
+  callback_->state["last_saved_step"] = "4";
+  ASSERT_TRUE(writer.Flush().ok());
+  EXPECT_FALSE(built_here) << "the dictionary was built on the training thread";
+  EXPECT_TRUE(ReadAll(path) == *at_step) << "the file differs from the one written at the step";
 }
 
 TEST_F(SnapshotTest, WriterWritesTheBytesTheTrainingThreadWouldHave) {
@@ -104,6 +245,63 @@ TEST(CheckpointWriterTest, SerialisationErrorOfASnapshotIsReturned) {
   EXPECT_NE(flushed.message().find(path), std::string::npos) << flushed;
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_EQ(writer.Submit(path, "bytes").code(), absl::StatusCode::kInternal);  // Kept, as for a failed write.
+}
+
+TEST(CheckpointWriterTest, ASnapshotsBuildErrorsAreReturned) {
+  const std::string dir = ::testing::TempDir() + "/snapshot_build_errors";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    CheckpointWriter writer;
+    const absl::Status refused = writer.SubmitSnapshot(dir + "/none.ckpt", CheckpointSnapshot{});
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_TRUE(writer.Flush().ok()) << "a refused submission is not a write error";
+  }
+  {
+    CheckpointWriter writer;
+    const auto returns_error = []() -> absl::StatusOr<c10::impl::GenericDict> {
+      return absl::DataLossError("the builder's own error");
+    };
+    ASSERT_TRUE(writer.SubmitSnapshot(dir + "/returned.ckpt", {.build = returns_error}).ok());
+    const absl::Status flushed = writer.Flush();
+    EXPECT_EQ(flushed.code(), absl::StatusCode::kDataLoss) << flushed;
+  }
+  {
+    CheckpointWriter writer;
+    const std::string path = dir + "/thrown.ckpt";
+    const auto throws = []() -> absl::StatusOr<c10::impl::GenericDict> { TORCH_CHECK(false, "a builder that throws"); };
+    ASSERT_TRUE(writer.SubmitSnapshot(path, {.build = throws}).ok());
+    const absl::Status flushed = writer.Flush();
+    EXPECT_EQ(flushed.code(), absl::StatusCode::kInternal) << flushed;
+    EXPECT_NE(flushed.message().find(path), std::string::npos) << flushed;
+    EXPECT_NE(flushed.message().find("a builder that throws"), std::string::npos) << flushed;
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+}
+
+TEST(CheckpointWriterTest, ASnapshotsTensorBytesCountAgainstTheBound) {
+  const std::string dir = ::testing::TempDir() + "/snapshot_bound";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  CheckpointWriter writer(/*max_pending_bytes=*/100);
+  const auto slow = [](int64_t value) {
+    return CheckpointSnapshot{.tensor_bytes = 80, .build = [value] {
+                                // Slow enough that a Submit that did not wait would return long before it ends.
+                                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                                c10::impl::GenericDict contents = NewDict();
+                                Put(contents, "value", value);
+                                return absl::StatusOr<c10::impl::GenericDict>(contents);
+                              }};
+  };
+  ASSERT_TRUE(writer.SubmitSnapshot(dir + "/first.ckpt", slow(1)).ok());
+  // 80 + 80 bytes pass the bound of 100: this waits until the first file is on disk.
+  ASSERT_TRUE(writer.SubmitSnapshot(dir + "/second.ckpt", slow(2)).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/first.ckpt"))
+      << "SubmitSnapshot returned before the earlier write finished";
+  ASSERT_TRUE(writer.Flush().ok());
+  absl::StatusOr<Checkpoint> second = ReadCheckpoint(dir + "/second.ckpt");
+  ASSERT_FALSE(second.ok()) << "a dictionary without state_dict is not a checkpoint";  // But it was written.
+  EXPECT_TRUE(std::filesystem::exists(dir + "/second.ckpt"));
 }
 
 // Lightning's counters at the three places its own checkpoints are written (loops/fit_loop.py, training_epoch_loop.py):

@@ -301,8 +301,9 @@ struct CheckpointWriter::Task {
   std::string path;
   std::string bytes;
   bool remove = false;
-  std::optional<c10::impl::GenericDict> contents;  // Set: serialise these into `bytes` first (SubmitSnapshot).
-  size_t size = 0;                                 // What the task counts against max_pending_bytes_.
+  // Set: build the dictionary and serialise it into `bytes` first (SubmitSnapshot).
+  std::function<absl::StatusOr<c10::impl::GenericDict>()> build;
+  size_t size = 0;  // What the task counts against max_pending_bytes_.
 };
 
 namespace {
@@ -315,6 +316,22 @@ size_t TensorBytes(const c10::IValue& value) {
     return false;  // Go on into containers.
   });
   return total;
+}
+
+// WriteCheckpoint of what `build` makes. What it throws becomes an error naming `path`, so that a snapshot's
+// builder cannot end the writer's thread; what it returns is kept as it is. `build` is gone before the dictionary is
+// pickled (nothing it held is held twice then), and the dictionary when this returns, the tensors with it.
+absl::Status BuildAndWrite(const std::string& path, std::function<absl::StatusOr<c10::impl::GenericDict>()> build) {
+  try {
+    absl::StatusOr<c10::impl::GenericDict> contents = build();
+    build = nullptr;
+    if (!contents.ok()) return contents.status();
+    return WriteCheckpoint(path, *std::move(contents));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what()));
+  }
 }
 
 }  // namespace
@@ -341,10 +358,24 @@ absl::Status CheckpointWriter::Submit(std::string path, std::string bytes) {
 }
 
 absl::Status CheckpointWriter::SubmitSnapshot(std::string path, c10::impl::GenericDict contents) {
+  const size_t size = TensorBytes(contents);
+  return SubmitSnapshot(std::move(path),
+                        CheckpointSnapshot{.tensor_bytes = size, .build = [contents = std::move(contents)] {
+                                             return absl::StatusOr<c10::impl::GenericDict>(contents);
+                                           }});
+}
+
+absl::Status CheckpointWriter::SubmitSnapshot(std::string path, CheckpointSnapshot snapshot) {
+  if (snapshot.build == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path,
+                     ": the snapshot submitted has no build function; give it one that makes the checkpoint's "
+                     "dictionary, or submit the dictionary itself"));
+  }
   auto task = std::make_unique<Task>();
   task->path = std::move(path);
-  task->size = TensorBytes(contents);
-  task->contents = std::move(contents);
+  task->size = snapshot.tensor_bytes;
+  task->build = std::move(snapshot.build);
   return Enqueue(std::move(task));
 }
 
@@ -391,9 +422,10 @@ void CheckpointWriter::Run() {
       std::error_code ignored;
       fs::remove(task->path, ignored);
     } else if (!skip) {
-      if (task->contents.has_value()) {
-        status = WriteCheckpoint(task->path, *std::move(task->contents));
-        task->contents.reset();  // The snapshot's tensors go as soon as they are written.
+      if (task->build != nullptr) {
+        // The snapshot's tensors go as soon as they are written.
+        status = BuildAndWrite(task->path, std::move(task->build));
+        task->build = nullptr;
       } else {
         status = WriteFileDurably(task->path, task->bytes, kCheckpointWrite);
       }

@@ -62,6 +62,21 @@ absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::im
 // SerializeCheckpoint, then writes it durably (WriteFileDurably; a symbolic link at `path` is replaced).
 absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents);
 
+// A checkpoint taken at a step but not yet a dictionary: what it was taken from is copied into `build` (the state's
+// tensors, as copies of their own, and plain values), and `build` makes the dictionary SerializeCheckpoint takes.
+// Taking one costs the copies; the dictionary (Lightning's loops alone are 44 small dictionaries) is made where
+// `build` runs (CheckpointWriter::SubmitSnapshot: on the writer's thread).
+struct CheckpointSnapshot {
+  // The bytes of the tensors `build` holds: what CheckpointWriter's memory bound counts.
+  size_t tensor_bytes = 0;
+  // Makes the checkpoint's dictionary from what it holds; it must read nothing that training changes (it runs on
+  // another thread, after the step). Called once, on any thread; it should hand what it holds over to the
+  // dictionary rather than keep it (LibTorch's pickler memoises what is also held elsewhere, so the file's bytes
+  // would differ). An error it returns is kept as it is (it should name the file); one it throws (c10::Error,
+  // std::exception) is kept as InternalError naming the file.
+  std::function<absl::StatusOr<c10::impl::GenericDict>()> build;
+};
+
 // Writes checkpoint files on a background thread, in the order they were submitted, so that training does not wait
 // for the disk (each write still goes through WriteFileDurably, so every file on disk is complete). Removals are
 // queued behind the writes, so a newer checkpoint is on disk before an older one is deleted. The first error is
@@ -73,10 +88,12 @@ absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict con
 // finish instead of piling checkpoints up in memory. A single checkpoint larger than the bound is still accepted,
 // once nothing else is pending.
 //
-// SubmitSnapshot hands over the checkpoint's dictionary instead of its bytes, so that pickling, the zip container and
-// its CRCs run on the writer thread too: all the training thread pays for a checkpoint is the snapshot of its
-// tensors (checkpoint_connector.h's SnapshotTrainingState). The file holds the same bytes as
-// Submit(path, SerializeCheckpoint(path, contents)); a serialisation error is kept and returned like a write error.
+// SubmitSnapshot hands over the checkpoint before it is bytes, so that the work after the step runs on the writer
+// thread too: given a CheckpointSnapshot, the writer builds the dictionary, pickles it and makes the zip container
+// and its CRCs, and all the training thread pays for a checkpoint is the copies of its tensors and values
+// (checkpoint_connector.h's TakeCheckpointSnapshot); given a dictionary, it pickles that. The file holds the same
+// bytes as Submit(path, SerializeCheckpoint(path, contents)); a build or serialisation error is kept and returned like
+// a write error.
 //
 // Thread-safety: Submit/SubmitSnapshot/SubmitRemove/Flush may be called from any thread.
 class CheckpointWriter {
@@ -97,6 +114,10 @@ class CheckpointWriter {
   // writer's own copies, not tensors the training loop updates in place). The bound above counts their tensors'
   // bytes.
   absl::Status SubmitSnapshot(std::string path, c10::impl::GenericDict contents);
+  // As Submit, for SerializeCheckpoint(path, snapshot.build()), built and serialised on the writer thread; the bound
+  // above counts snapshot.tensor_bytes. A null `build` is refused (InvalidArgument). Ownership as above: what `build`
+  // reads must be the writer's own.
+  absl::Status SubmitSnapshot(std::string path, CheckpointSnapshot snapshot);
   absl::Status SubmitRemove(std::string path);
   // Waits until everything queued is on disk; returns the first error.
   absl::Status Flush();

@@ -18,35 +18,62 @@ namespace {
 
 using c10::impl::GenericDict;
 
+// The keys of Lightning's loops and callback states, made once (never destroyed, as interned keys are not): a
+// checkpoint's loops entry is 44 dictionaries, made at every save.
+struct LayoutKeys {
+  DictKey ready{"ready"}, completed{"completed"}, started{"started"}, processed{"processed"};
+  DictKey total{"total"}, current{"current"}, is_last_batch{"is_last_batch"};
+  DictKey state_dict{"state_dict"}, batch_progress{"batch_progress"};
+  DictKey batches_that_stepped{"_batches_that_stepped"}, step{"step"}, zero_grad{"zero_grad"}, optimizer{"optimizer"};
+  DictKey epoch_loop_state_dict{"epoch_loop.state_dict"}, epoch_loop_batch_progress{"epoch_loop.batch_progress"};
+  DictKey epoch_loop_scheduler_progress{"epoch_loop.scheduler_progress"};
+  DictKey automatic_state_dict{"epoch_loop.automatic_optimization.state_dict"};
+  DictKey automatic_optim_progress{"epoch_loop.automatic_optimization.optim_progress"};
+  DictKey manual_state_dict{"epoch_loop.manual_optimization.state_dict"};
+  DictKey manual_optim_step_progress{"epoch_loop.manual_optimization.optim_step_progress"};
+  DictKey val_loop_state_dict{"epoch_loop.val_loop.state_dict"};
+  DictKey val_loop_batch_progress{"epoch_loop.val_loop.batch_progress"};
+  DictKey epoch_progress{"epoch_progress"};
+  DictKey fit_loop{"fit_loop"}, validate_loop{"validate_loop"}, test_loop{"test_loop"}, predict_loop{"predict_loop"};
+  DictKey best_model_score{"best_model_score"}, time_elapsed{"time_elapsed"}, train{"train"};
+};
+
+const LayoutKeys& Keys() {
+  static const LayoutKeys* const keys = new LayoutKeys();
+  return *keys;
+}
+
 // Lightning's progress trackers, in its field order: ready and completed, then started and processed where the
 // tracker has them (`fields`: 2, 3 or 4).
-GenericDict Counts(int64_t ready, int64_t started, int64_t processed, int64_t completed, int fields = 4) {
-  GenericDict counts = NewDict(/*capacity=*/4);
-  Put(counts, "ready", ready);
-  Put(counts, "completed", completed);
-  if (fields >= 3) Put(counts, "started", started);
-  if (fields >= 4) Put(counts, "processed", processed);
+GenericDict Counts(const LayoutKeys& keys, int64_t ready, int64_t started, int64_t processed, int64_t completed,
+                   int fields = 4) {
+  GenericDict counts = NewDict(/*capacity=*/fields);
+  Put(counts, keys.ready, ready);
+  Put(counts, keys.completed, completed);
+  if (fields >= 3) Put(counts, keys.started, started);
+  if (fields >= 4) Put(counts, keys.processed, processed);
   return counts;
 }
 
-GenericDict Progress(GenericDict total, GenericDict current) {
-  GenericDict progress = NewDict(/*capacity=*/3);
-  Put(progress, "total", std::move(total));
-  Put(progress, "current", std::move(current));
+// A tracker's {"total", "current"}, with room for `extra` more entries (is_last_batch).
+GenericDict Progress(const LayoutKeys& keys, const GenericDict& total, const GenericDict& current, size_t extra = 0) {
+  GenericDict progress = NewDict(/*capacity=*/2 + extra);
+  Put(progress, keys.total, total);
+  Put(progress, keys.current, current);
   return progress;
 }
 
 // A tracker whose every count is `n` (a run that finished n batches, or steps).
-GenericDict Finished(int64_t n, int fields = 4) { return Counts(n, n, n, n, fields); }
+GenericDict Finished(const LayoutKeys& keys, int64_t n, int fields = 4) { return Counts(keys, n, n, n, n, fields); }
 
 // An evaluation loop's entry (validate_loop, test_loop, predict_loop): Kiln keeps no progress for them across a
 // checkpoint, as Lightning keeps none that it resumes from.
-GenericDict EvaluationLoopEntry(bool has_last_batch) {
-  GenericDict batches = Progress(Finished(0), Finished(0));
-  if (has_last_batch) Put(batches, "is_last_batch", false);
+GenericDict EvaluationLoopEntry(const LayoutKeys& keys, bool has_last_batch) {
+  GenericDict batches = Progress(keys, Finished(keys, 0), Finished(keys, 0), /*extra=*/has_last_batch ? 1 : 0);
+  if (has_last_batch) Put(batches, keys.is_last_batch, false);
   GenericDict loop = NewDict(/*capacity=*/2);
-  Put(loop, "state_dict", NewDict());
-  Put(loop, "batch_progress", std::move(batches));
+  Put(loop, keys.state_dict, NewDict());
+  Put(loop, keys.batch_progress, batches);
   return loop;
 }
 
@@ -151,52 +178,53 @@ bool AsText(const std::string& state_key, const std::string& key, const c10::IVa
 
 GenericDict LightningLoops(const LightningLoopPosition& position, const LightningCounters& counters,
                            int64_t scheduler_steps) {
+  const LayoutKeys& keys = Keys();
   const int64_t epoch = position.current_epoch;
   const int64_t done = position.batches_done;
   // Mid-epoch, a batch whose on_train_batch_end hooks have not returned yet is started but not completed.
   const int64_t completed = position.epoch_ended ? done : std::min(done, counters.batches_completed);
   const int64_t total = std::max(counters.batches_total, done);
-  GenericDict batches = Progress(Counts(total, total, total, total - (done - completed)),
-                                 Counts(done, done, done, completed));
-  Put(batches, "is_last_batch", position.epoch_ended);
+  GenericDict batches = Progress(keys, Counts(keys, total, total, total, total - (done - completed)),
+                                 Counts(keys, done, done, done, completed), /*extra=*/1);
+  Put(batches, keys.is_last_batch, position.epoch_ended);
   // Lightning counts an epoch as processed once its batches are, and completed once on_train_epoch_end has run and
   // the next one is about to start.
   const int64_t processed_epochs = position.epoch_ended ? epoch + 1 : epoch;
-  const GenericDict epochs = Counts(epoch + 1, epoch + 1, processed_epochs, epoch);
+  const GenericDict epochs = Counts(keys, epoch + 1, epoch + 1, processed_epochs, epoch);
 
   GenericDict epoch_loop_state = NewDict(/*capacity=*/1);
-  Put(epoch_loop_state, "_batches_that_stepped", counters.batches_that_stepped);
+  Put(epoch_loop_state, keys.batches_that_stepped, counters.batches_that_stepped);
   const int64_t steps = position.global_step;
   GenericDict optimizer = NewDict(/*capacity=*/2);
-  Put(optimizer, "step", Progress(Finished(steps, 2), Finished(counters.steps_in_epoch, 2)));
+  Put(optimizer, keys.step, Progress(keys, Finished(keys, steps, 2), Finished(keys, counters.steps_in_epoch, 2)));
   // zero_grad's tracker has "started" but no "processed".
-  Put(optimizer, "zero_grad", Progress(Finished(steps, 3), Finished(counters.steps_in_epoch, 3)));
+  Put(optimizer, keys.zero_grad, Progress(keys, Finished(keys, steps, 3), Finished(keys, counters.steps_in_epoch, 3)));
   GenericDict optim_progress = NewDict(/*capacity=*/1);
-  Put(optim_progress, "optimizer", optimizer);
-  GenericDict val_batches =
-      Progress(Finished(counters.val_batches_in_epoch), Finished(counters.val_batches_last_run));
-  Put(val_batches, "is_last_batch", counters.val_batches_last_run > 0);
+  Put(optim_progress, keys.optimizer, optimizer);
+  GenericDict val_batches = Progress(keys, Finished(keys, counters.val_batches_in_epoch),
+                                     Finished(keys, counters.val_batches_last_run), /*extra=*/1);
+  Put(val_batches, keys.is_last_batch, counters.val_batches_last_run > 0);
 
-  GenericDict fit_loop = NewDict(/*capacity=*/12);
-  Put(fit_loop, "state_dict", NewDict());
-  Put(fit_loop, "epoch_loop.state_dict", epoch_loop_state);
-  Put(fit_loop, "epoch_loop.batch_progress", batches);
-  Put(fit_loop, "epoch_loop.scheduler_progress",
-      Progress(Finished(scheduler_steps, 2), Finished(counters.scheduler_steps_in_epoch, 2)));
-  Put(fit_loop, "epoch_loop.automatic_optimization.state_dict", NewDict());
-  Put(fit_loop, "epoch_loop.automatic_optimization.optim_progress", optim_progress);
-  Put(fit_loop, "epoch_loop.manual_optimization.state_dict", NewDict());
-  Put(fit_loop, "epoch_loop.manual_optimization.optim_step_progress",
-      Progress(Finished(0, 2), Finished(0, 2)));
-  Put(fit_loop, "epoch_loop.val_loop.state_dict", NewDict());
-  Put(fit_loop, "epoch_loop.val_loop.batch_progress", val_batches);
-  Put(fit_loop, "epoch_progress", Progress(epochs, epochs));
+  GenericDict fit_loop = NewDict(/*capacity=*/11);
+  Put(fit_loop, keys.state_dict, NewDict());
+  Put(fit_loop, keys.epoch_loop_state_dict, epoch_loop_state);
+  Put(fit_loop, keys.epoch_loop_batch_progress, batches);
+  Put(fit_loop, keys.epoch_loop_scheduler_progress,
+      Progress(keys, Finished(keys, scheduler_steps, 2), Finished(keys, counters.scheduler_steps_in_epoch, 2)));
+  Put(fit_loop, keys.automatic_state_dict, NewDict());
+  Put(fit_loop, keys.automatic_optim_progress, optim_progress);
+  Put(fit_loop, keys.manual_state_dict, NewDict());
+  Put(fit_loop, keys.manual_optim_step_progress, Progress(keys, Finished(keys, 0, 2), Finished(keys, 0, 2)));
+  Put(fit_loop, keys.val_loop_state_dict, NewDict());
+  Put(fit_loop, keys.val_loop_batch_progress, val_batches);
+  // One dictionary for both, as before: the file memoises it (Lightning reads the two alike).
+  Put(fit_loop, keys.epoch_progress, Progress(keys, epochs, epochs));
 
   GenericDict loops = NewDict(/*capacity=*/4);
-  Put(loops, "fit_loop", fit_loop);
-  Put(loops, "validate_loop", EvaluationLoopEntry(/*has_last_batch=*/true));
-  Put(loops, "test_loop", EvaluationLoopEntry(/*has_last_batch=*/true));
-  Put(loops, "predict_loop", EvaluationLoopEntry(/*has_last_batch=*/false));
+  Put(loops, keys.fit_loop, fit_loop);
+  Put(loops, keys.validate_loop, EvaluationLoopEntry(keys, /*has_last_batch=*/true));
+  Put(loops, keys.test_loop, EvaluationLoopEntry(keys, /*has_last_batch=*/true));
+  Put(loops, keys.predict_loop, EvaluationLoopEntry(keys, /*has_last_batch=*/false));
   return loops;
 }
 
@@ -230,9 +258,10 @@ GenericDict LightningCallbackState(const std::string& state_key, const CallbackS
     const TypedKey* typed = FindTypedKey(state_key, key);
     Put(out, key, typed == nullptr ? c10::IValue(text) : Typed(typed->kind, text));
   }
+  const LayoutKeys& keys = Keys();
   // Lightning's ModelCheckpoint reads its best score whether or not there is one.
   if (absl::StartsWith(state_key, "ModelCheckpoint{") && state.count("best_model_score") == 0) {
-    Put(out, "best_model_score", c10::IValue());
+    Put(out, keys.best_model_score, c10::IValue());
   }
   if (state_key == "Timer") {
     // Lightning's Timer resumes from the training time under "time_elapsed".
@@ -240,8 +269,8 @@ GenericDict LightningCallbackState(const std::string& state_key, const CallbackS
     double seconds = 0;
     if (found != state.end() && absl::SimpleAtod(found->second, &seconds)) {
       GenericDict elapsed = NewDict(/*capacity=*/1);
-      Put(elapsed, "train", seconds);
-      Put(out, "time_elapsed", elapsed);
+      Put(elapsed, keys.train, seconds);
+      Put(out, keys.time_elapsed, elapsed);
     }
   }
   return out;

@@ -91,6 +91,26 @@ TEST(LightningLoopsTest, CountersComeBack) {
   EXPECT_EQ(derived.steps_in_epoch, 3);
 }
 
+TEST(LightningLoopsTest, IsFortyFourAnyTypedDictionaries) {
+  const GenericDict loops =
+      LightningLoops({.current_epoch = 1, .epoch_ended = false, .batches_done = 3, .global_step = 7},
+                     LightningCounters{}, /*scheduler_steps=*/0);
+  int dictionaries = 0;
+  int narrow = 0;
+  c10::IValue(loops).visit([&](const c10::IValue& item) {
+    if (item.isGenericDict()) {
+      ++dictionaries;
+      const GenericDict dict = item.toGenericDict();
+      narrow += dict.keyType()->kind() != c10::TypeKind::AnyType || dict.valueType()->kind() != c10::TypeKind::AnyType;
+    }
+    narrow += item.isList();  // Lightning's loops hold no lists.
+    return false;
+  });
+  // The epoch progress's "total" and "current" are one dictionary (visited twice), as they always were.
+  EXPECT_EQ(dictionaries, 45);
+  EXPECT_EQ(narrow, 0);
+}
+
 TEST(LightningCallbackStateTest, ModelCheckpointTakesLightningsTypesAndComesBack) {
   const std::string key =
       "ModelCheckpoint{'monitor': 'val_loss', 'mode': 'min', 'every_n_train_steps': 0, 'every_n_epochs': 1, "

@@ -41,8 +41,21 @@ Kind KindOf(const torch::optim::Optimizer& optimizer) {
   return Kind::kOther;
 }
 
-void PutTensor(GenericDict& dict, const char* key, const at::Tensor& tensor) {
-  if (tensor.defined()) Put(dict, key, SnapshotTensor(tensor));
+// The keys of the state dicts Kiln writes, made once (snapshot_dict.h).
+struct SavedKeys {
+  DictKey state{"state"}, param_groups{"param_groups"}, params{"params"}, archive{kArchiveKey};
+  DictKey step{"step"}, exp_avg{"exp_avg"}, exp_avg_sq{"exp_avg_sq"}, max_exp_avg_sq{"max_exp_avg_sq"};
+  DictKey momentum_buffer{"momentum_buffer"}, square_avg{"square_avg"}, grad_avg{"grad_avg"}, sum{"sum"};
+  DictKey lr{"lr"}, momentum{"momentum"}, dampening{"dampening"}, weight_decay{"weight_decay"}, nesterov{"nesterov"};
+  DictKey betas{"betas"}, eps{"eps"}, amsgrad{"amsgrad"}, alpha{"alpha"}, centered{"centered"};
+  DictKey lr_decay{"lr_decay"}, initial_accumulator_value{"initial_accumulator_value"};
+  DictKey maximize{"maximize"}, foreach{"foreach"}, differentiable{"differentiable"}, capturable{"capturable"};
+  DictKey fused{"fused"};
+};
+
+const SavedKeys& Keys() {
+  static const SavedKeys* const keys = new SavedKeys();  // Never destroyed, as interned keys are not.
+  return *keys;
 }
 
 // PyTorch keeps `step` as a float32 tensor (so Lightning and torch.optim read it as their own); past 2^24, where
@@ -53,110 +66,167 @@ IValue Step(int64_t step) {
 }
 
 // PyTorch's names for the options LibTorch has no counterpart of, with the values that mean "as LibTorch does".
-void PutPyTorchOnly(GenericDict& group, Kind kind) {
-  Put(group, "maximize", false);
-  Put(group, "foreach", IValue());
-  Put(group, "differentiable", false);
-  if (kind != Kind::kSgd && kind != Kind::kAdagrad) Put(group, "capturable", false);
-  if (kind != Kind::kRmsprop) Put(group, "fused", IValue());
+void PutPyTorchOnly(const SavedKeys& keys, GenericDict& group, Kind kind) {
+  Put(group, keys.maximize, false);
+  Put(group, keys.foreach, IValue());
+  Put(group, keys.differentiable, false);
+  if (kind != Kind::kSgd && kind != Kind::kAdagrad) Put(group, keys.capturable, false);
+  if (kind != Kind::kRmsprop) Put(group, keys.fused, IValue());
 }
 
 // Adam and AdamW hold the same options and state under the same names; only LibTorch's types differ.
 template <typename Options>
-void PutAdamOptions(GenericDict& group, const OptimizerOptions& options) {
+void PutAdamOptions(const SavedKeys& keys, GenericDict& group, const OptimizerOptions& options) {
   const auto& o = static_cast<const Options&>(options);
-  Put(group, "lr", o.lr());
-  Put(group, "betas", c10::ivalue::Tuple::create(std::get<0>(o.betas()), std::get<1>(o.betas())));
-  Put(group, "eps", o.eps());
-  Put(group, "weight_decay", o.weight_decay());
-  Put(group, "amsgrad", o.amsgrad());
+  Put(group, keys.lr, o.lr());
+  Put(group, keys.betas, c10::ivalue::Tuple::create(std::get<0>(o.betas()), std::get<1>(o.betas())));
+  Put(group, keys.eps, o.eps());
+  Put(group, keys.weight_decay, o.weight_decay());
+  Put(group, keys.amsgrad, o.amsgrad());
 }
 
-template <typename State>
-void PutAdamState(GenericDict& out, const OptimizerParamState& state) {
-  const auto& s = static_cast<const State&>(state);
-  Put(out, "step", Step(s.step()));
-  PutTensor(out, "exp_avg", s.exp_avg());
-  PutTensor(out, "exp_avg_sq", s.exp_avg_sq());
-  PutTensor(out, "max_exp_avg_sq", s.max_exp_avg_sq());
-}
-
-GenericDict GroupOptions(Kind kind, const OptimizerOptions& options) {
+// A group's options in PyTorch's names, with room for its "params".
+GenericDict GroupOptions(const SavedKeys& keys, Kind kind, const OptimizerOptions& options) {
   GenericDict group = NewDict(/*capacity=*/12);  // The most options (Adam's with PyTorch's), and "params".
   switch (kind) {
     case Kind::kSgd: {
       const auto& o = static_cast<const torch::optim::SGDOptions&>(options);
-      Put(group, "lr", o.lr());
-      Put(group, "momentum", o.momentum());
-      Put(group, "dampening", o.dampening());
-      Put(group, "weight_decay", o.weight_decay());
-      Put(group, "nesterov", o.nesterov());
+      Put(group, keys.lr, o.lr());
+      Put(group, keys.momentum, o.momentum());
+      Put(group, keys.dampening, o.dampening());
+      Put(group, keys.weight_decay, o.weight_decay());
+      Put(group, keys.nesterov, o.nesterov());
       break;
     }
     case Kind::kAdam:
-      PutAdamOptions<torch::optim::AdamOptions>(group, options);
+      PutAdamOptions<torch::optim::AdamOptions>(keys, group, options);
       break;
     case Kind::kAdamW:
-      PutAdamOptions<torch::optim::AdamWOptions>(group, options);
+      PutAdamOptions<torch::optim::AdamWOptions>(keys, group, options);
       break;
     case Kind::kRmsprop: {
       const auto& o = static_cast<const torch::optim::RMSpropOptions&>(options);
-      Put(group, "lr", o.lr());
-      Put(group, "alpha", o.alpha());
-      Put(group, "eps", o.eps());
-      Put(group, "weight_decay", o.weight_decay());
-      Put(group, "momentum", o.momentum());
-      Put(group, "centered", o.centered());
+      Put(group, keys.lr, o.lr());
+      Put(group, keys.alpha, o.alpha());
+      Put(group, keys.eps, o.eps());
+      Put(group, keys.weight_decay, o.weight_decay());
+      Put(group, keys.momentum, o.momentum());
+      Put(group, keys.centered, o.centered());
       break;
     }
     case Kind::kAdagrad: {
       const auto& o = static_cast<const torch::optim::AdagradOptions&>(options);
-      Put(group, "lr", o.lr());
-      Put(group, "lr_decay", o.lr_decay());
-      Put(group, "weight_decay", o.weight_decay());
-      Put(group, "initial_accumulator_value", o.initial_accumulator_value());
-      Put(group, "eps", o.eps());
+      Put(group, keys.lr, o.lr());
+      Put(group, keys.lr_decay, o.lr_decay());
+      Put(group, keys.weight_decay, o.weight_decay());
+      Put(group, keys.initial_accumulator_value, o.initial_accumulator_value());
+      Put(group, keys.eps, o.eps());
       break;
     }
-    case Kind::kOther:
-      Put(group, "lr", options.get_lr());
+    case Kind::kOther:  // Not called: only "lr" is known (TakeOptimizerState).
       return group;
   }
-  PutPyTorchOnly(group, kind);
+  PutPyTorchOnly(keys, group, kind);
   return group;
 }
 
-GenericDict ParamState(Kind kind, const OptimizerParamState& state) {
-  GenericDict out = NewDict(/*capacity=*/4);
-  switch (kind) {
-    case Kind::kSgd:
-      PutTensor(out, "momentum_buffer", static_cast<const torch::optim::SGDParamState&>(state).momentum_buffer());
-      break;
-    case Kind::kAdam:
-      PutAdamState<torch::optim::AdamParamState>(out, state);
-      break;
-    case Kind::kAdamW:
-      PutAdamState<torch::optim::AdamWParamState>(out, state);
-      break;
-    case Kind::kRmsprop: {
-      const auto& s = static_cast<const torch::optim::RMSpropParamState&>(state);
-      Put(out, "step", Step(s.step()));
-      PutTensor(out, "square_avg", s.square_avg());
-      PutTensor(out, "momentum_buffer", s.momentum_buffer());
-      PutTensor(out, "grad_avg", s.grad_avg());
-      break;
-    }
-    case Kind::kAdagrad: {
-      const auto& s = static_cast<const torch::optim::AdagradParamState&>(state);
-      Put(out, "step", Step(s.step()));
-      PutTensor(out, "sum", s.sum());
-      break;
-    }
-    case Kind::kOther:
-      break;
-  }
-  return out;
+// A copy of a group's options of LibTorch's type `Options` (its fields are plain values).
+template <typename Options>
+std::unique_ptr<OptimizerOptions> CopyOptions(const OptimizerOptions& options) {
+  return std::make_unique<Options>(static_cast<const Options&>(options));
 }
+
+}  // namespace
+
+struct TakenOptimizerState::Contents {
+  Kind kind = Kind::kOther;
+  struct Group {
+    std::unique_ptr<OptimizerOptions> options;  // A copy; null for an optimizer of another kind.
+    double lr = 0;                              // That optimizer's learning rate.
+    int64_t params = 0;                         // Numbered on from the previous group's.
+  };
+  std::vector<Group> groups;
+  // A parameter's state, under its number: "step" first, where the optimizer keeps one, then its tensors (copies),
+  // in PyTorch's order.
+  struct Param {
+    int64_t index = 0;
+    bool has_step = false;
+    int64_t step = 0;
+    std::vector<std::pair<const DictKey*, at::Tensor>> tensors;
+  };
+  std::vector<Param> state;
+  at::Tensor archive;  // An optimizer of another kind: LibTorch's serialisation of it.
+  size_t tensor_bytes = 0;
+};
+
+size_t TakenOptimizerState::tensor_bytes() const { return contents_->tensor_bytes; }
+
+namespace {
+
+using Contents = TakenOptimizerState::Contents;
+
+class StateTaker {
+ public:
+  explicit StateTaker(Contents& contents) : contents_(contents), keys_(Keys()) {}
+
+  // Copies `state` of the parameter numbered `index` into the contents.
+  void Take(int64_t index, const OptimizerParamState& state) {
+    Contents::Param& param = contents_.state.emplace_back();
+    param.index = index;
+    param_ = &param;
+    switch (contents_.kind) {
+      case Kind::kSgd:
+        Tensor(keys_.momentum_buffer, static_cast<const torch::optim::SGDParamState&>(state).momentum_buffer());
+        break;
+      case Kind::kAdam:
+        Adam<torch::optim::AdamParamState>(state);
+        break;
+      case Kind::kAdamW:
+        Adam<torch::optim::AdamWParamState>(state);
+        break;
+      case Kind::kRmsprop: {
+        const auto& s = static_cast<const torch::optim::RMSpropParamState&>(state);
+        StepCount(s.step());
+        Tensor(keys_.square_avg, s.square_avg());
+        Tensor(keys_.momentum_buffer, s.momentum_buffer());
+        Tensor(keys_.grad_avg, s.grad_avg());
+        break;
+      }
+      case Kind::kAdagrad: {
+        const auto& s = static_cast<const torch::optim::AdagradParamState&>(state);
+        StepCount(s.step());
+        Tensor(keys_.sum, s.sum());
+        break;
+      }
+      case Kind::kOther:
+        break;
+    }
+  }
+
+ private:
+  template <typename State>
+  void Adam(const OptimizerParamState& state) {
+    const auto& s = static_cast<const State&>(state);
+    StepCount(s.step());
+    Tensor(keys_.exp_avg, s.exp_avg());
+    Tensor(keys_.exp_avg_sq, s.exp_avg_sq());
+    Tensor(keys_.max_exp_avg_sq, s.max_exp_avg_sq());
+  }
+  void StepCount(int64_t step) {
+    param_->has_step = true;
+    param_->step = step;
+  }
+  void Tensor(const DictKey& key, const at::Tensor& tensor) {
+    if (!tensor.defined()) return;
+    at::Tensor copy = SnapshotTensor(tensor);
+    contents_.tensor_bytes += copy.nbytes();
+    param_->tensors.emplace_back(&key, std::move(copy));
+  }
+
+  Contents& contents_;
+  const SavedKeys& keys_;
+  Contents::Param* param_ = nullptr;
+};
 
 // Reading: every accessor throws c10::Error naming `where` and the key.
 class Reader {
@@ -350,29 +420,45 @@ at::Tensor SnapshotTensor(const at::Tensor& tensor) {
   return cpu.is_same(detached) ? cpu.clone() : cpu;
 }
 
-absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& optimizer) {
+absl::StatusOr<TakenOptimizerState> TakeOptimizerState(const torch::optim::Optimizer& optimizer) {
   try {
-    const Kind kind = KindOf(optimizer);
-    GenericDict state(c10::IntType::get(), c10::AnyType::get());
-    c10::impl::GenericList groups(c10::AnyType::get());
+    auto contents = std::make_shared<Contents>();
+    contents->kind = KindOf(optimizer);
+    const Kind kind = contents->kind;
+    StateTaker taker(*contents);
     int64_t index = 0;
+    contents->groups.reserve(optimizer.param_groups().size());
     for (const torch::optim::OptimizerParamGroup& group : optimizer.param_groups()) {
-      GenericDict out = GroupOptions(kind, group.options());
-      c10::impl::GenericList params(c10::AnyType::get());
+      Contents::Group& taken = contents->groups.emplace_back();
+      const OptimizerOptions& options = group.options();
+      switch (kind) {
+        case Kind::kSgd:
+          taken.options = CopyOptions<torch::optim::SGDOptions>(options);
+          break;
+        case Kind::kAdam:
+          taken.options = CopyOptions<torch::optim::AdamOptions>(options);
+          break;
+        case Kind::kAdamW:
+          taken.options = CopyOptions<torch::optim::AdamWOptions>(options);
+          break;
+        case Kind::kRmsprop:
+          taken.options = CopyOptions<torch::optim::RMSpropOptions>(options);
+          break;
+        case Kind::kAdagrad:
+          taken.options = CopyOptions<torch::optim::AdagradOptions>(options);
+          break;
+        case Kind::kOther:
+          taken.lr = options.get_lr();
+          break;
+      }
       for (const at::Tensor& param : group.params()) {
         if (kind != Kind::kOther) {
-          if (const OptimizerParamState* saved = compat::StateOf(optimizer, param)) {
-            state.insert(index, ParamState(kind, *saved));
-          }
+          if (const OptimizerParamState* saved = compat::StateOf(optimizer, param)) taker.Take(index, *saved);
         }
-        params.push_back(index++);
+        ++index;
+        ++taken.params;
       }
-      Put(out, "params", params);
-      groups.push_back(out);
     }
-    GenericDict dict = NewDict();
-    Put(dict, "state", state);
-    Put(dict, "param_groups", groups);
     if (kind == Kind::kOther) {
       torch::serialize::OutputArchive archive;
       optimizer.save(archive);
@@ -381,14 +467,51 @@ absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& op
         bytes.append(static_cast<const char*>(data), size);
         return size;
       });
-      at::Tensor tensor = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-      std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
-      Put(dict, kArchiveKey, tensor);
+      contents->archive = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+      std::memcpy(contents->archive.data_ptr(), bytes.data(), bytes.size());
+      contents->tensor_bytes += bytes.size();
     }
+    return TakenOptimizerState(std::move(contents));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("cannot save the optimizer's state: ", e.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<c10::IValue> OptimizerStateDict(const TakenOptimizerState& taken) {
+  try {
+    const Contents& contents = taken.contents();
+    const SavedKeys& keys = Keys();
+    GenericDict state = NewDict(contents.state.size());
+    for (const Contents::Param& param : contents.state) {
+      GenericDict out = NewDict(param.tensors.size() + (param.has_step ? 1 : 0));
+      if (param.has_step) Put(out, keys.step, Step(param.step));
+      for (const auto& [key, tensor] : param.tensors) Put(out, *key, tensor);
+      state.insert(param.index, out);
+    }
+    c10::impl::GenericList groups = NewList(contents.groups.size());
+    int64_t index = 0;
+    for (const Contents::Group& group : contents.groups) {
+      GenericDict out = group.options != nullptr ? GroupOptions(keys, contents.kind, *group.options) : NewDict(2);
+      if (group.options == nullptr) Put(out, keys.lr, group.lr);
+      c10::impl::GenericList params = NewList(group.params);
+      for (int64_t i = 0; i < group.params; ++i) params.push_back(index++);
+      Put(out, keys.params, params);
+      groups.push_back(out);
+    }
+    GenericDict dict = NewDict(/*capacity=*/3);
+    Put(dict, keys.state, state);
+    Put(dict, keys.param_groups, groups);
+    if (contents.archive.defined()) Put(dict, keys.archive, contents.archive);
     return IValue(dict);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot save the optimizer's state: ", e.what_without_backtrace()));
   }
+}
+
+absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& optimizer) {
+  absl::StatusOr<TakenOptimizerState> taken = TakeOptimizerState(optimizer);
+  if (!taken.ok()) return taken.status();
+  return OptimizerStateDict(*taken);
 }
 
 absl::StatusOr<std::function<void()>> PrepareOptimizerLoad(torch::optim::Optimizer& optimizer,

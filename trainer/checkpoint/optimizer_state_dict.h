@@ -16,7 +16,9 @@
 #ifndef KILN_TRAINER_CHECKPOINT_OPTIMIZER_STATE_DICT_H_
 #define KILN_TRAINER_CHECKPOINT_OPTIMIZER_STATE_DICT_H_
 
+#include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
@@ -26,7 +28,32 @@ namespace kiln {
 
 // `optimizer`'s state dict, with every tensor copied to the CPU (SnapshotTensor: a copy of its own even when it was
 // there already, so the result does not change as the optimizer steps). Thread-compatible: reads `optimizer`.
+// Every container in it is Any-typed (snapshot_dict.h). The same as OptimizerStateDict(TakeOptimizerState(...)).
 absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& optimizer);
+
+// An optimizer's state as it was when taken (TakeOptimizerState): copies of its state tensors (SnapshotTensor) and
+// of its groups' options, and nothing of the optimizer itself, so that its state dict can be built later, on another
+// thread, while the optimizer steps on. Immutable; copies share it.
+class TakenOptimizerState {
+ public:
+  struct Contents;  // optimizer_state_dict.cc's.
+  explicit TakenOptimizerState(std::shared_ptr<const Contents> contents) : contents_(std::move(contents)) {}
+  const Contents& contents() const { return *contents_; }
+  // The bytes of the tensors it holds.
+  size_t tensor_bytes() const;
+
+ private:
+  std::shared_ptr<const Contents> contents_;
+};
+
+// Takes `optimizer`'s state: the tensor copies and cloned options that its state dict is built from; no dictionary is
+// made. Thread-compatible: reads `optimizer`. InternalError when LibTorch refuses (an optimizer of another kind
+// whose options have no learning rate, or whose state LibTorch cannot save).
+absl::StatusOr<TakenOptimizerState> TakeOptimizerState(const torch::optim::Optimizer& optimizer);
+
+// The state dict of what TakeOptimizerState took, as OptimizerStateDict above gives it. Any thread, any number of
+// times (each call builds a dictionary of its own around the same tensors).
+absl::StatusOr<c10::IValue> OptimizerStateDict(const TakenOptimizerState& taken);
 
 // A CPU copy of `tensor`'s data that shares no storage with it (detached; on the CPU already, a clone), so that a
 // checkpoint may be serialised on another thread while training updates `tensor` in place.

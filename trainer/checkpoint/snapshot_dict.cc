@@ -21,12 +21,18 @@ c10::IValue InternedKey(std::string_view key) {
 }
 
 c10::impl::GenericDict NewDict(size_t capacity) {
-  // The element types are LibTorch's singletons; they are looked up once.
-  static const c10::TypePtr key_type = c10::StringType::get();
-  static const c10::TypePtr value_type = c10::AnyType::get();
-  c10::impl::GenericDict dict(key_type, value_type);
+  // AnyType is LibTorch's singleton; it is looked up once.
+  static const c10::TypePtr any = c10::AnyType::get();
+  c10::impl::GenericDict dict(any, any);
   if (capacity > 0) dict.reserve(capacity);
   return dict;
+}
+
+c10::impl::GenericList NewList(size_t capacity) {
+  static const c10::TypePtr any = c10::AnyType::get();
+  c10::impl::GenericList list(any);
+  if (capacity > 0) list.reserve(capacity);
+  return list;
 }
 
 }  // namespace kiln

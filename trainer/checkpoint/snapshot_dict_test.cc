@@ -32,6 +32,20 @@ TEST(SnapshotDictTest, KeysAreSharedAndReadBackByValue) {
   EXPECT_EQ(dict.at(c10::IValue(std::string("b"))).toDouble(), 2.5);
 }
 
+TEST(SnapshotDictTest, DictKeysAreTheInternedKeysAndContainersAreAnyTyped) {
+  const DictKey key("snapshot_dict_test.fixed");
+  EXPECT_TRUE(SameObject(key.value(), InternedKey("snapshot_dict_test.fixed")));
+  c10::impl::GenericDict dict = NewDict(/*capacity=*/1);
+  Put(dict, key, int64_t{1});
+  Put(dict, key, int64_t{2});
+  ASSERT_EQ(dict.size(), 1u);
+  EXPECT_EQ(dict.at(c10::IValue(std::string("snapshot_dict_test.fixed"))).toInt(), 2);
+  // Any-typed, so that the writer pickles them as they are (torch_file.cc copies narrower containers first).
+  EXPECT_EQ(dict.keyType()->kind(), c10::TypeKind::AnyType);
+  EXPECT_EQ(dict.valueType()->kind(), c10::TypeKind::AnyType);
+  EXPECT_EQ(NewList(/*capacity=*/3).elementType()->kind(), c10::TypeKind::AnyType);
+}
+
 TEST(SnapshotDictTest, KeysPastTheTableLimitAreStillRight) {
   // Fill the table past its limit: later keys are made afresh, and still hold their text.
   for (size_t i = 0; i <= kMaxInternedKeys; ++i) InternedKey("snapshot_dict_test.fill" + std::to_string(i));
