@@ -200,6 +200,28 @@ c10::IValue Finish(const c10::IValue& value, int depth, const StorageRecords& re
 // say, which the pickler writes as a TorchScript-only build_intlist call), else a copy with those lists made plain,
 // sharing every part that holds none. The pickler is made with tag_aggregates off, so dictionaries of any type and
 // tuples are written as Python's, and a snapshot's ~20 dictionaries need not be copied again on the writer's thread.
+// Whether `value` holds a list whose elements are typed (what Untyped rebuilds), found without a copy or an
+// allocation: a checkpoint's snapshot holds none (its containers are made Any-typed, snapshot_dict.h), and
+// Untyped's own walk, which gathers every container's items to see, cost 182 k instructions a checkpoint of the tiny
+// MLP (issue #41).
+bool HoldsTypedList(const c10::IValue& value) {
+  if (value.isList()) {
+    if (value.toList().elementType()->kind() != c10::TypeKind::AnyType) return true;
+    for (const c10::IValue& item : value.toListRef()) {
+      if (HoldsTypedList(item)) return true;
+    }
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) {
+      if (HoldsTypedList(entry.value())) return true;
+    }
+  } else if (value.isTuple()) {
+    for (const c10::IValue& item : value.toTupleRef().elements()) {
+      if (HoldsTypedList(item)) return true;
+    }
+  }
+  return false;
+}
+
 c10::IValue Untyped(const c10::IValue& value) {
   if (value.isList()) {
     const c10::impl::GenericList list = value.toList();
@@ -310,7 +332,7 @@ absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& valu
         /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
         /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
     pickler.protocol();
-    pickler.pushIValue(Untyped(value));
+    pickler.pushIValue(HoldsTypedList(value) ? Untyped(value) : value);
     pickler.stop();
     // The records and their order as LibTorch's writeArchiveAndTensors and PyTorchStreamWriter write them: each
     // storage as data/<index>, the pickle, then the format version, the byte order and a serialization id.
