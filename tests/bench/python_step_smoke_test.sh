@@ -1,21 +1,12 @@
 #!/usr/bin/env bash
 # CI's run of python_step.py (PyTorch's Python loop and the real Lightning's Trainer.fit on step_bench's workloads),
 # at tiny sizes: the point is that it runs and that every mode trains the same model, not its numbers. It needs the
-# Python with Lightning that tests/lightning use (@lightning_python), and, as they do (tests/lightning/common.sh,
-# which is not visible outside its package), passes saying SKIPPED and why when that Python cannot import Lightning.
+# Python with Lightning that tests/lightning use (@lightning_python), and, as they do (tests/lightning/common.sh),
+# passes saying SKIPPED and why when that Python cannot import Lightning.
 set -uo pipefail
 step=$PWD/tests/bench/python_step.py
-python=$PWD/../lightning_python/python
-where=$(cat "$PWD/../lightning_python/where.txt")
-work=${TEST_TMPDIR:-$(mktemp -d)}
-cd "$work" || exit 1
-if ! "$python" -c "import lightning" >python.err 2>&1; then
-  echo "SKIPPED: the real Lightning (lightning) is not installed at $where (tools/setup.sh installs it;" \
-    "KILN_LIGHTNING_PYTHON names another Python that has it): $(tail -1 python.err)"
-  exit 0
-fi
-failures=0
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+lightning_modules=lightning
+source tests/lightning/common.sh
 
 "$python" "$step" --steps=20 --rounds=1 >step.out 2>step.err || { tail -15 step.err; fail "python_step.py failed"; }
 cat step.out

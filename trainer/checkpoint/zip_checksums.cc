@@ -19,24 +19,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "trainer/checkpoint/zip_format.h"
 #include "trainer/io/crc32.h"
 
 namespace kiln {
 namespace {
 
-constexpr uint32_t kLocalHeader = 0x04034b50;
-constexpr uint32_t kCentralHeader = 0x02014b50;
-constexpr uint32_t kEndOfCentralDirectory = 0x06054b50;
-constexpr uint32_t kZip64EndOfCentralDirectory = 0x06064b50;
-constexpr uint32_t kZip64Locator = 0x07064b50;
-constexpr uint16_t kZip64ExtraField = 0x0001;
 // General-purpose flags no LibTorch archive has: encrypted, compressed patch, strong encryption, encrypted directory.
 constexpr uint16_t kUnsupportedFlags = 0x0001 | 0x0020 | 0x0040 | 0x2000;
-constexpr size_t kEndSize = 22;
-constexpr size_t kLocatorSize = 20;
-constexpr size_t kZip64EndSize = 56;
-constexpr size_t kCentralSize = 46;
-constexpr size_t kLocalSize = 30;
 constexpr uint16_t kStored = 0;
 constexpr uint16_t kDeflated = 8;
 

@@ -1,20 +1,14 @@
 #include "trainer/checkpoint/zip_writer.h"
 
-
 #include <algorithm>
 #include <utility>
 
+#include "trainer/checkpoint/zip_format.h"
 #include "trainer/io/crc32.h"
 
 namespace kiln {
 namespace {
 
-constexpr uint32_t kLocalHeader = 0x04034b50;
-constexpr uint32_t kCentralHeader = 0x02014b50;
-constexpr uint32_t kEndOfCentralDirectory = 0x06054b50;
-constexpr uint32_t kZip64EndOfCentralDirectory = 0x06064b50;
-constexpr uint32_t kZip64Locator = 0x07064b50;
-constexpr uint16_t kZip64ExtraField = 0x0001;
 constexpr uint16_t kVersion = 20;       // 2.0: stored records.
 constexpr uint16_t kVersionZip64 = 45;  // 4.5: zip64.
 constexpr uint32_t kMax32 = 0xFFFFFFFF;
@@ -58,7 +52,7 @@ void ZipWriter::Add(absl::string_view name, absl::string_view data) {
   Put32(header, zip64_size ? kMax32 : static_cast<uint32_t>(size));
   Put32(header, zip64_size ? kMax32 : static_cast<uint32_t>(size));
   const uint64_t zip64_field = zip64_size ? 4 + 16 : 0;
-  const uint64_t before_padding = offset_ + 30 + name.size() + zip64_field + 4;
+  const uint64_t before_padding = offset_ + kLocalSize + name.size() + zip64_field + 4;
   const uint64_t padding = (kAlignment - before_padding % kAlignment) % kAlignment;
   Put16(header, static_cast<uint16_t>(name.size()));
   Put16(header, static_cast<uint16_t>(zip64_field + 4 + padding));
