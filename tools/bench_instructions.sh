@@ -32,7 +32,7 @@ count() {
   if [[ ${THREAD:-all} == 1 ]]; then
     sed -n 's/^summary: //p' "$out/cg-01"
   else
-    cat "$out"/cg-* | sed -n 's/^summary: //p' | awk '{total += $1} END {print total}'
+    cat "$out"/cg-* | sed -n 's/^summary: //p' | awk '{total += $1} END {printf "%.0f\n", total}'
   fi
   rm -rf "$out"
 }
