@@ -39,6 +39,10 @@ constexpr DurableWriteOptions kCheckpointWrite{.what = "checkpoint", .follow_lin
 
 namespace {
 
+absl::Status CannotSerialise(const std::string& path, absl::string_view why) {
+  return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", why));
+}
+
 // Sets the format records in `contents`'s "kiln" section (created when missing).
 absl::Status SetFormat(const std::string& path, c10::impl::GenericDict& contents) {
   try {
@@ -49,13 +53,9 @@ absl::Status SetFormat(const std::string& path, c10::impl::GenericDict& contents
     kiln.insert_or_assign(std::string(kFormatKey), std::string(kFormatValue));
     kiln.insert_or_assign(std::string(kVersionKey), kCheckpointFormatVersion);
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
+    return CannotSerialise(path, e.what_without_backtrace());
   }
   return absl::OkStatus();
-}
-
-absl::Status CannotSerialise(const std::string& path, const absl::Status& status) {
-  return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", status.message()));
 }
 
 }  // namespace
@@ -63,7 +63,7 @@ absl::Status CannotSerialise(const std::string& path, const absl::Status& status
 absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
   if (absl::Status status = SetFormat(path, contents); !status.ok()) return status;
   absl::StatusOr<std::string> bytes = SerializeTorchFile(contents);
-  if (!bytes.ok()) return CannotSerialise(path, bytes.status());
+  if (!bytes.ok()) return CannotSerialise(path, bytes.status().message());
   return bytes;
 }
 
@@ -71,7 +71,7 @@ absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict con
   if (absl::Status status = SetFormat(path, contents); !status.ok()) return status;
   // As pieces: the tensors' bytes go to the file from where they are, without a copy into one buffer.
   absl::StatusOr<TorchFilePieces> file = SerializeTorchFilePieces(contents);
-  if (!file.ok()) return CannotSerialise(path, file.status());
+  if (!file.ok()) return CannotSerialise(path, file.status().message());
   return WriteFileDurably(path, absl::MakeConstSpan(file->pieces()), kCheckpointWrite);
 }
 
@@ -301,7 +301,7 @@ struct CheckpointWriter::Task {
   std::string path;
   std::string bytes;
   bool remove = false;
-  // Set: build the dictionary and serialise it into `bytes` first (SubmitSnapshot).
+  // Set: build the dictionary and write it (SubmitSnapshot); `bytes` is then unused.
   std::function<absl::StatusOr<c10::impl::GenericDict>()> build;
   size_t size = 0;  // What the task counts against max_pending_bytes_.
 };
@@ -328,9 +328,9 @@ absl::Status BuildAndWrite(const std::string& path, std::function<absl::StatusOr
     if (!contents.ok()) return contents.status();
     return WriteCheckpoint(path, *std::move(contents));
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
+    return CannotSerialise(path, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what()));
+    return CannotSerialise(path, e.what());
   }
 }
 

@@ -196,10 +196,6 @@ c10::IValue Finish(const c10::IValue& value, int depth, const StorageRecords& re
   return value;
 }
 
-// What the pickler writes without a type tag: `value` itself when it holds no typed list (a c10::List<int64_t>,
-// say, which the pickler writes as a TorchScript-only build_intlist call), else a copy with those lists made plain,
-// sharing every part that holds none. The pickler is made with tag_aggregates off, so dictionaries of any type and
-// tuples are written as Python's, and a snapshot's ~20 dictionaries need not be copied again on the writer's thread.
 // Whether `value` holds a list whose elements are typed (what Untyped rebuilds), found without a copy or an
 // allocation: a checkpoint's snapshot holds none (its containers are made Any-typed, snapshot_dict.h), and
 // Untyped's own walk, which gathers every container's items to see, cost 182 k instructions a checkpoint of the tiny
@@ -222,6 +218,10 @@ bool HoldsTypedList(const c10::IValue& value) {
   return false;
 }
 
+// What the pickler writes without a type tag: `value` itself when it holds no typed list (a c10::List<int64_t>,
+// say, which the pickler writes as a TorchScript-only build_intlist call), else a copy with those lists made plain,
+// sharing every part that holds none. The pickler is made with tag_aggregates off, so dictionaries of any type and
+// tuples are written as Python's, and a snapshot's ~20 dictionaries need not be copied again on the writer's thread.
 c10::IValue Untyped(const c10::IValue& value) {
   if (value.isList()) {
     const c10::impl::GenericList list = value.toList();
@@ -345,7 +345,7 @@ absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& valu
                      absl::string_view(static_cast<const char*>(data.storage().data()), data.storage().nbytes()));
     }
     file.zip_->Add("archive/data.pkl", absl::string_view(file.pickle_.data(), file.pickle_.size()));
-    // The id is the content's (as LibTorch's is): the same value writes the same bytes.
+    // The id is derived from the content, so that the same value writes the same bytes.
     file.small_ = {"3\n", "little", absl::StrFormat("%020u%020u", file.zip_->fingerprint(), file.zip_->size())};
     file.zip_->Add("archive/version", file.small_[0]);
     file.zip_->Add("archive/byteorder", file.small_[1]);

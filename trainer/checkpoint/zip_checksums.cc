@@ -37,8 +37,8 @@ uint64_t U64(const uint8_t* p) { return U32(p) | static_cast<uint64_t>(U32(p + 4
 absl::Status Damaged(absl::string_view why) { return absl::InvalidArgumentError(why); }
 
 // The archive being checked: an open file (closed on every path out), possibly read into an image of it in memory as
-// it is checked ("read through": every byte read lands at its own offset in the image, so
-// that each record's CRC is computed over its bytes while they are in the cache, and nothing is read twice).
+// it is checked ("read through": every byte read lands at its own offset in the image, so that each record's CRC is
+// computed over its bytes while they are in the cache, and nothing is read twice).
 class File {
  public:
   explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
@@ -48,8 +48,16 @@ class File {
   File(const File&) = delete;
   File& operator=(const File&) = delete;
 
-  bool ok() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
+  // The file's size; an error naming `path` when it cannot be opened (NotFound) or its size read.
+  absl::StatusOr<uint64_t> Size(const std::string& path) const {
+    if (fd_ < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+    struct stat info;
+    if (::fstat(fd_, &info) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot stat it: ", std::strerror(errno)));
+    }
+    return static_cast<uint64_t>(info.st_size);
+  }
+  bool reading_through() const { return image_ != nullptr; }
   // From now on, reads land in `image` (`size` bytes, the file's size) too.
   void ReadThrough(uint8_t* image, uint64_t size) {
     image_ = image;
@@ -231,22 +239,22 @@ absl::StatusOr<Entry> ParseEntry(const uint8_t* p, uint64_t available, uint64_t&
 absl::StatusOr<uint32_t> RecordCrc(File& file, uint64_t data, const Entry& entry, std::vector<uint8_t>& buffer) {
   uint32_t crc = 0;
   const auto unreadable = [&] { return Damaged(absl::StrCat("record '", entry.name, "' cannot be read")); };
-  if (entry.method == kStored) {
-    // Read through: over the bytes in place, 256 KiB at a time, so that a record read through is checked while those
-    // bytes are in the cache (one pass over 6.4 MB read and checked so took 2.1 ms here against 3.2 for the read
-    // and then the check).
+  if (entry.method == kStored && file.reading_through()) {
+    // Over the bytes in place, 256 KiB at a time, so that a record read through is checked while those bytes are in
+    // the cache (one pass over 6.4 MB read and checked so took 2.1 ms here against 3.2 for the read and then the
+    // check).
     constexpr uint64_t kPiece = 256 << 10;
-    if (file.View(data, 0) != nullptr) {
-      for (uint64_t done = 0; done < entry.size;) {
-        const uint64_t piece = std::min(kPiece, entry.size - done);
-        const uint8_t* bytes = file.View(data + done, piece);
-        if (bytes == nullptr) return unreadable();
-        crc = Crc32(crc, bytes, piece);
-        done += piece;
-      }
-      return crc;
+    for (uint64_t done = 0; done < entry.size;) {
+      const uint64_t piece = std::min(kPiece, entry.size - done);
+      const uint8_t* bytes = file.View(data + done, piece);
+      if (bytes == nullptr) return unreadable();
+      crc = Crc32(crc, bytes, piece);
+      done += piece;
     }
-    if (buffer.empty()) buffer.resize(1 << 20);
+    return crc;
+  }
+  if (buffer.empty()) buffer.resize(1 << 20);
+  if (entry.method == kStored) {
     for (uint64_t done = 0; done < entry.size;) {
       const size_t chunk = static_cast<size_t>(std::min<uint64_t>(buffer.size(), entry.size - done));
       if (!file.ReadAt(data + done, chunk, buffer.data())) return unreadable();
@@ -255,7 +263,6 @@ absl::StatusOr<uint32_t> RecordCrc(File& file, uint64_t data, const Entry& entry
     }
     return crc;
   }
-  if (buffer.empty()) buffer.resize(1 << 20);
   z_stream stream{};
   if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) return absl::InternalError("zlib's inflateInit2 failed");
   std::vector<uint8_t> out(buffer.size());
@@ -290,10 +297,6 @@ absl::StatusOr<uint32_t> RecordCrc(File& file, uint64_t data, const Entry& entry
   return crc;
 }
 
-}  // namespace
-
-namespace {
-
 absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
   absl::StatusOr<Directory> directory = FindDirectory(file, file_size);
   if (!directory.ok()) return directory.status();
@@ -302,7 +305,7 @@ absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
   if (!file.ReadAt(directory->offset, central.size(), central.data())) {
     return Damaged("its central directory cannot be read");
   }
-  std::vector<uint8_t> buffer;  // Made when a record is read through it (not a stored one in memory).
+  std::vector<uint8_t> buffer;  // Made when a record is read through it (all but stored ones read through).
   uint64_t consumed = 0;
   // LibTorch's zip reader (miniz) finds a record by its name compared without case: two records whose names differ
   // at most in case leave which one is read to its search order (a short data/0 and then a whole one read past the
@@ -348,19 +351,17 @@ absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
 
 absl::Status VerifyZipChecksums(const std::string& path) {
   File file(path);
-  if (!file.ok()) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  struct stat info;
-  if (::fstat(file.fd(), &info) != 0) return Damaged(absl::StrCat("cannot stat it: ", std::strerror(errno)));
-  return Verify(file, static_cast<uint64_t>(info.st_size), nullptr);
+  absl::StatusOr<uint64_t> size = file.Size(path);
+  if (!size.ok()) return size.status();
+  return Verify(file, *size, nullptr);
 }
 
 absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path) {
   File file(path);
-  if (!file.ok()) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  struct stat info;
-  if (::fstat(file.fd(), &info) != 0) return Damaged(absl::StrCat("cannot stat it: ", std::strerror(errno)));
+  absl::StatusOr<uint64_t> size = file.Size(path);
+  if (!size.ok()) return size.status();
   ArchiveBytes bytes;
-  bytes.size = static_cast<size_t>(info.st_size);
+  bytes.size = static_cast<size_t>(*size);
   // At a 64-byte boundary (where torch.save puts every record), rounded up to it, and never empty. (Making its pages
   // in one call, mmap's MAP_POPULATE, was slower: the allocator reuses pages an earlier read touched.)
   void* image = std::aligned_alloc(64, std::max<size_t>(64, (bytes.size + 63) / 64 * 64));

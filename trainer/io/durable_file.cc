@@ -31,9 +31,9 @@ absl::Status WriteAll(int fd, absl::Span<const absl::string_view> pieces, absl::
   constexpr size_t kWriteBack = size_t{4} << 20;
   std::vector<iovec> pending;
   pending.reserve(std::min<size_t>(pieces.size(), IOV_MAX));
-  size_t next = 0;               // The first piece not yet in `pending`.
-  size_t written = 0;            // Bytes written so far.
-  size_t written_back = 0;       // Bytes whose writeback has been started.
+  size_t next = 0;          // The first piece not yet in `pending`.
+  size_t written = 0;       // Bytes written so far.
+  size_t written_back = 0;  // Bytes whose writeback has been started.
   while (next < pieces.size() || !pending.empty()) {
     while (next < pieces.size() && pending.size() < IOV_MAX) {
       if (!pieces[next].empty()) {

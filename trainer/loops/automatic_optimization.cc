@@ -48,7 +48,7 @@ void AutomaticOptimization::ClipGradients(LightningModule& model) {
 void ZeroGradToNone(torch::optim::Optimizer& optimizer) {
   for (auto& group : optimizer.param_groups()) {
     for (at::Tensor& param : group.params()) {
-      if (param.grad().defined()) param.mutable_grad().reset();
+      param.mutable_grad().reset();
     }
   }
 }

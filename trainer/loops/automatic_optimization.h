@@ -20,9 +20,9 @@ class Trainer;
 // step wait for the device.
 void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm);
 
-// torch::optim::Optimizer::zero_grad() as Python's set_to_none does it: each parameter's gradient is dropped. LibTorch's
-// C++ zero_grad detaches every gradient in place first (an operator call a parameter, some 700 instructions each on
-// the tiny MLP, issue #41); a gradient about to be dropped need not be detached.
+// torch::optim::Optimizer::zero_grad() as Python's set_to_none does it: each parameter's gradient is dropped.
+// LibTorch's C++ zero_grad detaches every gradient in place first (an operator call a parameter, some 700 instructions
+// each on the tiny MLP, issue #41); a gradient about to be dropped need not be detached.
 void ZeroGradToNone(torch::optim::Optimizer& optimizer);
 
 // Whether `config` is a ReduceLROnPlateau-style scheduler, which steps with a monitored value.
