@@ -1,68 +1,34 @@
 #include "device.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "c10/core/impl/DeviceGuardImplInterface.h"
-#include "c10/util/Exception.h"
-#include "hal/compat/privateuse1.h"
+#include "hal/device_kit/device_kit.h"
 
 namespace virtual_npu {
 namespace {
 
-thread_local c10::DeviceIndex current_device = 0;
-
-// LibTorch's device guard for the virtual NPU: it selects the current device (DeviceGuard, the dispatcher's
-// device switching) and reports the device count. The device has one stream per device, and no events: work is
-// finished when a kernel returns, because every kernel runs synchronously on the host.
-class VirtualNpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+// The virtual NPU's runtime, as the kit asks for it: its memory is host memory (64-byte aligned), copies are
+// memcpy. A real device's runtime calls its driver here; the kit does the rest.
+class HostMemoryDevice final : public kiln::device_kit::Device {
  public:
-  c10::DeviceType type() const override { return kDeviceType; }
+  std::string Name() const override { return kDeviceName; }
+  int Count() const noexcept override { return DeviceCountOrZero(); }
 
-  c10::Device exchangeDevice(c10::Device device) const override {
-    const c10::Device previous = getDevice();
-    setDevice(device);
-    return previous;
+  void* Allocate(int index, size_t bytes) override {
+    constexpr size_t kAlignment = 64;
+    return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   }
 
-  c10::Device getDevice() const override { return c10::Device(kDeviceType, current_device); }
+  void Free(int index, void* data) noexcept override { std::free(data); }
 
-  void setDevice(c10::Device device) const override {
-    TORCH_CHECK(device.type() == kDeviceType, "virtual_npu's device guard got a ", device.type(), " device");
-    if (!device.has_index()) return;
-    const absl::Status status = CheckDevice(device);
-    TORCH_CHECK(status.ok(), std::string(status.message()));
-    current_device = device.index();
+  void Copy(void* dst, const void* src, size_t bytes, kiln::device_kit::CopyKind kind, int index) override {
+    std::memmove(dst, src, bytes);
   }
-
-  void uncheckedSetDevice(c10::Device device) const noexcept override {
-    if (device.has_index()) current_device = device.index();
-  }
-
-  c10::Stream getStream(c10::Device device) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
-  }
-
-  c10::Stream exchangeStream(c10::Stream stream) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, stream.device());
-  }
-
-  c10::DeviceIndex deviceCount() const noexcept override { return static_cast<c10::DeviceIndex>(DeviceCountOrZero()); }
-
-  // Synchronous device: every stream is always idle.
-  bool queryStream(const c10::Stream& stream) const override { return true; }
-  void synchronizeStream(const c10::Stream& stream) const override {}
 };
-
-C10_REGISTER_GUARD_IMPL(PrivateUse1, VirtualNpuGuardImpl);
-
-// The runtime hooks that LibTorch 2.x asks a PrivateUse1 device for, registered when the library loads. The name
-// waits for the device's first use (NamingStatus): see hal/compat/privateuse1.h.
-[[maybe_unused]] const bool hooks_registered = [] {
-  kiln::compat::RegisterPrivateUse1Runtime({.device_count = [] { return DeviceCountOrZero(); }});
-  return true;
-}();
 
 }  // namespace
 
@@ -89,21 +55,20 @@ absl::Status CheckDevice(const c10::Device& device) {
   if (!DeviceCount().ok()) return DeviceCount().status();
   const int count = *DeviceCount();
   if (device.type() != kDeviceType || !device.has_index() || device.index() < 0 || device.index() >= count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", device.str(), "' is not a virtual_npu device; this process has ", count, " (",
-                     kiln::compat::PrivateUse1Name(), ":0 to ", kiln::compat::PrivateUse1Name(), ":", count - 1,
-                     ", set by ", kDevicesVariable, ")"));
+    const std::string name = kiln::device_kit::PrivateUse1Name();
+    return absl::InvalidArgumentError(absl::StrCat("'", device.str(), "' is not a virtual_npu device; this process has ",
+                                                   count, " (", name, ":0 to ", name, ":", count - 1, ", set by ",
+                                                   kDevicesVariable, ")"));
   }
   return absl::OkStatus();
 }
 
-absl::Status NamingStatus() {
-  static const absl::Status* const status = new absl::Status(kiln::compat::NamePrivateUse1Backend(kDeviceName));
+absl::Status RegistrationStatus() {
+  static const absl::Status* const status = [] {
+    const std::string error = kiln::device_kit::Register(std::make_shared<HostMemoryDevice>());
+    return new absl::Status(error.empty() ? absl::OkStatus() : absl::FailedPreconditionError(error));
+  }();
   return *status;
 }
-
-c10::DeviceIndex CurrentDevice() noexcept { return current_device; }
-
-void SetCurrentDevice(c10::DeviceIndex index) noexcept { current_device = index; }
 
 }  // namespace virtual_npu

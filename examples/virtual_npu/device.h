@@ -1,9 +1,11 @@
-// The virtual NPU's device runtime: how many devices this process has, and which one the calling thread uses.
+// The virtual NPU's device: how many devices this process has, and the device itself, made with Kiln's device kit
+// (hal/device_kit) from host memory.
 //
 // The virtual NPU is an out-of-tree LibTorch device: tensors live under c10::DeviceType::PrivateUse1 (named
-// "virtual_npu:<index>"), in host memory obtained from its own allocator (allocator.h), and
-// every operator computes through LibTorch's CPU kernels (kernels.cc). Its numbers are therefore the CPU's, bit for
-// bit, which is what makes it a useful sample: a run on it can be checked exactly against a run on the CPU.
+// "virtual_npu:<index>"), in host memory obtained from its own allocator, and every operator computes through
+// LibTorch's CPU kernels (the kit's CPU fallback). Its numbers are therefore the CPU's, bit for bit, which is what
+// makes it a useful sample: a run on it can be checked exactly against a run on the CPU. Everything but its memory
+// and copies (device.cc's HostMemoryDevice, some 30 lines) is the kit's.
 //
 // Configuration, read once per process from the environment:
 //   VIRTUAL_NPU_DEVICES   number of virtual devices, 1..64 (default 2).
@@ -17,7 +19,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "c10/core/Device.h"
 
 namespace virtual_npu {
@@ -41,20 +42,15 @@ int DeviceCountOrZero() noexcept;
 // The name LibTorch gives the device type (c10::register_privateuse1_backend).
 inline constexpr char kDeviceName[] = "virtual_npu";
 
-// Names the device kDeviceName on the first call (the accelerator calls it before it hands out a device) and returns
-// OK, or why the device could not take the name (another PrivateUse1 backend in the process named it first). Not
-// when the library loads: a named PrivateUse1 device stops CUDA's autograd in the whole process
-// (hal/compat/privateuse1.h), and a program may link this backend beside CUDA. Never throws.
-absl::Status NamingStatus();
+// Registers the device with LibTorch and names it kDeviceName on the first call (the accelerator calls it when the
+// device is chosen, before it hands out a device) and returns OK, or why it could not (another out-of-tree device
+// holds PrivateUse1 in this process: the message names both). Not when the library loads: a program may link this
+// backend beside CUDA or another out-of-tree backend (hal/device_kit/device_kit.h). Never throws.
+absl::Status RegistrationStatus();
 
 // OK when `device` is a virtual NPU device that exists in this process; otherwise InvalidArgument saying which
 // devices exist. Never throws.
 absl::Status CheckDevice(const c10::Device& device);
-
-// The calling thread's current device index (0 until set).
-c10::DeviceIndex CurrentDevice() noexcept;
-// Makes `index` the calling thread's current device. The index is not checked: callers check it first.
-void SetCurrentDevice(c10::DeviceIndex index) noexcept;
 
 }  // namespace virtual_npu
 

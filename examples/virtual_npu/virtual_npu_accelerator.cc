@@ -4,12 +4,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "allocator.h"
 #include "device.h"
 #include "hal/compat/autocast.h"
-#include "hal/compat/privateuse1.h"
+#include "hal/device_kit/device_kit.h"
 #include "hal/registry.h"
-#include "kernels.h"
+#include "hal/staged_collectives.h"
 
 namespace virtual_npu {
 namespace {
@@ -42,8 +41,9 @@ absl::StatusOr<int> ParsePriority(const char* value) {
 
 absl::StatusOr<std::vector<int>> VirtualNpuAccelerator::ParseDevices(const kiln::Devices& devices) const {
   if (!DeviceCount().ok()) return DeviceCount().status();
-  // Chosen: the device takes its name now, before the plan names devices (a probe, CheckAvailable, names nothing).
-  if (absl::Status named = NamingStatus(); !named.ok()) return absl::FailedPreconditionError(named.message());
+  // Chosen: the device is registered and takes its name now, before the plan names devices (a probe,
+  // CheckAvailable, registers nothing).
+  if (absl::Status registered = RegistrationStatus(); !registered.ok()) return registered;
   absl::StatusOr<kiln::DeviceSelection> selection = kiln::ParseDevicesSyntax(devices);
   if (!selection.ok()) return selection.status();
   if (selection->kind == kiln::DeviceSelection::Kind::kAuto) return std::vector<int>{0};
@@ -56,12 +56,14 @@ int VirtualNpuAccelerator::AutoDeviceCount() const { return DeviceCountOrZero() 
 absl::Status VirtualNpuAccelerator::CheckAvailable() const {
   if (!DeviceCount().ok()) return absl::FailedPreconditionError(DeviceCount().status().message());
   if (!Priority().ok()) return absl::FailedPreconditionError(Priority().status().message());
-  if (absl::Status name = kiln::compat::CheckPrivateUse1Name(kDeviceName); !name.ok()) return name;
+  if (std::string taken = kiln::device_kit::CheckCanRegister(kDeviceName); !taken.empty()) {
+    return absl::FailedPreconditionError(taken);
+  }
   return absl::OkStatus();
 }
 
 std::vector<c10::Device> VirtualNpuAccelerator::ParallelDevices(const std::vector<int>& indices) const {
-  (void)NamingStatus();  // Named, where it can be, before the devices are printed; SetupDevice reports a failure.
+  (void)RegistrationStatus();  // Named, where it can be, before the devices are printed; SetupDevice reports a failure.
   std::vector<c10::Device> devices;
   devices.reserve(indices.size());
   for (int index : indices) devices.emplace_back(kDeviceType, static_cast<c10::DeviceIndex>(index));
@@ -70,18 +72,18 @@ std::vector<c10::Device> VirtualNpuAccelerator::ParallelDevices(const std::vecto
 
 absl::Status VirtualNpuAccelerator::SetupDevice(const kiln::LogicalDevice& logical) {
   const c10::Device& device = logical.compute;
-  if (absl::Status named = NamingStatus(); !named.ok()) return absl::FailedPreconditionError(named.message());
+  if (absl::Status registered = RegistrationStatus(); !registered.ok()) return registered;
   if (absl::Status status = kiln::CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
-  SetCurrentDevice(device.index());
-  ResetPeakMemoryStats(device.index());
+  kiln::device_kit::SetCurrentDevice(device.index());
+  kiln::device_kit::ResetPeakMemoryStats(device.index());
   return absl::OkStatus();
 }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> VirtualNpuAccelerator::MakeCollectiveBackend(
     const kiln::LogicalDevice& device, const kiln::CollectiveOptions& options) {
   if (absl::Status status = CheckDevice(device.compute); !status.ok()) return status;
-  return Collectives::Create(options);
+  return kiln::StagedCollectives::Create(options, kCollectiveBackendName, kDeviceType);
 }
 
 absl::Status VirtualNpuAccelerator::TeardownDevice(const kiln::LogicalDevice& device) {
@@ -93,20 +95,20 @@ absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const ki
   const c10::Device& device = logical.compute;
   if (absl::Status status = kiln::CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
-  const MemoryStats memory = GetMemoryStats(device.index());
+  const kiln::device_kit::MemoryStats memory = kiln::device_kit::GetMemoryStats(device.index());
   return kiln::DeviceStats{
       {"memory_allocated_bytes", static_cast<double>(memory.allocated_bytes)},
       {"memory_allocated_peak_bytes", static_cast<double>(memory.peak_allocated_bytes)},
       {"memory_active_blocks", static_cast<double>(memory.active_blocks)},
       {"memory_total_blocks", static_cast<double>(memory.total_blocks)},
-      {"cpu_fallback_calls", static_cast<double>(CpuFallbackCalls())},
-      {"device_to_host_copies", static_cast<double>(DeviceToHostCopies())},
+      {"cpu_fallback_calls", static_cast<double>(kiln::device_kit::CpuFallbackCalls())},
+      {"device_to_host_copies", static_cast<double>(kiln::device_kit::DeviceToHostCopies())},
   };
 }
 
 std::vector<kiln::Precision> VirtualNpuAccelerator::SupportedPrecisions() const {
   std::vector<kiln::Precision> precisions = {kiln::Precision::k32True, kiln::Precision::k64True};
-  // bf16-mixed where LibTorch has autocast for out-of-tree devices (2.x; autocast.cc registers the casts).
+  // bf16-mixed where LibTorch has autocast for out-of-tree devices (2.x; the device kit registers the casts).
   if (kiln::compat::HasAutocast(kDeviceType)) precisions.push_back(kiln::Precision::kBf16Mixed);
   return precisions;
 }

@@ -16,17 +16,18 @@
 //   availability  available whenever the two variables are valid; otherwise unavailable, saying which is wrong.
 //   set-up        makes the device current for the calling thread and resets its peak memory counter;
 //                 tear-down has nothing to release (memory goes back when tensors are freed).
-//   collective    "vnccl" (collectives.h): its own c10d backend for its tensors, which stages them through host
-//                 memory over Gloo, as a vendor's backend would call its CCL. `--devices=4 --strategy=ddp` trains
-//                 on it.
-//   precisions    32-true, 64-true and bf16-mixed (LibTorch has autocast for out-of-tree devices; autocast.cc).
+//   collective    "vnccl": its own c10d backend for its tensors (Kiln's StagedCollectives, hal/staged_collectives.h),
+//                 which stages them through host memory over Gloo, as a vendor's backend would call its CCL.
+//                 `--devices=4 --strategy=ddp` trains on it.
+//   precisions    32-true, 64-true and bf16-mixed (the device kit registers autocast's casts).
 //
-// Device statistics (GetDeviceStats), from the device's own allocator (allocator.h):
+// Device statistics (GetDeviceStats), from the device kit's allocator, per device:
 //   memory_allocated_bytes       bytes in use on the device now
 //   memory_allocated_peak_bytes  most bytes in use at once since SetupDevice
 //   memory_active_blocks         allocations not yet freed
 //   memory_total_blocks          allocations ever made on the device
 //   cpu_fallback_calls           operators computed through the CPU fallback so far, all devices together
+//   device_to_host_copies        reads of the device's memory by the host so far, all devices together
 #ifndef VIRTUAL_NPU_VIRTUAL_NPU_ACCELERATOR_H_
 #define VIRTUAL_NPU_VIRTUAL_NPU_ACCELERATOR_H_
 
@@ -36,12 +37,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives.h"
 #include "hal/accelerator.h"
 
 namespace virtual_npu {
 
 inline constexpr char kName[] = "virtual_npu";
+inline constexpr char kCollectiveBackendName[] = "vnccl";
 inline constexpr int kDefaultPriority = -10;
 inline constexpr char kPriorityVariable[] = "VIRTUAL_NPU_PRIORITY";
 

@@ -5,13 +5,11 @@
 #include <vector>
 
 #include "ATen/ATen.h"
-#include "allocator.h"
 #include "device.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "hal/compat/privateuse1.h"
+#include "hal/device_kit/device_kit.h"
 #include "hal/registry.h"
-#include "kernels.h"
 #include "torch/nn/modules/linear.h"
 #include "torch/serialize/input-archive.h"
 #include "torch/serialize/output-archive.h"
@@ -20,16 +18,18 @@
 namespace virtual_npu {
 namespace {
 
+using ::kiln::device_kit::CpuFallbackCalls;
+using ::kiln::device_kit::DeviceToHostCopies;
+using ::kiln::device_kit::GetMemoryStats;
+using ::kiln::device_kit::MemoryStats;
 using ::testing::HasSubstr;
 
 const c10::Device kNpu0(kDeviceType, 0);
 const c10::Device kNpu1(kDeviceType, 1);
 
-// These tests use the device directly, not through the accelerator, which names it when it is chosen (device.h):
-// named here first, as choosing it would. LibTorch 2.x's autograd needs the name: a backward over an unnamed
-// PrivateUse1 device's tensors asks for the process's accelerator, and without one it fails ("Cannot access
-// accelerator device when none is available").
-const absl::Status kNamed = NamingStatus();
+// These tests use the device directly, not through the accelerator, which registers it when it is chosen
+// (device.h): registered here first, as choosing it would.
+const absl::Status kNamed = RegistrationStatus();
 
 TEST(ConfigurationTest, DeviceCountAndPriorityComeFromTheEnvironment) {
   EXPECT_EQ(*ParseDeviceCount(nullptr), 2);

@@ -1,5 +1,7 @@
-// What an out-of-tree device (c10::DeviceType::PrivateUse1) needs from LibTorch 2.x, in one place, so that a
-// backend's own code has no version checks:
+// What an out-of-tree device (c10::DeviceType::PrivateUse1) needs from LibTorch 2.x, piece by piece, for a backend
+// that registers its device by hand. A new backend uses Kiln's device kit instead (hal/device_kit/device_kit.h),
+// which makes the whole device from its runtime's count, memory and copies, and registers it when it is chosen; the
+// naming and runtime hooks here are the kit's.
 //   device name          the backend's own (c10::register_privateuse1_backend)
 //   autocast             AutocastPrivateUse1 (the backend registers its casts)
 //   c10::Allocator       allocate() not const, copy_data() required
@@ -54,7 +56,7 @@ struct PrivateUse1Runtime {
 // Registers LibTorch's PrivateUse1 hooks, answering from `runtime`: built; available while device_count() > 0;
 // every device has its primary context; one default generator per device, which at::manual_seed seeds (a device
 // computing through the CPU's kernels draws from the CPU's generator, so these hold seeds only). Call once per
-// process, from the backend's static initialiser.
+// process, when the device is first chosen (device_kit::RegisterRuntimeHooks; device_kit::Register calls it itself).
 void RegisterPrivateUse1Runtime(PrivateUse1Runtime runtime);
 
 // The name LibTorch gives PrivateUse1 devices now: "privateuseone", or the registered name.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel training on an out-of-tree device, through the real //trainer:fit: the virtual NPU brings its own
-# collective backend ("vnccl", examples/virtual_npu/collectives.h), and DDP runs on it.
+# collective backend ("vnccl", Kiln's StagedCollectives, hal/staged_collectives.h), and DDP runs on it.
 # - 4 virtual NPU processes end with the parameters of 4 CPU processes, bit for bit (params_sha256): the same
 #   reducer, the same sums, on another device;
 # (What cannot work, Gloo named for the device's tensors or a backend the accelerator does not bring, is refused

@@ -1,37 +1,39 @@
-// The virtual NPU's collective library, "vnccl": a c10d backend for its PrivateUse1 tensors, written as a vendor
-// writes one for a device whose CCL is not yet on the fabric: each collective stages the device tensors through host
-// memory and runs the host transport (Gloo, which the backend owns), then writes the result back to the device.
-// A real NPU's backend would call its CCL here instead; everything around it (the c10d::Backend overrides, the Work
-// and its future, the timeout, the errors) stays the same.
+// StagedCollectives: a c10d backend for an out-of-tree device's tensors that a vendor uses before its collective
+// library (CCL) is on the fabric: each collective stages the device tensors through host memory, runs the host
+// transport (Gloo, which the backend owns) and writes the result back to the device. The virtual NPU's "vnccl" is
+// one, and so is what //tools:new_backend --device writes; a vendor's own CCL replaces it behind the same
+// Accelerator::MakeCollectiveBackend, and everything around it (the c10d::Backend overrides, the Work and its future,
+// the timeout, the errors) stays the same.
 //
-// What it supports, on virtual_npu tensors (any dtype Gloo takes): allreduce (sum, max, min, product), broadcast,
-// allgather, _allgather_base, reduce_scatter, _reduce_scatter_base and barrier. Each call completes before it
-// returns (the Work it gives is done; wait() returns at once, getFuture() is completed), and is bounded by the
+// What it supports, on tensors of its device type (any dtype Gloo takes): allreduce (sum, max, min, product),
+// broadcast, allgather, _allgather_base, reduce_scatter, _reduce_scatter_base and barrier. Each call completes before
+// it returns (the Work it gives is done; wait() returns at once, getFuture() is completed), and is bounded by the
 // timeout the backend was made with: a peer that never arrives makes the call throw Gloo's timeout error.
 //
 // Thread-safety: as c10d's backends: calls in the same order in every rank; one call at a time per process (the
 // host transport serialises them).
-#ifndef VIRTUAL_NPU_COLLECTIVES_H_
-#define VIRTUAL_NPU_COLLECTIVES_H_
+#ifndef KILN_HAL_STAGED_COLLECTIVES_H_
+#define KILN_HAL_STAGED_COLLECTIVES_H_
 
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "c10/core/DeviceType.h"
 #include "hal/collectives.h"
 #include "torch/csrc/distributed/c10d/Backend.hpp"
 
-namespace virtual_npu {
+namespace kiln {
 
-inline constexpr char kCollectiveBackendName[] = "vnccl";
-
-class Collectives final : public c10d::Backend {
+class StagedCollectives final : public c10d::Backend {
  public:
-  // Connects rank `options.rank` of `options.world_size` through `options.store`, within `options.timeout`.
-  static absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> Create(const kiln::CollectiveOptions& options);
+  // Connects rank `options.rank` of `options.world_size` through `options.store`, within `options.timeout`, as the
+  // backend `name` ("vnccl") for tensors on `device_type`. Errors say `name`'s host transport failed, and why.
+  static absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> Create(const CollectiveOptions& options,
+                                                                  std::string name, c10::DeviceType device_type);
 
-  const std::string getBackendName() const override { return kCollectiveBackendName; }
+  const std::string getBackendName() const override { return name_; }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
@@ -50,9 +52,13 @@ class Collectives final : public c10d::Backend {
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
 
-  Collectives(int rank, int size, c10::intrusive_ptr<c10d::Backend> host);
+  StagedCollectives(int rank, int size, c10::intrusive_ptr<c10d::Backend> host, std::string name,
+                    c10::DeviceType device_type);
 
  private:
+  void CheckOnDevice(const at::Tensor& tensor, const char* what) const;
+  std::vector<at::Tensor> ToHost(const std::vector<at::Tensor>& tensors, const char* what) const;
+
   // A collective on one flat output and one flat input (the _base ones): stages both, runs `host_call` on the host
   // copies, writes the output back.
   c10::intrusive_ptr<c10d::Work> StagedFlat(
@@ -60,8 +66,10 @@ class Collectives final : public c10d::Backend {
       const std::function<c10::intrusive_ptr<c10d::Work>(at::Tensor&, at::Tensor&)>& host_call);
 
   c10::intrusive_ptr<c10d::Backend> host_;  // The host transport (Gloo) the staged tensors travel on.
+  const std::string name_;
+  const c10::DeviceType device_type_;
 };
 
-}  // namespace virtual_npu
+}  // namespace kiln
 
-#endif  // VIRTUAL_NPU_COLLECTIVES_H_
+#endif  // KILN_HAL_STAGED_COLLECTIVES_H_
