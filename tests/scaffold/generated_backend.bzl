@@ -14,12 +14,18 @@ def _generated_backend_repository_impl(ctx):
     bash = ctx.which("bash")
     if bash == None:
         fail("generated_backend_repository needs bash on the PATH to run %s" % script)
-    result = ctx.execute([bash, str(script), "--name=" + ctx.attr.backend, "--out=" + str(ctx.path("."))])
+    args = [bash, str(script), "--name=" + ctx.attr.backend, "--out=" + str(ctx.path("."))]
+    if ctx.attr.device:
+        args.append("--device")
+    result = ctx.execute(args)
     if result.return_code != 0:
         fail("//tools:new_backend --name=%s failed (exit %d):\n%s%s" %
              (ctx.attr.backend, result.return_code, result.stdout, result.stderr))
 
 generated_backend_repository = repository_rule(
     implementation = _generated_backend_repository_impl,
-    attrs = {"backend": attr.string(mandatory = True, doc = "The --name passed to the generator.")},
+    attrs = {
+        "backend": attr.string(mandatory = True, doc = "The --name passed to the generator."),
+        "device": attr.bool(default = False, doc = "Whether to pass --device (an out-of-tree LibTorch device)."),
+    },
 )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives //tools:new_backend as a user runs it: what it writes for good names, and how it refuses bad flags without
-# writing anything. That the written repository builds and passes its conformance test is checked by
-# @acme//:acme_conformance_test, which the same script generates at fetch time (generated_backend.bzl).
+# writing anything. That the written repositories build and pass their conformance tests is checked by
+# @acme//:acme_conformance_test and @acme_npu//:acme_npu_conformance_test, which the same script generates at fetch
+# time (generated_backend.bzl); that the --device one trains data-parallel, by :device_ddp_test.
 set -uo pipefail
 new_backend=tools/new_backend
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
@@ -37,6 +38,24 @@ grep -qF "path = \"$dir\"," "$dir/WORKSPACE.snippet" || fail "the snippet does n
 grep -qF 'backends = ["@my_npu//:my_npu"],' "$dir/WORKSPACE.snippet" || fail "the snippet does not list @my_npu"
 if grep -rn '@[A-Z]*@' "$dir"; then fail "placeholders were left in the output"; fi
 
+# --device: an out-of-tree LibTorch device, whose device-specific part is one marked block.
+"$new_backend" --name=acme_npu --out="$tmp/device" --device >/dev/null 2>&1 || fail "--device failed"
+for file in WORKSPACE BUILD acme_npu_device.h acme_npu_device.cc acme_npu_accelerator.h acme_npu_accelerator.cc \
+  WORKSPACE.snippet README.md; do
+  [[ -s "$tmp/device/$file" ]] || fail "--device did not write $file"
+done
+grep -q '"@kiln//hal/device_kit",' "$tmp/device/BUILD" || fail "the device backend does not use the device kit"
+grep -q 'bitwise = True,' "$tmp/device/BUILD" || fail "the device backend's conformance test is not bitwise"
+grep -q 'class AcmeNpuDevice final : public kiln::device_kit::Device' "$tmp/device/acme_npu_device.cc" ||
+  fail "no AcmeNpuDevice in acme_npu_device.cc"
+[[ $(grep -c '==== DEVICE-SPECIFIC' "$tmp/device/acme_npu_device.cc") -eq 1 &&
+  $(grep -c '==== end of DEVICE-SPECIFIC' "$tmp/device/acme_npu_device.cc") -eq 1 ]] ||
+  fail "the device's runtime is not one marked block"
+block=$(sed -n '/==== DEVICE-SPECIFIC/,/==== end of DEVICE-SPECIFIC/p' "$tmp/device/acme_npu_device.cc" | wc -l)
+((block <= 40)) || fail "the device-specific block is $block lines, not small"
+grep -q 'return "acme_npu_ccl"' "$tmp/device/acme_npu_accelerator.h" || fail "no acme_npu_ccl collective backend"
+if grep -rn '@[A-Z_]*@' "$tmp/device"; then fail "placeholders were left in the --device output"; fi
+
 # Another Kiln repository name reaches every label.
 "$new_backend" --name=acme --out="$tmp/other" --kiln_repository=kiln_src >/dev/null 2>&1 || fail "--kiln_repository failed"
 grep -q '"@kiln_src//hal"' "$tmp/other/BUILD" || fail "--kiln_repository=kiln_src is not used in BUILD"
@@ -57,6 +76,7 @@ expect_refusal "--name='Acme' is not valid" --name=Acme --out="$tmp/bad1"
 expect_refusal "--name='1npu' is not valid" --name=1npu --out="$tmp/bad1"
 expect_refusal "--name='cpu' is taken by Kiln" --name=cpu --out="$tmp/bad1"
 expect_refusal "--name='auto' is taken by Kiln" --name=auto --out="$tmp/bad1"
+expect_refusal "--name='xpu' is one of LibTorch's own device types" --name=xpu --device --out="$tmp/bad1"
 expect_refusal "--name is required" --out="$tmp/bad1"
 expect_refusal "--out is required" --name=acme
 expect_refusal "unknown argument '--nme=acme'" --nme=acme
