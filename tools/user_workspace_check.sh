@@ -77,11 +77,13 @@ run_workspace() {
 
 make_workspace "$root/first" acme
 run_workspace "$root/first"
-grep -aq "Trained on acme" "$root/first/.readme_commands.log" || fail "first: fit did not say it trained on acme"
+grep -aq "Trained on acme (ddp" "$root/first/.readme_commands.log" ||
+  fail "first: fit did not say it trained on acme under ddp"
 
 make_workspace "$root/second" zeta
 run_workspace "$root/second"
-grep -aq "Trained on zeta" "$root/second/.readme_commands.log" || fail "second: fit did not say it trained on zeta"
+grep -aq "Trained on zeta (ddp" "$root/second/.readme_commands.log" ||
+  fail "second: fit did not say it trained on zeta under ddp"
 
 # The second workspace's actions that run a process, and how many the disk cache answered (the rest are that
 # workspace's own: its backend, the links that include it, the tests).
