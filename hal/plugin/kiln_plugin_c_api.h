@@ -21,9 +21,11 @@
  *   loads too: Kiln reads no function pointer beyond its struct_size, so a later optional part (such as 1.1's
  *   collectives) is simply absent. Anything else is refused with an error naming the plugin's path and both
  *   versions.
- *   - Optional parts: a group of functions added as optional (1.1's Collectives_*) is all or nothing. A plugin sets
- *     every pointer of the group, or none (NULL: the plugin does not offer it, and Kiln does what it did before);
- *     some set and some NULL fails the load with an error naming the missing ones.
+ *   - Optional parts: a group of functions added as optional (1.1's Collectives_*, 1.2's Device_Register) is all or
+ *     nothing. A plugin sets every pointer of the group, or none (NULL: the plugin does not offer it, and Kiln does
+ *     what it did before); some set and some NULL fails the load with an error naming the missing ones. A group may
+ *     be required of some plugins from its version on: 1.2's Device_Register of a PRIVATEUSE1 plugin that reports 1.2
+ *     or later (without it, or without Plugin_Info's device_name, the load fails saying so).
  *
  * CALLING CONVENTION
  *   - Every function takes one pointer to an args struct and (except the three KILN_Error_* functions, which cannot
@@ -54,7 +56,8 @@
  *
  * THREADS
  *   Kiln may call every function from any thread, several at once, except Device_Setup and Device_Teardown, which
- *   are called from one thread at a time for a given device, and the collectives (see COLLECTIVES below).
+ *   are called from one thread at a time for a given device, Device_Register, which is called at most once, and the
+ *   collectives (see COLLECTIVES below).
  *   Plugin_Initialize is called once, before any other function but the KILN_Error_* ones.
  *
  * LOADING
@@ -64,20 +67,34 @@
  *
  * DEVICES AND LIBTORCH
  *   Kiln computes with LibTorch on the device type a plugin reports (KILN_Device_Type). KILN_DEVICE_TYPE_CPU needs
- *   nothing from the plugin's side. A plugin with its own hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1 and registers
- *   its device (allocator, device guard, kernels) with LibTorch when it is loaded; it must then link the same LibTorch
- *   shared libraries as the Kiln program that loads it, so that its registrations reach the process's dispatcher.
- *   LibTorch has one PrivateUse1 slot per process: Kiln refuses a PrivateUse1 plugin when something else already
- *   registered a PrivateUse1 device. Kiln builds against LibTorch 2.8 or later (`fit --version` says which), where the
- *   plugin may name its device (c10::register_privateuse1_backend("acme") when it is loaded), and Kiln's plans,
- *   statistics, logs and errors then say "acme:N". LibTorch 2.x then takes the named device for the process's
- *   accelerator, and CUDA's autograd fails in that process: Kiln's CUDA accelerator refuses to train beside a named
- *   PrivateUse1 device, so load such a plugin only into runs that use it. A named device must also register
- *   at::PrivateUse1HooksInterface (at::RegisterPrivateUse1HooksInterface), which LibTorch asks for the device count and
- *   a default generator per device (at::manual_seed does); with autocast kernels registered for the AutocastPrivateUse1
- *   key it can declare bf16-mixed (or 16-mixed). The trainer reads checkpoints onto the CPU, so that one written on the
- *   device loads on any machine. A plugin built with Kiln's own adapter (hal/compat/privateuse1.h) gets all of this;
- *   the sample examples/virtual_npu shows it.
+ *   nothing from the plugin's side. A plugin with its own hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1, LibTorch's
+ *   slot for an out-of-tree device, of which a process has one.
+ *   - Since 1.2 the plugin declares its device and Kiln registers it: Plugin_Info's device_name is the name LibTorch
+ *     gives the device ("acme_npu": tensors on "acme_npu:0"), and Device_Register registers the device with LibTorch
+ *     (allocator, device guard, kernels, runtime hooks, the name). Kiln calls Device_Register at most once per
+ *     process, when the plugin's accelerator is first chosen (its devices parsed, listed or set up, or its
+ *     collectives made; never to count devices, check availability or list accelerators), and only after checking
+ *     that no other device holds PrivateUse1. A second PrivateUse1 device is refused before anything of it is
+ *     registered, with an error that names both devices and where each came from, and Kiln reports the plugin
+ *     unavailable for that reason (so "auto" skips it). Nothing registers from a static initialiser or in
+ *     Plugin_Initialize: several device plugins may be loaded into one process, and a program that loads one still
+ *     trains on CUDA when CUDA is chosen.
+ *   - A plugin built with Kiln's device kit (hal/device_kit: a kiln::device_kit::Device with the device's count,
+ *     memory and copies; the kit does the rest) calls kiln::device_kit::Register in Device_Register and gets all of
+ *     this, bf16-mixed's autocast kernels included; examples/device_plugin is one, built outside Bazel from the kit's
+ *     sources.
+ *   - Deprecated (1.1 and older, still loaded for one release): the plugin registers its device itself when it is
+ *     loaded. Kiln refuses such a plugin when another PrivateUse1 device was registered before it was loaded, but
+ *     LibTorch may abort the process before Kiln can (it allows one set of PrivateUse1 runtime hooks).
+ *   Either way the plugin links the same LibTorch shared libraries as the Kiln program that loads it (`fit
+ *   --version` says which), so that its registrations reach the process's dispatcher; Kiln builds against LibTorch
+ *   2.8 or later. Kiln's plans, statistics, logs and errors call the devices "acme_npu:N". LibTorch 2.x takes the
+ *   named device for the process's accelerator, and CUDA's autograd fails in that process: Kiln's CUDA accelerator
+ *   refuses to train beside a named PrivateUse1 device. A named device must also register
+ *   at::PrivateUse1HooksInterface (at::RegisterPrivateUse1HooksInterface), which LibTorch asks for the device count
+ *   and a default generator per device (at::manual_seed does); with autocast kernels registered for the
+ *   AutocastPrivateUse1 key it can declare bf16-mixed (or 16-mixed). The trainer reads checkpoints onto the CPU, so
+ *   that one written on the device loads on any machine.
  *
  * COLLECTIVES (1.1, optional)
  *   A plugin whose vendor has a collective communication library (CCL) offers it through the Collectives_*
@@ -98,8 +115,10 @@
  *   - Threads: the calls on one communicator come from one thread at a time, and every rank makes the same calls,
  *     with the same counts, types and roots, in the same order. Different communicators may be used at once.
  *   - Plugin_Info's process_group_backend names the CCL ("acme_ccl"), not "gloo", which names Kiln's own host
- *     transport. Without these functions Kiln does what it did before: Gloo for a plugin whose device type is the
- *     CPU, and for another device type no data-parallel training (an error saying so).
+ *     transport. Without these functions Kiln uses Gloo for a plugin whose device type is the CPU; for a PRIVATEUSE1
+ *     plugin whose device Kiln registered (1.2, Device_Register), Gloo on copies of the tensors in host memory (slow
+ *     and exact: what a device trains data-parallel on before its CCL is wired in), under the name
+ *     process_group_backend gives; and for another device type no data-parallel training (an error saying so).
  */
 #ifndef KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
 #define KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
@@ -113,7 +132,7 @@ extern "C" {
 #endif
 
 #define KILN_PLUGIN_API_MAJOR 1
-#define KILN_PLUGIN_API_MINOR 1
+#define KILN_PLUGIN_API_MINOR 2
 
 /* The size of `type` up to and including `last_field`: what a struct_size must be at least for that field. */
 #define KILN_STRUCT_SIZE(type, last_field) (offsetof(type, last_field) + sizeof(((type*)0)->last_field))
@@ -272,8 +291,13 @@ typedef struct KILN_Plugin_Info_Args {
    * (for example "ACME_VISIBLE_DEVICES=0,1"). */
   bool visibility_hint_is_set;
   const char* visibility_hint;
+  /* 1.2. out, required of a KILN_DEVICE_TYPE_PRIVATEUSE1 plugin that reports 1.2 or later (ignored for other device
+   * types): the name LibTorch gives its device, which Device_Register registers ("acme_npu": tensors on
+   * "acme_npu:0"). A lower-case letter, then lower-case letters, digits and '_'. Kiln reads it before anything is
+   * registered, to refuse a second PrivateUse1 device by name. */
+  const char* device_name;
 } KILN_Plugin_Info_Args;
-KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Info_Args, visibility_hint);
+KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Info_Args, device_name);
 typedef KILN_Error* KILN_Plugin_Info(KILN_Plugin_Info_Args* args);
 
 /* ---------------------------------------------------------------------------------------------------------------
@@ -345,6 +369,22 @@ typedef struct KILN_Device_Stats_Args {
 } KILN_Device_Stats_Args;
 KILN_DEFINE_STRUCT_SIZE(KILN_Device_Stats_Args, num_stats);
 typedef KILN_Error* KILN_Device_Stats(KILN_Device_Stats_Args* args);
+
+/* 1.2, optional (required of a KILN_DEVICE_TYPE_PRIVATEUSE1 plugin that reports 1.2 or later; NULL for other device
+ * types, for which Kiln never calls it): registers the plugin's device with LibTorch, named Plugin_Info's
+ * device_name, with everything LibTorch needs of it (see DEVICES AND LIBTORCH at the top). A plugin built with Kiln's
+ * device kit calls kiln::device_kit::Register here and turns a refusal into an error.
+ *
+ * Kiln calls it at most once per process, from one thread, when the plugin's accelerator is first chosen, and only
+ * after checking that no other device holds PrivateUse1; it is the plugin's first and only registration with
+ * LibTorch. NULL means that LibTorch's PrivateUse1 device is now device_name, with a device guard (Kiln checks both).
+ * Otherwise an error saying why not: FAILED_PRECONDITION when LibTorch has another PrivateUse1 device (naming it), or
+ * what the device's runtime said. Kiln keeps the outcome and does not call again. */
+typedef struct KILN_Device_Register_Args {
+  size_t struct_size;
+} KILN_Device_Register_Args;
+KILN_DEFINE_STRUCT_SIZE(KILN_Device_Register_Args, struct_size);
+typedef KILN_Error* KILN_Device_Register(KILN_Device_Register_Args* args);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Precisions.
@@ -472,8 +512,9 @@ typedef KILN_Error* KILN_Collectives_Barrier(KILN_Collectives_Barrier_Args* args
  * The function table and the entry point.
  * ------------------------------------------------------------------------------------------------------------- */
 
-/* Every 1.0 function is required (non-NULL). The 1.1 collectives are optional, all eight or none. New functions are
- * only ever added at the end. */
+/* Every 1.0 function is required (non-NULL). The 1.1 collectives are optional, all eight or none. 1.2's Device_Register
+ * is a group of its own: required of a PRIVATEUSE1 plugin that reports 1.2 or later, NULL otherwise. New functions
+ * are only ever added at the end. */
 typedef struct KILN_Plugin_Api {
   size_t struct_size;    /* KILN_Plugin_Api_STRUCT_SIZE of the header the plugin was built with. */
   int32_t major_version; /* KILN_PLUGIN_API_MAJOR of that header. */
@@ -501,8 +542,11 @@ typedef struct KILN_Plugin_Api {
   KILN_Collectives_AllGather* Collectives_AllGather;
   KILN_Collectives_ReduceScatter* Collectives_ReduceScatter;
   KILN_Collectives_Barrier* Collectives_Barrier;
+
+  /* 1.2, optional: the device's registration with LibTorch (see Device_Register) */
+  KILN_Device_Register* Device_Register;
 } KILN_Plugin_Api;
-KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier);
+KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Api, Device_Register);
 
 /* The one symbol a plugin exports, under exactly this (unmangled) name. It returns the plugin's function table,
  * which the plugin owns and keeps valid and unchanged while it is loaded. It may be called any number of times,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 #include "hal/plugin/plugin_collectives.h"
+#include "hal/staged_collectives.h"
 
 namespace kiln {
 namespace {
@@ -61,6 +62,15 @@ KILN_Precision PrecisionToC(Precision precision) {
 }
 
 std::string LowerCaseName(c10::DeviceType type) { return c10::DeviceTypeName(type, /*lower_case=*/true); }
+
+// What LibTorch accepts as a device's name, and more: a lower-case letter, then lower-case letters, digits and '_'.
+bool IsDeviceName(absl::string_view name) {
+  if (name.empty() || !absl::ascii_islower(name[0])) return false;
+  for (char c : name) {
+    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '_') return false;
+  }
+  return true;
+}
 
 // A Plugin_Info error: names the plugin and the bad answer.
 absl::Status BadInfo(const PluginLibrary& library, absl::string_view problem) {
@@ -152,12 +162,37 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
     info.visibility_hint = args.visibility_hint;
   }
 
-  if (info.device_type == c10::DeviceType::PrivateUse1 && library.privateuse1_taken_before_load()) {
+  if (info.device_type == c10::DeviceType::PrivateUse1 && library.api().minor_version >= 2) {
+    // Plugin API 1.2: the plugin declares its device and Kiln registers it when it is chosen.
+    if (!library.has_device_register()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "accelerator plugin '", library.path(), "' (", info.name, ") reports plugin API ", library.version(),
+          " and device type PRIVATEUSE1 but has no Device_Register (NULL in its function table): since 1.2 Kiln "
+          "registers a PrivateUse1 plugin's device by calling it when the device is chosen; implement it (with Kiln's "
+          "device kit, it calls kiln::device_kit::Register), or build the plugin against kiln_plugin_c_api.h 1.1"));
+    }
+    if (args.device_name == nullptr || !IsDeviceName(args.device_name)) {
+      const std::string given = args.device_name == nullptr ? std::string("gave no device_name")
+                                                            : absl::StrCat("gave device_name '", args.device_name, "'");
+      return BadInfo(library, absl::StrCat(given, "; a PRIVATEUSE1 plugin of API 1.2 must give the name LibTorch gives "
+                                                  "its device: a lower-case letter, then lower-case letters, digits "
+                                                  "and '_' (\"acme_npu\")"));
+    }
+    if (library.privateuse1_registered_at_load()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "accelerator plugin '", library.path(), "' (", info.name, ") reports plugin API ", library.version(),
+          " but registered a PrivateUse1 device with LibTorch when it was loaded; since 1.2 a plugin registers its "
+          "device in Device_Register alone, which Kiln calls when the device is chosen: remove the registration "
+          "from its static initialisers"));
+    }
+    info.device_name = args.device_name;
+  } else if (info.device_type == c10::DeviceType::PrivateUse1 && library.privateuse1_taken_before_load()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "accelerator plugin '", library.path(), "' (", info.name,
         ") computes on PrivateUse1 devices, but this process already had a PrivateUse1 device registered before "
         "the plugin was loaded, and LibTorch has one PrivateUse1 slot per process; use a Kiln program that "
-        "links no other PrivateUse1 backend (see the WORKSPACE's kiln_backends)"));
+        "links no other PrivateUse1 backend (see the WORKSPACE's kiln_backends), or a build of the plugin for plugin "
+        "API 1.2, whose device Kiln registers when it is chosen"));
   }
   return info;
 }
@@ -202,8 +237,10 @@ absl::StatusOr<std::vector<int>> PluginAccelerator::ParseDevices(const Devices& 
     return absl::FailedPreconditionError(absl::StrCat("cannot use devices=", devices.ToString(), " with '", info_.name,
                                                       "': ", count.status().message()));
   }
-  if (info_.devices_are_processes) return ParseDeviceCount(devices, count->count, info_.name);
-  if (selection->kind == DeviceSelection::Kind::kAuto && count->auto_count.has_value()) {
+  absl::StatusOr<std::vector<int>> parsed;
+  if (info_.devices_are_processes) {
+    parsed = ParseDeviceCount(devices, count->count, info_.name);
+  } else if (selection->kind == DeviceSelection::Kind::kAuto && count->auto_count.has_value()) {
     if (*count->auto_count == 0) {
       return absl::FailedPreconditionError(absl::StrCat("devices=auto asks for the ", info_.name,
                                                         " devices to use by default, but the plugin offers none (",
@@ -211,9 +248,19 @@ absl::StatusOr<std::vector<int>> PluginAccelerator::ParseDevices(const Devices& 
     }
     std::vector<int> first(*count->auto_count);
     for (int i = 0; i < *count->auto_count; ++i) first[i] = i;
-    return first;
+    parsed = std::move(first);
+  } else {
+    parsed = ParseDeviceIndices(devices, count->count, info_.name, info_.visibility_hint);
   }
-  return ParseDeviceIndices(devices, count->count, info_.name, info_.visibility_hint);
+  // Chosen, with devices that exist: the device is registered now, before the plan names its devices.
+  if (!parsed.ok()) return parsed;
+  if (absl::Status registered = RegisterDevice(); !registered.ok()) return registered;
+  return parsed;
+}
+
+absl::Status PluginAccelerator::RegisterDevice() const {
+  if (info_.device_name.empty()) return absl::OkStatus();
+  return library_->RegisterDevice(info_.device_name);
 }
 
 int PluginAccelerator::AutoDeviceCount() const {
@@ -229,17 +276,26 @@ absl::Status PluginAccelerator::CheckAvailable() const {
   if (!status.ok()) {
     return status.code() == absl::StatusCode::kUnavailable ? status : absl::FailedPreconditionError(status.message());
   }
+  if (!info_.device_name.empty()) {
+    // Kiln registers the device: available while it can, or once it did.
+    const std::optional<absl::Status> registration = library_->device_registration();
+    if (!registration.has_value()) return library_->CheckCanRegisterDevice(info_.device_name);
+    if (registration->ok() || registration->code() == absl::StatusCode::kUnavailable) return *registration;
+    return absl::FailedPreconditionError(registration->message());
+  }
   if (info_.device_type != c10::DeviceType::CPU && !c10::impl::hasDeviceGuardImpl(info_.device_type)) {
     const std::string type = LowerCaseName(info_.device_type);
     return absl::FailedPreconditionError(absl::StrCat(
         "accelerator plugin '", info_.path, "' computes on ", type, " devices, but LibTorch in this process has no ",
         type, " device (no device guard is registered for it): the plugin must register its device with the ",
-        "LibTorch Kiln runs on when it is loaded"));
+        "LibTorch Kiln runs on when it is loaded (plugin API 1.1 and older; since 1.2, Kiln registers a PrivateUse1 "
+        "plugin's device through its Device_Register)"));
   }
   return absl::OkStatus();
 }
 
 std::vector<c10::Device> PluginAccelerator::ParallelDevices(const std::vector<int>& indices) const {
+  (void)RegisterDevice();  // Named, where it can be, before the devices are printed; SetupDevice reports a failure.
   std::vector<c10::Device> devices;
   devices.reserve(indices.size());
   for (int index : indices) {
@@ -277,6 +333,7 @@ absl::StatusOr<int32_t> PluginAccelerator::PluginIndex(const LogicalDevice& logi
 absl::Status PluginAccelerator::SetupDevice(const LogicalDevice& device) {
   absl::StatusOr<int32_t> index = PluginIndex(device);
   if (!index.ok()) return index.status();
+  if (absl::Status registered = RegisterDevice(); !registered.ok()) return registered;
   KILN_Device_Setup_Args args{};
   args.struct_size = KILN_Device_Setup_Args_STRUCT_SIZE;
   args.device_index = *index;
@@ -335,9 +392,14 @@ absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const LogicalDevic
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> PluginAccelerator::MakeCollectiveBackend(
     const LogicalDevice& device, const CollectiveOptions& options) {
-  if (!info_.has_collectives) return Accelerator::MakeCollectiveBackend(device, options);
+  if (!info_.has_collectives && info_.device_name.empty()) return Accelerator::MakeCollectiveBackend(device, options);
   absl::StatusOr<int32_t> index = PluginIndex(device);
   if (!index.ok()) return index.status();
+  if (absl::Status registered = RegisterDevice(); !registered.ok()) return registered;
+  if (!info_.has_collectives) {
+    // A device Kiln registered, whose plugin offers no CCL (yet): Gloo on host copies of its tensors.
+    return StagedCollectives::Create(options, info_.process_group_backend, info_.device_type);
+  }
   CollectiveOptions plugin_options = options;
   plugin_options.device_index = *index;  // The plugin's own numbering, as in Device_Setup.
   return PluginCollectives::Create(library_, info_.process_group_backend, info_.device_type, plugin_options);

@@ -6,6 +6,11 @@
 // HAL's Lightning rules (devices.h) over the plugin's device count: ParseDeviceIndices for indexed devices,
 // ParseDeviceCount for devices that are processes.
 //
+// A PrivateUse1 plugin of API 1.2 or later has its device registered with LibTorch by Kiln (PluginLibrary's
+// RegisterDevice, which calls the plugin's Device_Register) when the accelerator is chosen: ParseDevices,
+// ParallelDevices, SetupDevice and MakeCollectiveBackend register it first; counting, CheckAvailable, statistics and
+// the declarations never do.
+//
 // Thread-safety: as the Accelerator contract requires; the plugin's own rules are in the C header.
 #ifndef KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_
 #define KILN_HAL_PLUGIN_PLUGIN_ACCELERATOR_H_
@@ -51,15 +56,20 @@ struct PluginInfo {
   bool has_collectives = false;
   std::vector<Precision> precisions;
   std::string visibility_hint;  // Empty when the plugin gave none.
+  // Plugin API 1.2, a PrivateUse1 device: the name LibTorch gives it (Plugin_Info's device_name), which Kiln registers
+  // through the plugin's Device_Register when the accelerator is chosen. Empty for other device types, and for a
+  // PrivateUse1 plugin of API 1.1 or older (it registered its device itself when it was loaded).
+  std::string device_name;
 };
 
 // Calls Plugin_Info and checks every answer: strings present, a known device type and numbering (indexed devices
 // need a type with device indices, so not CPU), a process_group_backend other than "gloo" when the plugin brings
-// its own collectives, at least one precision and only known ones, and a PrivateUse1
-// device type only when no other PrivateUse1 device was registered before the plugin was loaded. Errors name the
-// plugin's path, the bad value and what the header expects. Name rules are the registry's (it checks them); the name
-// and aliases are lower-cased as the registry lower-cases them, so that the accelerator's name() is its registered
-// name.
+// its own collectives, at least one precision and only known ones. A PrivateUse1 plugin of API 1.2 or later must give
+// a device_name LibTorch accepts and set Device_Register, and must not have registered a device when it was loaded
+// (InvalidArgument otherwise); one of 1.1 or older is refused (FailedPrecondition) when another PrivateUse1 device was
+// registered before it was loaded. Errors name the plugin's path, the bad value and what the header expects. Name
+// rules are the registry's (it checks them); the name and aliases are lower-cased as the registry lower-cases them, so
+// that the accelerator's name() is its registered name.
 absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library);
 
 class PluginAccelerator final : public Accelerator {
@@ -75,10 +85,15 @@ class PluginAccelerator final : public Accelerator {
   // the header's bounds (a negative count, more than kMaxPluginIndexedDevices indexed devices or kMaxDeviceCount
   // processes, an auto_count outside [0, count]).
   int AutoDeviceCount() const override;
-  // The plugin's Devices_CheckAvailable, then, for a device type other than CPU, whether LibTorch in this process
-  // has that device (a device guard registered for it): a plugin that did not register its device is unavailable.
+  // The plugin's Devices_CheckAvailable, then whether the plugin's device can be used in this process: for a
+  // PrivateUse1 plugin of API 1.2, that its registration succeeded, or, before it was tried, that it can still be
+  // registered (PluginLibrary::CheckCanRegisterDevice: unavailable while another device holds PrivateUse1, saying
+  // which); for another device type other than CPU, that LibTorch has that device (a device guard registered for it).
+  // Registers nothing.
   absl::Status CheckAvailable() const override;
-  // Indexed: <type>:<index> for each index. Processes: the unindexed device type, once per process.
+  // Indexed: <type>:<index> for each index. Processes: the unindexed device type, once per process. Registers the
+  // device first where Kiln does (see above), so that the devices print under its name; SetupDevice reports a
+  // failure.
   std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override;
   absl::Status SetupDevice(const LogicalDevice& device) override;
   absl::Status TeardownDevice(const LogicalDevice& device) override;
@@ -88,7 +103,8 @@ class PluginAccelerator final : public Accelerator {
   absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return info_.process_group_backend; }
   // With collectives: a PluginCollectives over the plugin's communicator, on the plugin's index for `device`.
-  // Without: the Accelerator default (Gloo for a plugin that computes on the CPU).
+  // Without, for a PrivateUse1 device Kiln registered: StagedCollectives (Gloo on host copies of the tensors), named
+  // process_group_backend. Otherwise the Accelerator default (Gloo for a plugin that computes on the CPU).
   absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice& device,
                                                                           const CollectiveOptions& options) override;
   std::vector<Precision> SupportedPrecisions() const override { return info_.precisions; }
@@ -101,6 +117,9 @@ class PluginAccelerator final : public Accelerator {
     std::optional<int> auto_count;
   };
   absl::StatusOr<Count> CountDevices() const;
+  // Registers the plugin's device (PluginLibrary::RegisterDevice) when Kiln registers it (info_.device_name is set);
+  // OK otherwise.
+  absl::Status RegisterDevice() const;
   // The plugin's index for `device`: InvalidArgument when the device is not one of this plugin's.
   absl::StatusOr<int32_t> PluginIndex(const LogicalDevice& device) const;
 

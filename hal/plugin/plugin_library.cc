@@ -15,7 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "c10/core/DeviceType.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
+#include "hal/device_kit/device_kit.h"
 
 namespace kiln {
 namespace {
@@ -24,6 +26,13 @@ std::string Quoted(absl::string_view path) { return absl::StrCat("'", path, "'")
 
 std::string Version(int major, int minor) { return absl::StrCat(major, ".", minor); }
 
+constexpr c10::DeviceType kPrivateUse1 = c10::DeviceType::PrivateUse1;
+
+// The name LibTorch gives PrivateUse1 devices now, quoted, or "unnamed" before a library names it.
+std::string PrivateUse1Name() {
+  return c10::is_privateuse1_backend_registered() ? Quoted(c10::get_privateuse1_backend()) : "unnamed";
+}
+
 }  // namespace
 
 namespace internal {
@@ -31,11 +40,16 @@ namespace internal {
 size_t PluginApiSizeAtMinor(int minor) {
   // Add a case per minor version as it is released.
   if (minor <= 0) return KILN_STRUCT_SIZE(KILN_Plugin_Api, Precision_Substitute);
-  return KILN_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier);
+  if (minor == 1) return KILN_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier);
+  return KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Register);
 }
 
 bool PluginApiHasCollectives(const KILN_Plugin_Api& api) {
   return api.minor_version >= 1 && api.struct_size >= PluginApiSizeAtMinor(1) && api.Collectives_GetUniqueId != nullptr;
+}
+
+bool PluginApiHasDeviceRegister(const KILN_Plugin_Api& api) {
+  return api.minor_version >= 2 && api.struct_size >= PluginApiSizeAtMinor(2) && api.Device_Register != nullptr;
 }
 
 absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api, int minimum_minor) {
@@ -114,6 +128,8 @@ absl::Status CheckPluginApi(const std::string& path, const KILN_Plugin_Api& api,
         absl::StrJoin(missing, ", "), " (NULL in its function table); the collectives are all or nothing: implement ",
         missing.size() == 1 ? "it" : "them", ", or set all eight to NULL to offer none"));
   }
+  // 1.2's Device_Register is a group of one, so it cannot be set in part; whether the plugin needs it depends on its
+  // device type, which Plugin_Info says (ReadPluginInfo checks it).
   return absl::OkStatus();
 }
 
@@ -136,6 +152,8 @@ OpenedLibraries& Opened() {
 }  // namespace
 
 bool PluginLibrary::has_collectives() const { return internal::PluginApiHasCollectives(*api_); }
+
+bool PluginLibrary::has_device_register() const { return internal::PluginApiHasDeviceRegister(*api_); }
 
 std::string PluginLibrary::version() const { return Version(api_->major_version, api_->minor_version); }
 
@@ -170,6 +188,14 @@ absl::StatusOr<std::shared_ptr<const PluginLibrary>> PluginLibrary::Open(const s
   // each other's; the libraries it depends on (LibTorch) are still the process's own copies. RTLD_NODELETE: the
   // library stays mapped even if something closed the handle, since tensors and kernels may point into it.
   void* const handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  // A library that registered a PrivateUse1 device from its static initialisers (plugin API 1.1 and older): Kiln's
+  // device kit is told who holds PrivateUse1 now, so that the next device it refuses names this file.
+  const bool registered_at_load = !privateuse1_taken && c10::impl::hasDeviceGuardImpl(kPrivateUse1);
+  if (registered_at_load) {
+    device_kit::RecordRegistration(
+        c10::is_privateuse1_backend_registered() ? c10::get_privateuse1_backend() : "privateuseone",
+        absl::StrCat("accelerator plugin ", path, ", registered when it was loaded"));
+  }
   if (handle == nullptr) {
     const char* reason = ::dlerror();
     return absl::InvalidArgumentError(
@@ -208,7 +234,7 @@ absl::StatusOr<std::shared_ptr<const PluginLibrary>> PluginLibrary::Open(const s
                                                    " returned NULL; it must return the plugin's function table"));
   }
   if (absl::Status checked = internal::CheckPluginApi(path, *api, minimum_minor); !checked.ok()) return checked;
-  std::shared_ptr<const PluginLibrary> library(new PluginLibrary(path, api, privateuse1_taken));
+  std::shared_ptr<const PluginLibrary> library(new PluginLibrary(path, api, privateuse1_taken, registered_at_load));
   KILN_Plugin_Initialize_Args args{};
   args.struct_size = KILN_Plugin_Initialize_Args_STRUCT_SIZE;
   absl::StatusOr<std::shared_ptr<const PluginLibrary>>& result = opened.by_handle[handle];
@@ -218,6 +244,53 @@ absl::StatusOr<std::shared_ptr<const PluginLibrary>> PluginLibrary::Open(const s
     result = library;
   }
   return result;
+}
+
+absl::Status PluginLibrary::CheckCanRegisterDevice(const std::string& device_name) const {
+  const std::string taken = device_kit::CheckCanRegister(device_name);
+  if (taken.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("accelerator plugin ", Quoted(path_), ": ", taken));
+}
+
+std::optional<absl::Status> PluginLibrary::device_registration() const {
+  absl::MutexLock lock(&mutex_);
+  return device_registration_;
+}
+
+absl::Status PluginLibrary::RegisterDevice(const std::string& device_name) const {
+  // One plugin registers at a time: a check that PrivateUse1 is free holds until its Device_Register has run.
+  static absl::Mutex* const registering = new absl::Mutex();
+  absl::MutexLock serialised(registering);
+  if (std::optional<absl::Status> done = device_registration(); done.has_value()) return *done;
+  absl::Status outcome = CallDeviceRegister(device_name);
+  absl::MutexLock lock(&mutex_);
+  device_registration_ = outcome;
+  return outcome;
+}
+
+absl::Status PluginLibrary::CallDeviceRegister(const std::string& device_name) const {
+  if (!has_device_register()) {
+    return absl::InternalError(absl::StrCat("accelerator plugin ", Quoted(path_),
+                                            " has no Device_Register, so Kiln cannot register its device"));
+  }
+  if (absl::Status can = CheckCanRegisterDevice(device_name); !can.ok()) return can;
+  KILN_Device_Register_Args args{};
+  args.struct_size = KILN_Device_Register_Args_STRUCT_SIZE;
+  if (absl::Status registered = Call("Device_Register", api_->Device_Register, &args); !registered.ok()) {
+    return registered;
+  }
+  const bool named = c10::is_privateuse1_backend_registered() && c10::get_privateuse1_backend() == device_name;
+  const bool guarded = c10::impl::hasDeviceGuardImpl(kPrivateUse1);
+  if (!named || !guarded) {
+    return absl::InternalError(absl::StrCat(
+        "accelerator plugin ", Quoted(path_), ": Device_Register succeeded, but LibTorch's PrivateUse1 device is ",
+        PrivateUse1Name(), guarded ? " with" : " without", " a device guard, where '", device_name,
+        "' (Plugin_Info's device_name) with a device guard was expected; the plugin must register its device, under "
+        "that name, in Device_Register (a plugin built with Kiln's device kit returns kiln::device_kit::Register's "
+        "refusal as an error)"));
+  }
+  device_kit::RecordRegistration(device_name, absl::StrCat("accelerator plugin ", path_));
+  return absl::OkStatus();
 }
 
 absl::Status PluginLibrary::ConsumeError(absl::string_view function, KILN_Error* error) const {

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "hal/plugin/kiln_plugin_c_api.h"
 #include "hal/plugin/plugin_collectives.h"
+#include "hal/plugin/plugin_library.h"
 #include "hal/registry.h"
 #include "hal/testing/fake_accelerator.h"
 #include "torch/csrc/distributed/c10d/HashStore.hpp"
@@ -45,8 +46,9 @@ TEST(PluginLoaderTest, RegistersAWellFormedPluginUnderItsOwnNames) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->name, "test_indexed");
   EXPECT_EQ(info->path, TestPlugin("indexed"));
-  EXPECT_EQ(info->api_version, "1.1");
+  EXPECT_EQ(info->api_version, "1.1");  // Built against header 1.1: a PrivateUse1 plugin of 1.1 still loads.
   EXPECT_FALSE(info->has_collectives) << "a 1.1 plugin whose collectives are NULL has none";
+  EXPECT_EQ(info->device_name, "") << "a 1.1 plugin registers its device itself";
   EXPECT_THAT(info->aliases, ElementsAre("test_alias"));
   EXPECT_EQ(info->device_type, c10::DeviceType::PrivateUse1);
   EXPECT_FALSE(info->devices_are_processes);
@@ -92,8 +94,9 @@ TEST(PluginLoaderTest, KilnParsesDevicesOverThePluginsCount) {
   EXPECT_EQ(devices[1], c10::Device(c10::DeviceType::PrivateUse1, 2));
 }
 
-TEST(PluginLoaderTest, APrivateUse1PluginIsUnavailableUntilLibTorchHasItsDevice) {
-  // This test links no PrivateUse1 backend, and the test plugin registers nothing with LibTorch.
+TEST(PluginLoaderTest, APrivateUse1PluginOf1_1IsUnavailableUntilLibTorchHasItsDevice) {
+  // This test links no PrivateUse1 backend, and the test plugin (1.1, which would register its device when loaded)
+  // registers nothing with LibTorch.
   AcceleratorRegistry registry;
   std::shared_ptr<PluginAccelerator> plugin = Loaded(registry, "indexed");
   ASSERT_NE(plugin, nullptr);
@@ -148,7 +151,9 @@ TEST(PluginLoaderTest, EveryBrokenPluginIsAClearErrorNamingItsPath) {
   const std::vector<BrokenPlugin> broken = {
       {TestPlugin("wrong_major"),
        absl::StatusCode::kInvalidArgument,
-       {"was built for plugin API version 2.1, but this Kiln implements 1.1", "major versions must be equal"}},
+       {absl::StrCat("was built for plugin API version 2.", KILN_PLUGIN_API_MINOR, ", but this Kiln implements 1.",
+                     KILN_PLUGIN_API_MINOR),
+        "major versions must be equal"}},
       {TestPlugin("missing_symbol"), absl::StatusCode::kInvalidArgument, {"does not export KILN_GetPluginApi"}},
       {TestPlugin("null_entry"), absl::StatusCode::kInvalidArgument, {"KILN_GetPluginApi returned NULL"}},
       {TestPlugin("short_api"),
@@ -167,6 +172,17 @@ TEST(PluginLoaderTest, EveryBrokenPluginIsAClearErrorNamingItsPath) {
        absl::StatusCode::kInternal,
        {"Plugin_Info: the test plugin's configuration file is corrupt"}},
       {TestPlugin("bad_info"), absl::StatusCode::kInvalidArgument, {"Plugin_Info gave device_type 0", "not set"}},
+      {TestPlugin("no_device_name"),
+       absl::StatusCode::kInvalidArgument,
+       {"Plugin_Info gave no device_name; a PRIVATEUSE1 plugin of API 1.2 must give the name LibTorch gives its "
+        "device"}},
+      {TestPlugin("bad_device_name"),
+       absl::StatusCode::kInvalidArgument,
+       {"Plugin_Info gave device_name 'Test NPU'", "a lower-case letter, then lower-case letters, digits and '_'"}},
+      {TestPlugin("no_device_register"),
+       absl::StatusCode::kInvalidArgument,
+       {"reports plugin API 1.2 and device type PRIVATEUSE1 but has no Device_Register (NULL in its function table)",
+        "implement it (with Kiln's device kit, it calls kiln::device_kit::Register)"}},
       {"hal/plugin/testing/not_a_plugin.so",
        absl::StatusCode::kInvalidArgument,
        {"cannot be loaded as a shared library", "invalid ELF header"}},
@@ -260,6 +276,77 @@ TEST(PluginLoaderTest, APluginWithAllEightCollectivesLoadsAndKilnMakesItsCommuni
   EXPECT_THAT(alone.status().message(), HasSubstr("rank 0's unique id did not arrive within 200 ms"));
 }
 
+TEST(PluginLoaderTest, TheTableOf1_2EndsWithDeviceRegister) {
+  EXPECT_EQ(internal::PluginApiSizeAtMinor(0), KILN_STRUCT_SIZE(KILN_Plugin_Api, Precision_Substitute));
+  EXPECT_EQ(internal::PluginApiSizeAtMinor(1), KILN_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier));
+  EXPECT_EQ(internal::PluginApiSizeAtMinor(2), KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Register));
+  EXPECT_EQ(internal::PluginApiSizeAtMinor(3), KILN_Plugin_Api_STRUCT_SIZE);  // A newer minor: Kiln's whole table.
+  // The indexed test plugin's table is 1.1's: reporting 1.2 with it is refused, reporting 1.1 is fine.
+  absl::StatusOr<std::shared_ptr<const PluginLibrary>> library = PluginLibrary::Open(TestPlugin("indexed"));
+  ASSERT_TRUE(library.ok()) << library.status();
+  KILN_Plugin_Api table = (*library)->api();
+  ASSERT_EQ(table.struct_size, internal::PluginApiSizeAtMinor(1));
+  EXPECT_TRUE(internal::CheckPluginApi("x/libtable.so", table, kPluginApiMinimumMinor).ok());
+  EXPECT_FALSE(internal::PluginApiHasDeviceRegister(table));
+  table.minor_version = 2;
+  const absl::Status short_table = internal::CheckPluginApi("x/libtable.so", table, kPluginApiMinimumMinor);
+  EXPECT_EQ(short_table.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(short_table.message(), HasSubstr(absl::StrCat("reports plugin API version 1.2 but its function table is ",
+                                                            internal::PluginApiSizeAtMinor(1), " bytes")));
+}
+
+// A 1.2 plugin's PrivateUse1 device is registered by Kiln, through Device_Register, when it is chosen, and once per
+// process.
+// The test plugin is C and registers nothing with LibTorch, so Kiln's check after Device_Register fails: that failure,
+// and the call counted by the plugin, show when and how often Kiln calls it. (examples/device_plugin's
+// two_devices_test shows a device registered for real, and a second one refused.)
+TEST(PluginLoaderTest, KilnRegistersThePrivateUse1DeviceOfA1_2PluginWhenChosenOnceAndChecksIt) {
+  AcceleratorRegistry registry;
+  std::shared_ptr<PluginAccelerator> plugin = Loaded(registry, "v1_2");
+  ASSERT_NE(plugin, nullptr);
+  EXPECT_EQ(plugin->info().api_version, "1.2");
+  EXPECT_EQ(plugin->info().device_name, "test_npu");
+  const LogicalDevice device = LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 0));
+  const auto register_calls = [&] {
+    absl::StatusOr<DeviceStats> stats = plugin->GetDeviceStats(device);
+    return stats.ok() ? stats->at("register_calls") : -1.0;
+  };
+
+  // Counting, availability and statistics register nothing; this process has no PrivateUse1 device, so the plugin's
+  // can be registered, and it is available.
+  EXPECT_EQ(plugin->AutoDeviceCount(), 1);
+  EXPECT_TRUE(plugin->CheckAvailable().ok()) << plugin->CheckAvailable();
+  EXPECT_EQ(register_calls(), 0.0);
+
+  // Chosen: Kiln calls Device_Register, then finds no device named test_npu in LibTorch.
+  absl::StatusOr<std::vector<int>> parsed = plugin->ParseDevices(1);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(parsed.status().message(),
+              HasSubstr(absl::StrCat("accelerator plugin '", TestPlugin("v1_2"),
+                                     "': Device_Register succeeded, but LibTorch's PrivateUse1 device is unnamed "
+                                     "without a device guard, where 'test_npu' (Plugin_Info's device_name) with a "
+                                     "device guard was expected")));
+  EXPECT_EQ(register_calls(), 1.0);
+
+  // Kiln keeps the outcome: choosing, listing or setting up the device again, also from another registry, does not
+  // call the plugin again, and the accelerator is unavailable for that reason.
+  EXPECT_EQ(plugin->ParseDevices(1).status(), parsed.status());
+  EXPECT_EQ(plugin->SetupDevice(device), parsed.status());
+  EXPECT_EQ(plugin->ParallelDevices({0}).size(), 1u);
+  CollectiveOptions options;
+  options.store = c10::make_intrusive<c10d::HashStore>();
+  EXPECT_EQ(plugin->MakeCollectiveBackend(device, options).status(), parsed.status());
+  AcceleratorRegistry other;
+  std::shared_ptr<PluginAccelerator> again = Loaded(other, "v1_2");
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->ParseDevices(1).status(), parsed.status());
+  EXPECT_EQ(register_calls(), 1.0);
+  const absl::Status available = plugin->CheckAvailable();
+  EXPECT_EQ(available.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(available.message(), HasSubstr("Device_Register succeeded, but LibTorch's PrivateUse1 device"));
+}
+
 TEST(PluginLoaderTest, OnlyPathsAreLoadedNeverABareNameFromTheWorkingDirectory) {
   AcceleratorRegistry registry;
   // The file exists in the working directory, yet a bare name is refused rather than searched for.
@@ -290,8 +377,9 @@ TEST(PluginLoaderTest, AFailingPluginIsAnAcceleratorWhoseEveryAnswerIsAnError) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(parsed.status().message(), HasSubstr("the test device is on fire (Devices_Count)"));
+  // Set-up registers the device first (plugin API 1.2), and that fails.
   EXPECT_THAT(plugin->SetupDevice(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 0))).message(),
-              HasSubstr("on fire (Device_Setup)"));
+              HasSubstr("on fire (Device_Register)"));
   EXPECT_THAT(plugin->TeardownDevice(LogicalDeviceOf(*plugin, c10::Device(c10::DeviceType::PrivateUse1, 0))).message(),
               HasSubstr("on fire (Device_Teardown)"));
   EXPECT_THAT(

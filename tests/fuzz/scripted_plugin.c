@@ -3,7 +3,9 @@
  * the fuzzer sets through the extra export KILN_FUZZ_SetScript. It computes nothing and drives no device; it exists
  * so that Kiln's loader reads fuzzed answers through the real dlopen'd C boundary.
  *
- * Its function table is a valid 1.0 table (the table's own checks are fuzzed without a library). Every function
+ * Its function table is a valid 1.1 table, without collectives (the table's own checks are fuzzed without a library):
+ * of 1.1 because a PRIVATEUSE1 plugin of 1.2 has its device registered by Kiln, which a plugin in C cannot do (the
+ * loader's tests check the rules of 1.2, and examples/device_plugin registers a device). Every function
  * checks the caller's struct_size first, as the header asks of plugins. It never crashes on its own: the script can
  * make it break the header's rules on values, never on memory (see scripted_plugin.h). */
 #include "tests/fuzz/scripted_plugin.h"
@@ -233,9 +235,9 @@ static KILN_Error* PrecisionSubstitute(KILN_Precision_Substitute_Args* args) {
 }
 
 static const KILN_Plugin_Api kApi = {
-    .struct_size = KILN_Plugin_Api_STRUCT_SIZE,
+    .struct_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier),
     .major_version = KILN_PLUGIN_API_MAJOR,
-    .minor_version = KILN_PLUGIN_API_MINOR,
+    .minor_version = 1,
     .Error_Destroy = ErrorDestroy,
     .Error_Message = ErrorMessage,
     .Error_GetCode = ErrorGetCode,

@@ -2,8 +2,10 @@
  * header is plain C). One source, built into one shared library per variant (hal/plugin/BUILD); the variant is
  * chosen by a TEST_PLUGIN_* define:
  *
- *   TEST_PLUGIN_INDEXED         a well-formed plugin, "test_indexed": 3 PrivateUse1 devices, indexed, "auto" = 1,
- *                               40 statistics (more than the loader's first buffer), no LibTorch registration
+ *   TEST_PLUGIN_INDEXED         a well-formed plugin built against header 1.1, "test_indexed": 3 PrivateUse1
+ *                               devices, indexed, "auto" = 1, 40 statistics (more than the loader's first buffer);
+ *                               as a 1.1 plugin it would register its device when loaded, which this one (in C)
+ *                               cannot, so its device is never available
  *   TEST_PLUGIN_WRONG_MAJOR     reports major version KILN_PLUGIN_API_MAJOR + 1
  *   TEST_PLUGIN_MISSING_SYMBOL  exports its table under another name than KILN_GetPluginApi
  *   TEST_PLUGIN_NULL_ENTRY      KILN_GetPluginApi returns NULL
@@ -12,14 +14,23 @@
  *   TEST_PLUGIN_INIT_ERROR      Plugin_Initialize fails
  *   TEST_PLUGIN_INFO_ERROR      Plugin_Info fails
  *   TEST_PLUGIN_BAD_INFO        Plugin_Info leaves device_type unset (0)
- *   TEST_PLUGIN_FAILING         "test_failing": loads, but counting, availability, set-up, tear-down, statistics
- *                               and substitutes all fail
+ *   TEST_PLUGIN_FAILING         "test_failing": 1.2, device "test_failing_npu"; loads, but counting, availability,
+ *                               registration, set-up, tear-down, statistics and substitutes all fail
  *   TEST_PLUGIN_V1_0            "test_v1_0": a plugin built against header 1.0: minor version 0, and a function
  *                               table that ends after Precision_Substitute (what a 1.0 build's struct_size says)
  *   TEST_PLUGIN_COLLECTIVES     "test_ccl": 1.1 with all eight collectives, process group backend "test_ccl";
  *                               its unique id is "test-id", and Collectives_CommInit fails with UNAVAILABLE
  *                               (no fabric), so that Kiln's handling of a plugin's CCL error can be seen
  *   TEST_PLUGIN_PARTIAL_COLLECTIVES  1.1 with collectives but Collectives_ReduceScatter and Collectives_Barrier NULL
+ *   TEST_PLUGIN_V1_2            "test_v1_2": 1.2, device "test_npu", whose Device_Register counts its calls (the
+ *                               statistic "register_calls") and returns success, though a plugin in C registers
+ *                               nothing with LibTorch: how Kiln's check after Device_Register, and its calling it at
+ *                               most once, are seen (examples/device_plugin registers for real)
+ *   TEST_PLUGIN_NO_DEVICE_NAME      1.2 and PrivateUse1, with Device_Register but no device_name
+ *   TEST_PLUGIN_BAD_DEVICE_NAME     1.2 and PrivateUse1, device_name "Test NPU"
+ *   TEST_PLUGIN_NO_DEVICE_REGISTER  1.2 and PrivateUse1, with device_name "test_npu" but Device_Register NULL
+ *
+ * Variants not named 1.0, 1.1 or 1.2 above report the header's own version.
  *
  * Every function checks the caller's struct_size first, as the header asks of plugins. */
 #include <stdio.h>
@@ -30,6 +41,22 @@
 
 /* Some variants leave a definition unused. */
 #define MAYBE_UNUSED __attribute__((unused))
+
+/* The minor version the variant reports, and the size of its function table: that of the header it was built
+ * against. */
+#if defined(TEST_PLUGIN_V1_0)
+#define TEST_PLUGIN_MINOR 0
+#define TEST_PLUGIN_API_SIZE KILN_STRUCT_SIZE(KILN_Plugin_Api, Precision_Substitute)
+#elif defined(TEST_PLUGIN_INDEXED) || defined(TEST_PLUGIN_COLLECTIVES) || defined(TEST_PLUGIN_PARTIAL_COLLECTIVES)
+#define TEST_PLUGIN_MINOR 1
+#define TEST_PLUGIN_API_SIZE KILN_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier)
+#elif defined(TEST_PLUGIN_SHORT_API)
+#define TEST_PLUGIN_MINOR KILN_PLUGIN_API_MINOR
+#define TEST_PLUGIN_API_SIZE KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Teardown)
+#else
+#define TEST_PLUGIN_MINOR KILN_PLUGIN_API_MINOR
+#define TEST_PLUGIN_API_SIZE KILN_Plugin_Api_STRUCT_SIZE
+#endif
 
 struct KILN_Error {
   KILN_Error_Code code;
@@ -92,6 +119,8 @@ static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
   args->name = "test_v1_0";
 #elif defined(TEST_PLUGIN_COLLECTIVES)
   args->name = "test_ccl";
+#elif defined(TEST_PLUGIN_V1_2)
+  args->name = "test_v1_2";
 #else
   args->name = "test_indexed";
   args->aliases = kAliases;
@@ -112,6 +141,13 @@ static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
   args->num_precisions = 1;
   args->visibility_hint_is_set = true;
   args->visibility_hint = "TEST_PLUGIN_DEVICES=3";
+#if defined(TEST_PLUGIN_FAILING)
+  args->device_name = "test_failing_npu";
+#elif defined(TEST_PLUGIN_BAD_DEVICE_NAME)
+  args->device_name = "Test NPU";
+#elif TEST_PLUGIN_MINOR >= 2 && !defined(TEST_PLUGIN_NO_DEVICE_NAME)
+  args->device_name = "test_npu";
+#endif
   return NULL;
 #endif
 }
@@ -158,16 +194,33 @@ static KILN_Error* DeviceTeardown(KILN_Device_Teardown_Args* args) {
   return CheckIndex(args->device_index);
 }
 
+static int register_calls = 0;
+
+MAYBE_UNUSED static KILN_Error* DeviceRegister(KILN_Device_Register_Args* args) {
+  CHECK_ARGS(args, KILN_Device_Register_Args);
+  FAIL_HERE("Device_Register");
+  ++register_calls;
+  return NULL;
+}
+
 MAYBE_UNUSED static KILN_Error* DeviceStats(KILN_Device_Stats_Args* args) {
   CHECK_ARGS(args, KILN_Device_Stats_Args);
   FAIL_HERE("Device_Stats");
   KILN_Error* error = CheckIndex(args->device_index);
   if (error != NULL) return error;
+#ifdef TEST_PLUGIN_V1_2
+  args->num_stats = 1;
+  if (args->stats_capacity >= 1) {
+    args->stats[0].name = "register_calls";
+    args->stats[0].value = (double)register_calls;
+  }
+#else
   args->num_stats = kStats;
   for (size_t i = 0; i < kStats && i < args->stats_capacity; ++i) {
     args->stats[i].name = stat_names[i];
     args->stats[i].value = (double)(args->device_index * 100 + (int)i);
   }
+#endif
   return NULL;
 }
 
@@ -217,23 +270,13 @@ NO_COMMUNICATOR(ReduceScatter, KILN_Collectives_ReduceScatter_Args)
 NO_COMMUNICATOR(Barrier, KILN_Collectives_Barrier_Args)
 
 MAYBE_UNUSED static const KILN_Plugin_Api kApi = {
-#if defined(TEST_PLUGIN_SHORT_API)
-    .struct_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Teardown),
-#elif defined(TEST_PLUGIN_V1_0)
-    .struct_size = KILN_STRUCT_SIZE(KILN_Plugin_Api, Precision_Substitute),
-#else
-    .struct_size = KILN_Plugin_Api_STRUCT_SIZE,
-#endif
+    .struct_size = TEST_PLUGIN_API_SIZE,
 #ifdef TEST_PLUGIN_WRONG_MAJOR
     .major_version = KILN_PLUGIN_API_MAJOR + 1,
 #else
     .major_version = KILN_PLUGIN_API_MAJOR,
 #endif
-#ifdef TEST_PLUGIN_V1_0
-    .minor_version = 0,
-#else
-    .minor_version = KILN_PLUGIN_API_MINOR,
-#endif
+    .minor_version = TEST_PLUGIN_MINOR,
     .Error_Destroy = ErrorDestroy,
     .Error_Message = ErrorMessage,
     .Error_GetCode = ErrorGetCode,
@@ -260,6 +303,9 @@ MAYBE_UNUSED static const KILN_Plugin_Api kApi = {
 #ifdef TEST_PLUGIN_COLLECTIVES
     .Collectives_ReduceScatter = ReduceScatter,
     .Collectives_Barrier = Barrier,
+#endif
+#if TEST_PLUGIN_MINOR >= 2 && !defined(TEST_PLUGIN_SHORT_API) && !defined(TEST_PLUGIN_NO_DEVICE_REGISTER)
+    .Device_Register = DeviceRegister,
 #endif
 };
 
