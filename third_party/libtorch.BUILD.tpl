@@ -47,3 +47,16 @@ cc_library(
     ],
     deps = [":torch"],
 )
+
+# What identifies this LibTorch to a rule that builds against it outside Bazel's C++ rules (examples/device_plugin's
+# genrule runs a vendor's plain g++ script): its version header and libc10.so, inputs whose change rebuilds the rule,
+# and whose resolved paths lead to the include/ and lib/ folders.
+filegroup(
+    name = "version_header",
+    srcs = glob([
+        "include/torch/headeronly/version.h",
+        "include/torch/csrc/api/include/torch/version.h",
+    ]),
+)
+
+exports_files(["lib/libc10.so"])

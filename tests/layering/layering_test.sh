@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Kiln's layering, checked on the real dependency graph and sources:
 #   hal       depends on no Kiln package above it (backends, connector, trainer, tools), its plugin loader neither;
-#   plugins   the sample accelerator plugin depends on the plugin C header alone;
+#   plugins   the sample accelerator plugin depends on the plugin C header alone; the sample device plugin on the C
+#             header, the device kit's sources and LibTorch alone (no Kiln library, the kit's included);
 #   connector depends on no backend and names none in its code, nor any hardware or collective backend;
 #   backends  depend on neither the connector nor the trainer, built-in and third-party ones alike, and no Kiln
 #             package names a third-party backend (they come in through the WORKSPACE's kiln_backends).
@@ -57,6 +58,33 @@ if ! grep -qx '//hal/plugin:c_api' $dir/sample_plugin_deps; then
   echo "FAIL: the sample plugin does not depend on //hal/plugin:c_api (is the query right?)"
   failures=$((failures + 1))
 fi
+# The device plugin: every label it depends on must be one of its own files, the C header or the version script, the
+# device kit's sources (files, not the kit's library), LibTorch's, or the genrule's own setup script.
+device_plugin_violations() {
+  grep -v -x -E '//examples/device_plugin:[A-Za-z0-9_.]+|//hal/plugin:kiln_plugin_(c_api[.]h|exports[.]lds)|'\
+'//hal/device_kit:(sources|[a-z_]+[.](h|cc))|@libtorch//:.+|@bazel_tools//tools/genrule:genrule-setup[.]sh' "$1"
+}
+bad_device_plugin_deps=$(mktemp)
+printf '%s\n' //examples/device_plugin:plugins //hal/device_kit:sources //hal/device_kit:device_kit \
+  //hal/plugin:plugin @abseil//:base > "$bad_device_plugin_deps"
+expect 0 "checker catches a device plugin that links the kit's library, the loader or Abseil" \
+  test "$(device_plugin_violations "$bad_device_plugin_deps" | tr '\n' ' ')" = \
+  "//hal/device_kit:device_kit //hal/plugin:plugin @abseil//:base "
+violations=$(device_plugin_violations $dir/device_plugin_deps || true)
+if [[ -n "$violations" ]]; then
+  echo "FAIL: the sample device plugin depends on more than the C header, the kit's sources and LibTorch:"
+  echo "$violations" | sed 's/^/  /'
+  failures=$((failures + 1))
+else
+  echo "ok: the sample device plugin depends on the C header, the kit's sources and LibTorch alone" \
+    "($(wc -l < $dir/device_plugin_deps) labels checked)"
+fi
+for needed in //hal/plugin:kiln_plugin_c_api.h //hal/device_kit:sources @libtorch//:version_header; do
+  if ! grep -qx "$needed" $dir/device_plugin_deps; then
+    echo "FAIL: the sample device plugin does not depend on $needed (is the query right?)"
+    failures=$((failures + 1))
+  fi
+done
 expect 0 "connector depends on no backend and not on the trainer" \
   $check deps connector $dir/connector_deps //backends //trainer //tools
 expect 0 "built-in backends depend on neither the connector nor the trainer" \
