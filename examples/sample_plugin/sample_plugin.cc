@@ -16,10 +16,10 @@
 //                 torn down), process_rss_bytes (the process's resident memory, from /proc/self/statm; left out
 //                 when it cannot be read).
 //
-// Why the CPU device type and not a PrivateUse1 device of its own: Kiln's programs already link the virtual NPU
-// (examples/virtual_npu), which owns the process's one PrivateUse1 slot in LibTorch; a second registration would
-// replace its kernels. A plugin for real hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1 and registers its
-// device with LibTorch when loaded (see the header).
+// Why the CPU device type and not a PrivateUse1 device of its own: it shows a plugin that needs nothing of LibTorch,
+// not even to link it. A plugin for its own hardware reports KILN_DEVICE_TYPE_PRIVATEUSE1, and Kiln registers its
+// device with LibTorch by calling its Device_Register when the device is chosen (plugin API 1.2; examples/device_plugin
+// is one, made with Kiln's device kit).
 #include <unistd.h>
 
 #include <atomic>
