@@ -8,7 +8,7 @@
 //                 CPU kernels (the kit's CPU fallback), so training on it gives the CPU's numbers bit for bit
 //   registration  Device_Register calls kiln::device_kit::Register; Kiln calls it when the device is first chosen,
 //                 after checking that no other device holds PrivateUse1. Nothing registers when the library loads.
-//   collectives   none of its own: process_group_backend "gloo", and Kiln stages the tensors through host memory
+//   collectives   none of its own: Kiln exchanges the tensors through host memory over Gloo ("<name>_staged")
 //   precisions    32-true, bf16-mixed (the kit registers autocast's casts)
 //   statistics    the kit's memory counters for the device, cpu_fallback_calls, device_to_host_copies, and
 //                 register_calls (how often Kiln called Device_Register: at most once, and never for a refused device)
@@ -104,7 +104,7 @@ KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) noexcept {
   args->priority = -10;  // Below the CPU's 0: "auto" keeps choosing the CPU unless the user asks for this device.
   args->device_type = KILN_DEVICE_TYPE_PRIVATEUSE1;
   args->device_numbering = KILN_DEVICE_NUMBERING_INDEXED;
-  args->process_group_backend = "gloo";
+  args->process_group_backend = DEVICE_PLUGIN_NAME_STRING "_staged";  // Kiln's staged collectives, by this name.
   args->precisions = kPrecisions;
   args->num_precisions = sizeof(kPrecisions) / sizeof(kPrecisions[0]);
   args->device_name = kName;

@@ -116,9 +116,11 @@
  *     with the same counts, types and roots, in the same order. Different communicators may be used at once.
  *   - Plugin_Info's process_group_backend names the CCL ("acme_ccl"), not "gloo", which names Kiln's own host
  *     transport. Without these functions Kiln uses Gloo for a plugin whose device type is the CPU; for a PRIVATEUSE1
- *     plugin whose device Kiln registered (1.2, Device_Register), Gloo on copies of the tensors in host memory (slow
+ *     plugin whose device Kiln registers (1.2, Device_Register), Gloo on copies of the tensors in host memory (slow
  *     and exact: what a device trains data-parallel on before its CCL is wired in), under the name
- *     process_group_backend gives; and for another device type no data-parallel training (an error saying so).
+ *     process_group_backend gives, which is not "gloo" either ("acme_npu_staged": a process group files its backends
+ *     by name, and "gloo" is its host transport for CPU values); and for another device type no data-parallel training
+ *     (an error saying so).
  */
 #ifndef KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
 #define KILN_HAL_PLUGIN_KILN_PLUGIN_C_API_H_
@@ -284,7 +286,9 @@ typedef struct KILN_Plugin_Info_Args {
   int32_t priority;             /* out: "auto" picks the available accelerator with the highest (Kiln's cpu: 0). */
   KILN_Device_Type device_type; /* out: required. */
   KILN_Device_Numbering device_numbering; /* out: required. */
-  const char* process_group_backend;      /* out: torch.distributed backend for data-parallel training ("gloo"). */
+  /* out: torch.distributed backend for data-parallel training: "gloo" for host memory; the plugin's own name, never
+   * "gloo", with collectives or for a PRIVATEUSE1 device of 1.2 or later (see COLLECTIVES). */
+  const char* process_group_backend;
   const KILN_Precision* precisions;       /* out: what it can train in, most preferred first; at least one. */
   size_t num_precisions;                  /* out */
   /* out, optional: appended to Kiln's errors about device indices, to say what decides which devices are visible

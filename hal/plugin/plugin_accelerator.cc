@@ -185,6 +185,14 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
           "device in Device_Register alone, which Kiln calls when the device is chosen: remove the registration "
           "from its static initialisers"));
     }
+    if (!info.has_collectives && info.process_group_backend == "gloo") {
+      return BadInfo(library,
+                     "names the collective backend of its PRIVATEUSE1 device \"gloo\", which is Kiln's host transport "
+                     "(a process group files its backends by name, and carries CPU values on \"gloo\"); without "
+                     "collectives of its own the device trains data-parallel on Kiln's staged collectives (Gloo "
+                     "through host copies) under the name process_group_backend gives: name them after the device "
+                     "(\"acme_npu_staged\")");
+    }
     info.device_name = args.device_name;
   } else if (info.device_type == c10::DeviceType::PrivateUse1 && library.privateuse1_taken_before_load()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -29,6 +29,7 @@
  *   TEST_PLUGIN_NO_DEVICE_NAME      1.2 and PrivateUse1, with Device_Register but no device_name
  *   TEST_PLUGIN_BAD_DEVICE_NAME     1.2 and PrivateUse1, device_name "Test NPU"
  *   TEST_PLUGIN_NO_DEVICE_REGISTER  1.2 and PrivateUse1, with device_name "test_npu" but Device_Register NULL
+ *   TEST_PLUGIN_GLOO_WITHOUT_COLLECTIVES  1.2 and PrivateUse1, without collectives, process group backend "gloo"
  *
  * Variants not named 1.0, 1.1 or 1.2 above report the header's own version.
  *
@@ -132,8 +133,10 @@ static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
   args->device_type = KILN_DEVICE_TYPE_PRIVATEUSE1;
 #endif
   args->device_numbering = KILN_DEVICE_NUMBERING_INDEXED;
-#ifdef TEST_PLUGIN_COLLECTIVES
+#if defined(TEST_PLUGIN_COLLECTIVES)
   args->process_group_backend = "test_ccl";
+#elif TEST_PLUGIN_MINOR >= 2 && !defined(TEST_PLUGIN_GLOO_WITHOUT_COLLECTIVES)
+  args->process_group_backend = "test_staged"; /* A 1.2 PRIVATEUSE1 plugin's staged collectives, not "gloo". */
 #else
   args->process_group_backend = "gloo";
 #endif
