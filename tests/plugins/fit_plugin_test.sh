@@ -3,10 +3,14 @@
 # sample plugin (examples/sample_plugin) by --accelerator_plugin and by KILN_ACCELERATOR_PLUGINS, chosen by name,
 # alias and "auto", trains with the CPU run's parameters bit for bit (it computes on LibTorch's CPU device), with one
 # process or two (then on its own collectives, sample_ccl, which also end a run whose peer stops answering within the
-# timeout); broken plugins stop fit before training with exit status 2 and one error line naming the path.
+# timeout); the sample device plugins (examples/device_plugin), two loaded at once, train on the one chosen with the
+# CPU run's parameters, alone or data-parallel (Kiln stages their tensors through host memory); broken plugins stop fit
+# before training with exit status 2 and one error line naming the path.
 set -uo pipefail
 fit=trainer/cli/fit
 sample=examples/sample_plugin/libkiln_sample_plugin.so
+alpha=examples/device_plugin/libalpha_npu_plugin.so
+beta=examples/device_plugin/libbeta_npu_plugin.so
 tests=hal/plugin
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0
@@ -77,6 +81,22 @@ grep -qF '"process_group_backend": "sample_ccl"' "$tmp/plugin_ddp.json" ||
   fail "plugin_ddp: the plan names no sample_ccl backend: $(cat "$tmp/plugin_ddp.json")"
 expect_parameters_of plugin_ddp cpu_ddp
 
+# Two device plugins loaded, the one chosen trains: nothing registers when they load, and Kiln registers the chosen
+# one's device (plugin API 1.2). It computes through the CPU's kernels, so the parameters are the CPU's; with two
+# processes its tensors cross on Gloo through host memory (Kiln's staged collectives, named by the plugin), and the
+# parameters are two CPU processes' on Gloo.
+train device -- --accelerator_plugin="$alpha" --accelerator_plugin="$beta" --accelerator=alpha_npu --devices=1
+expect_trained_on device alpha_npu
+grep -qF '"accelerator": "alpha_npu", "devices": ["alpha_npu:0"]' "$tmp/device.json" ||
+  fail "device: plan: $(cat "$tmp/device.json")"
+expect_parameters_of device cpu
+train device_ddp -- --accelerator_plugin="$alpha" --accelerator_plugin="$beta" --accelerator=beta_npu --devices=2 \
+  --strategy=ddp
+expect_trained_on device_ddp beta_npu ddp
+grep -qF '"process_group_backend": "beta_npu_staged"' "$tmp/device_ddp.json" ||
+  fail "device_ddp: the plan names no beta_npu_staged backend: $(cat "$tmp/device_ddp.json")"
+expect_parameters_of device_ddp cpu_ddp
+
 # A rank that stops answering (SIGSTOP: alive, but silent) ends the run within the timeout: rank 0's sample_ccl call
 # fails with DEADLINE_EXCEEDED naming the collective and the rank, and the launcher takes the stopped rank down.
 start=$(date +%s)
@@ -135,7 +155,7 @@ expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_absent.so':
   - --accelerator_plugin=$tests/libtest_plugin_absent.so
 expect_usage_error "error: accelerator plugin '$tests/testing/not_a_plugin.so' cannot be loaded as a shared library" \
   - --accelerator_plugin=$tests/testing/not_a_plugin.so
-expect_usage_error "was built for plugin API version 2.1, but this Kiln implements 1.1" \
+expect_usage_error "was built for plugin API version 2.2, but this Kiln implements 1.2" \
   - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so
 expect_usage_error "'$tests/libtest_plugin_missing_symbol.so' does not export KILN_GetPluginApi" \
   - --accelerator_plugin=$tests/libtest_plugin_missing_symbol.so
@@ -149,10 +169,11 @@ expect_usage_error "Plugin_Initialize: sample_plugin: SAMPLE_PLUGIN_PRIORITY='hi
 expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_null_function.so' has no Device_Stats" \
   KILN_ACCELERATOR_PLUGINS=$tests/libtest_plugin_null_function.so --accelerator=cpu
 # Every --accelerator_plugin counts, not only the last (Abseil's flags keep the last value).
-expect_usage_error "'$tests/libtest_plugin_wrong_major.so' was built for plugin API version 2.1" \
+expect_usage_error "'$tests/libtest_plugin_wrong_major.so' was built for plugin API version 2.2" \
   - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so --accelerator_plugin="$sample"
-# This program links the virtual NPU, which owns LibTorch's one PrivateUse1 slot: a PrivateUse1 plugin is refused.
-expect_usage_error "computes on PrivateUse1 devices, but this process already had a PrivateUse1 device registered" \
+# A PrivateUse1 plugin of API 1.1 registers its device when it is loaded; the test plugin (in C) registers none, so
+# choosing it is refused as unavailable, saying so.
+expect_usage_error "computes on privateuseone devices, but LibTorch in this process has no privateuseone device" \
   - --accelerator_plugin=$tests/libtest_plugin_indexed.so --accelerator=test_indexed
 # A plugin's name must be new: a copy of the sample (another file, so loaded again) cannot register it twice.
 cp "$sample" "$tmp/copy_of_sample.so"
