@@ -697,6 +697,14 @@ class FusedNanAt : public NanAt {
   }
 };
 
+// The virtual NPU registers its device when chosen, and LibTorch's autograd engine takes the devices registered at
+// the process's first backward pass only (hal/device_kit/device_kit.h): these tests train on the CPU before they train
+// on it, so it is chosen here, before any test runs, as a program that uses both would.
+const bool kVirtualNpuChosen = [] {
+  absl::StatusOr<AcceleratorSpec> spec = AcceleratorRegistry::Default().Find("virtual_npu");
+  return spec.ok() && spec->factory()->ParseDevices(1).ok();
+}();
+
 // Quiet's options on `accelerator` ("cpu", or the sample virtual NPU, a PrivateUse1 device linked through
 // @kiln_backends, whose kernels run on the host but whose losses are device tensors).
 TrainerOptions QuietOn(const std::string& accelerator, TrainerOptions options) {
@@ -720,6 +728,7 @@ TEST(TrainerTest, ANonFiniteLossFoundOnTheDeviceStopsAsOnTheHost) {
   ASSERT_TRUE(AcceleratorRegistry::Default().Find("virtual_npu").ok())
       << "virtual_npu is not linked: Kiln's WORKSPACE lists it in kiln_backends (//backends:linked); registered: "
       << AcceleratorRegistry::Default().NameList();
+  ASSERT_TRUE(kVirtualNpuChosen) << "the virtual NPU could not be chosen before the tests ran";
   // 10 batches an epoch. On the CPU the host reads each loss and stops at the non-finite one (training step 14); on
   // the device it looks at the flag before epoch 1's validation, after its last batch (training step 20), and never
   // looked at the loss itself before then.
@@ -732,7 +741,7 @@ TEST(TrainerTest, ANonFiniteLossFoundOnTheDeviceStopsAsOnTheHost) {
       SyntheticClusters data(SmallData());
       Trainer trainer(QuietOn(accelerator, {.max_epochs = 3, .seed = 1}));
       const absl::Status status = trainer.fit(model, data);
-      EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+      EXPECT_EQ(status.code(), absl::StatusCode::kAborted) << status;
       EXPECT_THAT(status.message(),
                   HasSubstr(absl::StrCat("the training loss is ", std::isnan(factor) ? "nan" : "inf",
                                          " at epoch 1, batch 3 (global step 13)")));

@@ -29,6 +29,7 @@ struct Registration {
   std::shared_ptr<Device> device;  // Set by Register; the kit's kernels use it from then on.
   std::string name;                // Set by Register or RecordRegistration.
   std::string origin;              // Who registered it, for the message refusing the next one.
+  std::string unusable;            // Why autograd cannot run on the registered device, when it cannot.
 };
 
 Registration& State() {
@@ -265,7 +266,7 @@ std::string Register(std::shared_ptr<Device> device) {
   const std::string name = device->Name();
   Registration& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.device == device) return "";
+  if (state.device == device) return state.unusable;
   if (state.device != nullptr && state.name == name) {
     return "cannot register the out-of-tree device '" + name +
            "' twice: another kiln::device_kit::Device of that name is registered already; register one object";
@@ -292,10 +293,22 @@ std::string Register(std::shared_ptr<Device> device) {
     // is left with part of a device, so say so plainly.
     return "registering the out-of-tree device '" + name + "' with LibTorch failed part way: " + error.what();
   }
-  state.device = std::move(device);
+  state.device = device;
   state.name = name;
   state.origin = "registered through Kiln's device kit";
-  return "";
+  // LibTorch's autograd engine sizes its queues for devices once, at the process's first backward pass, from the
+  // devices registered then: on a device registered after it, every backward fails inside autograd. One backward
+  // here either starts the engine with this device in it or finds that it started without it.
+  if (count > 0) {
+    if (std::string failed = internal::ProbeAutograd(); !failed.empty()) {
+      state.unusable = "the out-of-tree device '" + name +
+                       "' was registered after this process's first backward pass, and LibTorch's autograd engine "
+                       "sizes its device queues once, at that first pass, so it cannot run a backward pass on '" +
+                       name + "'; register the device (choose its accelerator) before the process first trains or "
+                       "calls backward (LibTorch: " + failed + ")";
+    }
+  }
+  return state.unusable;
 }
 
 std::string CheckCanRegister(const std::string& name) {

@@ -36,7 +36,13 @@ inline constexpr int kMaxDevices = 64;
 // Makes `device` this process's PrivateUse1 device and names it device->Name(). "" on success, also when this same
 // device (the same object) is registered already. Otherwise why not, before anything is registered: another device
 // holds PrivateUse1 (the message names both), the name is not one LibTorch accepts, or Count() is above kMaxDevices.
-// Never throws.
+//
+// Register before the process's first backward pass. LibTorch's autograd engine sizes its queues for devices once,
+// at the first backward pass, from the devices registered then; on a device registered later every backward fails.
+// Register runs one backward pass on device 0 to find out, and when it fails the device is registered but the
+// message says so (and so does every later call). Kiln's accelerators register when chosen, which fit and the
+// Trainer do before training; a program that trains on the CPU and then on the device in one process chooses the
+// device first. Never throws.
 std::string Register(std::shared_ptr<Device> device);
 
 // What Register would say about a device named `name`, without registering anything: "" when PrivateUse1 is free or

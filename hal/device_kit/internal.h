@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "c10/core/Allocator.h"
 #include "c10/core/StorageImpl.h"
@@ -27,6 +28,10 @@ void ResizeStorageBytes(c10::StorageImpl* storage, size_t bytes);
 
 // Registers the kernels and autocast's casts (kernels.cc). Called once, by Register.
 void RegisterKernels();
+
+// Runs one backward pass on device 0 (there must be one): "" when autograd works on the device, else why not. See
+// Register's comment on LibTorch's autograd engine.
+std::string ProbeAutograd();
 
 extern std::atomic<int64_t> cpu_fallback_calls;
 extern std::atomic<int64_t> device_to_host_copies;

@@ -19,6 +19,7 @@
 #include "ATen/ops/_reshape_alias_native.h"
 #include "ATen/ops/as_strided_native.h"
 #include "ATen/ops/empty.h"
+#include "ATen/ops/ones.h"
 #include "ATen/ops/set_native.h"
 #include "ATen/ops/view_native.h"
 #include "c10/core/SymIntArrayRef.h"
@@ -274,6 +275,18 @@ void RegisterKernels() {
 #undef KILN_KIT_FP32
 #undef KILN_KIT_FP32_SET_OPT_DTYPE
 #undef KILN_KIT_PROMOTE
+}
+
+std::string ProbeAutograd() {
+  try {
+    c10::InferenceMode inference(false);
+    c10::AutoGradMode grad(true);
+    at::Tensor probe = at::ones({1}, at::TensorOptions().device(c10::Device(kType, 0))).requires_grad_();
+    probe.sum().backward();
+    return "";
+  } catch (const c10::Error& error) {
+    return error.what_without_backtrace();
+  }
 }
 
 }  // namespace kiln::device_kit::internal

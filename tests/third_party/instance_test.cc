@@ -25,6 +25,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The virtual NPU registers its device when chosen, and LibTorch's autograd engine takes only the devices registered
+// at the process's first backward pass (hal/device_kit/device_kit.h): these tests train on the CPU before they use it,
+// so it is chosen first, as a program that uses both would.
+const bool kVirtualNpuChosen = [] {
+  absl::StatusOr<kiln::AcceleratorSpec> spec = kiln::AcceleratorRegistry::Default().Find("virtual_npu");
+  return spec.ok() && spec->factory()->ParseDevices(1).ok();
+}();
+
 // A made-up accelerator with four devices that computes on the host. It parses `devices` its own way (a count up
 // to 4, or "auto" for all of them; never a list), prefers its own collective backend, and runs 16-mixed as 32-true.
 class NewSotaAccelerator final : public kiln::Accelerator {
@@ -270,6 +278,7 @@ TEST(AcceleratorInstanceTest, AStrategyRegisteredWithoutAFactoryIsRefusedNamingT
 // Gloo is every host's); and, before training, a backend that cannot carry the device's tensors, which the check
 // all-reduce on the device at set-up finds (Gloo reduces CPU tensors).
 TEST(AcceleratorInstanceTest, DdpRefusesABackendThatCannotCarryTheDevicesTensors) {
+  ASSERT_TRUE(kVirtualNpuChosen) << "the virtual NPU could not be chosen before the tests ran";
   const auto run = [](const std::string& backend, kiln::Trainer** out) {
     static std::vector<std::unique_ptr<kiln::Trainer>> trainers;
     // Not testing::Quiet, which puts a named accelerator back on the CPU.
