@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "connector/detect_cluster_environment.h"
 #include "glog/logging.h"
+#include "hal/compat/error_message.h"
 
 namespace kiln {
 namespace {
@@ -28,7 +29,7 @@ absl::Status ProbeAvailable(const Accelerator& accelerator) {
   try {
     return accelerator.CheckAvailable();
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("CheckAvailable threw: ", e.what()));
+    return absl::InternalError(absl::StrCat("CheckAvailable threw: ", compat::ExceptionMessage(e)));
   } catch (...) {
     return absl::InternalError("CheckAvailable threw");
   }
@@ -38,7 +39,7 @@ absl::StatusOr<int> ProbeDeviceCount(const Accelerator& accelerator) {
   try {
     return accelerator.AutoDeviceCount();
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("AutoDeviceCount threw: ", e.what()));
+    return absl::InternalError(absl::StrCat("AutoDeviceCount threw: ", compat::ExceptionMessage(e)));
   } catch (...) {
     return absl::InternalError("AutoDeviceCount threw");
   }

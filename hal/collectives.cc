@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hal/compat/c10d.h"
+#include "hal/compat/error_message.h"
 #include "torch/csrc/distributed/c10d/ProcessGroupGloo.hpp"
 
 namespace kiln {
@@ -21,14 +22,14 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeGlooCollectiveBackend(cons
     } catch (const std::exception& e) {
       return absl::FailedPreconditionError(absl::StrCat(
           endpoint.is_interface ? "GLOO_SOCKET_IFNAME names the interface '" : "cannot use the address '",
-          endpoint.name, "', which Gloo cannot use (", e.what(),
+          endpoint.name, "', which Gloo cannot use (", compat::ExceptionMessage(e),
           "); pass an interface of this host (`ip -brief address` lists them)"));
     }
   }
   try {
     return compat::MakeGlooBackend(options.store, options.rank, options.world_size, gloo_options, options.timeout);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("gloo: the ranks did not connect: ", e.what()));
+    return absl::UnavailableError(absl::StrCat("gloo: the ranks did not connect: ", compat::ExceptionMessage(e)));
   }
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "hal/compat/error_message.h"
 
 namespace kiln {
 namespace {
@@ -125,7 +126,7 @@ absl::StatusOr<std::shared_ptr<Accelerator>> AcceleratorRegistry::Get(absl::stri
       entry.instance = entry.spec.factory();
     } catch (const std::exception& e) {
       return absl::InternalError(
-          absl::StrCat("the factory of accelerator '", entry.spec.name, "' threw: ", e.what()));
+          absl::StrCat("the factory of accelerator '", entry.spec.name, "' threw: ", compat::ExceptionMessage(e)));
     }
     if (entry.instance == nullptr) {
       return absl::InternalError(absl::StrCat("the factory of accelerator '", entry.spec.name, "' returned null"));

@@ -394,11 +394,21 @@ class @DEVICE_CLASS@ final : public kiln::device_kit::Device {
 
 }  // namespace
 
-int DeviceCount() noexcept { return kFakeDeviceCount; }
+namespace {
+
+// The process's one device object: the kit keeps it once registered, and DeviceCount asks it.
+const std::shared_ptr<@DEVICE_CLASS@>& TheDevice() {
+  static const auto* const device = new std::shared_ptr<@DEVICE_CLASS@>(std::make_shared<@DEVICE_CLASS@>());
+  return *device;
+}
+
+}  // namespace
+
+int DeviceCount() noexcept { return TheDevice()->Count(); }
 
 absl::Status RegistrationStatus() {
   static const absl::Status* const status = [] {
-    const std::string error = kiln::device_kit::Register(std::make_shared<@DEVICE_CLASS@>());
+    const std::string error = kiln::device_kit::Register(TheDevice());
     return new absl::Status(error.empty() ? absl::OkStatus() : absl::FailedPreconditionError(error));
   }();
   return *status;
@@ -549,8 +559,7 @@ std::vector<kiln::Precision> @CLASS@::SupportedPrecisions() const {
 // Priority -100: "auto" prefers every built-in accelerator (cpu is 0) until you raise it.
 KILN_REGISTER_ACCELERATOR({
     .name = "@NAME@",
-    .description = "The @NAME@ accelerator: an out-of-tree LibTorch device (generated; its runtime is a fake in host "
-                   "memory until @NAME@_device.cc calls the driver).",
+    .description = "The @NAME@ accelerator: an out-of-tree LibTorch device (@NAME@:N).",
     .aliases = {},
     .priority = -100,
     .factory = [] { return std::make_shared<@CLASS@>(); },

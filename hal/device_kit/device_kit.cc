@@ -288,9 +288,12 @@ std::string Register(std::shared_ptr<Device> device) {
     static CurrentDeviceAllocator current_device_allocator;
     c10::SetAllocator(kType, &current_device_allocator);
     internal::RegisterKernels();
-  } catch (const std::exception& error) {
+  } catch (const c10::Error& error) {
     // LibTorch refused a registration (another library registered PrivateUse1 kernels without a device): the process
     // is left with part of a device, so say so plainly.
+    return "registering the out-of-tree device '" + name +
+           "' with LibTorch failed part way: " + error.what_without_backtrace();
+  } catch (const std::exception& error) {
     return "registering the out-of-tree device '" + name + "' with LibTorch failed part way: " + error.what();
   }
   state.device = device;
@@ -301,11 +304,18 @@ std::string Register(std::shared_ptr<Device> device) {
   // here either starts the engine with this device in it or finds that it started without it.
   if (count > 0) {
     if (std::string failed = internal::ProbeAutograd(); !failed.empty()) {
-      state.unusable = "the out-of-tree device '" + name +
-                       "' was registered after this process's first backward pass, and LibTorch's autograd engine "
-                       "sizes its device queues once, at that first pass, so it cannot run a backward pass on '" +
-                       name + "'; register the device (choose its accelerator) before the process first trains or "
-                       "calls backward (LibTorch: " + failed + ")";
+      // LibTorch's words for an engine without this device (torch/csrc/autograd/engine.cpp); anything else is the
+      // device's own failure (out of memory, a copy that failed), said as it is.
+      if (failed.find("device_ready_queues_") != std::string::npos) {
+        state.unusable = "the out-of-tree device '" + name +
+                         "' was registered after this process's first backward pass, and LibTorch's autograd engine "
+                         "sizes its device queues once, at that first pass, so it cannot run a backward pass on '" +
+                         name + "'; register the device (choose its accelerator) before the process first trains or "
+                         "calls backward (LibTorch: " + failed + ")";
+      } else {
+        state.unusable = "the out-of-tree device '" + name + "' is registered, but one backward pass on " + name +
+                         ":0 failed: " + failed;
+      }
     }
   }
   return state.unusable;

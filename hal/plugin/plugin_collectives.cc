@@ -7,6 +7,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "c10/util/Exception.h"
+#include "hal/compat/error_message.h"
 #include "hal/completed_work.h"
 
 namespace kiln {
@@ -105,7 +106,8 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> PluginCollectives::Create(
     try {
       options.store->set(kPluginUniqueIdKey, id);
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(who, ": cannot give the other ranks the unique id: ", e.what()));
+      return absl::UnavailableError(
+          absl::StrCat(who, ": cannot give the other ranks the unique id: ", compat::ExceptionMessage(e)));
     }
   } else {
     try {
@@ -113,7 +115,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> PluginCollectives::Create(
       id = options.store->get(kPluginUniqueIdKey);
     } catch (const std::exception& e) {
       return absl::DeadlineExceededError(absl::StrCat(who, ": rank 0's unique id did not arrive within ",
-                                                      options.timeout.count(), " ms (", e.what(),
+                                                      options.timeout.count(), " ms (", compat::ExceptionMessage(e),
                                                       "); check that rank 0 runs and reached the same point"));
     }
     if (id.empty() || id.size() > KILN_COLLECTIVES_UNIQUE_ID_MAX_BYTES) {

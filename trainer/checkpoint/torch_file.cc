@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "caffe2/serialize/inline_container.h"
 #include "caffe2/serialize/read_adapter_interface.h"
+#include "hal/compat/error_message.h"
 #include "torch/csrc/jit/serialization/export.h"
 #include "torch/csrc/jit/serialization/pickler.h"
 #include "torch/csrc/jit/serialization/unpickler.h"
@@ -415,7 +416,8 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
       }
       return absl::InvalidArgumentError(absl::StrCat("data.pkl describes what LibTorch cannot build: ", what));
     } catch (const std::exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat("data.pkl describes what LibTorch cannot build: ", e.what()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("data.pkl describes what LibTorch cannot build: ", compat::ExceptionMessage(e)));
     }
     // RewritePythonPickle bounds the nesting it can see; memo references can build deeper values that it cannot.
     if (!NestingDepth(value, kMaxDepth).has_value()) {

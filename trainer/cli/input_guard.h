@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "c10/util/Exception.h"
+#include "hal/compat/error_message.h"
 
 namespace kiln {
 
@@ -35,7 +36,7 @@ absl::StatusOr<T> GuardedLoad(absl::string_view what, absl::string_view fix,
       code = absl::StatusCode::kResourceExhausted;
     }
   } catch (const std::exception& error) {
-    reason = error.what();
+    reason = compat::ExceptionMessage(error);
   }
   return absl::Status(code, absl::StrCat(what, " (", reason, "); ", fix));
 }

@@ -3,6 +3,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "hal/compat/error_message.h"
 #include "torch/nn/functional/loss.h"
 #include "torch/utils.h"
 #include "trainer/optim/fused_optimizers.h"
@@ -125,7 +126,7 @@ absl::Status SupervisedModule::CheckOutputShape(int64_t num_features, int64_t nu
         e.what_without_backtrace()));
   } catch (const std::exception& e) {
     train(was_training);
-    return absl::InvalidArgumentError(absl::StrCat("the model fails on one example: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("the model fails on one example: ", compat::ExceptionMessage(e)));
   }
   if (options_.task == Task::kClassification) {
     if (outputs.dim() != 2 || outputs.size(0) != 1 || outputs.size(1) != num_outputs) {

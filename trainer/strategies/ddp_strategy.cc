@@ -21,6 +21,7 @@
 #include "glog/logging.h"
 #include "hal/collectives.h"
 #include "hal/compat/c10d.h"
+#include "hal/compat/error_message.h"
 #include "torch/csrc/distributed/c10d/PrefixStore.hpp"
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
 #include "torch/csrc/distributed/c10d/TCPStore.hpp"
@@ -107,7 +108,7 @@ auto DDPStrategy::Collective(const char* what, Fn&& fn) {
   try {
     return fn();
   } catch (const std::exception& e) {
-    const std::string message = e.what();
+    const std::string message = compat::ExceptionMessage(e);
     // c10d::Reducer's own error for a parameter that got no gradient names PyTorch's flag; Kiln's is a strategy name.
     const std::string hint =
         absl::StrContains(message, "find_unused_parameters")
@@ -186,7 +187,7 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
       absl::SleepFor(absl::Milliseconds(20));
     }
   } catch (const std::exception& e) {
-    const std::string message = e.what();
+    const std::string message = compat::ExceptionMessage(e);
     if (absl::StrContains(message, "ddress already in use")) {
       return absl::FailedPreconditionError(absl::StrCat(
           "MASTER_PORT=", port, " is already in use on this machine; pick another port, or unset MASTER_PORT to "
@@ -263,7 +264,8 @@ absl::Status DDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
       reducer_ = compat::MakeReducer(parameters, process_group_, reducer_options);
     }
   } catch (const std::exception& e) {
-    return NotMet(address, port, absl::StrCat("setting up the ", backend, " process group failed: ", e.what()));
+    return NotMet(address, port,
+                  absl::StrCat("setting up the ", backend, " process group failed: ", compat::ExceptionMessage(e)));
   }
   LOG(INFO) << "ddp: rank " << global_rank_ << " of " << world_size_ << " joined at " << address << ":" << port;
   return absl::OkStatus();
@@ -360,7 +362,7 @@ absl::Status DDPStrategy::CheckCollectives(const std::string& backend) {
   } catch (const std::exception& e) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", global_rank_, " of ", world_size_, ": the collective backend '", backend, "' cannot all-reduce ",
-        device_.str(), " tensors (", FirstLine(e.what()), "); ",
+        device_.str(), " tensors (", FirstLine(compat::ExceptionMessage(e)), "); ",
         backend == accelerator_->ProcessGroupBackend()
             ? absl::StrCat("the accelerator '", accelerator_->name(),
                            "' must bring a backend for its device type (Accelerator::MakeCollectiveBackend)")

@@ -2,6 +2,7 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "hal/compat/error_message.h"
 
 namespace kiln {
 
@@ -32,7 +33,8 @@ absl::Status SetupDeviceAndModel(Accelerator& accelerator, const LogicalDevice& 
   try {
     model.to(device.compute);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("moving the model to ", device.ToString(), " failed: ", e.what()));
+    return absl::InternalError(
+        absl::StrCat("moving the model to ", device.ToString(), " failed: ", compat::ExceptionMessage(e)));
   }
   return absl::OkStatus();
 }
