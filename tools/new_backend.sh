@@ -534,15 +534,11 @@ absl::Status @CLASS@::TeardownDevice(const kiln::LogicalDevice& device) {
 
 absl::StatusOr<kiln::DeviceStats> @CLASS@::GetDeviceStats(const kiln::LogicalDevice& device) const {
   if (absl::Status status = CheckOwnDevice(device); !status.ok()) return status;
-  const kiln::device_kit::MemoryStats memory = kiln::device_kit::GetMemoryStats(device.compute.index());
-  return kiln::DeviceStats{
-      {"memory_allocated_bytes", static_cast<double>(memory.allocated_bytes)},
-      {"memory_allocated_peak_bytes", static_cast<double>(memory.peak_allocated_bytes)},
-      {"memory_active_blocks", static_cast<double>(memory.active_blocks)},
-      {"memory_total_blocks", static_cast<double>(memory.total_blocks)},
-      {"cpu_fallback_calls", static_cast<double>(kiln::device_kit::CpuFallbackCalls())},
-      {"device_to_host_copies", static_cast<double>(kiln::device_kit::DeviceToHostCopies())},
-  };
+  kiln::DeviceStats stats;
+  for (const kiln::device_kit::Statistic& statistic : kiln::device_kit::DeviceStatistics(device.compute.index())) {
+    stats[statistic.name] = statistic.value;
+  }
+  return stats;
 }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> @CLASS@::MakeCollectiveBackend(

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "hal/device_kit/device_kit.h"
 #include "hal/plugin/kiln_plugin_c_api.h"
@@ -138,18 +139,12 @@ KILN_Error* DeviceTeardown(KILN_Device_Teardown_Args* args) noexcept {
 KILN_Error* DeviceStats(KILN_Device_Stats_Args* args) noexcept {
   CHECK_ARGS(args, KILN_Device_Stats_Args);
   if (KILN_Error* error = CheckIndex(args->device_index); error != nullptr) return error;
-  const kiln::device_kit::MemoryStats memory = kiln::device_kit::GetMemoryStats(args->device_index);
-  const KILN_Device_Stat stats[] = {
-      {"memory_allocated_bytes", static_cast<double>(memory.allocated_bytes)},
-      {"memory_allocated_peak_bytes", static_cast<double>(memory.peak_allocated_bytes)},
-      {"memory_active_blocks", static_cast<double>(memory.active_blocks)},
-      {"memory_total_blocks", static_cast<double>(memory.total_blocks)},
-      {"cpu_fallback_calls", static_cast<double>(kiln::device_kit::CpuFallbackCalls())},
-      {"device_to_host_copies", static_cast<double>(kiln::device_kit::DeviceToHostCopies())},
-      {"register_calls", static_cast<double>(register_calls.load())},
-  };
-  args->num_stats = sizeof(stats) / sizeof(stats[0]);
-  for (size_t i = 0; i < args->num_stats && i < args->stats_capacity; ++i) args->stats[i] = stats[i];
+  std::vector<kiln::device_kit::Statistic> stats = kiln::device_kit::DeviceStatistics(args->device_index);
+  stats.push_back({"register_calls", static_cast<double>(register_calls.load())});
+  args->num_stats = stats.size();
+  for (size_t i = 0; i < args->num_stats && i < args->stats_capacity; ++i) {
+    args->stats[i] = KILN_Device_Stat{stats[i].name, stats[i].value};
+  }
   return nullptr;
 }
 

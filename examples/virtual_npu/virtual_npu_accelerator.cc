@@ -95,15 +95,11 @@ absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const ki
   const c10::Device& device = logical.compute;
   if (absl::Status status = kiln::CheckIndexIsCompute(logical); !status.ok()) return status;
   if (absl::Status status = CheckDevice(device); !status.ok()) return status;
-  const kiln::device_kit::MemoryStats memory = kiln::device_kit::GetMemoryStats(device.index());
-  return kiln::DeviceStats{
-      {"memory_allocated_bytes", static_cast<double>(memory.allocated_bytes)},
-      {"memory_allocated_peak_bytes", static_cast<double>(memory.peak_allocated_bytes)},
-      {"memory_active_blocks", static_cast<double>(memory.active_blocks)},
-      {"memory_total_blocks", static_cast<double>(memory.total_blocks)},
-      {"cpu_fallback_calls", static_cast<double>(kiln::device_kit::CpuFallbackCalls())},
-      {"device_to_host_copies", static_cast<double>(kiln::device_kit::DeviceToHostCopies())},
-  };
+  kiln::DeviceStats stats;
+  for (const kiln::device_kit::Statistic& statistic : kiln::device_kit::DeviceStatistics(device.index())) {
+    stats[statistic.name] = statistic.value;
+  }
+  return stats;
 }
 
 std::vector<kiln::Precision> VirtualNpuAccelerator::SupportedPrecisions() const {

@@ -373,6 +373,18 @@ void ResetPeakMemoryStats(int index) {
   counters.peak_allocated_bytes.store(counters.allocated_bytes.load());
 }
 
+std::vector<Statistic> DeviceStatistics(int index) {
+  const MemoryStats memory = GetMemoryStats(index);
+  return {
+      {"memory_allocated_bytes", static_cast<double>(memory.allocated_bytes)},
+      {"memory_allocated_peak_bytes", static_cast<double>(memory.peak_allocated_bytes)},
+      {"memory_active_blocks", static_cast<double>(memory.active_blocks)},
+      {"memory_total_blocks", static_cast<double>(memory.total_blocks)},
+      {"cpu_fallback_calls", static_cast<double>(CpuFallbackCalls())},
+      {"device_to_host_copies", static_cast<double>(DeviceToHostCopies())},
+  };
+}
+
 int64_t CpuFallbackCalls() { return internal::cpu_fallback_calls.load(std::memory_order_relaxed); }
 int64_t DeviceToHostCopies() { return internal::device_to_host_copies.load(std::memory_order_relaxed); }
 

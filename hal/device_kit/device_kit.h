@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hal/device_kit/device.h"
 
@@ -82,6 +83,18 @@ struct MemoryStats {
 MemoryStats GetMemoryStats(int index);
 // Sets device `index`'s peak to the bytes in use now.
 void ResetPeakMemoryStats(int index);
+
+// One statistic of a device: `name` is a string literal, lower_snake_case with its unit (Kiln's statistic names).
+struct Statistic {
+  const char* name;
+  double value;
+};
+
+// Device `index`'s statistics, as every backend made with the kit reports them: memory_allocated_bytes,
+// memory_allocated_peak_bytes (since the last ResetPeakMemoryStats), memory_active_blocks, memory_total_blocks (from
+// GetMemoryStats), and cpu_fallback_calls and device_to_host_copies (all devices together). Throws c10::Error for an
+// index out of range, as GetMemoryStats.
+std::vector<Statistic> DeviceStatistics(int index);
 
 // Operator calls that went through the CPU fallback in this process.
 int64_t CpuFallbackCalls();
