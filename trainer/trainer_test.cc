@@ -632,6 +632,117 @@ TEST(TrainerTest, ValidateTestAndPredict) {
   EXPECT_THAT(trainer.predict(model, train_only).status().message(), HasSubstr("predict needs a predict_dataloader"));
 }
 
+// Several loaders for a stage (Lightning's list of loaders): SmallData's validation set (4 batches) and a second,
+// other set (2 batches).
+class TwoEvaluationSets final : public DataModule {
+ public:
+  TwoEvaluationSets() : first_(SmallData()), second_(SecondSet()) {}
+  static SyntheticOptions SecondSet() {
+    SyntheticOptions options = SmallData();
+    options.num_val = 128;
+    options.seed = 7;
+    return options;
+  }
+  std::shared_ptr<DataLoader> train_dataloader() override { return first_.train_dataloader(); }
+  std::vector<std::shared_ptr<DataLoader>> val_dataloaders() override {
+    return {first_.val_dataloader(), second_.val_dataloader()};
+  }
+  std::vector<std::shared_ptr<DataLoader>> test_dataloaders() override { return val_dataloaders(); }
+  std::vector<std::shared_ptr<DataLoader>> predict_dataloaders() override { return val_dataloaders(); }
+  SyntheticClusters first_;
+  SyntheticClusters second_;
+};
+
+// The steps as a model that takes dataloader_idx sees them.
+class LoaderIndexRecorder : public RecordingClassifier {
+ public:
+  void validation_step(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) override {
+    seen.emplace_back(dataloader_idx, batch_idx);
+    RecordingClassifier::validation_step(batch, batch_idx);
+  }
+  at::Tensor predict_step(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) override {
+    predicted.emplace_back(dataloader_idx, batch_idx);
+    return RecordingClassifier::predict_step(batch, batch_idx);
+  }
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  std::vector<std::pair<int64_t, int64_t>> predicted;
+};
+
+// A callback that takes dataloader_idx, and one written before several loaders (the four-argument form).
+class LoaderIndexCallback : public Callback {
+ public:
+  std::string state_key() const override { return "LoaderIndexCallback"; }
+  void on_validation_batch_start(Trainer&, LightningModule&, const Batch&, int64_t batch_idx,
+                                 int64_t dataloader_idx) override {
+    seen.emplace_back(dataloader_idx, batch_idx);
+  }
+  std::vector<std::pair<int64_t, int64_t>> seen;
+};
+class OldStyleCallback : public Callback {
+ public:
+  std::string state_key() const override { return "OldStyleCallback"; }
+  void on_validation_batch_start(Trainer&, LightningModule&, const Batch&, int64_t) override { ++calls; }
+  int calls = 0;
+};
+
+TEST(TrainerTest, SeveralEvaluationLoadersPassTheirIndexAndSuffixTheirMetrics) {
+  LoaderIndexRecorder model;
+  TwoEvaluationSets data;
+  auto indexed = std::make_shared<LoaderIndexCallback>();
+  auto old_style = std::make_shared<OldStyleCallback>();
+  Trainer trainer(Quiet({.callbacks = {indexed, old_style}}));
+  absl::StatusOr<MetricMap> val = trainer.validate(model, data);
+  ASSERT_TRUE(val.ok()) << val.status();
+  using Seen = std::vector<std::pair<int64_t, int64_t>>;
+  const Seen expected = {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}};
+  EXPECT_EQ(model.seen, expected) << "loader 0's batches, then loader 1's";
+  EXPECT_EQ(indexed->seen, expected);
+  EXPECT_EQ(old_style->calls, 6) << "a callback's four-argument hook still runs";
+  EXPECT_EQ(val->count("val_loss"), 0u) << "with two loaders every step metric names its loader";
+  ASSERT_EQ(val->count("val_loss/dataloader_idx_0"), 1u);
+  ASSERT_EQ(val->count("val_loss/dataloader_idx_1"), 1u);
+  ASSERT_EQ(val->count("val_acc/dataloader_idx_1"), 1u);
+
+  // Each is what validating on that loader alone gives.
+  SyntheticClusters first(SmallData());
+  SyntheticClusters second(TwoEvaluationSets::SecondSet());
+  absl::StatusOr<MetricMap> alone_first = Trainer(Quiet({})).validate(model, first);
+  absl::StatusOr<MetricMap> alone_second = Trainer(Quiet({})).validate(model, second);
+  ASSERT_TRUE(alone_first.ok() && alone_second.ok());
+  EXPECT_EQ(val->at("val_loss/dataloader_idx_0"), alone_first->at("val_loss"));
+  EXPECT_EQ(val->at("val_loss/dataloader_idx_1"), alone_second->at("val_loss"));
+  EXPECT_NE(alone_first->at("val_loss"), alone_second->at("val_loss")) << "the two sets must differ to tell";
+
+  absl::StatusOr<MetricMap> test = Trainer(Quiet({})).test(model, data);
+  ASSERT_TRUE(test.ok()) << test.status();
+  EXPECT_EQ(test->count("test_loss/dataloader_idx_1"), 1u);
+
+  absl::StatusOr<std::vector<at::Tensor>> predictions = Trainer(Quiet({})).predict(model, data);
+  ASSERT_TRUE(predictions.ok()) << predictions.status();
+  EXPECT_EQ(predictions->size(), 6u) << "one tensor per batch, loader after loader";
+  EXPECT_EQ(model.predicted, expected);
+}
+
+TEST(TrainerTest, FitValidatesOnEveryLoaderAndMonitorsASuffixedMetric) {
+  LoaderIndexRecorder model;
+  TwoEvaluationSets data;
+  const std::string folder = TempDir();
+  Trainer trainer(Quiet({.max_epochs = 2,
+                         .num_sanity_val_steps = 1,
+                         .callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+                             .dirpath = folder, .monitor = "val_loss/dataloader_idx_1", .save_top_k = 1})}}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  // One sanity step per loader, then each epoch's validation over both.
+  ASSERT_GE(model.seen.size(), 2u);
+  EXPECT_EQ(model.seen[0], std::make_pair(int64_t{0}, int64_t{0}));
+  EXPECT_EQ(model.seen[1], std::make_pair(int64_t{1}, int64_t{0}));
+  EXPECT_EQ(model.seen.size(), 2u + 2 * 6);
+  EXPECT_EQ(trainer.callback_metrics().count("val_loss/dataloader_idx_1"), 1u);
+  int checkpoints = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) checkpoints += entry.path().extension() == ".ckpt";
+  EXPECT_EQ(checkpoints, 1) << "ModelCheckpoint monitored val_loss/dataloader_idx_1";
+}
+
 TEST(TrainerTest, DeterministicTurnsOnLibTorchDeterministicAlgorithms) {
   RecordingClassifier model;
   SyntheticClusters data(SmallData());

@@ -131,6 +131,34 @@ class Callback {
                                     const Batch& batch, int64_t batch_idx) {}
   virtual void on_predict_epoch_end(Trainer& trainer, LightningModule& module) {}
   virtual void on_predict_end(Trainer& trainer, LightningModule& module) {}
+
+  // The batch hooks with the index of the stage's loader (DataModule::val_dataloaders() and the like; 0 with one),
+  // which the loops call, as Lightning's take dataloader_idx. By default they call the forms above (which callbacks
+  // written before several loaders override), so override whichever form the callback needs.
+  virtual void on_validation_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
+                                         int64_t batch_idx, int64_t dataloader_idx) {
+    on_validation_batch_start(trainer, module, batch, batch_idx);
+  }
+  virtual void on_validation_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch,
+                                       int64_t batch_idx, int64_t dataloader_idx) {
+    on_validation_batch_end(trainer, module, batch, batch_idx);
+  }
+  virtual void on_test_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx,
+                                   int64_t dataloader_idx) {
+    on_test_batch_start(trainer, module, batch, batch_idx);
+  }
+  virtual void on_test_batch_end(Trainer& trainer, LightningModule& module, const Batch& batch, int64_t batch_idx,
+                                 int64_t dataloader_idx) {
+    on_test_batch_end(trainer, module, batch, batch_idx);
+  }
+  virtual void on_predict_batch_start(Trainer& trainer, LightningModule& module, const Batch& batch,
+                                      int64_t batch_idx, int64_t dataloader_idx) {
+    on_predict_batch_start(trainer, module, batch, batch_idx);
+  }
+  virtual void on_predict_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs,
+                                    const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {
+    on_predict_batch_end(trainer, module, outputs, batch, batch_idx);
+  }
   // The error that ends a run (see above). It must not throw; the run's error is what the caller gets.
   virtual void on_exception(Trainer& trainer, LightningModule& module, const absl::Status& error) {}
 

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ATen/core/Tensor.h"
 #include "ATen/core/ivalue.h"
@@ -96,6 +98,14 @@ class DataModule {
   virtual std::shared_ptr<DataLoader> test_dataloader() { return nullptr; }
   virtual std::shared_ptr<DataLoader> predict_dataloader() { return nullptr; }
 
+  // Several loaders for a stage, as Lightning's *_dataloader() returning a list: the loops run them in this order,
+  // pass each one's index to the steps and the batch hooks as `dataloader_idx`, and, when there are two or more, log
+  // every metric a step logs with "/dataloader_idx_<i>" after its name (Lightning's names: "val_loss/dataloader_idx_1").
+  // By default the one loader of the singular method, or none when it returns null. Null entries are refused.
+  virtual std::vector<std::shared_ptr<DataLoader>> val_dataloaders() { return OneOrNone(val_dataloader()); }
+  virtual std::vector<std::shared_ptr<DataLoader>> test_dataloaders() { return OneOrNone(test_dataloader()); }
+  virtual std::vector<std::shared_ptr<DataLoader>> predict_dataloaders() { return OneOrNone(predict_dataloader()); }
+
   // What a checkpoint keeps of the data, as Lightning keeps a LightningDataModule's state_dict(): written under
   // state_key() (by default nothing is written), and given to load_state_dict when a fit resumes from the
   // checkpoint. The state holds what torch.save can: dictionaries, lists, numbers, strings, tensors. An error from
@@ -105,6 +115,12 @@ class DataModule {
   virtual absl::Status load_state_dict(const c10::IValue& state) {
     (void)state;
     return absl::OkStatus();
+  }
+
+ private:
+  static std::vector<std::shared_ptr<DataLoader>> OneOrNone(std::shared_ptr<DataLoader> loader) {
+    if (loader == nullptr) return {};
+    return {std::move(loader)};
   }
 };
 

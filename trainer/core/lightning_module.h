@@ -70,6 +70,20 @@ class LightningModule : public torch::nn::Module {
     (void)batch_idx;
     return predict_forward(batch.input);
   }
+  // The steps with the index of the stage's loader (DataModule::val_dataloaders() and the like; 0 with one loader),
+  // which the loops call. By default they call the forms above, so override whichever form the model needs.
+  virtual void validation_step(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {
+    (void)dataloader_idx;
+    validation_step(batch, batch_idx);
+  }
+  virtual void test_step(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {
+    (void)dataloader_idx;
+    test_step(batch, batch_idx);
+  }
+  virtual at::Tensor predict_step(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {
+    (void)dataloader_idx;
+    return predict_step(batch, batch_idx);
+  }
   virtual OptimizerConfig configure_optimizers() = 0;
 
   // Hooks, in the order the fit loop calls them (see trainer.h for the full order).

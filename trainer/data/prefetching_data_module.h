@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "trainer/data/prefetching_data_loader.h"
 #include "trainer/core/data_loader.h"
@@ -26,6 +27,11 @@ class PrefetchingDataModule final : public DataModule {
   std::shared_ptr<DataLoader> val_dataloader() override { return Wrap(inner_->val_dataloader()); }
   std::shared_ptr<DataLoader> test_dataloader() override { return Wrap(inner_->test_dataloader()); }
   std::shared_ptr<DataLoader> predict_dataloader() override { return Wrap(inner_->predict_dataloader()); }
+  std::vector<std::shared_ptr<DataLoader>> val_dataloaders() override { return WrapAll(inner_->val_dataloaders()); }
+  std::vector<std::shared_ptr<DataLoader>> test_dataloaders() override { return WrapAll(inner_->test_dataloaders()); }
+  std::vector<std::shared_ptr<DataLoader>> predict_dataloaders() override {
+    return WrapAll(inner_->predict_dataloaders());
+  }
   std::string state_key() const override { return inner_->state_key(); }
   c10::IValue state_dict() const override { return inner_->state_dict(); }
   absl::Status load_state_dict(const c10::IValue& state) override { return inner_->load_state_dict(state); }
@@ -34,6 +40,11 @@ class PrefetchingDataModule final : public DataModule {
 
  private:
   std::shared_ptr<DataLoader> Wrap(const std::shared_ptr<DataLoader>& loader);
+  std::vector<std::shared_ptr<DataLoader>> WrapAll(const std::vector<std::shared_ptr<DataLoader>>& loaders) {
+    std::vector<std::shared_ptr<DataLoader>> wrapped;
+    for (const auto& loader : loaders) wrapped.push_back(Wrap(loader));
+    return wrapped;
+  }
 
   std::shared_ptr<DataModule> inner_;
   const int64_t depth_;

@@ -16,7 +16,11 @@ TEST(UserPathTest, RelativeToWhereBazelRunStarted) {
   EXPECT_EQ(UserPath("/abs/x.csv"), "/abs/x.csv");
   EXPECT_EQ(UserPath(""), "");
   EXPECT_EQ(UserPathKeepingBareNames("libacme.so"), "libacme.so");
-  EXPECT_EQ(UserPathKeepingBareNames("./libacme.so"), "/home/me/work/./libacme.so");
+  EXPECT_EQ(UserPathKeepingBareNames("./libacme.so"), "/home/me/work/libacme.so");
+  EXPECT_EQ(UserPath("."), "/home/me/work");
+  EXPECT_EQ(UserPath("./"), "/home/me/work");
+  EXPECT_EQ(UserPath("././runs"), "/home/me/work/runs");
+  EXPECT_EQ(UserPath("../runs"), "/home/me/work/../runs");
   ::setenv("BUILD_WORKING_DIRECTORY", "", 1);
   EXPECT_EQ(UserPath("data/x.csv"), "data/x.csv");
 }

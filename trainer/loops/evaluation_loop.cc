@@ -1,7 +1,9 @@
 #include "trainer/loops/evaluation_loop.h"
 
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -26,25 +28,38 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
     }
   }
   if (absl::Status claimed = trainer.SetupLoggers(); !claimed.ok()) return claimed;
-  std::shared_ptr<DataLoader> loader;
+  std::vector<std::shared_ptr<DataLoader>> loaders;
   absl::Status status = CallUser("setup", [&] {
     data.setup(stage_);
-    loader = validating() ? data.val_dataloader() : data.test_dataloader();
+    loaders = validating() ? data.val_dataloaders() : data.test_dataloaders();
     trainer.CallCallbacks([&](Callback& c) { c.setup(trainer, model, stage_); });
   });
   if (!status.ok()) return status;
-  if (loader == nullptr) {
+  if (loaders.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(validating() ? "validate needs a val_dataloader" : "test needs a test_dataloader",
                      "; the data module returned none"));
   }
-  if (absl::Status sharded = ShardLoaders(*trainer.strategy_, {loader.get()}); !sharded.ok()) return sharded;
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    if (loaders[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the data module's ",
+                                                     validating() ? "val_dataloaders" : "test_dataloaders",
+                                                     "() gave a null loader at index ", i, " of ", loaders.size(),
+                                                     "; return only loaders that exist"));
+    }
+  }
+  const std::vector<DataLoader*> pointers = LoaderPointers(loaders);
+  if (absl::Status sharded = ShardLoaders(*trainer.strategy_, pointers); !sharded.ok()) return sharded;
   const TrainerOptions& options = trainer.options_;
-  absl::StatusOr<int64_t> limit =
-      (validating() ? options.limit_val_batches : options.limit_test_batches)
-          .Resolve(loader->num_batches(), validating() ? "limit_val_batches" : "limit_test_batches");
-  if (!limit.ok()) return limit.status();
-  absl::StatusOr<MetricMap> metrics = Run(model, *loader, *limit);
+  std::vector<int64_t> limits;
+  for (DataLoader* loader : pointers) {
+    absl::StatusOr<int64_t> limit =
+        (validating() ? options.limit_val_batches : options.limit_test_batches)
+            .Resolve(loader->num_batches(), validating() ? "limit_val_batches" : "limit_test_batches");
+    if (!limit.ok()) return limit.status();
+    limits.push_back(*limit);
+  }
+  absl::StatusOr<MetricMap> metrics = Run(model, pointers, limits);
   status = CallUser("teardown", [&] { trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, stage_); }); });
   if (metrics.ok() && !status.ok()) return status;
   for (const auto& logger : options.loggers) {
@@ -66,62 +81,90 @@ void EvaluationLoop::StartHooks(LightningModule& model) {
   });
 }
 
-void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_t batch_idx,
+void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_t batch_idx, int64_t dataloader_idx,
                               MetricCollector& metrics) {
   Trainer& trainer = trainer_;
   PrecisionPlugin& precision = *trainer.precision_;
   Batch batch = precision.ConvertInput(trainer.strategy_->BatchToDevice(loader.get_batch(batch_idx)));
   trainer.CallCallbacks([&](Callback& c) {
-    validating() ? c.on_validation_batch_start(trainer, model, batch, batch_idx)
-                 : c.on_test_batch_start(trainer, model, batch, batch_idx);
+    validating() ? c.on_validation_batch_start(trainer, model, batch, batch_idx, dataloader_idx)
+                 : c.on_test_batch_start(trainer, model, batch, batch_idx, dataloader_idx);
   });
   model.set_metric_sink(&metrics, batch.size());
   {
     PrecisionPlugin::ForwardContext forward_context(precision);
-    validating() ? model.validation_step(batch, batch_idx) : model.test_step(batch, batch_idx);
+    validating() ? model.validation_step(batch, batch_idx, dataloader_idx)
+                 : model.test_step(batch, batch_idx, dataloader_idx);
   }
   model.set_metric_sink(nullptr, 0);
   trainer.CallCallbacks([&](Callback& c) {
-    validating() ? c.on_validation_batch_end(trainer, model, batch, batch_idx)
-                 : c.on_test_batch_end(trainer, model, batch, batch_idx);
+    validating() ? c.on_validation_batch_end(trainer, model, batch, batch_idx, dataloader_idx)
+                 : c.on_test_batch_end(trainer, model, batch, batch_idx, dataloader_idx);
   });
 }
 
-absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, DataLoader& loader, int64_t limit) {
+absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std::vector<DataLoader*>& loaders,
+                                              const std::vector<int64_t>& limits) {
   Trainer& trainer = trainer_;
-  if (absl::Status agreed = CheckNoEmptyShard(*trainer.strategy_, limit, validating() ? "validation" : "test");
-      !agreed.ok()) {
-    return agreed;
+  for (int64_t limit : limits) {
+    if (absl::Status agreed = CheckNoEmptyShard(*trainer.strategy_, limit, validating() ? "validation" : "test");
+        !agreed.ok()) {
+      return agreed;
+    }
   }
-  MetricCollector metrics(/*training=*/false);
+  // One collector per loader, so that each loader's metrics are named and reduced apart, and with several loaders
+  // one for the epoch-end hook, whose metrics belong to no loader. With one loader, one collector, as before.
+  std::vector<std::unique_ptr<MetricCollector>> steps;
+  for (size_t i = 0; i < loaders.size(); ++i) steps.push_back(std::make_unique<MetricCollector>(/*training=*/false));
+  MetricCollector epoch_end(/*training=*/false);
+  MetricCollector& end_sink = steps.size() == 1 ? *steps[0] : epoch_end;
   SinkGuard sink_guard(model);
   model.eval();
   ProgressReporter& progress = *trainer.progress_;
+  const char* what = trainer.sanity_checking_ ? "Sanity Checking" : validating() ? "Validation" : "Testing";
   absl::Status status = CallUser(validating() ? "validation loop" : "test loop", [&] {
     StartHooks(model);
     torch::NoGradGuard no_grad;
-    loader.set_epoch(0);
-    progress.StartEvaluation(trainer.sanity_checking_ ? "Sanity Checking" : validating() ? "Validation" : "Testing",
-                             limit);
-    for (int64_t batch_idx = 0; batch_idx < limit; ++batch_idx) {
-      RunBatch(model, loader, batch_idx, metrics);
-      progress.EvaluationStep(batch_idx);
+    for (size_t i = 0; i < loaders.size(); ++i) {
+      const std::string label = loaders.size() > 1 ? absl::StrCat(what, " DataLoader ", i) : std::string(what);
+      loaders[i]->set_epoch(0);
+      progress.StartEvaluation(label.c_str(), limits[i]);
+      for (int64_t batch_idx = 0; batch_idx < limits[i]; ++batch_idx) {
+        RunBatch(model, *loaders[i], batch_idx, static_cast<int64_t>(i), *steps[i]);
+        progress.EvaluationStep(batch_idx);
+      }
+      if (i + 1 < loaders.size()) progress.EndEvaluation();
     }
-    model.set_metric_sink(&metrics, 1);
+    model.set_metric_sink(&end_sink, 1);
     validating() ? model.on_validation_epoch_end() : model.on_test_epoch_end();
     model.set_metric_sink(nullptr, 0);
   });
   progress.EndEvaluation();
   if (!status.ok()) return status;
-  return Finish(model, metrics);
+  return Finish(model, steps, epoch_end);
 }
 
-absl::StatusOr<MetricMap> EvaluationLoop::Finish(LightningModule& model, const MetricCollector& metrics) {
+absl::StatusOr<MetricMap> EvaluationLoop::Finish(LightningModule& model,
+                                                 const std::vector<std::unique_ptr<MetricCollector>>& steps,
+                                                 const MetricCollector& epoch_end) {
   Trainer& trainer = trainer_;
-  MetricMap result = metrics.EpochMetrics();
-  Merge(result, metrics.StepMetrics());
+  MetricMap result;
+  // Every rank reduces the same collectors in the same order (with one loader, its collector holds the epoch end's
+  // metrics too).
+  const size_t collectors = steps.size() == 1 ? 1 : steps.size() + 1;
   absl::Status status = CallUser("reducing sync_dist metrics", [&] {
-    result = GlobalMetrics(*trainer.strategy_, metrics, std::move(result), /*steps=*/true);
+    for (size_t i = 0; i < collectors; ++i) {
+      const MetricCollector& metrics = i < steps.size() ? *steps[i] : epoch_end;
+      MetricMap reduced = metrics.EpochMetrics();
+      Merge(reduced, metrics.StepMetrics());
+      reduced = GlobalMetrics(*trainer.strategy_, metrics, std::move(reduced), /*steps=*/true);
+      if (i < steps.size() && steps.size() > 1) {
+        MetricMap named;
+        for (auto& [name, value] : reduced) named[absl::StrCat(name, "/dataloader_idx_", i)] = std::move(value);
+        reduced = std::move(named);
+      }
+      Merge(result, reduced);
+    }
   });
   if (!status.ok()) return status;
   if (!trainer.sanity_checking_) {
@@ -139,6 +182,13 @@ absl::StatusOr<MetricMap> EvaluationLoop::Finish(LightningModule& model, const M
   });
   if (!status.ok()) return status;
   return result;
+}
+
+std::vector<DataLoader*> LoaderPointers(const std::vector<std::shared_ptr<DataLoader>>& loaders) {
+  std::vector<DataLoader*> pointers;
+  pointers.reserve(loaders.size());
+  for (const auto& loader : loaders) pointers.push_back(loader.get());
+  return pointers;
 }
 
 }  // namespace kiln

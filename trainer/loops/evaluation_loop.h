@@ -4,7 +4,9 @@
 #define KILN_TRAINER_LOOPS_EVALUATION_LOOP_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "trainer/core/data_loader.h"
@@ -21,24 +23,31 @@ class EvaluationLoop {
   EvaluationLoop(Trainer& trainer, Stage stage);
 
   // Trainer::validate / test inside the entry point's set-up: restores `ckpt_path` (the weights only), claims the
-  // loggers' folders, sets the data up, runs the loader (limit_val_batches / limit_test_batches of it) and tears
-  // down. Returns the epoch's metrics.
+  // loggers' folders, sets the data up, runs each of the stage's loaders (limit_val_batches / limit_test_batches of
+  // each) and tears down. Returns the metrics.
   absl::StatusOr<MetricMap> RunStage(LightningModule& model, DataModule& data, const std::string& ckpt_path);
 
-  // One pass over the first `limit` batches of `loader`, with the stage's hooks, in no-grad and eval mode. Returns
-  // the epoch's metrics with the last step's beside them, reduced over the processes where logged with sync_dist;
-  // outside the sanity check they join callback_metrics and are logged.
-  absl::StatusOr<MetricMap> Run(LightningModule& model, DataLoader& loader, int64_t limit);
+  // One pass over the first limits[i] batches of each of `loaders`, in order, with the stage's hooks, in no-grad
+  // and eval mode. Returns the metrics the steps logged (each with "/dataloader_idx_<i>" when there are two loaders
+  // or more, as Lightning names them) and the epoch-end hook's, with the last step's beside them, reduced over the
+  // processes where logged with sync_dist; outside the sanity check they join callback_metrics and are logged.
+  absl::StatusOr<MetricMap> Run(LightningModule& model, const std::vector<DataLoader*>& loaders,
+                                const std::vector<int64_t>& limits);
 
  private:
   bool validating() const { return stage_ == Stage::kValidate; }
   void StartHooks(LightningModule& model);
-  void RunBatch(LightningModule& model, DataLoader& loader, int64_t batch_idx, MetricCollector& metrics);
-  absl::StatusOr<MetricMap> Finish(LightningModule& model, const MetricCollector& metrics);
+  void RunBatch(LightningModule& model, DataLoader& loader, int64_t batch_idx, int64_t dataloader_idx,
+                MetricCollector& metrics);
+  absl::StatusOr<MetricMap> Finish(LightningModule& model, const std::vector<std::unique_ptr<MetricCollector>>& steps,
+                                   const MetricCollector& epoch_end);
 
   Trainer& trainer_;
   const Stage stage_;
 };
+
+// The raw pointers of `loaders`, in order.
+std::vector<DataLoader*> LoaderPointers(const std::vector<std::shared_ptr<DataLoader>>& loaders);
 
 }  // namespace kiln
 

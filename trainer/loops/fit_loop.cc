@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ATen/CPUGeneratorImpl.h"
 #include "absl/strings/str_cat.h"
@@ -19,8 +20,9 @@ namespace kiln {
 absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
   Trainer& trainer = trainer_;
   if (absl::Status status = SetupData(model, data); !status.ok()) return status;
-  absl::StatusOr<TrainingLimits> limits = ResolveLimits(
-      trainer.options_, train_loader_->num_batches(), val_loader_ != nullptr ? val_loader_->num_batches() : -1);
+  std::vector<int64_t> val_batches;
+  for (const auto& loader : val_loaders_) val_batches.push_back(loader->num_batches());
+  absl::StatusOr<TrainingLimits> limits = ResolveLimits(trainer.options_, train_loader_->num_batches(), val_batches);
   if (!limits.ok()) return limits.status();
   limits_ = *limits;
   trainer.num_training_batches_ = limits_.train_batches;
@@ -43,7 +45,7 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
       "on_train_start", [&] { trainer.CallCallbacks([&](Callback& c) { c.on_train_start(trainer, model); }); });
   if (!status.ok()) return status;
   while (!Done()) {
-    status = TrainingEpochLoop(trainer, limits_).Run(model, *train_loader_, val_loader_.get());
+    status = TrainingEpochLoop(trainer, limits_).Run(model, *train_loader_, LoaderPointers(val_loaders_));
     if (!status.ok()) return status;
     ++trainer.current_epoch_;
   }
@@ -54,25 +56,41 @@ absl::Status FitLoop::SetupData(LightningModule& model, DataModule& data) {
   absl::Status status = CallUser("setup", [&] {
     data.setup(Stage::kFit);
     train_loader_ = data.train_dataloader();
-    val_loader_ = data.val_dataloader();
+    val_loaders_ = data.val_dataloaders();
   });
   if (!status.ok()) return status;
   if (train_loader_ == nullptr) {
     return absl::InvalidArgumentError("the data module returned no train_dataloader; fit needs training data");
   }
-  return ShardLoaders(*trainer_.strategy_, {train_loader_.get(), val_loader_.get()});
+  for (size_t i = 0; i < val_loaders_.size(); ++i) {
+    if (val_loaders_[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the data module's val_dataloaders() gave a null loader at index ",
+                                                     i, " of ", val_loaders_.size(),
+                                                     "; return only loaders that exist"));
+    }
+  }
+  std::vector<DataLoader*> loaders = LoaderPointers(val_loaders_);
+  loaders.insert(loaders.begin(), train_loader_.get());
+  return ShardLoaders(*trainer_.strategy_, loaders);
 }
 
 absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& options, int64_t train_batches,
                                                       int64_t val_batches) {
+  return ResolveLimits(options, train_batches,
+                       val_batches >= 0 ? std::vector<int64_t>{val_batches} : std::vector<int64_t>{});
+}
+
+absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& options, int64_t train_batches,
+                                                      const std::vector<int64_t>& val_batches) {
   TrainingLimits limits;
   absl::StatusOr<int64_t> train = options.limit_train_batches.Resolve(train_batches, "limit_train_batches");
   if (!train.ok()) return train.status();
   limits.train_batches = *train;
-  if (val_batches >= 0) {
-    absl::StatusOr<int64_t> val = options.limit_val_batches.Resolve(val_batches, "limit_val_batches");
+  for (int64_t batches : val_batches) {
+    absl::StatusOr<int64_t> val = options.limit_val_batches.Resolve(batches, "limit_val_batches");
     if (!val.ok()) return val.status();
-    limits.val_batches = *val;
+    limits.val_batches_per_loader.push_back(*val);
+    limits.val_batches += *val;
   }
   if (options.val_check_interval.is_fraction()) {
     absl::StatusOr<int64_t> every = options.val_check_interval.Resolve(limits.train_batches, "val_check_interval");
@@ -175,16 +193,22 @@ absl::Status FitLoop::Start(LightningModule& model) {
 
 absl::Status FitLoop::SanityCheck(LightningModule& model) {
   Trainer& trainer = trainer_;
+  // num_sanity_val_steps of each validation loader, as Lightning runs them.
   const int64_t requested = trainer.options_.num_sanity_val_steps;
-  const int64_t steps = requested < 0 ? limits_.val_batches : std::min(requested, limits_.val_batches);
-  if (val_loader_ == nullptr || steps <= 0) return absl::OkStatus();
+  std::vector<int64_t> steps;
+  int64_t total = 0;
+  for (int64_t limit : limits_.val_batches_per_loader) {
+    steps.push_back(requested < 0 ? limit : std::min(requested, limit));
+    total += steps.back();
+  }
+  if (val_loaders_.empty() || total <= 0) return absl::OkStatus();
   const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
   trainer.sanity_checking_ = true;
   absl::Status status = CallUser("on_sanity_check_start", [&] {
     trainer.CallCallbacks([&](Callback& c) { c.on_sanity_check_start(trainer, model); });
   });
   absl::StatusOr<MetricMap> sanity =
-      status.ok() ? EvaluationLoop(trainer, Stage::kValidate).Run(model, *val_loader_, steps) : status;
+      status.ok() ? EvaluationLoop(trainer, Stage::kValidate).Run(model, LoaderPointers(val_loaders_), steps) : status;
   if (sanity.ok()) {
     status = CallUser("on_sanity_check_end", [&] {
       trainer.CallCallbacks([&](Callback& c) { c.on_sanity_check_end(trainer, model); });

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -28,9 +29,13 @@ class FitLoop {
 
   absl::Status Run(LightningModule& model, DataModule& data, const std::string& ckpt_path);
 
-  // How much of each loader an epoch runs: limit_train_batches and limit_val_batches of `train_batches` and
-  // `val_batches` (-1: no val loader), and where val_check_interval validates. `options` passed their checks
-  // (trainer_options.h); what is left to refuse is an interval longer than the epoch.
+  // How much of each loader an epoch runs: limit_train_batches of `train_batches`, limit_val_batches of each
+  // validation loader's batches (`val_batches`, one per loader, in order; none: no validation), and where
+  // val_check_interval validates. `options` passed their checks (trainer_options.h); what is left to refuse is an
+  // interval longer than the epoch.
+  static absl::StatusOr<TrainingLimits> ResolveLimits(const TrainerOptions& options, int64_t train_batches,
+                                                      const std::vector<int64_t>& val_batches);
+  // The same with one validation loader of `val_batches` batches (-1: none).
   static absl::StatusOr<TrainingLimits> ResolveLimits(const TrainerOptions& options, int64_t train_batches,
                                                       int64_t val_batches);
 
@@ -52,7 +57,7 @@ class FitLoop {
 
   Trainer& trainer_;
   std::shared_ptr<DataLoader> train_loader_;
-  std::shared_ptr<DataLoader> val_loader_;
+  std::vector<std::shared_ptr<DataLoader>> val_loaders_;
   TrainingLimits limits_;
 };
 

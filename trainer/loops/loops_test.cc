@@ -180,7 +180,7 @@ TEST(EvaluationLoopTest, RunsTheLimitInEvalModeWithoutGradients) {
   std::shared_ptr<TensorDataLoader> loader = Loader(10, 2);  // 5 batches; the first 3 run.
   absl::StatusOr<MetricMap> metrics = absl::UnknownError("not run");
   absl::Status status = LoopTestPeer::Run(trainer, Stage::kValidate, model, [&] {
-    metrics = EvaluationLoop(trainer, Stage::kValidate).Run(model, *loader, /*limit=*/3);
+    metrics = EvaluationLoop(trainer, Stage::kValidate).Run(model, {loader.get()}, /*limits=*/{3});
     return metrics.status();
   });
   ASSERT_TRUE(status.ok()) << status;
@@ -241,10 +241,14 @@ TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
   LinearModule model;
   std::shared_ptr<TensorDataLoader> train = Loader(10, 2);  // 5 batches.
   std::shared_ptr<TensorDataLoader> val = Loader(2, 1);     // 2 batches.
-  const TrainingLimits limits{.train_batches = 5, .val_batches = 2, .val_check_batch = 2, .val_at_epoch_end = false};
+  const TrainingLimits limits{.train_batches = 5,
+                              .val_batches = 2,
+                              .val_batches_per_loader = {2},
+                              .val_check_batch = 2,
+                              .val_at_epoch_end = false};
   absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&] {
     LoopTestPeer::SetOptimizers(trainer, model.configure_optimizers());
-    return TrainingEpochLoop(trainer, limits).Run(model, *train, val.get());
+    return TrainingEpochLoop(trainer, limits).Run(model, *train, {val.get()});
   });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(model.trained, ElementsAre(0, 1, 2, 3, 4));
@@ -257,7 +261,7 @@ TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
   status = LoopTestPeer::Run(resumed, Stage::kFit, again, [&] {
     LoopTestPeer::SetOptimizers(resumed, again.configure_optimizers());
     LoopTestPeer::ResumeAt(resumed, /*epoch=*/0, /*batch=*/3);
-    return TrainingEpochLoop(resumed, limits).Run(again, *train, val.get());
+    return TrainingEpochLoop(resumed, limits).Run(again, *train, {val.get()});
   });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(again.trained, ElementsAre(3, 4));

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "torch/utils.h"
 #include "trainer/loops/call_user.h"
+#include "trainer/loops/evaluation_loop.h"
 #include "trainer/loops/rank_agreement.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/strategies/strategy.h"
@@ -43,40 +44,62 @@ absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Run(LightningModule& mod
       return status;
     }
   }
-  std::shared_ptr<DataLoader> loader;
+  std::vector<std::shared_ptr<DataLoader>> loaders;
   absl::Status status = CallUser("setup", [&] {
     data.setup(Stage::kPredict);
-    loader = data.predict_dataloader();
+    loaders = data.predict_dataloaders();
     trainer.CallCallbacks([&](Callback& c) { c.setup(trainer, model, Stage::kPredict); });
   });
   if (!status.ok()) return status;
-  if (loader == nullptr) {
+  if (loaders.empty()) {
     return absl::InvalidArgumentError("predict needs a predict_dataloader; the data module returned none");
   }
-  if (absl::Status sharded = ShardLoaders(*trainer.strategy_, {loader.get()}); !sharded.ok()) return sharded;
-  absl::StatusOr<int64_t> limit =
-      trainer.options_.limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
-  if (!limit.ok()) return limit.status();
-  if (absl::Status agreed = CheckNoEmptyShard(*trainer.strategy_, *limit, "predict"); !agreed.ok()) return agreed;
-  absl::StatusOr<std::vector<at::Tensor>> predictions = Predict(model, *loader, *limit);
-  if (!predictions.ok()) return predictions;
+  for (size_t i = 0; i < loaders.size(); ++i) {
+    if (loaders[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the data module's predict_dataloaders() gave a null loader at "
+                                                     "index ", i, " of ", loaders.size(),
+                                                     "; return only loaders that exist"));
+    }
+  }
+  const std::vector<DataLoader*> pointers = LoaderPointers(loaders);
+  if (absl::Status sharded = ShardLoaders(*trainer.strategy_, pointers); !sharded.ok()) return sharded;
+  std::vector<int64_t> limits;
+  for (DataLoader* loader : pointers) {
+    absl::StatusOr<int64_t> limit =
+        trainer.options_.limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
+    if (!limit.ok()) return limit.status();
+    if (absl::Status agreed = CheckNoEmptyShard(*trainer.strategy_, *limit, "predict"); !agreed.ok()) return agreed;
+    limits.push_back(*limit);
+  }
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> per_loader = Predict(model, pointers, limits);
+  if (!per_loader.ok()) return per_loader.status();
   status = CallUser("teardown",
                     [&] { trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, Stage::kPredict); }); });
   if (!status.ok()) return status;
-  if (trainer.strategy_->world_size() <= 1 || predictions->empty()) return predictions;  // Empty: on every rank.
-  std::vector<at::Tensor> shards;
-  status = CallUser("gathering predictions", [&] { shards = trainer.strategy_->AllGather(at::cat(*predictions)); });
-  if (!status.ok()) return status;
-  absl::StatusOr<at::Tensor> all = InterleaveShards(shards);
-  if (!all.ok()) return all.status();
-  return std::vector<at::Tensor>{*std::move(all)};
+  std::vector<at::Tensor> predictions;
+  for (std::vector<at::Tensor>& loader_predictions : *per_loader) {
+    // Empty: on every rank (the limits agree).
+    if (trainer.strategy_->world_size() <= 1 || loader_predictions.empty()) {
+      for (at::Tensor& prediction : loader_predictions) predictions.push_back(std::move(prediction));
+      continue;
+    }
+    std::vector<at::Tensor> shards;
+    status = CallUser("gathering predictions",
+                      [&] { shards = trainer.strategy_->AllGather(at::cat(loader_predictions)); });
+    if (!status.ok()) return status;
+    absl::StatusOr<at::Tensor> all = InterleaveShards(shards);
+    if (!all.ok()) return all.status();
+    predictions.push_back(*std::move(all));
+  }
+  return predictions;
 }
 
-absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Predict(LightningModule& model, DataLoader& loader,
-                                                                int64_t limit) {
+absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(LightningModule& model,
+                                                                             const std::vector<DataLoader*>& loaders,
+                                                                             const std::vector<int64_t>& limits) {
   Trainer& trainer = trainer_;
   PrecisionPlugin& precision = *trainer.precision_;
-  std::vector<at::Tensor> predictions;
+  std::vector<std::vector<at::Tensor>> predictions(loaders.size());
   model.eval();
   absl::Status status = CallUser("predict_step", [&] {
     trainer.CallCallbacks([&](Callback& c) {
@@ -84,17 +107,24 @@ absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Predict(LightningModule&
       c.on_predict_epoch_start(trainer, model);
     });
     torch::NoGradGuard no_grad;
-    loader.set_epoch(0);
-    for (int64_t batch_idx = 0; batch_idx < limit; ++batch_idx) {
-      Batch batch = precision.ConvertInput(trainer.strategy_->BatchToDevice(loader.get_batch(batch_idx)));
-      trainer.CallCallbacks([&](Callback& c) { c.on_predict_batch_start(trainer, model, batch, batch_idx); });
-      at::Tensor prediction;
-      {
-        PrecisionPlugin::ForwardContext forward_context(precision);
-        prediction = model.predict_step(batch, batch_idx);
+    for (size_t i = 0; i < loaders.size(); ++i) {
+      const auto dataloader_idx = static_cast<int64_t>(i);
+      DataLoader& loader = *loaders[i];
+      loader.set_epoch(0);
+      for (int64_t batch_idx = 0; batch_idx < limits[i]; ++batch_idx) {
+        Batch batch = precision.ConvertInput(trainer.strategy_->BatchToDevice(loader.get_batch(batch_idx)));
+        trainer.CallCallbacks(
+            [&](Callback& c) { c.on_predict_batch_start(trainer, model, batch, batch_idx, dataloader_idx); });
+        at::Tensor prediction;
+        {
+          PrecisionPlugin::ForwardContext forward_context(precision);
+          prediction = model.predict_step(batch, batch_idx, dataloader_idx);
+        }
+        trainer.CallCallbacks([&](Callback& c) {
+          c.on_predict_batch_end(trainer, model, prediction, batch, batch_idx, dataloader_idx);
+        });
+        predictions[i].push_back(prediction.to(at::kCPU));
       }
-      trainer.CallCallbacks([&](Callback& c) { c.on_predict_batch_end(trainer, model, prediction, batch, batch_idx); });
-      predictions.push_back(prediction.to(at::kCPU));
     }
     trainer.CallCallbacks([&](Callback& c) {
       c.on_predict_epoch_end(trainer, model);

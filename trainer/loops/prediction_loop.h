@@ -24,13 +24,16 @@ class PredictionLoop {
   explicit PredictionLoop(Trainer& trainer) : trainer_(trainer) {}
 
   // Trainer::predict inside the entry point's set-up: restores `ckpt_path` (the weights only), sets the data up,
-  // runs predict_step over limit_predict_batches of the predict loader in no-grad and eval mode, and tears down.
-  // One tensor per batch, on the CPU; with several processes, every rank gets one tensor of every process's
-  // predictions, in the data's order.
+  // runs predict_step over limit_predict_batches of each predict loader in turn (DataModule::predict_dataloaders) in
+  // no-grad and eval mode, and tears down. One tensor per batch, on the CPU, loader after loader; with several
+  // processes, every rank gets one tensor per loader of every process's predictions, in the data's order.
   absl::StatusOr<std::vector<at::Tensor>> Run(LightningModule& model, DataModule& data, const std::string& ckpt_path);
 
  private:
-  absl::StatusOr<std::vector<at::Tensor>> Predict(LightningModule& model, DataLoader& loader, int64_t limit);
+  // Each loader's predictions, one tensor per batch, in order.
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Predict(LightningModule& model,
+                                                               const std::vector<DataLoader*>& loaders,
+                                                               const std::vector<int64_t>& limits);
 
   Trainer& trainer_;
 };

@@ -53,7 +53,7 @@ absl::Status CheckNoEmptyShard(Strategy& strategy, int64_t batches, absl::string
   return absl::OkStatus();
 }
 
-absl::Status ShardLoaders(const Strategy& strategy, std::initializer_list<DataLoader*> loaders) {
+absl::Status ShardLoaders(const Strategy& strategy, const std::vector<DataLoader*>& loaders) {
   for (DataLoader* loader : loaders) {
     if (loader == nullptr) continue;
     if (absl::Status status = loader->set_shard(strategy.global_rank(), strategy.world_size()); !status.ok()) {

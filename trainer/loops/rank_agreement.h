@@ -5,7 +5,7 @@
 #define KILN_TRAINER_LOOPS_RANK_AGREEMENT_H_
 
 #include <cstdint>
-#include <initializer_list>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -25,7 +25,7 @@ MetricMap GlobalMetrics(Strategy& strategy, const MetricCollector& metrics, Metr
 absl::Status CheckNoEmptyShard(Strategy& strategy, int64_t batches, absl::string_view what);
 
 // Gives each loader (null ones are skipped) this rank's shard (DataLoader::set_shard).
-absl::Status ShardLoaders(const Strategy& strategy, std::initializer_list<DataLoader*> loaders);
+absl::Status ShardLoaders(const Strategy& strategy, const std::vector<DataLoader*>& loaders);
 
 }  // namespace kiln
 

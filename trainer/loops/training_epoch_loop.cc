@@ -75,7 +75,7 @@ bool TrainingEpochLoop::ChecksLossOnDevice() const {
   return true;
 }
 
-absl::Status TrainingEpochLoop::Run(LightningModule& model, DataLoader& train, DataLoader* val) {
+absl::Status TrainingEpochLoop::Run(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val) {
   SinkGuard sink_guard(model);
   LiveMetrics live(trainer_.live_step_metrics_, trainer_.callback_metrics_, metrics_);
   absl::StatusOr<int64_t> first_batch = Start(model, train, val);
@@ -88,7 +88,7 @@ absl::Status TrainingEpochLoop::Run(LightningModule& model, DataLoader& train, D
   return End(model, /*ran_batches=*/*first_batch < limits_.train_batches);
 }
 
-absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoader& train, DataLoader* val) {
+absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val) {
   Trainer& trainer = trainer_;
   const int64_t first_batch = trainer.next_epoch_ == trainer.current_epoch_ ? trainer.next_batch_in_epoch_ : 0;
   trainer.next_epoch_ = trainer.current_epoch_;
@@ -100,7 +100,7 @@ absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoa
     trainer.scheduler_steps_in_epoch_ = 0;
     trainer.val_batches_in_epoch_ = 0;
   }
-  validate_this_epoch_ = val != nullptr && limits_.val_batches > 0 &&
+  validate_this_epoch_ = !val.empty() && limits_.val_batches > 0 &&
                          (trainer.current_epoch_ + 1) % trainer.options_.check_val_every_n_epoch == 0;
   model.train();
   trainer.progress_->StartEpoch(trainer.current_epoch_, trainer.max_epochs_, limits_.train_batches);
@@ -188,7 +188,7 @@ absl::Status TrainingEpochLoop::LogStep() {
   return absl::OkStatus();
 }
 
-absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& train, DataLoader* val,
+absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val,
                                          int64_t batch_idx, bool* stop) {
   Trainer& trainer = trainer_;
   const TrainerOptions& options = trainer.options_;
@@ -224,7 +224,7 @@ absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& tra
   return AfterBatch(model, val, batch_idx, stepped, stop);
 }
 
-absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, DataLoader* val, int64_t batch_idx, bool stepped,
+absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, const std::vector<DataLoader*>& val, int64_t batch_idx, bool stepped,
                                            bool* stop) {
   Trainer& trainer = trainer_;
   const TrainerOptions& options = trainer.options_;
@@ -236,7 +236,7 @@ absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, DataLoader* v
   if (val_now || (max_steps_reached && validate_this_epoch_ && limits_.val_at_epoch_end)) {
     if (absl::Status checked = trainer.CheckPendingLosses(); !checked.ok()) return checked;
     absl::StatusOr<MetricMap> val_metrics =
-        EvaluationLoop(trainer, Stage::kValidate).Run(model, *val, limits_.val_batches);
+        EvaluationLoop(trainer, Stage::kValidate).Run(model, val, limits_.val_batches_per_loader);
     if (!val_metrics.ok()) return val_metrics.status();
     trainer.val_batches_last_run_ = limits_.val_batches;  // What EvaluationLoop::Run ran.
     trainer.val_batches_in_epoch_ += trainer.val_batches_last_run_;

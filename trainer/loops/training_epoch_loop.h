@@ -22,7 +22,8 @@ class Trainer;
 // How much of each loader an epoch runs, as the fit loop resolved it from the limits and val_check_interval.
 struct TrainingLimits {
   int64_t train_batches = 0;
-  int64_t val_batches = 0;
+  int64_t val_batches = 0;                     // One validation run's batches, all loaders together.
+  std::vector<int64_t> val_batches_per_loader;  // Each validation loader's share of them, in order.
   int64_t val_check_batch = 0;  // Validate after every this many training batches (0: only at the epoch's end).
   bool val_at_epoch_end = true;
 };
@@ -33,8 +34,8 @@ class TrainingEpochLoop {
 
   // Runs the trainer's current epoch: from the batch a restored checkpoint names when it resumes this epoch, else
   // from the first, until the epoch's last batch, max_steps or a stop that the minimum epochs allow. `val` (may be
-  // null) is validated on as val_check_interval and check_val_every_n_epoch say.
-  absl::Status Run(LightningModule& model, DataLoader& train, DataLoader* val);
+  // empty: the validation loaders, in order) is validated on as val_check_interval and check_val_every_n_epoch say.
+  absl::Status Run(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val);
 
  private:
   // What a batch's training step produced.
@@ -50,9 +51,9 @@ class TrainingEpochLoop {
   // skip there.
   bool ChecksLossOnDevice() const;
   // The counters, train mode, progress, the loss check and on_train_epoch_start. Returns the first batch.
-  absl::StatusOr<int64_t> Start(LightningModule& model, DataLoader& train, DataLoader* val);
+  absl::StatusOr<int64_t> Start(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val);
   // One batch; `*stop` when the epoch ends after it (max_steps, should_stop).
-  absl::Status RunBatch(LightningModule& model, DataLoader& train, DataLoader* val, int64_t batch_idx, bool* stop);
+  absl::Status RunBatch(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val, int64_t batch_idx, bool* stop);
   // training_step, the loss check and backward.
   absl::Status TrainingStep(LightningModule& model, DataLoader& train, int64_t batch_idx, bool step_now,
                             StepResult& result);
@@ -62,7 +63,7 @@ class TrainingEpochLoop {
   // The step's metrics to the loggers every log_every_n_steps (reduced first where logged with sync_dist).
   absl::Status LogStep();
   // Validation, the step-interval metric schedulers and the agreement on should_stop after batch `batch_idx`.
-  absl::Status AfterBatch(LightningModule& model, DataLoader* val, int64_t batch_idx, bool stepped, bool* stop);
+  absl::Status AfterBatch(LightningModule& model, const std::vector<DataLoader*>& val, int64_t batch_idx, bool stepped, bool* stop);
   // The epoch's metrics, the epoch-interval schedulers, on_train_epoch_end and the epoch's log row.
   absl::Status End(LightningModule& model, bool ran_batches);
   absl::Status StepEpochSchedulers(bool ran_batches);
