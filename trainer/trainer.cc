@@ -301,7 +301,28 @@ absl::Status Trainer::FinishStrategy(absl::Status status) {
   return status;
 }
 
+// What a module sees of the run (LightningModule::current_epoch and the rest), for the length of an entry point.
+class TrainerRunView final : public RunView {
+ public:
+  explicit TrainerRunView(Trainer& trainer) : trainer_(trainer) {}
+  int64_t current_epoch() const override { return trainer_.current_epoch(); }
+  int64_t global_step() const override { return trainer_.global_step(); }
+  c10::Device device() const override {
+    return trainer_.strategy_ != nullptr ? trainer_.strategy_->root_device() : c10::Device(c10::DeviceType::CPU);
+  }
+  Trainer* trainer() const override { return &trainer_; }
+
+ private:
+  Trainer& trainer_;
+};
+
 absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::FunctionRef<absl::Status()> body) {
+  TrainerRunView view(*this);
+  model.set_run_view(&view);
+  struct Detach {
+    ~Detach() { model.set_run_view(nullptr); }
+    LightningModule& model;
+  } detach{model};
   if (absl::Status status = Prepare(stage); !status.ok()) return status;
   absl::Status status = SetupStrategy(model);
   if (!status.ok()) {

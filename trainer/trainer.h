@@ -199,6 +199,7 @@ class Trainer {
   friend class PredictionLoop;
   friend class TrainingEpochLoop;
   friend class LoopTestPeer;  // trainer/loops/loops_test.cc: each loop run on its own.
+  friend class TrainerRunView;  // What the module sees of the run (trainer.cc).
 
   // The one wrapper around every entry point (fit, validate, test, predict): checks the options and resolves the
   // plan (Prepare), starts the other local processes and sets the strategy up, runs `body`, gives a failure to the

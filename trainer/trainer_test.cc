@@ -743,6 +743,46 @@ TEST(TrainerTest, FitValidatesOnEveryLoaderAndMonitorsASuffixedMetric) {
   EXPECT_EQ(checkpoints, 1) << "ModelCheckpoint monitored val_loss/dataloader_idx_1";
 }
 
+// What a module sees of its run (issue #35, item 5): Lightning's self.current_epoch, global_step, device, trainer,
+// log_dict and log(batch_size=...).
+class RunViewRecorder : public RecordingClassifier {
+ public:
+  at::Tensor training_step(const Batch& batch, int64_t batch_idx) override {
+    seen.emplace_back(current_epoch(), global_step());
+    devices.push_back(device());
+    trainers.push_back(trainer());
+    return RecordingClassifier::training_step(batch, batch_idx);
+  }
+  void validation_step(const Batch& batch, int64_t batch_idx) override {
+    log_dict(std::map<std::string, double>{{"one", 1.0}, {"two", 2.0}});
+    // 1 on the first batch, standing for 3 examples; 0 on the others, standing for 1 each.
+    log("weighted", batch_idx == 0 ? 1.0 : 0.0, {.batch_size = batch_idx == 0 ? 3 : 1});
+    RecordingClassifier::validation_step(batch, batch_idx);
+  }
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  std::vector<c10::Device> devices;
+  std::vector<Trainer*> trainers;
+};
+
+TEST(TrainerTest, TheModuleSeesItsRun) {
+  RunViewRecorder model;
+  SyntheticClusters data(SmallData());  // 10 training batches, 4 validation batches.
+  Trainer trainer(Quiet({.max_epochs = 2, .num_sanity_val_steps = 0}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  ASSERT_EQ(model.seen.size(), 20u);
+  for (int64_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(model.seen[i], std::make_pair(i / 10, i)) << "batch " << i << ": the epoch, and the steps before it";
+    EXPECT_EQ(model.trainers[i], &trainer);
+    EXPECT_EQ(model.devices[i], c10::Device(c10::DeviceType::CPU));
+  }
+  EXPECT_EQ(trainer.callback_metrics().at("one"), 1.0);
+  EXPECT_EQ(trainer.callback_metrics().at("two"), 2.0);
+  // The epoch's mean weighs each value by its batch_size: (3 x 1 + 1 x 0 + 1 x 0 + 1 x 0) / (3 + 1 + 1 + 1).
+  EXPECT_DOUBLE_EQ(trainer.callback_metrics().at("weighted"), 3.0 / 6.0);
+  EXPECT_EQ(model.trainer(), nullptr) << "outside the entry points the module holds no trainer";
+  EXPECT_EQ(model.current_epoch(), 0);
+}
+
 TEST(TrainerTest, DeterministicTurnsOnLibTorchDeterministicAlgorithms) {
   RecordingClassifier model;
   SyntheticClusters data(SmallData());

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "c10/core/Device.h"
 #include "torch/nn/module.h"
 #include "torch/optim/optimizer.h"
 #include "torch/optim/schedulers/lr_scheduler.h"
@@ -50,9 +51,30 @@ struct OptimizerConfig {
   std::vector<SchedulerConfig> schedulers;
 };
 
+class Trainer;
+
+// What a module sees of the run that trains it (Lightning's self.current_epoch, self.global_step, self.device,
+// self.trainer): the Trainer gives one to the module for the length of each fit, validate, test and predict.
+class RunView {
+ public:
+  virtual ~RunView() = default;
+  virtual int64_t current_epoch() const = 0;
+  virtual int64_t global_step() const = 0;
+  virtual c10::Device device() const = 0;
+  virtual Trainer* trainer() const = 0;
+};
+
 class LightningModule : public torch::nn::Module {
  public:
   ~LightningModule() override = default;
+
+  // The run this module is in, as Lightning's module properties: the epoch and the optimizer steps so far (the
+  // Trainer's current_epoch() and global_step()), the device its batches and parameters are on, and the Trainer
+  // itself. Outside the Trainer's entry points: 0, 0, the CPU and null.
+  int64_t current_epoch() const { return view_ != nullptr ? view_->current_epoch() : 0; }
+  int64_t global_step() const { return view_ != nullptr ? view_->global_step() : 0; }
+  c10::Device device() const { return view_ != nullptr ? view_->device() : c10::Device(c10::DeviceType::CPU); }
+  Trainer* trainer() const { return view_ != nullptr ? view_->trainer() : nullptr; }
 
   // The loss for one training batch; the trainer runs backward on it and steps the optimizers.
   virtual at::Tensor training_step(const Batch& batch, int64_t batch_idx) = 0;
@@ -104,6 +126,9 @@ class LightningModule : public torch::nn::Module {
   // metric is first logged).
   void log(std::string_view name, const at::Tensor& value, LogOptions options = {});
   void log(std::string_view name, double value, LogOptions options = {});
+  // log() for each entry, with the same options (Lightning's log_dict).
+  void log_dict(const std::map<std::string, at::Tensor>& metrics, const LogOptions& options = {});
+  void log_dict(const std::map<std::string, double>& metrics, const LogOptions& options = {});
 
   // The optimizer steps the running fit will take, as Lightning's trainer.estimated_stepping_batches counts them:
   // each epoch's training batches over accumulate_grad_batches (rounded up) times max_epochs, capped by max_steps.
@@ -113,6 +138,8 @@ class LightningModule : public torch::nn::Module {
 
   // Set by the trainer before configure_optimizers; not for users.
   void set_estimated_stepping_batches(int64_t steps) { estimated_stepping_batches_ = steps; }
+  // Set by the trainer for the length of each entry point; not for users.
+  void set_run_view(const RunView* view) { view_ = view; }
   // Set by the trainer around each loop; not for users.
   void set_metric_sink(MetricCollector* sink, int64_t batch_size) {
     sink_ = sink;
@@ -126,6 +153,7 @@ class LightningModule : public torch::nn::Module {
  private:
   std::map<std::string, std::string> hparams_;
   MetricCollector* sink_ = nullptr;
+  const RunView* view_ = nullptr;
   int64_t batch_size_ = 1;
   int64_t estimated_stepping_batches_ = -1;
 };

@@ -35,6 +35,9 @@ struct LogOptions {
   // Reduce across processes before recording: epoch values to the mean over every process's examples (weighted by
   // batch size, as on one process), step values to the mean over processes (Lightning's sync_dist).
   bool sync_dist = false;
+  // The examples the value stands for, which weigh it in the epoch's mean (Lightning's batch_size). Unset: the
+  // batch's own size. At least 1.
+  std::optional<int64_t> batch_size;
 };
 
 using MetricMap = std::map<std::string, double>;
