@@ -1,7 +1,9 @@
 #include "trainer/core/metrics.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <utility>
 
 #include "ATen/ATen.h"
@@ -171,11 +173,19 @@ void MetricCollector::Record(std::string_view name, const at::Tensor* tensor, do
   }
   if (on_epoch) {
     Accumulator& accumulator = slot.epoch;
+    TORCH_CHECK_VALUE(!options.sync_dist || options.reduce_fx == Reduce::kMean, "log('", name,
+                      "'): sync_dist reduces epoch means across processes; a sum, max or min (reduce_fx) is not "
+                      "reduced across processes yet: log it without sync_dist, or with reduce_fx kMean");
+    TORCH_CHECK_VALUE(accumulator.count == 0 || accumulator.reduce == options.reduce_fx, "log('", name,
+                      "'): logged with another reduce_fx earlier in the epoch; log each name with one reduce_fx");
+    accumulator.reduce = options.reduce_fx;
     if (tensor != nullptr) {
       accumulator.values.push_back(tensor->detach());
       accumulator.weights.push_back(static_cast<double>(batch_size));
-    } else {
+    } else if (options.reduce_fx == Reduce::kMean) {
       accumulator.number_sum += number * static_cast<double>(batch_size);
+    } else {
+      accumulator.numbers.push_back(number);
     }
     accumulator.count += batch_size;
     accumulator.prog_bar = options.prog_bar;
@@ -184,6 +194,24 @@ void MetricCollector::Record(std::string_view name, const at::Tensor* tensor, do
 }
 
 double MetricCollector::Accumulator::Mean() const {
+  if (reduce != Reduce::kMean) {
+    // Every value, unweighted: the numbers, and the tensors read in one copy.
+    std::vector<double> all = numbers;
+    if (!values.empty()) {
+      const at::Tensor stacked = at::stack(values).reshape({-1}).to(at::kDouble).to(at::kCPU).contiguous();
+      all.insert(all.end(), stacked.data_ptr<double>(), stacked.data_ptr<double>() + stacked.numel());
+    }
+    switch (reduce) {
+      case Reduce::kSum:
+        return std::accumulate(all.begin(), all.end(), 0.0);
+      case Reduce::kMax:
+        return *std::max_element(all.begin(), all.end());
+      case Reduce::kMin:
+        return *std::min_element(all.begin(), all.end());
+      case Reduce::kMean:
+        break;
+    }
+  }
   double sum = number_sum;
   if (!values.empty()) {
     const at::Tensor stacked = at::stack(values).reshape({-1}).to(at::kDouble);
@@ -258,6 +286,7 @@ void MetricCollector::ResetEpoch() {
     slot.epoch.values.clear();  // Keeps the capacity: the next epoch logs as many.
     slot.epoch.weights.clear();
     slot.epoch.number_sum = 0;
+    slot.epoch.numbers.clear();
     slot.epoch.count = 0;
     slot.progress_logged = false;
     slot.progress = Value();

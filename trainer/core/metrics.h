@@ -28,6 +28,10 @@
 
 namespace kiln {
 
+// How an epoch value combines the values logged over the epoch (Lightning's reduce_fx): the mean weighted by
+// batch size, the sum of the values, their largest or their smallest.
+enum class Reduce { kMean, kSum, kMax, kMin };
+
 struct LogOptions {
   bool prog_bar = false;         // Show in the progress bar.
   std::optional<bool> on_step;   // Unset: true in training, false elsewhere.
@@ -38,6 +42,9 @@ struct LogOptions {
   // The examples the value stands for, which weigh it in the epoch's mean (Lightning's batch_size). Unset: the
   // batch's own size. At least 1.
   std::optional<int64_t> batch_size;
+  // How the epoch value combines the epoch's values (Lightning's reduce_fx). Step values are the latest value
+  // whatever it says. With sync_dist only kMean is reduced across processes today; the others are refused.
+  Reduce reduce_fx = Reduce::kMean;
 };
 
 using MetricMap = std::map<std::string, double>;
@@ -56,7 +63,8 @@ class MetricCollector {
   MetricMap TakeStepMetrics();
   // Names logged with prog_bar (their latest step or epoch value).
   MetricMap ProgressBarMetrics() const;
-  // Batch-size-weighted means of the values logged on_epoch since the last ResetEpoch.
+  // The values logged on_epoch since the last ResetEpoch, combined by their reduce_fx (by default the
+  // batch-size-weighted mean).
   MetricMap EpochMetrics() const;
   void ResetEpoch();
 
@@ -83,8 +91,10 @@ class MetricCollector {
   struct Accumulator {
     std::vector<at::Tensor> values;
     std::vector<double> weights;  // Batch sizes.
-    double number_sum = 0;        // Batch-size-weighted sum of the numbers logged.
+    double number_sum = 0;        // Batch-size-weighted sum of the numbers logged (kMean).
+    std::vector<double> numbers;  // The numbers logged (the other reductions).
     int64_t count = 0;
+    Reduce reduce = Reduce::kMean;
     bool prog_bar = false;
     bool sync_dist = false;
     double Mean() const;

@@ -1,6 +1,9 @@
 #include "trainer/core/metrics.h"
 
+#include <algorithm>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "ATen/ATen.h"
 #include "gtest/gtest.h"
@@ -57,6 +60,31 @@ TEST(MetricCollectorTest, ManyValuesOfMixedTypesAndShapesReadAsEachAlone) {
   metrics.Log("number", 7.0, {}, 4);
   expected["number"] = 7.0;
   EXPECT_EQ(metrics.StepMetrics(), expected);
+}
+
+TEST(MetricCollectorTest, EpochValuesCombineByTheirReduceFx) {
+  MetricCollector metrics(/*training=*/false);
+  const std::vector<double> values = {3.0, -1.0, 7.5, 2.0};
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int64_t batch_size = static_cast<int64_t>(i) + 1;  // Weights 1 to 4: only the mean uses them.
+    metrics.Log("mean", values[i], {}, batch_size);
+    metrics.Log("sum", at::scalar_tensor(values[i]), {.reduce_fx = Reduce::kSum}, batch_size);
+    metrics.Log("max", values[i], {.reduce_fx = Reduce::kMax}, batch_size);
+    metrics.Log("min", at::scalar_tensor(values[i]), {.reduce_fx = Reduce::kMin}, batch_size);
+  }
+  const MetricMap epoch = metrics.EpochMetrics();
+  double weighted = 0;
+  for (size_t i = 0; i < values.size(); ++i) weighted += values[i] * static_cast<double>(i + 1);
+  EXPECT_DOUBLE_EQ(epoch.at("mean"), weighted / 10.0);
+  EXPECT_DOUBLE_EQ(epoch.at("sum"), std::accumulate(values.begin(), values.end(), 0.0));
+  EXPECT_DOUBLE_EQ(epoch.at("max"), *std::max_element(values.begin(), values.end()));
+  EXPECT_DOUBLE_EQ(epoch.at("min"), *std::min_element(values.begin(), values.end()));
+  metrics.ResetEpoch();
+  metrics.Log("max", -5.0, {.reduce_fx = Reduce::kMax}, 1);
+  EXPECT_DOUBLE_EQ(metrics.EpochMetrics().at("max"), -5.0) << "a new epoch starts from nothing";
+  // One reduction per name, and only means across processes.
+  EXPECT_THROW(metrics.Log("max", 1.0, {.reduce_fx = Reduce::kSum}, 1), c10::ValueError);
+  EXPECT_THROW(metrics.Log("other", 1.0, {.sync_dist = true, .reduce_fx = Reduce::kMax}, 1), c10::ValueError);
 }
 
 TEST(MetricCollectorTest, StepAndEpochNamesFollowLightning) {
