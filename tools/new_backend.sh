@@ -388,7 +388,8 @@ class @DEVICE_CLASS@ final : public kiln::device_kit::Device {
     std::memmove(dst, src, bytes);
   }
 
-  // Optional: SetCurrent(index) to select a device in the driver, Synchronize(index) to wait for its queue.
+  // Optional: SetCurrent(index) to select a device in the driver, Synchronize(index) to wait for its queue,
+  // MemoryCapacity(index) for the memory_total_bytes statistic.
 };
 // ==== end of DEVICE-SPECIFIC ========================================================================================
 

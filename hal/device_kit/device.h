@@ -13,6 +13,7 @@
 #define KILN_HAL_DEVICE_KIT_DEVICE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace kiln::device_kit {
@@ -52,6 +53,10 @@ class Device {
 
   // Optional. Returns when all work queued on device `index` is done. The kit's device has one stream per device.
   virtual void Synchronize(int index) {}
+
+  // Optional. The bytes device `index` has in all, or -1 when unknown: reported as the statistic memory_total_bytes
+  // beside the kit's own counters. Cheap; never throws.
+  virtual int64_t MemoryCapacity(int index) const noexcept { return -1; }
 };
 
 }  // namespace kiln::device_kit

@@ -375,7 +375,7 @@ void ResetPeakMemoryStats(int index) {
 
 std::vector<Statistic> DeviceStatistics(int index) {
   const MemoryStats memory = GetMemoryStats(index);
-  return {
+  std::vector<Statistic> statistics = {
       {"memory_allocated_bytes", static_cast<double>(memory.allocated_bytes)},
       {"memory_allocated_peak_bytes", static_cast<double>(memory.peak_allocated_bytes)},
       {"memory_active_blocks", static_cast<double>(memory.active_blocks)},
@@ -383,6 +383,10 @@ std::vector<Statistic> DeviceStatistics(int index) {
       {"cpu_fallback_calls", static_cast<double>(CpuFallbackCalls())},
       {"device_to_host_copies", static_cast<double>(DeviceToHostCopies())},
   };
+  Device* device = registered_device.load();
+  const int64_t capacity = device != nullptr ? device->MemoryCapacity(index) : -1;
+  if (capacity >= 0) statistics.push_back({"memory_total_bytes", static_cast<double>(capacity)});
+  return statistics;
 }
 
 int64_t CpuFallbackCalls() { return internal::cpu_fallback_calls.load(std::memory_order_relaxed); }

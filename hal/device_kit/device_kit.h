@@ -92,8 +92,9 @@ struct Statistic {
 
 // Device `index`'s statistics, as every backend made with the kit reports them: memory_allocated_bytes,
 // memory_allocated_peak_bytes (since the last ResetPeakMemoryStats), memory_active_blocks, memory_total_blocks (from
-// GetMemoryStats), and cpu_fallback_calls and device_to_host_copies (all devices together). Throws c10::Error for an
-// index out of range, as GetMemoryStats.
+// GetMemoryStats), cpu_fallback_calls and device_to_host_copies (all devices together), and memory_total_bytes when
+// the device knows its capacity (Device::MemoryCapacity). Throws c10::Error for an index out of range, as
+// GetMemoryStats.
 std::vector<Statistic> DeviceStatistics(int index);
 
 // Operator calls that went through the CPU fallback in this process.

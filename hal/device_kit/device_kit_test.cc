@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -35,6 +36,7 @@ class ScrambledDevice final : public Device {
     for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>(~in[i]);
   }
   void SetCurrent(int index) override { current = index; }
+  int64_t MemoryCapacity(int index) const noexcept override { return static_cast<int64_t>(kMemoryLimit); }
   int current = -1;
 };
 
@@ -142,6 +144,13 @@ TEST_F(DeviceKitTest, CountsMemoryPerDevice) {
   EXPECT_EQ(after.peak_allocated_bytes, before.allocated_bytes + 4000);
   ResetPeakMemoryStats(1);
   EXPECT_EQ(GetMemoryStats(1).peak_allocated_bytes, after.allocated_bytes);
+  // DeviceStatistics: the counters by Kiln's names, and the capacity the device reports.
+  std::map<std::string, double> statistics;
+  for (const Statistic& statistic : DeviceStatistics(1)) statistics[statistic.name] = statistic.value;
+  EXPECT_EQ(statistics.at("memory_allocated_bytes"), static_cast<double>(GetMemoryStats(1).allocated_bytes));
+  EXPECT_EQ(statistics.at("memory_total_blocks"), static_cast<double>(GetMemoryStats(1).total_blocks));
+  EXPECT_EQ(statistics.at("memory_total_bytes"), static_cast<double>(kMemoryLimit));
+  EXPECT_EQ(statistics.count("cpu_fallback_calls"), 1u);
 }
 
 TEST_F(DeviceKitTest, GuardSelectsTheDeviceAndFactoriesUseIt) {
