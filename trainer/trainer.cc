@@ -311,6 +311,12 @@ class TrainerRunView final : public RunView {
     return trainer_.strategy_ != nullptr ? trainer_.strategy_->root_device() : c10::Device(c10::DeviceType::CPU);
   }
   Trainer* trainer() const override { return &trainer_; }
+  Batch MoveBatch(const Batch& batch, c10::Device device) const override {
+    if (trainer_.strategy_ != nullptr && device == trainer_.strategy_->root_device()) {
+      return trainer_.strategy_->BatchToDevice(batch);
+    }
+    return kiln::MoveBatch(batch, device);
+  }
 
  private:
   Trainer& trainer_;

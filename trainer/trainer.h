@@ -196,6 +196,7 @@ class Trainer {
   friend class AutomaticOptimization;
   friend class EvaluationLoop;
   friend class FitLoop;
+  friend class ManualOptimization;
   friend class PredictionLoop;
   friend class TrainingEpochLoop;
   friend class LoopTestPeer;  // trainer/loops/loops_test.cc: each loop run on its own.

@@ -308,13 +308,15 @@ class ClippingProbe : public Callback {
   std::string state_key() const override { return "ClippingProbe"; }
   void on_before_optimizer_step(Trainer& trainer, LightningModule& module,
                                 torch::optim::Optimizer& optimizer) override {
+    before = FlatParameters(module).clone();
+  }
+  // After the step, the gradients are still the clipped ones it applied (zero_grad comes on the next window's
+  // first batch).
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override {
     double squares = 0;
     for (const at::Tensor& parameter : module.parameters()) squares += parameter.grad().pow(2).sum().item<double>();
     norms.push_back(std::sqrt(squares));
-    before = FlatParameters(module).clone();
-  }
-  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
-                          int64_t batch_idx) override {
     updates.push_back((FlatParameters(module) - before).norm().item<double>());
   }
   std::vector<double> norms;

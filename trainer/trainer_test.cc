@@ -168,8 +168,8 @@ TEST(TrainerTest, CallbackHooksRunInTheOrderCallbackHDocuments) {
   const std::vector<std::string> validation = {"on_validation_start",       "on_validation_epoch_start",
                                                "on_validation_batch_start", "on_validation_batch_end",
                                                "on_validation_epoch_end",   "on_validation_end"};
-  const std::vector<std::string> batch = {"on_train_batch_start",     "on_before_backward",  "on_after_backward",
-                                          "on_before_optimizer_step", "on_before_zero_grad", "on_train_batch_end"};
+  const std::vector<std::string> batch = {"on_train_batch_start", "on_before_zero_grad",      "on_before_backward",
+                                          "on_after_backward",    "on_before_optimizer_step", "on_train_batch_end"};
   std::vector<std::string> expected = {"setup", "on_fit_start", "on_sanity_check_start"};
   expected.insert(expected.end(), validation.begin(), validation.end());
   for (const char* hook : {"on_sanity_check_end", "on_train_start", "on_train_epoch_start"}) expected.push_back(hook);
@@ -351,14 +351,23 @@ TEST(TrainerTest, GradientClippingByNormAndByValue) {
     // Clip at a third of the smallest unclipped value, so every step is clipped.
     const std::vector<double>& reference = algorithm == "norm" ? unclipped->norms : unclipped->max_abs;
     const double clip = *std::min_element(reference.begin(), reference.end()) / 3;
-    auto clipped = std::make_shared<GradientProbe>();
+    // The gradients right after the module's configure_gradient_clipping (whose default clips with the Trainer's
+    // gradient_clip_val and gradient_clip_algorithm), before the step.
+    class ClippedProbe : public RecordingClassifier {
+     public:
+      void configure_gradient_clipping(torch::optim::Optimizer& optimizer, std::optional<double> value,
+                                       std::optional<std::string> algorithm) override {
+        RecordingClassifier::configure_gradient_clipping(optimizer, value, algorithm);
+        probe.on_before_optimizer_step(*trainer(), *this, optimizer);
+      }
+      GradientProbe probe;
+    };
     torch::manual_seed(3);
-    RecordingClassifier model;
+    ClippedProbe model;
     SyntheticClusters data(SmallData());
-    Trainer trainer(Quiet(
-        {.max_epochs = 1, .gradient_clip_val = clip, .gradient_clip_algorithm = algorithm, .callbacks = {clipped}}));
+    Trainer trainer(Quiet({.max_epochs = 1, .gradient_clip_val = clip, .gradient_clip_algorithm = algorithm}));
     ASSERT_TRUE(trainer.fit(model, data).ok());
-    // Clipping happens before on_before_optimizer_step, so the probe sees clipped gradients.
+    const GradientProbe* clipped = &model.probe;
     ASSERT_EQ(clipped->norms.size(), 10u);
     for (size_t i = 0; i < clipped->norms.size(); ++i) {
       if (algorithm == "norm") {
@@ -370,8 +379,9 @@ TEST(TrainerTest, GradientClippingByNormAndByValue) {
   }
 }
 
-// After backward, clips a copy of the gradients with LibTorch's clip_grad_norm_; before the step, compares the
-// trainer's clipped gradients with it, bit for bit.
+// After backward, clips a copy of the gradients with LibTorch's clip_grad_norm_; after the step (which leaves the
+// gradients as they were until the next window's zero_grad), compares the trainer's clipped gradients with it, bit
+// for bit.
 class ClipReference final : public Callback {
  public:
   explicit ClipReference(double clip) : clip_(clip) {}
@@ -385,8 +395,8 @@ class ClipReference final : public Callback {
     }
     if (torch::nn::utils::clip_grad_norm_(copies_, clip_) > clip_) ++clipped_steps;
   }
-  void on_before_optimizer_step(Trainer& trainer, LightningModule& module,
-                                torch::optim::Optimizer& optimizer) override {
+  void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
+                          int64_t batch_idx) override {
     const std::vector<at::Tensor> parameters = module.parameters();
     ASSERT_EQ(parameters.size(), copies_.size());
     for (size_t i = 0; i < parameters.size(); ++i) {

@@ -434,6 +434,8 @@ struct TakenCheckpoint {
   c10::IValue data;      // A plain copy of its state_dict().
   at::Tensor rng;        // The default CPU generator's state.
   PrecisionState precision;
+  // What the module's on_save_checkpoint added, as plain copies, in the order it added them.
+  std::vector<std::pair<std::string, c10::IValue>> module_entries;
 };
 
 // The keys of a checkpoint's top level and Kiln's section, made once (snapshot_dict.h).
@@ -489,6 +491,7 @@ GenericDict BuildCheckpoint(const TakenCheckpoint& taken) {
   for (const auto& [key, value] : taken.hparams) Put(hparams, key, HparamValue(value));
   Put(contents, keys.hyper_parameters, hparams);
   if (!taken.data_key.empty()) Put(contents, taken.data_key, taken.data);
+  for (const auto& [key, value] : taken.module_entries) Put(contents, key, value);
 
   GenericDict kiln = NewDict(/*capacity=*/5);  // And SerializeCheckpoint's two format records.
   GenericDict loop = NewDict(/*capacity=*/3);
@@ -510,6 +513,42 @@ absl::StatusOr<GenericDict> BuildCheckpoint(const std::string& path, const Taken
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
+}
+
+// The module's on_save_checkpoint, at the step: what it adds is copied (its tensors too), under keys that Kiln's
+// checkpoint does not write itself.
+template <typename Copy>
+absl::Status TakeModuleEntries(const std::string& path, const TrainingState& state, const Copy& copy,
+                               TakenCheckpoint& taken) {
+  GenericDict added(c10::StringType::get(), c10::AnyType::get());
+  try {
+    state.model.on_save_checkpoint(added);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("checkpoint ", path, ": on_save_checkpoint raised: ",
+                                            e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("checkpoint ", path, ": on_save_checkpoint raised: ", e.what()));
+  }
+  const CheckpointKeys& keys = Keys();
+  for (const auto& entry : added) {
+    if (!entry.key().isString()) {
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, ": on_save_checkpoint added a key that is "
+                                                     "not text (", entry.key().tagKind(), "); use text keys"));
+    }
+    const std::string& key = entry.key().toStringRef();
+    for (const DictKey* own : {&keys.epoch, &keys.global_step, &keys.version, &keys.state_dict, &keys.loops,
+                               &keys.callbacks, &keys.optimizer_states, &keys.lr_schedulers, &keys.hparams_name,
+                               &keys.hyper_parameters, &keys.kiln}) {
+      if (key == own->value().toStringRef() || key == taken.data_key) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "checkpoint ", path, ": on_save_checkpoint added the key '", key, "', which Kiln's checkpoint writes "
+            "itself (with Lightning's keys epoch, global_step, state_dict, loops, callbacks, optimizer_states, "
+            "lr_schedulers, hyper_parameters, kiln and the data's state key); add your entries under keys of your own"));
+      }
+    }
+    taken.module_entries.emplace_back(key, PlainValue(entry.value(), copy));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -561,6 +600,7 @@ absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& pat
     taken->rng = at::detail::getDefaultCPUGenerator().get_state();
     tensor_bytes += taken->rng.nbytes();
     taken->precision = state.precision.state_dict();
+    if (absl::Status added = TakeModuleEntries(path, state, copy, *taken); !added.ok()) return added;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
@@ -599,6 +639,16 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
   if (opened->format_version == 1) return RestoreFormat1(path, *opened->archive, state, device, restore_training);
   const Checkpoint& checkpoint = *opened;
   const bool kiln_wrote = checkpoint.format_version >= 2;
+  // The module sees the whole dictionary first, as Lightning calls on_load_checkpoint before restoring anything.
+  try {
+    state.model.on_load_checkpoint(checkpoint.contents);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot restore from checkpoint ", path,
+                                                   ": on_load_checkpoint raised: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot restore from checkpoint ", path, ": on_load_checkpoint raised: ", e.what()));
+  }
 
   // Read and check everything first: a bad file must leave the model, optimizers and callbacks untouched.
   const std::vector<std::pair<std::string, at::Tensor>> named = NamedState(state.model);

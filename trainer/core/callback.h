@@ -1,35 +1,48 @@
 // Callbacks: code that runs at fixed points of the loops, like Lightning's Callback.
 //
-// Hook order in `Trainer::fit` (callbacks run in the order given, before the module's hook of the same name, except
-// where noted), as Lightning calls them:
-//   setup(kFit)
+// Hook order in `Trainer::fit`, Lightning's (tests/lightning/hook_order_test compares the two call for call). Each
+// callback hook runs for the callbacks in the order given, then the module's hook of the same name (the module's
+// hooks are in lightning_module.h; [module] marks those only the module has), except where noted:
+//   setup(kFit): the data module's, the callbacks', the module's
+//   [module] configure_optimizers; when resuming, [module] on_load_checkpoint, then the checkpoint is restored
 //   on_fit_start
 //   [sanity check: on_sanity_check_start, then the validation hooks below with sanity_checking() true,
 //    on_sanity_check_end]
 //   on_train_start
 //   for each epoch:
 //     on_train_epoch_start
-//     for each batch: on_train_batch_start, training_step, on_before_backward, backward, on_after_backward,
-//                     [on_before_optimizer_step, optimizer step, on_before_zero_grad, zero_grad]
-//                         (every accumulate_grad_batches batches)
+//     for each batch: [module] on_before_batch_transfer, transfer_batch_to_device, on_after_batch_transfer,
+//                     on_train_batch_start, training_step,
+//                     [on_before_zero_grad, zero_grad] (on the first batch of each accumulation window),
+//                     on_before_backward, backward, on_after_backward,
+//                     [per optimizer: on_before_optimizer_step, [module] configure_gradient_clipping, the step]
+//                         (on the last batch of each accumulation window),
 //                     on_train_batch_end (with training_step's loss as `outputs`),
 //                     [validation when val_check_interval says so]
 //     on_train_epoch_end: non-monitoring callbacks, then the module's hook, then monitoring callbacks
-//                         (ModelCheckpoint, EarlyStopping), so that they see what the module logged
+//                         (ModelCheckpoint, EarlyStopping), so that they see what the module logged; a checkpoint
+//                         saved then calls the module's on_save_checkpoint
 //   on_train_end
 //   on_fit_end
 //   teardown(kFit)
-// Validation (and test): on_validation_start, on_validation_epoch_start, for each batch on_validation_batch_start,
-// validation_step, on_validation_batch_end; on_validation_epoch_end, on_validation_end.
-// validate and test run setup, those hooks, teardown; predict runs setup(kPredict), on_predict_start,
-// on_predict_epoch_start, for each batch on_predict_batch_start, predict_step, on_predict_batch_end (with the
-// prediction as `outputs`); on_predict_epoch_end, on_predict_end, teardown(kPredict).
+// Validation (and test): [module] on_validation_model_eval, on_validation_start, on_validation_epoch_start, for each
+// batch the three transfer hooks, on_validation_batch_start, validation_step, on_validation_batch_end;
+// on_validation_epoch_end (the callbacks', then the module's, whose log() calls count; the epoch's metrics are
+// reduced after both), on_validation_end, [module] on_validation_model_train.
+// validate and test run setup, [module] on_load_checkpoint with a ckpt_path, those hooks, teardown; predict runs
+// setup(kPredict), [module] on_predict_model_eval, on_predict_start, on_predict_epoch_start, for each batch the
+// transfer hooks, on_predict_batch_start, predict_step, on_predict_batch_end (with the prediction as `outputs`);
+// on_predict_epoch_end, on_predict_end, teardown(kPredict).
+// Under manual optimization (LightningModule::automatic_optimization() false), training_step calls
+// manual_backward (on_before_backward, backward, on_after_backward) and each optimizer's step
+// (on_before_optimizer_step, the step) itself.
 // When a run fails after setup (a hook or step throws, the loss is not finite, a checkpoint cannot be written),
 // on_exception gets the error, then teardown runs, and fit/validate/test/predict return the error.
 //
-// Not offered: Lightning's on_save_checkpoint and on_load_checkpoint, which edit the checkpoint's dictionary: a
-// Kiln callback keeps its state through state_dict and load_state_dict, which the checkpoint stores under
-// state_key(). Validation and test steps return nothing in Kiln, so their batch-end hooks have no `outputs`.
+// Not offered on callbacks: Lightning's on_save_checkpoint and on_load_checkpoint, which edit the checkpoint's
+// dictionary (the module has them): a Kiln callback keeps its state through state_dict and load_state_dict, which
+// the checkpoint stores under state_key(). Validation and test steps return nothing in Kiln, so their batch-end
+// hooks have no `outputs`.
 //
 // A hook that throws stops the run: the trainer tears the device down and returns the error as a Status. To stop
 // training gracefully, call `trainer.set_should_stop()`.

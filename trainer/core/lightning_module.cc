@@ -1,7 +1,11 @@
 #include "trainer/core/lightning_module.h"
 
+#include <string>
+#include <unordered_set>
+
 #include "ATen/ATen.h"
 #include "c10/util/Exception.h"
+#include "torch/nn/utils/clip_grad.h"
 
 namespace kiln {
 
@@ -34,6 +38,129 @@ void LightningModule::log_dict(const std::map<std::string, at::Tensor>& metrics,
 
 void LightningModule::log_dict(const std::map<std::string, double>& metrics, const LogOptions& options) {
   for (const auto& [name, value] : metrics) log(name, value, options);
+}
+
+void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  std::vector<at::Tensor> grads;
+  std::vector<at::Tensor> norms;
+  for (const at::Tensor& parameter : parameters) {
+    if (!parameter.grad().defined()) continue;
+    grads.push_back(parameter.grad());
+    norms.push_back(parameter.grad().data().norm(2));
+  }
+  if (grads.empty()) return;
+  const at::Tensor total_norm = norms.size() == 1 ? norms[0] : at::stack(norms).norm(2);
+  const at::Tensor clip_coef = max_norm / (total_norm + 1e-6);
+  const at::Tensor clip_coef_clamped = at::clamp(clip_coef, c10::nullopt, 1.0);
+  for (const at::Tensor& grad : grads) grad.data().mul_(clip_coef_clamped);
+}
+
+void LightningOptimizer::step() {
+  TORCH_CHECK(driver_ != nullptr, "LightningOptimizer::step() outside training_step: step the optimizers that "
+              "optimizers() returns from training_step, under manual optimization");
+  driver_->Step(index_);
+}
+
+void LightningOptimizer::zero_grad() {
+  for (auto& group : optimizer_->param_groups()) {
+    for (at::Tensor& param : group.params()) param.mutable_grad().reset();
+  }
+}
+
+void LightningScheduler::step() {
+  TORCH_CHECK(driver_ != nullptr, "lr_schedulers()[", index_, "].step() outside training_step");
+  driver_->StepScheduler(index_, std::nullopt);
+}
+
+void LightningScheduler::step(double metric) {
+  TORCH_CHECK(driver_ != nullptr, "lr_schedulers()[", index_, "].step(metric) outside training_step");
+  driver_->StepScheduler(index_, metric);
+}
+
+void LightningModule::on_train_batch_end(const at::Tensor& outputs, const Batch& batch, int64_t batch_idx) {
+  (void)outputs;
+  (void)batch;
+  (void)batch_idx;
+  train_batch_end_is_default_ = true;
+}
+
+Batch LightningModule::transfer_batch_to_device(const Batch& batch, c10::Device device, int64_t dataloader_idx) {
+  (void)dataloader_idx;
+  if (view_ != nullptr) return view_->MoveBatch(batch, device);
+  const auto move = [&](const at::Tensor& tensor) {
+    return tensor.defined() ? tensor.to(tensor.options().device(device), /*non_blocking=*/true) : tensor;
+  };
+  return {move(batch.input), move(batch.target)};
+}
+
+void LightningModule::configure_gradient_clipping(torch::optim::Optimizer& optimizer,
+                                                  std::optional<double> gradient_clip_val,
+                                                  std::optional<std::string> gradient_clip_algorithm) {
+  clip_gradients(optimizer, gradient_clip_val, std::move(gradient_clip_algorithm));
+}
+
+void LightningModule::clip_gradients(torch::optim::Optimizer& optimizer, std::optional<double> gradient_clip_val,
+                                     std::optional<std::string> gradient_clip_algorithm) {
+  const std::string algorithm = gradient_clip_algorithm.value_or("norm");
+  TORCH_CHECK_VALUE(algorithm == "norm" || algorithm == "value", "clip_gradients: gradient_clip_algorithm '",
+                    algorithm, "' is not one of 'norm', 'value'");
+  if (!gradient_clip_val.has_value() || *gradient_clip_val <= 0) return;
+  std::vector<at::Tensor> parameters;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& param : group.params()) parameters.push_back(param);
+  }
+  if (driver_ != nullptr) {
+    const std::vector<std::shared_ptr<torch::optim::Optimizer>> all = driver_->optimizers();
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i].get() == &optimizer) driver_->UnscaleGradients(i);
+    }
+  }
+  if (algorithm == "norm") {
+    ClipGradNorm(parameters, *gradient_clip_val);
+  } else {
+    torch::nn::utils::clip_grad_value_(parameters, *gradient_clip_val);
+  }
+}
+
+ManualOptimizationDriver& LightningModule::Driver(const char* what) const {
+  TORCH_CHECK(driver_ != nullptr, what, " is for manual optimization: call it from training_step, with "
+              "set_automatic_optimization(false) in the module's constructor");
+  return *driver_;
+}
+
+std::vector<LightningOptimizer> LightningModule::optimizers() const {
+  ManualOptimizationDriver& driver = Driver("optimizers()");
+  std::vector<LightningOptimizer> wrapped;
+  const std::vector<std::shared_ptr<torch::optim::Optimizer>> all = driver.optimizers();
+  for (size_t i = 0; i < all.size(); ++i) wrapped.emplace_back(all[i], i, driver_);
+  return wrapped;
+}
+
+std::vector<LightningScheduler> LightningModule::lr_schedulers() const {
+  ManualOptimizationDriver& driver = Driver("lr_schedulers()");
+  std::vector<LightningScheduler> wrapped;
+  for (size_t i = 0; i < driver.num_schedulers(); ++i) wrapped.emplace_back(i, driver_);
+  return wrapped;
+}
+
+void LightningModule::manual_backward(const at::Tensor& loss) { Driver("manual_backward()").Backward(loss); }
+
+void LightningModule::toggle_optimizer(const LightningOptimizer& optimizer) {
+  std::unordered_set<const c10::TensorImpl*> own;
+  for (const auto& group : optimizer.optimizer().param_groups()) {
+    for (const at::Tensor& param : group.params()) own.insert(param.unsafeGetTensorImpl());
+  }
+  for (at::Tensor& param : parameters()) {
+    if (own.count(param.unsafeGetTensorImpl()) != 0 || !param.requires_grad()) continue;
+    toggled_.emplace_back(param, true);
+    param.set_requires_grad(false);
+  }
+}
+
+void LightningModule::untoggle_optimizer(const LightningOptimizer& optimizer) {
+  (void)optimizer;
+  for (auto& [param, required] : toggled_) param.set_requires_grad(required);
+  toggled_.clear();
 }
 
 at::Tensor LightningModule::predict_forward(const at::Tensor& input) {

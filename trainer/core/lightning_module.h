@@ -12,16 +12,21 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "ATen/core/Dict.h"
+#include "ATen/core/ivalue.h"
 #include "c10/core/Device.h"
 #include "torch/nn/module.h"
 #include "torch/optim/optimizer.h"
 #include "torch/optim/schedulers/lr_scheduler.h"
 #include "trainer/core/batch.h"
+#include "trainer/core/data_loader.h"
 #include "trainer/core/metrics.h"
 
 namespace kiln {
@@ -52,6 +57,7 @@ struct OptimizerConfig {
 };
 
 class Trainer;
+class LightningModule;
 
 // What a module sees of the run that trains it (Lightning's self.current_epoch, self.global_step, self.device,
 // self.trainer): the Trainer gives one to the module for the length of each fit, validate, test and predict.
@@ -62,7 +68,71 @@ class RunView {
   virtual int64_t global_step() const = 0;
   virtual c10::Device device() const = 0;
   virtual Trainer* trainer() const = 0;
+  // `batch` on `device` as the run's strategy moves batches (what the default transfer_batch_to_device does).
+  virtual Batch MoveBatch(const Batch& batch, c10::Device device) const = 0;
 };
+
+// What the training loop does for a module that optimizes by hand (automatic_optimization() false): the trainer
+// gives one to the module for the length of each training_step. Not for users: they call the module's
+// manual_backward and the LightningOptimizer's step, which come here.
+class ManualOptimizationDriver {
+ public:
+  virtual ~ManualOptimizationDriver() = default;
+  virtual std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers() const = 0;
+  virtual size_t num_schedulers() const = 0;
+  // Checks `loss` (a non-finite loss stops or skips as on_nonfinite_loss says), then the backward hooks around the
+  // precision plugin's scaling and the strategy's backward (all-reduced under DDP).
+  virtual void Backward(const at::Tensor& loss) = 0;
+  // The precision plugin's unscaling of optimizer `index`'s gradients, once per step (clip_gradients).
+  virtual void UnscaleGradients(size_t index) = 0;
+  // Unscaling, on_before_optimizer_step, the step through the precision plugin and the strategy, the scaler's
+  // update, global_step + 1.
+  virtual void Step(size_t index) = 0;
+  // Scheduler `index` steps once (with `metric` for a MetricScheduler), counted for checkpoints.
+  virtual void StepScheduler(size_t index, std::optional<double> metric) = 0;
+};
+
+// One of the module's optimizers as manual optimization uses it (Lightning's LightningOptimizer, from
+// LightningModule::optimizers()): step() goes through the trainer (precision plugin, strategy, hooks, global_step).
+class LightningOptimizer {
+ public:
+  LightningOptimizer(std::shared_ptr<torch::optim::Optimizer> optimizer, size_t index,
+                     ManualOptimizationDriver* driver)
+      : optimizer_(std::move(optimizer)), index_(index), driver_(driver) {}
+  // One optimizer step on the gradients manual_backward accumulated: with 16-mixed the scaler unscales them (and
+  // skips the step on an inf), on_before_optimizer_step runs, then the step, and global_step grows by one (so two
+  // optimizers stepped per batch count two steps, as in Lightning).
+  void step();
+  // Drops every gradient of this optimizer's parameters (set_to_none, as Lightning's default).
+  void zero_grad();
+  torch::optim::Optimizer& optimizer() const { return *optimizer_; }
+  size_t index() const { return index_; }
+
+ private:
+  std::shared_ptr<torch::optim::Optimizer> optimizer_;
+  size_t index_;
+  ManualOptimizationDriver* driver_;
+};
+
+// One of configure_optimizers' schedulers for manual optimization (LightningModule::lr_schedulers()): the user
+// steps it; each step is counted, so that a checkpoint resumes the schedule exactly.
+class LightningScheduler {
+ public:
+  LightningScheduler(size_t index, ManualOptimizationDriver* driver) : index_(index), driver_(driver) {}
+  void step();
+  // For a MetricScheduler (ReduceLROnPlateau): the monitored value.
+  void step(double metric);
+  size_t index() const { return index_; }
+
+ private:
+  size_t index_;
+  ManualOptimizationDriver* driver_;
+};
+
+// LibTorch's clip_grad_norm_ with the 2-norm, operator for operator (so the gradients come out bit for bit the
+// same), without its last step: it returns nothing, where LibTorch returns the total norm as a double, a host read
+// that would make every clipped step wait for the device.
+void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm);
 
 class LightningModule : public torch::nn::Module {
  public:
@@ -76,7 +146,8 @@ class LightningModule : public torch::nn::Module {
   c10::Device device() const { return view_ != nullptr ? view_->device() : c10::Device(c10::DeviceType::CPU); }
   Trainer* trainer() const { return view_ != nullptr ? view_->trainer() : nullptr; }
 
-  // The loss for one training batch; the trainer runs backward on it and steps the optimizers.
+  // The loss for one training batch; the trainer runs backward on it and steps the optimizers. Under manual
+  // optimization the step does that itself (manual_backward, optimizers()) and may return an undefined tensor.
   virtual at::Tensor training_step(const Batch& batch, int64_t batch_idx) = 0;
   // Evaluation steps: log what should be measured. No gradients are recorded around them.
   virtual void validation_step(const Batch& batch, int64_t batch_idx) {
@@ -108,13 +179,108 @@ class LightningModule : public torch::nn::Module {
   }
   virtual OptimizerConfig configure_optimizers() = 0;
 
-  // Hooks, in the order the fit loop calls them (see trainer.h for the full order).
+  // Hooks, as Lightning's LightningModule has them. The loops call each right after the callbacks' hook of the same
+  // name (callback.h gives the whole order, which is Lightning's: tests/lightning/hook_order_test compares the two).
+  virtual void setup(Stage stage) { (void)stage; }
+  virtual void teardown(Stage stage) { (void)stage; }
   virtual void on_fit_start() {}
+  virtual void on_fit_end() {}
+  virtual void on_train_start() {}
+  virtual void on_train_end() {}
   virtual void on_train_epoch_start() {}
   virtual void on_train_epoch_end() {}
+  // Returning -1 skips the rest of this epoch's training batches (Lightning's convention).
+  virtual int on_train_batch_start(const Batch& batch, int64_t batch_idx) {
+    (void)batch;
+    (void)batch_idx;
+    return 0;
+  }
+  // `outputs`: training_step's loss, detached (undefined when a manual step returned none).
+  virtual void on_train_batch_end(const at::Tensor& outputs, const Batch& batch, int64_t batch_idx);
+  virtual void on_validation_start() {}
+  virtual void on_validation_end() {}
+  virtual void on_validation_epoch_start() {}
   virtual void on_validation_epoch_end() {}
+  virtual void on_validation_batch_start(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {}
+  virtual void on_validation_batch_end(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {}
+  virtual void on_test_start() {}
+  virtual void on_test_end() {}
+  virtual void on_test_epoch_start() {}
   virtual void on_test_epoch_end() {}
-  virtual void on_fit_end() {}
+  virtual void on_test_batch_start(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {}
+  virtual void on_test_batch_end(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {}
+  virtual void on_predict_start() {}
+  virtual void on_predict_end() {}
+  virtual void on_predict_epoch_start() {}
+  virtual void on_predict_epoch_end() {}
+  virtual void on_predict_batch_start(const Batch& batch, int64_t batch_idx, int64_t dataloader_idx) {}
+  // `outputs`: what predict_step returned.
+  virtual void on_predict_batch_end(const at::Tensor& outputs, const Batch& batch, int64_t batch_idx,
+                                    int64_t dataloader_idx) {}
+  // Where validation, testing and prediction put the module in eval mode, and where validation and testing put it
+  // back in train mode after their end hooks (the defaults call eval() / train()).
+  virtual void on_validation_model_eval() { eval(); }
+  virtual void on_validation_model_train() { train(); }
+  virtual void on_test_model_eval() { eval(); }
+  virtual void on_test_model_train() { train(); }
+  virtual void on_predict_model_eval() { eval(); }
+
+  // Every batch of every stage passes these three, in this order, before its batch-start hooks: the loader's batch,
+  // then on the device (the default moves every tensor there as the strategy does, non-blocking where the source
+  // allows), then on the device after the move. Each returns the batch the next one gets.
+  virtual Batch on_before_batch_transfer(Batch batch, int64_t dataloader_idx) {
+    (void)dataloader_idx;
+    return batch;
+  }
+  virtual Batch transfer_batch_to_device(const Batch& batch, c10::Device device, int64_t dataloader_idx);
+  virtual Batch on_after_batch_transfer(Batch batch, int64_t dataloader_idx) {
+    (void)dataloader_idx;
+    return batch;
+  }
+
+  // The optimization hooks (automatic optimization: on_before_zero_grad on the first batch of each accumulation
+  // window; on_before_optimizer_step and configure_gradient_clipping on its last). `loss` is what backward runs on
+  // (divided for accumulate_grad_batches, scaled by a 16-mixed precision plugin).
+  virtual void on_before_zero_grad(torch::optim::Optimizer& optimizer) {}
+  virtual void on_before_backward(const at::Tensor& loss) {}
+  virtual void on_after_backward() {}
+  virtual void on_before_optimizer_step(torch::optim::Optimizer& optimizer) {}
+  // Clips `optimizer`'s gradients before its step, with the Trainer's gradient_clip_val and gradient_clip_algorithm
+  // (unset when the Trainer has none); the default calls clip_gradients with them.
+  virtual void configure_gradient_clipping(torch::optim::Optimizer& optimizer,
+                                           std::optional<double> gradient_clip_val,
+                                           std::optional<std::string> gradient_clip_algorithm);
+  // Clips the gradients of `optimizer`'s parameters: "norm" (the default) scales them so that their 2-norm is at
+  // most `gradient_clip_val`, "value" clamps each to [-gradient_clip_val, gradient_clip_val]. Unset or 0: nothing.
+  // Under manual optimization with 16-mixed, the gradients are unscaled first. Another algorithm throws.
+  void clip_gradients(torch::optim::Optimizer& optimizer, std::optional<double> gradient_clip_val,
+                      std::optional<std::string> gradient_clip_algorithm = std::nullopt);
+
+  // The checkpoint's dictionary, as Lightning's hooks get it. on_save_checkpoint may add entries under keys of its
+  // own (values torch.save can hold: tensors, numbers, strings, lists, dictionaries; tensors are copied at the step);
+  // a key Kiln writes is refused. on_load_checkpoint sees the whole dictionary read back, before the module's
+  // parameters are loaded, when fit resumes and when validate, test or predict load a checkpoint.
+  virtual void on_save_checkpoint(c10::impl::GenericDict& checkpoint) { (void)checkpoint; }
+  virtual void on_load_checkpoint(const c10::impl::GenericDict& checkpoint) { (void)checkpoint; }
+
+  // Manual optimization (Lightning's automatic_optimization = False): the trainer calls training_step and leaves
+  // backward, the optimizer steps and zero_grad to it, through manual_backward and optimizers(). The trainer's
+  // accumulate_grad_batches and gradient_clip_val are refused then (accumulate and clip in the step instead), and
+  // the schedulers step only when the step calls lr_schedulers()[i].step().
+  bool automatic_optimization() const { return automatic_optimization_; }
+  void set_automatic_optimization(bool automatic) { automatic_optimization_ = automatic; }
+  // configure_optimizers' optimizers and schedulers, in order. Valid in training_step under manual optimization;
+  // elsewhere they throw.
+  std::vector<LightningOptimizer> optimizers() const;
+  std::vector<LightningScheduler> lr_schedulers() const;
+  // Backward on `loss` with the trainer's precision plugin and strategy (all-reduced under DDP) and the backward
+  // hooks. A non-finite loss stops the run or skips the batch's remaining steps, as on_nonfinite_loss says.
+  void manual_backward(const at::Tensor& loss);
+  // Only `optimizer`'s parameters take gradients until untoggle_optimizer: the module's other parameters are set not
+  // to require them (a GAN's generator step leaves the discriminator's alone). untoggle_optimizer restores what each
+  // parameter required before.
+  void toggle_optimizer(const LightningOptimizer& optimizer);
+  void untoggle_optimizer(const LightningOptimizer& optimizer);
 
   // Hyper-parameters, saved in checkpoints and sent to loggers (Lightning's save_hyperparameters / hparams).
   void save_hyperparameters(std::map<std::string, std::string> hparams) { hparams_ = std::move(hparams); }
@@ -145,17 +311,29 @@ class LightningModule : public torch::nn::Module {
     sink_ = sink;
     batch_size_ = batch_size;
   }
+  // Set by the trainer around each manual training_step; not for users.
+  void set_manual_optimization_driver(ManualOptimizationDriver* driver) { driver_ = driver; }
+  // Whether on_train_batch_end is this class's (which does nothing): the loop then spares the detach of `outputs`.
+  // Not for users.
+  bool train_batch_end_is_default() const { return train_batch_end_is_default_; }
 
  protected:
   // What the default predict_step calls. Override predict_step, or this, to make predictions.
   virtual at::Tensor predict_forward(const at::Tensor& input);
 
  private:
+  ManualOptimizationDriver& Driver(const char* what) const;
+
   std::map<std::string, std::string> hparams_;
   MetricCollector* sink_ = nullptr;
   const RunView* view_ = nullptr;
+  ManualOptimizationDriver* driver_ = nullptr;
   int64_t batch_size_ = 1;
   int64_t estimated_stepping_batches_ = -1;
+  bool automatic_optimization_ = true;
+  bool train_batch_end_is_default_ = false;
+  // What toggle_optimizer changed: each parameter it set not to require gradients, and what it required before.
+  std::vector<std::pair<at::Tensor, bool>> toggled_;
 };
 
 }  // namespace kiln

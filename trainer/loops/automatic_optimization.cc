@@ -1,11 +1,11 @@
 #include "trainer/loops/automatic_optimization.h"
 
+#include <optional>
 #include <string>
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "torch/nn/utils/clip_grad.h"
 #include "trainer/callbacks/monitor.h"
 #include "trainer/core/metric_scheduler.h"
 #include "trainer/loops/call_user.h"
@@ -15,34 +15,8 @@
 
 namespace kiln {
 
-void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm) {
-  std::vector<at::Tensor> grads;
-  std::vector<at::Tensor> norms;
-  for (const at::Tensor& parameter : parameters) {
-    if (!parameter.grad().defined()) continue;
-    grads.push_back(parameter.grad());
-    norms.push_back(parameter.grad().data().norm(2));
-  }
-  if (grads.empty()) return;
-  const at::Tensor total_norm = norms.size() == 1 ? norms[0] : at::stack(norms).norm(2);
-  const at::Tensor clip_coef = max_norm / (total_norm + 1e-6);
-  const at::Tensor clip_coef_clamped = at::clamp(clip_coef, c10::nullopt, 1.0);
-  for (const at::Tensor& grad : grads) grad.data().mul_(clip_coef_clamped);
-}
-
 bool IsMetricScheduler(const SchedulerConfig& config) {
   return dynamic_cast<const MetricScheduler*>(config.scheduler.get()) != nullptr;
-}
-
-void AutomaticOptimization::ClipGradients(LightningModule& model) {
-  const TrainerOptions& options = trainer_.options_;
-  if (!options.gradient_clip_val.has_value() || *options.gradient_clip_val <= 0) return;
-  const std::vector<at::Tensor> parameters = model.parameters();
-  if (options.gradient_clip_algorithm == "norm") {
-    ClipGradNorm(parameters, *options.gradient_clip_val);
-  } else {
-    torch::nn::utils::clip_grad_value_(parameters, *options.gradient_clip_val);
-  }
 }
 
 void ZeroGradToNone(torch::optim::Optimizer& optimizer) {
@@ -53,18 +27,30 @@ void ZeroGradToNone(torch::optim::Optimizer& optimizer) {
   }
 }
 
+void AutomaticOptimization::ZeroGrad(LightningModule& model) {
+  Trainer& trainer = trainer_;
+  for (const auto& optimizer : trainer.optimizers_.optimizers) {
+    trainer.CallCallbacks([&](Callback& c) { c.on_before_zero_grad(trainer, model, *optimizer); });
+    model.on_before_zero_grad(*optimizer);
+    ZeroGradToNone(*optimizer);
+  }
+}
+
 absl::Status AutomaticOptimization::Step(LightningModule& model) {
   Trainer& trainer = trainer_;
   PrecisionPlugin& precision = *trainer.precision_;
+  const TrainerOptions& options = trainer.options_;
+  const std::optional<std::string> algorithm =
+      options.gradient_clip_val.has_value() ? std::optional<std::string>(options.gradient_clip_algorithm)
+                                            : std::nullopt;
   return CallUser("optimizer step", [&] {
-    // Clipping and on_before_optimizer_step see true gradients: 16-mixed unscales them first (precision_plugin.h).
-    for (const auto& optimizer : trainer.optimizers_.optimizers) precision.UnscaleGradients(*optimizer);
-    ClipGradients(model);
     for (const auto& optimizer : trainer.optimizers_.optimizers) {
+      // on_before_optimizer_step and clipping see true gradients: 16-mixed unscales them first (precision_plugin.h).
+      precision.UnscaleGradients(*optimizer);
       trainer.CallCallbacks([&](Callback& c) { c.on_before_optimizer_step(trainer, model, *optimizer); });
+      model.on_before_optimizer_step(*optimizer);
+      model.configure_gradient_clipping(*optimizer, options.gradient_clip_val, algorithm);
       precision.OptimizerStep(*optimizer, [&] { trainer.strategy_->OptimizerStep(*optimizer); });
-      trainer.CallCallbacks([&](Callback& c) { c.on_before_zero_grad(trainer, model, *optimizer); });
-      ZeroGradToNone(*optimizer);
     }
     precision.Update();
     ++trainer.global_step_;

@@ -15,11 +15,6 @@ namespace kiln {
 
 class Trainer;
 
-// LibTorch's clip_grad_norm_ with the 2-norm, operator for operator (so the gradients come out bit for bit the
-// same), without its last step: it returns the total norm as a double, a host read that would make every clipped
-// step wait for the device.
-void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm);
-
 // torch::optim::Optimizer::zero_grad() as Python's set_to_none does it: each parameter's gradient is dropped.
 // LibTorch's C++ zero_grad detaches every gradient in place first (an operator call a parameter, some 700 instructions
 // each on the tiny MLP, issue #41); a gradient about to be dropped need not be detached.
@@ -32,10 +27,15 @@ class AutomaticOptimization {
  public:
   explicit AutomaticOptimization(Trainer& trainer) : trainer_(trainer) {}
 
-  // One step of every optimizer on the accumulated gradients: unscale (16-mixed), clip (gradient_clip_val), then
-  // per optimizer on_before_optimizer_step, the step (through the precision plugin and the strategy),
-  // on_before_zero_grad and zero_grad; then the scaler's update, global_step + 1, and the step-interval schedulers
-  // that monitor nothing. Metric schedulers step after validation instead (StepScheduler, from the epoch loop).
+  // On the first batch of each accumulation window, after training_step and before backward (Lightning's order):
+  // per optimizer on_before_zero_grad (callbacks, then the module) and zero_grad (set_to_none).
+  void ZeroGrad(LightningModule& model);
+
+  // One step of every optimizer on the accumulated gradients, per optimizer: unscale (16-mixed),
+  // on_before_optimizer_step (callbacks, then the module), the module's configure_gradient_clipping (by default
+  // gradient_clip_val over that optimizer's parameters), the step (through the precision plugin and the strategy);
+  // then the scaler's update, global_step + 1, and the step-interval schedulers that monitor nothing. Metric
+  // schedulers step after validation instead (StepScheduler, from the epoch loop).
   absl::Status Step(LightningModule& model);
 
   // Steps the trainer's scheduler `index` once and counts it: a MetricScheduler with its monitored value from
@@ -43,8 +43,6 @@ class AutomaticOptimization {
   absl::Status StepScheduler(size_t index);
 
  private:
-  void ClipGradients(LightningModule& model);
-
   Trainer& trainer_;
 };
 

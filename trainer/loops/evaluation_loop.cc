@@ -22,18 +22,22 @@ EvaluationLoop::EvaluationLoop(Trainer& trainer, Stage stage) : trainer_(trainer
 absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataModule& data,
                                                    const std::string& ckpt_path) {
   Trainer& trainer = trainer_;
-  if (!ckpt_path.empty()) {
-    if (absl::Status status = trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false); !status.ok()) {
-      return status;
-    }
-  }
-  if (absl::Status claimed = trainer.SetupLoggers(); !claimed.ok()) return claimed;
+  // Lightning's order: the setup hooks, then the checkpoint (on_load_checkpoint), then the loggers and loaders.
   std::vector<std::shared_ptr<DataLoader>> loaders;
   absl::Status status = CallUser("setup", [&] {
     data.setup(stage_);
-    loaders = validating() ? data.val_dataloaders() : data.test_dataloaders();
     trainer.CallCallbacks([&](Callback& c) { c.setup(trainer, model, stage_); });
+    model.setup(stage_);
   });
+  if (!status.ok()) return status;
+  if (!ckpt_path.empty()) {
+    if (absl::Status restored = trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false);
+        !restored.ok()) {
+      return restored;
+    }
+  }
+  if (absl::Status claimed = trainer.SetupLoggers(); !claimed.ok()) return claimed;
+  status = CallUser("setup", [&] { loaders = validating() ? data.val_dataloaders() : data.test_dataloaders(); });
   if (!status.ok()) return status;
   if (loaders.empty()) {
     return absl::InvalidArgumentError(
@@ -60,7 +64,10 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
     limits.push_back(*limit);
   }
   absl::StatusOr<MetricMap> metrics = Run(model, pointers, limits);
-  status = CallUser("teardown", [&] { trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, stage_); }); });
+  status = CallUser("teardown", [&] {
+    trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, stage_); });
+    model.teardown(stage_);
+  });
   if (metrics.ok() && !status.ok()) return status;
   for (const auto& logger : options.loggers) {
     if (!trainer.is_global_zero()) break;  // Only rank zero logs.
@@ -69,27 +76,41 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
   return metrics;
 }
 
+Batch EvaluationLoop::TransferBatch(Trainer& trainer, LightningModule& model, Batch batch, int64_t dataloader_idx) {
+  batch = model.on_before_batch_transfer(std::move(batch), dataloader_idx);
+  batch = model.transfer_batch_to_device(batch, trainer.strategy_->root_device(), dataloader_idx);
+  batch = model.on_after_batch_transfer(std::move(batch), dataloader_idx);
+  return trainer.precision_->ConvertInput(batch);
+}
+
 void EvaluationLoop::StartHooks(LightningModule& model) {
-  trainer_.CallCallbacks([&](Callback& c) {
-    if (validating()) {
-      c.on_validation_start(trainer_, model);
-      c.on_validation_epoch_start(trainer_, model);
-    } else {
-      c.on_test_start(trainer_, model);
-      c.on_test_epoch_start(trainer_, model);
-    }
-  });
+  Trainer& trainer = trainer_;
+  if (validating()) {
+    model.on_validation_model_eval();
+    trainer.CallCallbacks([&](Callback& c) { c.on_validation_start(trainer, model); });
+    model.on_validation_start();
+    trainer.CallCallbacks([&](Callback& c) { c.on_validation_epoch_start(trainer, model); });
+    model.on_validation_epoch_start();
+  } else {
+    model.on_test_model_eval();
+    trainer.CallCallbacks([&](Callback& c) { c.on_test_start(trainer, model); });
+    model.on_test_start();
+    trainer.CallCallbacks([&](Callback& c) { c.on_test_epoch_start(trainer, model); });
+    model.on_test_epoch_start();
+  }
 }
 
 void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_t batch_idx, int64_t dataloader_idx,
                               MetricCollector& metrics) {
   Trainer& trainer = trainer_;
   PrecisionPlugin& precision = *trainer.precision_;
-  Batch batch = precision.ConvertInput(trainer.strategy_->BatchToDevice(loader.get_batch(batch_idx)));
+  Batch batch = TransferBatch(trainer, model, loader.get_batch(batch_idx), dataloader_idx);
   trainer.CallCallbacks([&](Callback& c) {
     validating() ? c.on_validation_batch_start(trainer, model, batch, batch_idx, dataloader_idx)
                  : c.on_test_batch_start(trainer, model, batch, batch_idx, dataloader_idx);
   });
+  validating() ? model.on_validation_batch_start(batch, batch_idx, dataloader_idx)
+               : model.on_test_batch_start(batch, batch_idx, dataloader_idx);
   model.set_metric_sink(&metrics, batch.size());
   {
     PrecisionPlugin::ForwardContext forward_context(precision);
@@ -101,6 +122,8 @@ void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_
     validating() ? c.on_validation_batch_end(trainer, model, batch, batch_idx, dataloader_idx)
                  : c.on_test_batch_end(trainer, model, batch, batch_idx, dataloader_idx);
   });
+  validating() ? model.on_validation_batch_end(batch, batch_idx, dataloader_idx)
+               : model.on_test_batch_end(batch, batch_idx, dataloader_idx);
 }
 
 absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std::vector<DataLoader*>& loaders,
@@ -119,7 +142,6 @@ absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std:
   MetricCollector epoch_end(/*training=*/false);
   MetricCollector& end_sink = steps.size() == 1 ? *steps[0] : epoch_end;
   SinkGuard sink_guard(model);
-  model.eval();
   ProgressReporter& progress = *trainer.progress_;
   const char* what = trainer.sanity_checking_ ? "Sanity Checking" : validating() ? "Validation" : "Testing";
   absl::Status status = CallUser(validating() ? "validation loop" : "test loop", [&] {
@@ -135,6 +157,11 @@ absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std:
       }
       if (i + 1 < loaders.size()) progress.EndEvaluation();
     }
+    // Lightning's order: the callbacks' epoch-end hooks, then the module's (whose log() calls count), and the
+    // epoch's metrics are reduced after both.
+    trainer.CallCallbacks([&](Callback& c) {
+      validating() ? c.on_validation_epoch_end(trainer, model) : c.on_test_epoch_end(trainer, model);
+    });
     model.set_metric_sink(&end_sink, 1);
     validating() ? model.on_validation_epoch_end() : model.on_test_epoch_end();
     model.set_metric_sink(nullptr, 0);
@@ -173,11 +200,13 @@ absl::StatusOr<MetricMap> EvaluationLoop::Finish(LightningModule& model,
   }
   status = CallUser(validating() ? "on_validation_end" : "on_test_end", [&] {
     if (validating()) {
-      trainer.CallCallbacks([&](Callback& c) { c.on_validation_epoch_end(trainer, model); });
       trainer.CallCallbacks([&](Callback& c) { c.on_validation_end(trainer, model); });
+      model.on_validation_end();
+      model.on_validation_model_train();
     } else {
-      trainer.CallCallbacks([&](Callback& c) { c.on_test_epoch_end(trainer, model); });
       trainer.CallCallbacks([&](Callback& c) { c.on_test_end(trainer, model); });
+      model.on_test_end();
+      model.on_test_model_train();
     }
   });
   if (!status.ok()) return status;

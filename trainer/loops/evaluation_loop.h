@@ -34,6 +34,11 @@ class EvaluationLoop {
   absl::StatusOr<MetricMap> Run(LightningModule& model, const std::vector<DataLoader*>& loaders,
                                 const std::vector<int64_t>& limits);
 
+  // A loader's `batch` as a step gets it: through the module's on_before_batch_transfer, transfer_batch_to_device
+  // (to the strategy's device) and on_after_batch_transfer, then the precision plugin's ConvertInput. Every loop's
+  // batches come this way. Throws what the hooks throw.
+  static Batch TransferBatch(Trainer& trainer, LightningModule& model, Batch batch, int64_t dataloader_idx);
+
  private:
   bool validating() const { return stage_ == Stage::kValidate; }
   void StartHooks(LightningModule& model);

@@ -41,11 +41,14 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
   if (absl::Status status = SanityCheck(model); !status.ok()) return status;
 
   trainer.current_epoch_ = trainer.next_epoch_;
-  absl::Status status = CallUser(
-      "on_train_start", [&] { trainer.CallCallbacks([&](Callback& c) { c.on_train_start(trainer, model); }); });
+  absl::Status status = CallUser("on_train_start", [&] {
+    trainer.CallCallbacks([&](Callback& c) { c.on_train_start(trainer, model); });
+    model.on_train_start();
+  });
   if (!status.ok()) return status;
   while (!Done()) {
-    status = TrainingEpochLoop(trainer, limits_).Run(model, *train_loader_, LoaderPointers(val_loaders_));
+    status = TrainingEpochLoop(trainer, limits_, model.automatic_optimization())
+                 .Run(model, *train_loader_, LoaderPointers(val_loaders_));
     if (!status.ok()) return status;
     ++trainer.current_epoch_;
   }
@@ -53,8 +56,12 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
 }
 
 absl::Status FitLoop::SetupData(LightningModule& model, DataModule& data) {
+  // Lightning's order: the data's setup, the callbacks', the module's, then (below) the loaders, and
+  // configure_optimizers after all of them, so that a module may build its layers in setup.
   absl::Status status = CallUser("setup", [&] {
     data.setup(Stage::kFit);
+    trainer_.CallCallbacks([&](Callback& c) { c.setup(trainer_, model, Stage::kFit); });
+    model.setup(Stage::kFit);
     train_loader_ = data.train_dataloader();
     val_loaders_ = data.val_dataloaders();
   });
@@ -136,6 +143,21 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
     }
   }
   trainer.scheduler_steps_.assign(trainer.optimizers_.schedulers.size(), 0);
+  if (!model.automatic_optimization()) {
+    // Lightning's refusals, with its fixes: under manual optimization the step accumulates and clips.
+    if (options.accumulate_grad_batches > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "accumulate_grad_batches=", options.accumulate_grad_batches, ": automatic gradient accumulation is not "
+          "supported for manual optimization (the module's automatic_optimization() is false). Remove "
+          "accumulate_grad_batches, and step the optimizers every N batches in training_step instead"));
+    }
+    if (options.gradient_clip_val.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient_clip_val=", *options.gradient_clip_val, ": automatic gradient clipping is not supported for "
+          "manual optimization (the module's automatic_optimization() is false). Remove gradient_clip_val, and call "
+          "clip_gradients(optimizer, value, algorithm) in training_step before the optimizer's step"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -176,8 +198,7 @@ absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const st
 
 absl::Status FitLoop::Start(LightningModule& model) {
   Trainer& trainer = trainer_;
-  absl::Status status = CallUser("setup/on_fit_start", [&] {
-    trainer.CallCallbacks([&](Callback& c) { c.setup(trainer, model, Stage::kFit); });
+  absl::Status status = CallUser("on_fit_start", [&] {
     trainer.CallCallbacks([&](Callback& c) { c.on_fit_start(trainer, model); });
     model.on_fit_start();
   });
@@ -237,13 +258,16 @@ bool FitLoop::Done() {
 
 absl::Status FitLoop::End(LightningModule& model) {
   Trainer& trainer = trainer_;
-  absl::Status status =
-      CallUser("on_train_end", [&] { trainer.CallCallbacks([&](Callback& c) { c.on_train_end(trainer, model); }); });
+  absl::Status status = CallUser("on_train_end", [&] {
+    trainer.CallCallbacks([&](Callback& c) { c.on_train_end(trainer, model); });
+    model.on_train_end();
+  });
   if (!status.ok()) return status;
   return CallUser("on_fit_end", [&] {
     trainer.CallCallbacks([&](Callback& c) { c.on_fit_end(trainer, model); });
     model.on_fit_end();
     trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, Stage::kFit); });
+    model.teardown(Stage::kFit);
   });
 }
 

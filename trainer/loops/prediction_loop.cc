@@ -39,17 +39,21 @@ absl::StatusOr<at::Tensor> InterleaveShards(const std::vector<at::Tensor>& shard
 absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Run(LightningModule& model, DataModule& data,
                                                             const std::string& ckpt_path) {
   Trainer& trainer = trainer_;
-  if (!ckpt_path.empty()) {
-    if (absl::Status status = trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false); !status.ok()) {
-      return status;
-    }
-  }
+  // Lightning's order: the setup hooks, then the checkpoint (on_load_checkpoint), then the loaders.
   std::vector<std::shared_ptr<DataLoader>> loaders;
   absl::Status status = CallUser("setup", [&] {
     data.setup(Stage::kPredict);
-    loaders = data.predict_dataloaders();
     trainer.CallCallbacks([&](Callback& c) { c.setup(trainer, model, Stage::kPredict); });
+    model.setup(Stage::kPredict);
   });
+  if (!status.ok()) return status;
+  if (!ckpt_path.empty()) {
+    if (absl::Status restored = trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false);
+        !restored.ok()) {
+      return restored;
+    }
+  }
+  status = CallUser("setup", [&] { loaders = data.predict_dataloaders(); });
   if (!status.ok()) return status;
   if (loaders.empty()) {
     return absl::InvalidArgumentError("predict needs a predict_dataloader; the data module returned none");
@@ -74,7 +78,10 @@ absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Run(LightningModule& mod
   absl::StatusOr<std::vector<std::vector<at::Tensor>>> per_loader = Predict(model, pointers, limits);
   if (!per_loader.ok()) return per_loader.status();
   status = CallUser("teardown",
-                    [&] { trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, Stage::kPredict); }); });
+                    [&] {
+                      trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, Stage::kPredict); });
+                      model.teardown(Stage::kPredict);
+                    });
   if (!status.ok()) return status;
   std::vector<at::Tensor> predictions;
   for (std::vector<at::Tensor>& loader_predictions : *per_loader) {
@@ -100,21 +107,22 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(Lig
   Trainer& trainer = trainer_;
   PrecisionPlugin& precision = *trainer.precision_;
   std::vector<std::vector<at::Tensor>> predictions(loaders.size());
-  model.eval();
   absl::Status status = CallUser("predict_step", [&] {
-    trainer.CallCallbacks([&](Callback& c) {
-      c.on_predict_start(trainer, model);
-      c.on_predict_epoch_start(trainer, model);
-    });
+    model.on_predict_model_eval();
+    trainer.CallCallbacks([&](Callback& c) { c.on_predict_start(trainer, model); });
+    model.on_predict_start();
+    trainer.CallCallbacks([&](Callback& c) { c.on_predict_epoch_start(trainer, model); });
+    model.on_predict_epoch_start();
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < loaders.size(); ++i) {
       const auto dataloader_idx = static_cast<int64_t>(i);
       DataLoader& loader = *loaders[i];
       loader.set_epoch(0);
       for (int64_t batch_idx = 0; batch_idx < limits[i]; ++batch_idx) {
-        Batch batch = precision.ConvertInput(trainer.strategy_->BatchToDevice(loader.get_batch(batch_idx)));
+        Batch batch = EvaluationLoop::TransferBatch(trainer, model, loader.get_batch(batch_idx), dataloader_idx);
         trainer.CallCallbacks(
             [&](Callback& c) { c.on_predict_batch_start(trainer, model, batch, batch_idx, dataloader_idx); });
+        model.on_predict_batch_start(batch, batch_idx, dataloader_idx);
         at::Tensor prediction;
         {
           PrecisionPlugin::ForwardContext forward_context(precision);
@@ -123,13 +131,14 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(Lig
         trainer.CallCallbacks([&](Callback& c) {
           c.on_predict_batch_end(trainer, model, prediction, batch, batch_idx, dataloader_idx);
         });
+        model.on_predict_batch_end(prediction, batch, batch_idx, dataloader_idx);
         predictions[i].push_back(prediction.to(at::kCPU));
       }
     }
-    trainer.CallCallbacks([&](Callback& c) {
-      c.on_predict_epoch_end(trainer, model);
-      c.on_predict_end(trainer, model);
-    });
+    trainer.CallCallbacks([&](Callback& c) { c.on_predict_epoch_end(trainer, model); });
+    model.on_predict_epoch_end();
+    trainer.CallCallbacks([&](Callback& c) { c.on_predict_end(trainer, model); });
+    model.on_predict_end();
   });
   if (!status.ok()) return status;
   return predictions;

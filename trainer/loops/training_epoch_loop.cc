@@ -11,6 +11,7 @@
 #include "trainer/loops/call_user.h"
 #include "trainer/loops/evaluation_loop.h"
 #include "trainer/loops/loss_check.h"
+#include "trainer/loops/manual_optimization.h"
 #include "trainer/loops/rank_agreement.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
@@ -54,8 +55,13 @@ double HostValue(const at::Tensor& loss) {
 
 }  // namespace
 
-TrainingEpochLoop::TrainingEpochLoop(Trainer& trainer, const TrainingLimits& limits)
-    : trainer_(trainer), limits_(limits), optimization_(trainer) {}
+TrainingEpochLoop::TrainingEpochLoop(Trainer& trainer, const TrainingLimits& limits, bool automatic)
+    : trainer_(trainer),
+      limits_(limits),
+      optimization_(trainer),
+      manual_(automatic ? nullptr : std::make_unique<ManualOptimization>(trainer)) {}
+
+TrainingEpochLoop::~TrainingEpochLoop() = default;
 
 bool TrainingEpochLoop::ChecksLossOnDevice() const {
   const Trainer& trainer = trainer_;
@@ -64,7 +70,7 @@ bool TrainingEpochLoop::ChecksLossOnDevice() const {
   // about 11,800 instructions a step, issue #41). Devices that compute on their own, including a PrivateUse1 device
   // that computes on the host, keep the flag.
   if (trainer.strategy_->root_device().is_cpu()) return false;
-  if (trainer.options_.on_nonfinite_loss != "stop" || trainer.strategy_->world_size() > 1 ||
+  if (manual_ != nullptr || trainer.options_.on_nonfinite_loss != "stop" || trainer.strategy_->world_size() > 1 ||
       trainer.optimizers_.optimizers.empty() || trainer.precision_->precision() == Precision::k16Mixed) {
     return false;
   }
@@ -121,16 +127,33 @@ absl::Status TrainingEpochLoop::TrainingStep(LightningModule& model, DataLoader&
   PrecisionPlugin& precision = *trainer.precision_;
   Strategy& strategy = *trainer.strategy_;
   const int64_t accumulate = trainer.options_.accumulate_grad_batches;
+  const bool automatic = manual_ == nullptr;
   return CallUser("training_step", [&] {
-    result.batch = precision.ConvertInput(strategy.BatchToDevice(train.get_batch(batch_idx)));
+    result.batch = EvaluationLoop::TransferBatch(trainer, model, train.get_batch(batch_idx), /*dataloader_idx=*/0);
     trainer.CallCallbacks([&](Callback& c) { c.on_train_batch_start(trainer, model, result.batch, batch_idx); });
+    if (model.on_train_batch_start(result.batch, batch_idx) == -1) {
+      result.skip_rest_of_epoch = true;
+      return;
+    }
     model.set_metric_sink(&metrics_, result.batch.size());
+    if (!automatic) {
+      manual_->StartBatch(model, batch_idx);
+      model.set_manual_optimization_driver(manual_.get());
+    }
     {
       PrecisionPlugin::ForwardContext forward_context(precision);
       result.loss = model.training_step(result.batch, batch_idx);
     }
+    model.set_manual_optimization_driver(nullptr);
     model.set_metric_sink(nullptr, 0);
+    if (!automatic) {
+      TORCH_CHECK(!result.loss.defined() || result.loss.numel() == 1,
+                  "training_step must return a scalar loss tensor, or an undefined one under manual optimization");
+      return;
+    }
     TORCH_CHECK(result.loss.defined() && result.loss.numel() == 1, "training_step must return a scalar loss tensor");
+    // Lightning zeroes the gradients here, between training_step and backward, on a window's first batch.
+    if (batch_idx % accumulate == 0) optimization_.ZeroGrad(model);
     // Never train on a non-finite loss. Every rank decides together, so that all skip or stop at the same batch.
     if (trainer.loss_check_->on_device()) {
       trainer.loss_check_->Add(result.loss, trainer.current_epoch_, batch_idx, trainer.global_step_);
@@ -142,8 +165,10 @@ absl::Status TrainingEpochLoop::TrainingStep(LightningModule& model, DataLoader&
     }
     const at::Tensor to_backward = precision.PreBackward(accumulate > 1 ? result.loss / accumulate : result.loss);
     trainer.CallCallbacks([&](Callback& c) { c.on_before_backward(trainer, model, to_backward); });
+    model.on_before_backward(to_backward);
     strategy.Backward(to_backward, /*sync_gradients=*/step_now);
     trainer.CallCallbacks([&](Callback& c) { c.on_after_backward(trainer, model); });
+    model.on_after_backward();
   });
 }
 
@@ -188,36 +213,55 @@ absl::Status TrainingEpochLoop::LogStep() {
   return absl::OkStatus();
 }
 
-absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val,
-                                         int64_t batch_idx, bool* stop) {
+absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& train,
+                                         const std::vector<DataLoader*>& val, int64_t batch_idx, bool* stop) {
   Trainer& trainer = trainer_;
   const TrainerOptions& options = trainer.options_;
   const bool last_batch = batch_idx + 1 == limits_.train_batches;
   const bool step_now = (batch_idx + 1) % options.accumulate_grad_batches == 0 || last_batch;
   StepResult result;
   ++trainer.batches_total_;
-  if (absl::Status status = TrainingStep(model, train, batch_idx, step_now, result); !status.ok()) return status;
-  if (result.nonfinite && options.on_nonfinite_loss == "stop") {
-    return NonFiniteLossError(
-        std::isfinite(result.loss_value) ? "not finite on another rank" : absl::StrCat(result.loss_value),
-        trainer.current_epoch_, batch_idx, trainer.global_step_);
+  absl::Status status = TrainingStep(model, train, batch_idx, step_now, result);
+  // A manual step met a non-finite loss (on_nonfinite_loss "stop"): that is the run's error.
+  if (!status.ok()) return manual_ != nullptr && !manual_->failure().ok() ? manual_->failure() : status;
+  if (result.skip_rest_of_epoch) {
+    *stop = true;
+    return absl::OkStatus();
   }
-  if (trainer.loss_check_->full()) {
-    if (absl::Status checked = trainer.CheckPendingLosses(); !checked.ok()) return checked;
-  }
-  const bool stepped = step_now && !SkipsBatch(result, batch_idx, step_now);
-  if (stepped) {
-    ++trainer.steps_in_epoch_;
-    if (absl::Status status = optimization_.Step(model); !status.ok()) return status;
-    if (absl::Status status = LogStep(); !status.ok()) return status;
+  bool stepped = false;
+  if (manual_ != nullptr) {
+    if (manual_->skipped()) ++trainer.skipped_batches_;
+    stepped = manual_->steps() > 0;
+    if (stepped) {
+      ++trainer.steps_in_epoch_;
+      if (absl::Status logged = LogStep(); !logged.ok()) return logged;
+    }
+  } else {
+    if (result.nonfinite && options.on_nonfinite_loss == "stop") {
+      return NonFiniteLossError(
+          std::isfinite(result.loss_value) ? "not finite on another rank" : absl::StrCat(result.loss_value),
+          trainer.current_epoch_, batch_idx, trainer.global_step_);
+    }
+    if (trainer.loss_check_->full()) {
+      if (absl::Status checked = trainer.CheckPendingLosses(); !checked.ok()) return checked;
+    }
+    stepped = step_now && !SkipsBatch(result, batch_idx, step_now);
+    if (stepped) {
+      ++trainer.steps_in_epoch_;
+      if (absl::Status optimized = optimization_.Step(model); !optimized.ok()) return optimized;
+      if (absl::Status logged = LogStep(); !logged.ok()) return logged;
+    }
   }
   trainer.next_batch_in_epoch_ = batch_idx + 1;
   trainer.batches_done_in_epoch_ = batch_idx + 1;
   trainer.progress_->Step(batch_idx, trainer.global_step_, [&] { return metrics_.ProgressBarMetrics(); });
-  absl::Status status = CallUser("on_train_batch_end", [&] {
-    if (trainer.callbacks_.empty()) return;  // Spares the detach (issue #41).
-    const at::Tensor outputs = result.loss.detach();
+  status = CallUser("on_train_batch_end", [&] {
+    // The detach is spared when nothing reads `outputs` (issue #41): no callbacks, and the module's hook is the
+    // default (which says so the first time it runs).
+    if (trainer.callbacks_.empty() && model.train_batch_end_is_default()) return;
+    const at::Tensor outputs = result.loss.defined() ? result.loss.detach() : at::Tensor();
     trainer.CallCallbacks([&](Callback& c) { c.on_train_batch_end(trainer, model, outputs, result.batch, batch_idx); });
+    model.on_train_batch_end(outputs, result.batch, batch_idx);
   });
   // A checkpoint the callbacks asked for found a non-finite loss (save_checkpoint): that is the run's error.
   if (!status.ok()) return trainer.loss_check_->failure().ok() ? status : trainer.loss_check_->failure();
@@ -240,10 +284,9 @@ absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, const std::ve
     if (!val_metrics.ok()) return val_metrics.status();
     trainer.val_batches_last_run_ = limits_.val_batches;  // What EvaluationLoop::Run ran.
     trainer.val_batches_in_epoch_ += trainer.val_batches_last_run_;
-    model.train();
   }
   // Step-interval metric schedulers step after the batch's validation, as Lightning's plateau schedulers do.
-  for (size_t i = 0; stepped && i < trainer.optimizers_.schedulers.size(); ++i) {
+  for (size_t i = 0; stepped && manual_ == nullptr && i < trainer.optimizers_.schedulers.size(); ++i) {
     const SchedulerConfig& scheduler = trainer.optimizers_.schedulers[i];
     if (scheduler.interval == SchedulerConfig::Interval::kStep && IsMetricScheduler(scheduler) &&
         trainer.global_step_ % scheduler.frequency == 0) {
@@ -266,6 +309,7 @@ absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, const std::ve
 
 absl::Status TrainingEpochLoop::StepEpochSchedulers(bool ran_batches) {
   Trainer& trainer = trainer_;
+  if (manual_ != nullptr) return absl::OkStatus();  // Under manual optimization the step steps its schedulers.
   for (size_t i = 0; i < trainer.optimizers_.schedulers.size(); ++i) {
     const SchedulerConfig& scheduler = trainer.optimizers_.schedulers[i];
     if (scheduler.interval != SchedulerConfig::Interval::kEpoch ||

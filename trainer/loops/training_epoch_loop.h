@@ -5,6 +5,8 @@
 #define KILN_TRAINER_LOOPS_TRAINING_EPOCH_LOOP_H_
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "ATen/core/Tensor.h"
 #include "absl/status/status.h"
@@ -18,6 +20,7 @@
 namespace kiln {
 
 class Trainer;
+class ManualOptimization;
 
 // How much of each loader an epoch runs, as the fit loop resolved it from the limits and val_check_interval.
 struct TrainingLimits {
@@ -30,7 +33,9 @@ struct TrainingLimits {
 
 class TrainingEpochLoop {
  public:
-  TrainingEpochLoop(Trainer& trainer, const TrainingLimits& limits);
+  // `automatic`: the module's automatic_optimization(); false runs its steps under manual optimization.
+  TrainingEpochLoop(Trainer& trainer, const TrainingLimits& limits, bool automatic = true);
+  ~TrainingEpochLoop();
 
   // Runs the trainer's current epoch: from the batch a restored checkpoint names when it resumes this epoch, else
   // from the first, until the epoch's last batch, max_steps or a stop that the minimum epochs allow. `val` (may be
@@ -44,6 +49,7 @@ class TrainingEpochLoop {
     at::Tensor loss;
     double loss_value = 0;   // Read on the host only when the loss is not checked on the device.
     bool nonfinite = false;  // On any rank.
+    bool skip_rest_of_epoch = false;  // on_train_batch_start returned -1.
   };
 
   // Whether this epoch checks the training loss on the device: a device that does not compute on the CPU,
@@ -71,6 +77,7 @@ class TrainingEpochLoop {
   Trainer& trainer_;
   const TrainingLimits limits_;
   AutomaticOptimization optimization_;
+  std::unique_ptr<ManualOptimization> manual_;  // Null under automatic optimization.
   MetricCollector metrics_{/*training=*/true};
   bool validate_this_epoch_ = false;
 };
