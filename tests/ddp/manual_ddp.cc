@@ -1,0 +1,97 @@
+// Manual optimization under DDP with 2 real processes (the Trainer's own launcher, c10d over Gloo): a module that
+// steps by hand (manual_backward, optimizers()[0].step(), lr_schedulers()[0].step()) and the same module under
+// automatic optimization. Each rank writes its final parameters and learning rate, in hexadecimal floating point,
+// to DIR/<mode>_rank<R>.txt; tests/ddp/manual_ddp_test.sh compares them.
+//
+//   manual_ddp manual|automatic DIR
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "ATen/ATen.h"
+#include "torch/nn/functional/loss.h"
+#include "torch/nn/modules/linear.h"
+#include "torch/optim/adam.h"
+#include "torch/optim/schedulers/step_lr.h"
+#include "trainer/kiln.h"
+
+namespace {
+
+class Data final : public kiln::DataModule {
+ public:
+  std::shared_ptr<kiln::DataLoader> train_dataloader() override {
+    at::Generator generator = at::detail::createCPUGenerator(11);
+    const at::Tensor inputs = at::randn({64, 6}, generator, at::kFloat);
+    const at::Tensor targets = at::randint(0, 3, {64}, generator, at::kLong);
+    return std::make_shared<kiln::TensorDataLoader>(inputs, targets, kiln::TensorDataLoaderOptions{.batch_size = 8});
+  }
+};
+
+class Net final : public kiln::LightningModule {
+ public:
+  explicit Net(bool automatic) {
+    torch::manual_seed(7);
+    body_ = register_module("body", torch::nn::Linear(6, 8));
+    head_ = register_module("head", torch::nn::Linear(8, 3));
+    set_automatic_optimization(automatic);
+  }
+  at::Tensor training_step(const kiln::Batch& batch, int64_t) override {
+    at::Tensor loss = torch::nn::functional::cross_entropy(head_->forward(at::tanh(body_->forward(batch.input))),
+                                                           batch.target);
+    if (automatic_optimization()) return loss;
+    kiln::LightningOptimizer optimizer = optimizers()[0];
+    optimizer.zero_grad();
+    manual_backward(loss);
+    optimizer.step();
+    lr_schedulers()[0].step();
+    return loss;
+  }
+  kiln::OptimizerConfig configure_optimizers() override {
+    auto adam = std::make_shared<torch::optim::Adam>(parameters(), torch::optim::AdamOptions(0.01));
+    kiln::OptimizerConfig config(adam);
+    config.schedulers.push_back({.scheduler = std::make_shared<torch::optim::StepLR>(*adam, 3, 0.5),
+                                 .interval = kiln::SchedulerConfig::Interval::kStep});
+    return config;
+  }
+
+ private:
+  torch::nn::Linear body_{nullptr};
+  torch::nn::Linear head_{nullptr};
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::string(argv[1]) != "manual" && std::string(argv[1]) != "automatic")) {
+    std::cerr << "usage: manual_ddp manual|automatic DIR\n";
+    return 2;
+  }
+  const std::string mode = argv[1];
+  Net model(mode == "automatic");
+  Data data;
+  kiln::Trainer trainer({.accelerator = "cpu",
+                         .devices = 2,
+                         .strategy = "ddp",
+                         .max_epochs = 2,
+                         .default_root_dir = argv[2],
+                         .logger = false,
+                         .enable_checkpointing = false,
+                         .enable_progress_bar = false,
+                         .enable_model_summary = false});
+  if (absl::Status status = trainer.fit(model, data); !status.ok()) {
+    std::cerr << "manual_ddp " << mode << ": " << status << "\n";
+    return 1;
+  }
+  // The launcher starts rank 1 with LOCAL_RANK set; this machine runs both ranks, so the local rank is the rank.
+  const char* rank = std::getenv("LOCAL_RANK");
+  std::ofstream out(std::string(argv[2]) + "/" + mode + "_rank" + (rank != nullptr ? rank : "0") + ".txt");
+  out << std::hexfloat << "global_step " << trainer.global_step() << "\nlr "
+      << trainer.optimizers()[0]->param_groups()[0].options().get_lr() << "\n";
+  for (const at::Tensor& parameter : model.parameters()) {
+    const at::Tensor flat = parameter.detach().flatten().contiguous();
+    for (int64_t i = 0; i < flat.numel(); ++i) out << flat[i].item<float>() << "\n";
+  }
+  return out.good() ? 0 : 1;
+}
