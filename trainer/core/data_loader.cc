@@ -4,6 +4,7 @@
 
 #include "ATen/CPUGeneratorImpl.h"
 #include "ATen/ATen.h"
+#include "ATen/core/Dict.h"
 #include "absl/strings/str_cat.h"
 #include "c10/util/Exception.h"
 
@@ -15,6 +16,24 @@ TensorDataLoader::TensorDataLoader(at::Tensor inputs, at::Tensor targets, Tensor
   TORCH_CHECK(!targets_.defined() || targets_.size(0) == inputs_.size(0), "TensorDataLoader: ", inputs_.size(0),
               " inputs but ", targets_.size(0), " targets");
   TORCH_CHECK(options_.batch_size >= 1, "TensorDataLoader: batch_size must be >= 1, got ", options_.batch_size);
+  set_epoch(0);
+}
+
+TensorDataLoader::TensorDataLoader(std::vector<std::pair<std::string, at::Tensor>> named,
+                                   TensorDataLoaderOptions options)
+    : named_(std::move(named)), options_(options) {
+  TORCH_CHECK(!named_.empty(), "TensorDataLoader needs at least one named tensor");
+  for (const auto& [name, tensor] : named_) {
+    TORCH_CHECK(tensor.defined() && tensor.dim() >= 1, "TensorDataLoader: '", name,
+                "' needs a batch dimension (a tensor of one dimension or more)");
+    TORCH_CHECK(tensor.size(0) == named_[0].second.size(0), "TensorDataLoader: '", name, "' has ", tensor.size(0),
+                " examples but '", named_[0].first, "' has ", named_[0].second.size(0));
+    for (const auto& [other, unused] : named_) {
+      TORCH_CHECK(&other == &name || other != name, "TensorDataLoader: the name '", name, "' is given twice");
+    }
+  }
+  TORCH_CHECK(options_.batch_size >= 1, "TensorDataLoader: batch_size must be >= 1, got ", options_.batch_size);
+  inputs_ = named_[0].second;
   set_epoch(0);
 }
 
@@ -70,11 +89,18 @@ Batch TensorDataLoader::get_batch(int64_t index) {
   TORCH_CHECK(index >= 0 && index < num_batches(), "batch index ", index, " out of range [0, ", num_batches(), ")");
   const int64_t start = index * options_.batch_size;
   const int64_t end = std::min(start + options_.batch_size, num_local_examples());
-  if (!order_.defined()) {
-    return {inputs_.slice(0, start, end), targets_.defined() ? targets_.slice(0, start, end) : at::Tensor()};
-  }
-  at::Tensor rows = order_.slice(0, start, end);
-  return {inputs_.index_select(0, rows), targets_.defined() ? targets_.index_select(0, rows) : at::Tensor()};
+  const at::Tensor rows = order_.defined() ? order_.slice(0, start, end) : at::Tensor();
+  const auto take = [&](const at::Tensor& tensor) {
+    if (!tensor.defined()) return tensor;
+    return rows.defined() ? tensor.index_select(0, rows) : tensor.slice(0, start, end);
+  };
+  if (named_.empty()) return {take(inputs_), take(targets_)};
+  c10::impl::GenericDict data(c10::StringType::get(), c10::TensorType::get());
+  data.reserve(named_.size());
+  for (const auto& [name, tensor] : named_) data.insert(name, take(tensor));
+  Batch batch;
+  batch.data = data;
+  return batch;
 }
 
 }  // namespace kiln

@@ -65,6 +65,10 @@ struct TensorDataLoaderOptions {
 class TensorDataLoader final : public DataLoader {
  public:
   TensorDataLoader(at::Tensor inputs, at::Tensor targets, TensorDataLoaderOptions options);
+  // Named tensors, all with the same first dimension, in the order given: each batch is a dictionary batch
+  // (Batch::data) with the same names, each tensor holding the batch's rows of its own
+  // (TensorDataLoader({{"input_ids", ids}, {"attention_mask", mask}, {"labels", labels}}, {.batch_size = 8})).
+  TensorDataLoader(std::vector<std::pair<std::string, at::Tensor>> named, TensorDataLoaderOptions options);
 
   int64_t num_batches() const override;
   void set_epoch(int64_t epoch) override;
@@ -76,8 +80,9 @@ class TensorDataLoader final : public DataLoader {
  private:
   int64_t num_local_examples() const;
 
-  at::Tensor inputs_;
+  at::Tensor inputs_;   // For named tensors: the first of them (its first dimension counts the examples).
   at::Tensor targets_;
+  std::vector<std::pair<std::string, at::Tensor>> named_;
   TensorDataLoaderOptions options_;
   int rank_ = 0;
   int world_size_ = 1;

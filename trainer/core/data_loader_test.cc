@@ -1,6 +1,8 @@
 #include "trainer/core/data_loader.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "ATen/ATen.h"
 #include "gtest/gtest.h"
@@ -62,6 +64,70 @@ TEST(TensorDataLoaderTest, InputsAndTargetsStayAligned) {
 TEST(TensorDataLoaderTest, RejectsMismatchedTensors) {
   EXPECT_THROW(TensorDataLoader(Range(4), Range(5), {}), c10::Error);
   EXPECT_THROW(TensorDataLoader(Range(4), Range(4), {.batch_size = 0}), c10::Error);
+}
+
+TEST(TensorDataLoaderTest, NamedTensorsMakeDictionaryBatchesShardedAndShuffledAlike) {
+  const at::Tensor ids = at::arange(20, at::kLong).reshape({10, 2});
+  const at::Tensor labels = at::arange(10, at::kLong) * 10;
+  TensorDataLoader loader({{"input_ids", ids}, {"labels", labels}},
+                          {.batch_size = 2, .shuffle = true, .seed = 4});
+  ASSERT_TRUE(loader.set_shard(1, 2).ok());
+  loader.set_epoch(3);
+  TensorDataLoader plain(ids, labels, {.batch_size = 2, .shuffle = true, .seed = 4});
+  ASSERT_TRUE(plain.set_shard(1, 2).ok());
+  plain.set_epoch(3);
+  ASSERT_EQ(loader.num_batches(), plain.num_batches());
+  for (int64_t i = 0; i < loader.num_batches(); ++i) {
+    const Batch named = loader.get_batch(i);
+    const Batch reference = plain.get_batch(i);
+    ASSERT_TRUE(named.structured());
+    EXPECT_FALSE(named.input.defined());
+    EXPECT_TRUE(named["input_ids"].equal(reference.input)) << "the same rows as input/target batches";
+    EXPECT_TRUE(named["labels"].equal(reference.target));
+    EXPECT_EQ(named.size(), reference.size());
+    // The names in the order given.
+    std::vector<std::string> keys;
+    for (const auto& entry : named.data.toGenericDict()) keys.push_back(entry.key().toStringRef());
+    EXPECT_EQ(keys, (std::vector<std::string>{"input_ids", "labels"}));
+  }
+  EXPECT_THROW(TensorDataLoader({{"a", at::zeros({3})}, {"b", at::zeros({4})}}, {}), c10::Error);
+  EXPECT_THROW(TensorDataLoader({{"a", at::zeros({3})}, {"a", at::zeros({3})}}, {}), c10::Error);
+  try {
+    loader.get_batch(0)["mask"];
+    FAIL() << "a missing key was found";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what_without_backtrace()).find("its keys are: input_ids, labels"), std::string::npos)
+        << e.what_without_backtrace();
+  }
+}
+
+TEST(BatchTest, MapTensorsReachesEveryTensorOfANestedStructureAndKeepsTheRest) {
+  c10::impl::GenericDict inner(c10::StringType::get(), c10::AnyType::get());
+  inner.insert("boxes", at::ones({3, 4}));
+  inner.insert("name", std::string("detector"));
+  c10::impl::GenericList list(c10::AnyType::get());
+  list.push_back(at::zeros({3}));
+  list.push_back(c10::IValue(7));
+  c10::impl::GenericDict top(c10::StringType::get(), c10::AnyType::get());
+  top.insert("image", at::rand({3, 2, 2}));
+  top.insert("targets", inner);
+  top.insert("extra", list);
+  top.insert("pair", c10::ivalue::Tuple::create({at::ones({3, 1}), c10::IValue()}));
+  Batch batch;
+  batch.data = top;
+  EXPECT_EQ(batch.size(), 3);
+  EXPECT_EQ(BatchTensors(batch).size(), 4u);
+  const Batch moved = MapTensors(batch, [](const at::Tensor& tensor) { return tensor.to(c10::Device("meta")); });
+  const std::vector<at::Tensor> tensors = BatchTensors(moved);
+  ASSERT_EQ(tensors.size(), 4u);
+  for (const at::Tensor& tensor : tensors) EXPECT_TRUE(tensor.is_meta());
+  const c10::impl::GenericDict result = moved.data.toGenericDict();
+  EXPECT_EQ(result.at("targets").toGenericDict().at("name").toStringRef(), "detector");
+  EXPECT_EQ(result.at("extra").toListRef()[1].toInt(), 7);
+  EXPECT_TRUE(result.at("pair").toTupleRef().elements()[1].isNone());
+  EXPECT_TRUE(batch["image"].is_cpu()) << "the original is left as it was";
+  const Batch plain{at::zeros({5, 2}), at::Tensor()};
+  EXPECT_EQ(plain.size(), 5) << "input/target batches as before";
 }
 
 }  // namespace

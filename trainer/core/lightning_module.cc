@@ -87,10 +87,9 @@ void LightningModule::on_train_batch_end(const at::Tensor& outputs, const Batch&
 Batch LightningModule::transfer_batch_to_device(const Batch& batch, c10::Device device, int64_t dataloader_idx) {
   (void)dataloader_idx;
   if (view_ != nullptr) return view_->MoveBatch(batch, device);
-  const auto move = [&](const at::Tensor& tensor) {
+  return MapTensors(batch, [&](const at::Tensor& tensor) {
     return tensor.defined() ? tensor.to(tensor.options().device(device), /*non_blocking=*/true) : tensor;
-  };
-  return {move(batch.input), move(batch.target)};
+  });
 }
 
 void LightningModule::configure_gradient_clipping(torch::optim::Optimizer& optimizer,

@@ -33,7 +33,23 @@ at::Tensor SupervisedModule::Unstandardise(const at::Tensor& outputs) const {
   return outputs * target_std_.to(outputs.scalar_type()) + target_mean_.to(outputs.scalar_type());
 }
 
+at::Tensor SupervisedModule::forward_structured(const c10::IValue& data) {
+  TORCH_CHECK_VALUE(false, "this model takes one input tensor, but the batch is ", data.tagKind(),
+                    ": a batch of named tensors needs a model whose forward takes them (a TorchScript module whose "
+                    "forward takes a Dict[str, Tensor], say)");
+}
+
+at::Tensor SupervisedModule::Target(const Batch& batch) {
+  if (!batch.structured() || batch.target.defined()) return batch.target;
+  return batch["target"];
+}
+
 at::Tensor SupervisedModule::Outputs(const Batch& batch) {
+  if (batch.structured()) {
+    at::Tensor outputs = forward_structured(batch.data);
+    if (options_.task == Task::kRegression && outputs.dim() == 2 && outputs.size(1) == 1) outputs = outputs.squeeze(1);
+    return outputs;
+  }
   at::Tensor input = batch.input;
   if (!options_.input_shape.empty()) {
     std::vector<int64_t> shape = {input.size(0)};
@@ -75,21 +91,22 @@ std::vector<std::string> SupervisedModule::LoggedMetricNames() const {
 
 at::Tensor SupervisedModule::training_step(const Batch& batch, int64_t batch_idx) {
   at::Tensor outputs = Outputs(batch);
-  at::Tensor loss = Loss(outputs, batch.target);
+  const at::Tensor target = Target(batch);
+  at::Tensor loss = Loss(outputs, target);
   log("train_loss", loss, {.prog_bar = true, .on_step = true, .on_epoch = true, .sync_dist = true});
   if (options_.task == Task::kClassification) {
-    log("train_acc", outputs.argmax(1).eq(batch.target).to(at::kFloat).mean(),
+    log("train_acc", outputs.argmax(1).eq(target).to(at::kFloat).mean(),
         {.on_step = false, .on_epoch = true, .sync_dist = true});
   }
   return loss;
 }
 
 void SupervisedModule::validation_step(const Batch& batch, int64_t batch_idx) {
-  LogEvaluation("val", Outputs(batch), batch.target);
+  LogEvaluation("val", Outputs(batch), Target(batch));
 }
 
 void SupervisedModule::test_step(const Batch& batch, int64_t batch_idx) {
-  LogEvaluation("test", Outputs(batch), batch.target);
+  LogEvaluation("test", Outputs(batch), Target(batch));
 }
 
 at::Tensor SupervisedModule::predict_step(const Batch& batch, int64_t batch_idx) {

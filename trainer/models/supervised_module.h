@@ -47,6 +47,9 @@ class SupervisedModule : public LightningModule {
 
   // Outputs for a batch of inputs already reshaped to input_shape.
   virtual at::Tensor forward(const at::Tensor& input) = 0;
+  // Outputs for a batch of any structure (Batch::data: a dictionary of named tensors, say), given whole. The
+  // targets are then the batch's "target" tensor. By default refused: the model takes one input tensor.
+  virtual at::Tensor forward_structured(const c10::IValue& data);
 
   at::Tensor training_step(const Batch& batch, int64_t batch_idx) override;
   void validation_step(const Batch& batch, int64_t batch_idx) override;
@@ -72,6 +75,8 @@ class SupervisedModule : public LightningModule {
  private:
   // Inputs reshaped to input_shape, and outputs shaped like the targets (regression).
   at::Tensor Outputs(const Batch& batch);
+  // The batch's targets: `target`, or a structured batch's "target" tensor.
+  static at::Tensor Target(const Batch& batch);
   at::Tensor Loss(const at::Tensor& outputs, const at::Tensor& target) const;
   void LogEvaluation(const std::string& prefix, const at::Tensor& outputs, const at::Tensor& target);
 

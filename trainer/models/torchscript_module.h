@@ -9,7 +9,8 @@
 // `training` attribute (Python's modules always do; a module built in C++ must register it).
 //
 // The module's `forward` takes one tensor (a batch, shaped by SupervisedOptions::input_shape) and returns one
-// tensor (logits, or values for regression).
+// tensor (logits, or values for regression); or, for batches of named tensors (Batch::data), the whole structure
+// (`def forward(self, batch: Dict[str, Tensor]) -> Tensor`), with the targets under "target".
 #ifndef KILN_TRAINER_MODELS_TORCHSCRIPT_MODULE_H_
 #define KILN_TRAINER_MODELS_TORCHSCRIPT_MODULE_H_
 
@@ -32,12 +33,14 @@ class TorchScriptModule final : public SupervisedModule {
   TorchScriptModule(torch::jit::Module script, SupervisedOptions options);
 
   at::Tensor forward(const at::Tensor& input) override;
+  at::Tensor forward_structured(const c10::IValue& data) override;
   void train(bool on = true) override;
 
   const torch::jit::Module& script() const { return script_; }
 
  private:
   torch::jit::Module script_;
+  c10::TypePtr input_type_;  // What forward's first argument takes (Tensor, Dict(str, Tensor), ...).
 };
 
 }  // namespace kiln

@@ -51,7 +51,8 @@ absl::Status TruePrecision::ConvertModule(torch::nn::Module& module) {
 }
 
 Batch TruePrecision::ConvertInput(const Batch& batch) const {
-  return {CastFloating(batch.input, dtype_), CastFloating(batch.target, dtype_)};
+  if (!batch.structured()) return {CastFloating(batch.input, dtype_), CastFloating(batch.target, dtype_)};
+  return MapTensors(batch, [&](const at::Tensor& tensor) { return CastFloating(tensor, dtype_); });
 }
 
 std::function<void()> TruePrecision::EnterForward() {
