@@ -83,10 +83,22 @@ void ProgressReporter::Step(int64_t batch_idx, int64_t global_step, absl::Functi
   if (!last && now - last_draw_ < absl::Milliseconds(100)) return;  // Redrawing costs more than a small step.
   last_draw_ = now;
   const double elapsed = absl::ToDoubleSeconds(now - epoch_start_);
-  double left = 0;
-  const std::string rate = Rate(elapsed, batch_idx + 1, num_batches_, &left);
   const std::string epoch =
       max_epochs_ > 0 ? absl::StrCat("Epoch ", epoch_, "/", max_epochs_ - 1) : absl::StrCat("Epoch ", epoch_);
+  if (num_batches_ < 0) {
+    // A stream of unknown length: the batches so far and the rate, without a bar or a time left (Lightning's
+    // "Epoch 0: 123it [00:01, 95.20it/s]").
+    const double rate = elapsed > 0 ? static_cast<double>(batch_idx + 1) / elapsed : 0;
+    std::string line = absl::StrCat(epoch, ": ", batch_idx + 1, "it ",
+                                     absl::StrFormat("[%s, %.2fit/s]", Clock(elapsed), rate), " step ", global_step,
+                                     FormatMetrics(metrics()));
+    if (static_cast<int>(line.size()) > TerminalWidth() - 1) line.resize(std::max(TerminalWidth() - 1, 1));
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    std::fflush(stderr);
+    return;
+  }
+  double left = 0;
+  const std::string rate = Rate(elapsed, batch_idx + 1, num_batches_, &left);
   // Lightning's bar: epoch, progress, [elapsed<left, rate], then the metrics logged with prog_bar.
   const std::string line = FitLine(epoch, batch_idx + 1, num_batches_, absl::StrCat(rate, " step ", global_step),
                                    FormatMetrics(metrics()), TerminalWidth());

@@ -20,6 +20,7 @@ class ProgressReporter {
  public:
   ProgressReporter(bool enabled, int64_t log_every_n_steps);
 
+  // `num_batches` < 0: a stream of unknown length (no bar, no time left).
   void StartEpoch(int64_t epoch, int64_t max_epochs, int64_t num_batches);
   // Called after each training batch; `metrics` gives the metrics logged with prog_bar, and is only called when a
   // line is drawn (reading metrics costs a device sync).

@@ -63,6 +63,8 @@ class BatchLimit {
   // The number of batches out of `available`, or an error naming `flag` for negative values and fractions above 1.
   absl::StatusOr<int64_t> Resolve(int64_t available, absl::string_view flag) const;
   bool is_fraction() const { return std::holds_alternative<double>(value_); }
+  // The fraction 1.0: everything there is.
+  bool is_whole() const { return is_fraction() && std::get<double>(value_) == 1.0; }
   bool is_zero() const;
   std::string ToString() const;
 
@@ -257,6 +259,10 @@ class Trainer {
   int64_t max_epochs_ = 0;
   int64_t num_training_batches_ = 0;
   int64_t next_batch_in_epoch_ = 0;    // Where a checkpoint written now resumes, within next_epoch_.
+  // A stream's position (DataLoader::state_dict) after the last batch taken, for checkpoints; and the one a
+  // restored checkpoint holds, until the epoch it resumes starts.
+  c10::IValue train_loader_state_;
+  c10::IValue restored_loader_state_;
   int64_t batches_done_in_epoch_ = 0;  // Batches of current_epoch_ run so far (kept after the epoch ends).
   int64_t batches_that_stepped_ = 0;   // logged_step(): global_step_, updated once a training batch is done.
   int64_t next_epoch_ = 0;

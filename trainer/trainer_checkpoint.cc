@@ -40,7 +40,8 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
                                    .steps_in_epoch = steps_in_epoch_,
                                    .scheduler_steps_in_epoch = scheduler_steps_in_epoch_,
                                    .val_batches_in_epoch = val_batches_in_epoch_,
-                                   .val_batches_last_run = val_batches_last_run_}});
+                                   .val_batches_last_run = val_batches_last_run_},
+                     .train_loader = next_batch_in_epoch_ > 0 ? train_loader_state_ : c10::IValue()});
     if (!snapshot.ok()) {
       status = snapshot.status();
     } else {
@@ -93,6 +94,7 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
     scheduler_steps_in_epoch_ = counters.scheduler_steps_in_epoch;
     val_batches_in_epoch_ = counters.val_batches_in_epoch;
     val_batches_last_run_ = counters.val_batches_last_run;
+    restored_loader_state_ = progress->train_loader;
     LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << progress->epoch << ", batch "
               << progress->batch_in_epoch << ", global step " << progress->global_step << ")";
     // The run resumed from was perhaps killed in the middle of a write: the temporary files of processes that no

@@ -379,7 +379,10 @@ LoopProgress ReadProgress(const Checkpoint& checkpoint) {
   LoopProgress progress;
   progress.global_step = IntField(top, "global_step", "the checkpoint");
   if (checkpoint.format_version >= 2) {
-    const GenericDict loop = DictField(DictField(top, kKilnSectionKey, "the checkpoint"), "loop", "'kiln'");
+    const GenericDict kiln = DictField(top, kKilnSectionKey, "the checkpoint");
+    const GenericDict loop = DictField(kiln, "loop", "'kiln'");
+    auto loader = kiln.find(c10::IValue(std::string("train_loader")));
+    if (loader != kiln.end()) progress.train_loader = loader->value();
     progress.epoch = IntField(loop, "epoch", "'kiln.loop'");
     progress.batch_in_epoch = IntField(loop, "batch_in_epoch", "'kiln.loop'");
     TORCH_CHECK(IntField(loop, "global_step", "'kiln.loop'") == progress.global_step,
@@ -444,6 +447,7 @@ struct CheckpointKeys {
   DictKey state_dict{"state_dict"}, loops{"loops"}, callbacks{"callbacks"}, optimizer_states{"optimizer_states"};
   DictKey lr_schedulers{"lr_schedulers"}, hparams_name{"hparams_name"}, hyper_parameters{"hyper_parameters"};
   DictKey kiln{kKilnSectionKey}, loop{"loop"}, batch_in_epoch{"batch_in_epoch"}, rng_cpu{"rng_cpu"};
+  DictKey train_loader{"train_loader"};
   DictKey precision_plugin{"precision_plugin"}, last_epoch{"last_epoch"}, step_count{"_step_count"};
 };
 
@@ -499,6 +503,7 @@ GenericDict BuildCheckpoint(const TakenCheckpoint& taken) {
   Put(loop, keys.batch_in_epoch, progress.batch_in_epoch);
   Put(loop, keys.global_step, progress.global_step);
   Put(kiln, keys.loop, loop);
+  if (!progress.train_loader.isNone()) Put(kiln, keys.train_loader, progress.train_loader);
   Put(kiln, keys.rng_cpu, taken.rng);
   GenericDict precision = NewDict(taken.precision.size());
   for (const auto& [key, value] : taken.precision) Put(precision, key, value);
@@ -564,6 +569,7 @@ absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& pat
   };
   try {
     taken->progress = progress;
+    taken->progress.train_loader = PlainValue(progress.train_loader, copy);
     taken->model = NamedState(state.model);
     for (auto& [name, tensor] : taken->model) tensor = copy(tensor);
 

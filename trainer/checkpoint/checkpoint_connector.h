@@ -18,7 +18,8 @@
 //   <the data's state_key()>   the data module's state_dict(), as Lightning keeps a datamodule's (the built-in
 //                              tables': "TabularData", their columns, classes and feature statistics)
 //   kiln                       Kiln's own: the format records, "loop" (the exact place to resume: epoch,
-//                              batch_in_epoch, global_step), "rng_cpu" (LibTorch's default CPU generator) and
+//                              batch_in_epoch, global_step), "train_loader" (a stream's position there, when
+//                              the training loader is one), "rng_cpu" (LibTorch's default CPU generator) and
 //                              "precision_plugin" (for 16-mixed the gradient scaler's scale, growth tracker and
 //                              settings; empty otherwise)
 // A checkpoint Kiln did not write (Lightning's, or a PyTorch program's dictionary in that layout) resumes from its
@@ -57,6 +58,9 @@ struct LoopProgress {
   int64_t batches_done = 0;
   // Lightning's other counters, for its resume (written), and as the checkpoint held them (read).
   LightningCounters lightning;
+  // A stream training loader's position (DataLoader::state_dict) at batch_in_epoch, written under
+  // kiln.train_loader; None when the loader is not a stream or the checkpoint is at an epoch's start.
+  c10::IValue train_loader;
 };
 
 // The live objects a checkpoint captures and restores; the trainer owns them.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,19 +19,45 @@
 #include "ATen/core/Tensor.h"
 #include "ATen/core/ivalue.h"
 #include "absl/status/status.h"
+#include "c10/util/Exception.h"
 #include "trainer/core/batch.h"
 
 namespace kiln {
 
 class DataLoader {
  public:
+  // What num_batches() returns for a stream of unknown length.
+  static constexpr int64_t kUnknownLength = -1;
+
   virtual ~DataLoader() = default;
-  // Batches in one epoch.
+  // Batches in one epoch, or kUnknownLength for a stream (Lightning's IterableDataset: a token stream, a file larger
+  // than memory), whose batches the loops take with next_batch() until it ends.
   virtual int64_t num_batches() const = 0;
-  // Called before each epoch; a shuffling loader reorders its examples from (seed, epoch).
+  // Called before each epoch; a shuffling loader reorders its examples from (seed, epoch), a stream starts over.
   virtual void set_epoch(int64_t epoch) { (void)epoch; }
-  // Batch `index` (0 <= index < num_batches()) of the current epoch. May throw c10::Error on bad tensors.
-  virtual Batch get_batch(int64_t index) = 0;
+  // Batch `index` (0 <= index < num_batches()) of the current epoch. May throw c10::Error on bad tensors. A stream
+  // need not implement it (the loops never call it then): the default throws.
+  virtual Batch get_batch(int64_t index) {
+    TORCH_CHECK(false, "get_batch(", index, ") on a loader without it: a loader of known length implements ",
+                "get_batch; a stream returns kUnknownLength from num_batches() and implements next_batch()");
+  }
+  // A stream's next batch of the current epoch, or nullopt when the epoch's data ends. With several processes, each
+  // process's stream is its own share (set_shard), and the loops end the epoch for every process as soon as one
+  // process's share ends, so that all take the same steps (what is left of the others' shares is dropped, as
+  // drop_last drops a last partial batch). The default throws (loaders of known length use get_batch).
+  virtual std::optional<Batch> next_batch() {
+    TORCH_CHECK(false, "next_batch() on a loader of known length: the loops call it only when num_batches() is "
+                "kUnknownLength");
+  }
+  // Where a stream stands: what lets load_state_dict make next_batch() return, after set_epoch, the batch it would
+  // return next now (a file offset, a row count). Anything torch.save can hold; kept in checkpoints, so that a run
+  // resumes mid-epoch exactly. None (the default): the stream cannot resume mid-epoch, and resuming from a
+  // checkpoint taken inside an epoch is refused, saying so.
+  virtual c10::IValue state_dict() const { return c10::IValue(); }
+  virtual absl::Status load_state_dict(const c10::IValue& state) {
+    (void)state;
+    return absl::UnimplementedError("this loader keeps no position (DataLoader::state_dict returns None)");
+  }
   // Makes this loader yield only process `rank`'s share of each epoch, out of `world_size` processes, as
   // PyTorch's DistributedSampler does: rank r takes examples r, r + world_size, r + 2 x world_size, ... of the
   // epoch's order. A training loader gives every rank the same number of batches (the epoch's examples are padded

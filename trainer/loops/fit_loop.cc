@@ -90,7 +90,23 @@ absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& opti
 absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& options, int64_t train_batches,
                                                       const std::vector<int64_t>& val_batches) {
   TrainingLimits limits;
-  absl::StatusOr<int64_t> train = options.limit_train_batches.Resolve(train_batches, "limit_train_batches");
+  const bool stream = train_batches == DataLoader::kUnknownLength;
+  if (stream) {
+    // A stream's length is found when it ends: limits and intervals can count batches, not fractions of it.
+    for (const auto& [name, limit] : {std::pair<const char*, const BatchLimit*>{"limit_train_batches",
+                                                                                 &options.limit_train_batches},
+                                      {"val_check_interval", &options.val_check_interval}}) {
+      if (limit->is_fraction() && !limit->is_whole()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "`", name, "` is ", limit->ToString(), ", a fraction of an epoch, but the training loader is a stream of "
+            "unknown length: set it to 1.0 (the whole stream) or to a number of batches (an int)"));
+      }
+    }
+  }
+  absl::StatusOr<int64_t> train =
+      stream && options.limit_train_batches.is_whole()
+          ? absl::StatusOr<int64_t>(INT64_MAX)
+          : options.limit_train_batches.Resolve(stream ? INT64_MAX : train_batches, "limit_train_batches");
   if (!train.ok()) return train.status();
   limits.train_batches = *train;
   for (int64_t batches : val_batches) {
@@ -98,6 +114,11 @@ absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& opti
     if (!val.ok()) return val.status();
     limits.val_batches_per_loader.push_back(*val);
     limits.val_batches += *val;
+  }
+  if (stream && options.val_check_interval.is_fraction()) {
+    limits.val_check_batch = INT64_MAX;  // Validation at the stream's end only.
+    limits.val_at_epoch_end = true;
+    return limits;
   }
   if (options.val_check_interval.is_fraction()) {
     absl::StatusOr<int64_t> every = options.val_check_interval.Resolve(limits.train_batches, "val_check_interval");
@@ -108,7 +129,7 @@ absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& opti
   }
   absl::StatusOr<int64_t> every = options.val_check_interval.Resolve(INT64_MAX, "val_check_interval");
   if (!every.ok()) return every.status();
-  if (limits.val_batches > 0 && *every > limits.train_batches) {
+  if (!stream && limits.val_batches > 0 && *every > limits.train_batches) {
     return absl::InvalidArgumentError(absl::StrCat(
         "`val_check_interval` (", *every, ") must be less than or equal to the number of the training batches (",
         limits.train_batches, "). If you want to disable validation set `limit_val_batches` to 0.0 instead."));
@@ -123,7 +144,9 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
   const TrainerOptions& options = trainer.options_;
   const int64_t accumulate = std::max<int64_t>(1, options.accumulate_grad_batches);
   const int64_t per_epoch = (limits_.train_batches + accumulate - 1) / accumulate;
-  int64_t steps = trainer.max_epochs_ >= 0 ? per_epoch * std::max<int64_t>(1, trainer.max_epochs_) : -1;
+  // A stream without a batch limit has no known length: only max_steps bounds the run.
+  const bool unbounded = limits_.train_batches == INT64_MAX;
+  int64_t steps = trainer.max_epochs_ >= 0 && !unbounded ? per_epoch * std::max<int64_t>(1, trainer.max_epochs_) : -1;
   if (options.max_steps >= 0) steps = steps < 0 ? options.max_steps : std::min(steps, options.max_steps);
   model.set_estimated_stepping_batches(steps);
   absl::Status status = CallUser("configure_optimizers", [&] { trainer.optimizers_ = model.configure_optimizers(); });
@@ -180,6 +203,8 @@ absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const st
   trainer.skip_window_ = false;
   trainer.callback_metrics_.clear();
   trainer.resumed_from_.clear();
+  trainer.train_loader_state_ = c10::IValue();
+  trainer.restored_loader_state_ = c10::IValue();
   if (ckpt_path.empty()) return absl::OkStatus();
   std::string path = ckpt_path;
   if (ckpt_path == "last") {

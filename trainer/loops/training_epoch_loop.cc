@@ -86,12 +86,55 @@ absl::Status TrainingEpochLoop::Run(LightningModule& model, DataLoader& train, c
   LiveMetrics live(trainer_.live_step_metrics_, trainer_.callback_metrics_, metrics_);
   absl::StatusOr<int64_t> first_batch = Start(model, train, val);
   if (!first_batch.ok()) return first_batch.status();
+  if (train.num_batches() == DataLoader::kUnknownLength) {
+    bool ran_batches = false;
+    if (absl::Status status = RunStream(model, train, val, *first_batch, &ran_batches); !status.ok()) return status;
+    return End(model, ran_batches);
+  }
   for (int64_t batch_idx = *first_batch; batch_idx < limits_.train_batches; ++batch_idx) {
     bool stop = false;
-    if (absl::Status status = RunBatch(model, train, val, batch_idx, &stop); !status.ok()) return status;
+    absl::Status status = RunBatch(model, train, val, batch_idx, std::nullopt,
+                                   /*last_batch=*/batch_idx + 1 == limits_.train_batches, &stop);
+    if (!status.ok()) return status;
     if (stop) break;
   }
   return End(model, /*ran_batches=*/*first_batch < limits_.train_batches);
+}
+
+absl::Status TrainingEpochLoop::FetchNext(DataLoader& train, std::optional<Batch>* next) {
+  Strategy& strategy = *trainer_.strategy_;
+  return CallUser("train_dataloader's next_batch", [&] {
+    *next = train.next_batch();
+    // Every rank ends the epoch at the same batch: as soon as any rank's share ends (data_loader.h).
+    if (strategy.world_size() > 1 && strategy.ReduceAny(!next->has_value())) next->reset();
+  });
+}
+
+absl::Status TrainingEpochLoop::RunStream(LightningModule& model, DataLoader& train,
+                                          const std::vector<DataLoader*>& val, int64_t first_batch,
+                                          bool* ran_batches) {
+  // One batch is read ahead, so that the last one is known when it runs (it ends the accumulation window and is
+  // followed by the epoch's validation), as Lightning's data fetcher does.
+  std::optional<Batch> next;
+  if (first_batch < limits_.train_batches) {
+    if (absl::Status fetched = FetchNext(train, &next); !fetched.ok()) return fetched;
+  }
+  for (int64_t batch_idx = first_batch; next.has_value(); ++batch_idx) {
+    Batch current = *std::move(next);
+    next.reset();
+    // Where a checkpoint taken after this batch resumes: the stream's position before the batch read ahead.
+    absl::Status status = CallUser("train_dataloader's state_dict", [&] { trainer_.train_loader_state_ = train.state_dict(); });
+    if (!status.ok()) return status;
+    if (batch_idx + 1 < limits_.train_batches) {
+      if (absl::Status fetched = FetchNext(train, &next); !fetched.ok()) return fetched;
+    }
+    *ran_batches = true;
+    bool stop = false;
+    status = RunBatch(model, train, val, batch_idx, std::move(current), /*last_batch=*/!next.has_value(), &stop);
+    if (!status.ok()) return status;
+    if (stop) break;
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val) {
@@ -109,7 +152,9 @@ absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoa
   validate_this_epoch_ = !val.empty() && limits_.val_batches > 0 &&
                          (trainer.current_epoch_ + 1) % trainer.options_.check_val_every_n_epoch == 0;
   model.train();
-  trainer.progress_->StartEpoch(trainer.current_epoch_, trainer.max_epochs_, limits_.train_batches);
+  const bool stream = train.num_batches() == DataLoader::kUnknownLength;
+  trainer.progress_->StartEpoch(trainer.current_epoch_, trainer.max_epochs_,
+                                stream && limits_.train_batches == INT64_MAX ? -1 : limits_.train_batches);
   trainer.loss_check_->Start(ChecksLossOnDevice(), trainer.optimizers_.optimizers);
   absl::Status status = CallUser("on_train_epoch_start", [&] {
     trainer.CallCallbacks([&](Callback& c) { c.on_train_epoch_start(trainer, model); });
@@ -118,18 +163,36 @@ absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoa
     train.set_epoch(trainer.options_.overfit_batches.is_zero() ? trainer.current_epoch_ : 0);
   });
   if (!status.ok()) return status;
+  if (stream && first_batch > 0) {
+    // Resuming inside the epoch: the stream goes back to where the checkpoint was taken.
+    if (trainer.restored_loader_state_.isNone()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint was taken at batch ", first_batch, " of epoch ", trainer.current_epoch_, ", but the "
+          "training loader is a stream that keeps no position (its state_dict() returns None), so the run cannot "
+          "go on from there; implement DataLoader::state_dict and load_state_dict, or resume from a checkpoint taken "
+          "at an epoch's end"));
+    }
+    absl::Status loaded = CallUser("train_dataloader's load_state_dict", [&] {
+      absl::Status restored = train.load_state_dict(trainer.restored_loader_state_);
+      TORCH_CHECK_VALUE(restored.ok(), restored.message());
+    });
+    if (!loaded.ok()) return loaded;
+    trainer.train_loader_state_ = trainer.restored_loader_state_;
+  }
+  trainer.restored_loader_state_ = c10::IValue();
   return first_batch;
 }
 
 absl::Status TrainingEpochLoop::TrainingStep(LightningModule& model, DataLoader& train, int64_t batch_idx,
-                                             bool step_now, StepResult& result) {
+                                             std::optional<Batch> raw, bool step_now, StepResult& result) {
   Trainer& trainer = trainer_;
   PrecisionPlugin& precision = *trainer.precision_;
   Strategy& strategy = *trainer.strategy_;
   const int64_t accumulate = trainer.options_.accumulate_grad_batches;
   const bool automatic = manual_ == nullptr;
   return CallUser("training_step", [&] {
-    result.batch = EvaluationLoop::TransferBatch(trainer, model, train.get_batch(batch_idx), /*dataloader_idx=*/0);
+    result.batch = EvaluationLoop::TransferBatch(
+        trainer, model, raw.has_value() ? *std::move(raw) : train.get_batch(batch_idx), /*dataloader_idx=*/0);
     trainer.CallCallbacks([&](Callback& c) { c.on_train_batch_start(trainer, model, result.batch, batch_idx); });
     if (model.on_train_batch_start(result.batch, batch_idx) == -1) {
       result.skip_rest_of_epoch = true;
@@ -214,14 +277,14 @@ absl::Status TrainingEpochLoop::LogStep() {
 }
 
 absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& train,
-                                         const std::vector<DataLoader*>& val, int64_t batch_idx, bool* stop) {
+                                         const std::vector<DataLoader*>& val, int64_t batch_idx,
+                                         std::optional<Batch> raw, bool last_batch, bool* stop) {
   Trainer& trainer = trainer_;
   const TrainerOptions& options = trainer.options_;
-  const bool last_batch = batch_idx + 1 == limits_.train_batches;
   const bool step_now = (batch_idx + 1) % options.accumulate_grad_batches == 0 || last_batch;
   StepResult result;
   ++trainer.batches_total_;
-  absl::Status status = TrainingStep(model, train, batch_idx, step_now, result);
+  absl::Status status = TrainingStep(model, train, batch_idx, std::move(raw), step_now, result);
   // A manual step met a non-finite loss (on_nonfinite_loss "stop"): that is the run's error.
   if (!status.ok()) return manual_ != nullptr && !manual_->failure().ok() ? manual_->failure() : status;
   if (result.skip_rest_of_epoch) {
@@ -265,15 +328,14 @@ absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& tra
   });
   // A checkpoint the callbacks asked for found a non-finite loss (save_checkpoint): that is the run's error.
   if (!status.ok()) return trainer.loss_check_->failure().ok() ? status : trainer.loss_check_->failure();
-  return AfterBatch(model, val, batch_idx, stepped, stop);
+  return AfterBatch(model, val, batch_idx, last_batch, stepped, stop);
 }
 
-absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, const std::vector<DataLoader*>& val, int64_t batch_idx, bool stepped,
-                                           bool* stop) {
+absl::Status TrainingEpochLoop::AfterBatch(LightningModule& model, const std::vector<DataLoader*>& val,
+                                           int64_t batch_idx, bool last_batch, bool stepped, bool* stop) {
   Trainer& trainer = trainer_;
   const TrainerOptions& options = trainer.options_;
   trainer.batches_completed_in_epoch_ = batch_idx + 1;
-  const bool last_batch = batch_idx + 1 == limits_.train_batches;
   const bool val_now = validate_this_epoch_ && ((batch_idx + 1) % limits_.val_check_batch == 0 ||
                                                 (last_batch && limits_.val_at_epoch_end));
   const bool max_steps_reached = options.max_steps >= 0 && trainer.global_step_ >= options.max_steps;
@@ -346,6 +408,7 @@ absl::Status TrainingEpochLoop::End(LightningModule& model, bool ran_batches) {
   // A checkpoint written from here on resumes at the start of the next epoch.
   trainer.next_epoch_ = trainer.current_epoch_ + 1;
   trainer.next_batch_in_epoch_ = 0;
+  trainer.train_loader_state_ = c10::IValue();
   status = CallUser("on_train_epoch_end", [&] {
     model.set_metric_sink(&metrics_, 1);
     trainer.CallCallbacks([&](Callback& c) { c.on_train_epoch_end(trainer, model); }, /*monitoring=*/false);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ATen/core/Tensor.h"
@@ -58,18 +59,26 @@ class TrainingEpochLoop {
   bool ChecksLossOnDevice() const;
   // The counters, train mode, progress, the loss check and on_train_epoch_start. Returns the first batch.
   absl::StatusOr<int64_t> Start(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val);
-  // One batch; `*stop` when the epoch ends after it (max_steps, should_stop).
-  absl::Status RunBatch(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val, int64_t batch_idx, bool* stop);
+  // One batch: `raw` (a stream's), or else the loader's get_batch(batch_idx); `last_batch` when the epoch's data
+  // ends with it. `*stop` when the epoch ends after it (max_steps, should_stop).
+  absl::Status RunBatch(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val,
+                        int64_t batch_idx, std::optional<Batch> raw, bool last_batch, bool* stop);
+  // A stream's epoch (DataLoader::kUnknownLength), from batch `first_batch`; `*ran_batches` when it ran any.
+  absl::Status RunStream(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val,
+                         int64_t first_batch, bool* ran_batches);
+  // The stream's next batch into `*next` (reset at the end of the epoch's data on any rank).
+  absl::Status FetchNext(DataLoader& train, std::optional<Batch>* next);
   // training_step, the loss check and backward.
-  absl::Status TrainingStep(LightningModule& model, DataLoader& train, int64_t batch_idx, bool step_now,
-                            StepResult& result);
+  absl::Status TrainingStep(LightningModule& model, DataLoader& train, int64_t batch_idx, std::optional<Batch> raw,
+                            bool step_now, StepResult& result);
   // Whether this batch is skipped for a non-finite loss (on_nonfinite_loss="skip"): the whole accumulation window
   // it belongs to goes, with its gradients.
   bool SkipsBatch(const StepResult& result, int64_t batch_idx, bool step_now);
   // The step's metrics to the loggers every log_every_n_steps (reduced first where logged with sync_dist).
   absl::Status LogStep();
   // Validation, the step-interval metric schedulers and the agreement on should_stop after batch `batch_idx`.
-  absl::Status AfterBatch(LightningModule& model, const std::vector<DataLoader*>& val, int64_t batch_idx, bool stepped, bool* stop);
+  absl::Status AfterBatch(LightningModule& model, const std::vector<DataLoader*>& val, int64_t batch_idx,
+                          bool last_batch, bool stepped, bool* stop);
   // The epoch's metrics, the epoch-interval schedulers, on_train_epoch_end and the epoch's log row.
   absl::Status End(LightningModule& model, bool ran_batches);
   absl::Status StepEpochSchedulers(bool ran_batches);
