@@ -324,7 +324,7 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view raw_text, const std::string&
     }
     for (int64_t row = 0; row < rows; ++row) classes[row] = distinct.at(label_text[row]);
   }
-  if (table.class_names.size() < 2) {
+  if (table.class_names.size() < 2 && !options.allow_single_class) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": the label column '", table.label_name,
                                                    "' has a single class ('", table.class_names[0],
                                                    "'); classification needs at least two (or use --task=regression)"));

@@ -45,6 +45,8 @@ struct CsvReadOptions {
   std::optional<int64_t> num_features;
   // Rows are parsed by this many threads (>= 1); the result does not depend on it.
   int num_threads = 1;
+  // Classification with a single class is accepted (a block of a larger file, csv_stream.h); otherwise refused.
+  bool allow_single_class = false;
 };
 
 struct CsvTable {

@@ -1,0 +1,298 @@
+#include "trainer/data/csv_stream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "ATen/ATen.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "c10/util/Exception.h"
+#include "trainer/data/csv_table.h"
+
+namespace kiln {
+namespace {
+
+// Reads one line (without its "\n") into `line`, advancing `offset` (to `size`, the file's, after a last line
+// without "\n") and `number`; false at the end of the file.
+bool ReadLine(std::ifstream& file, int64_t size, std::string& line, int64_t& offset, int64_t& number) {
+  if (!std::getline(file, line)) return false;
+  const std::streamoff position = file.eof() ? -1 : static_cast<std::streamoff>(file.tellg());
+  offset = position < 0 ? size : static_cast<int64_t>(position);
+  ++number;
+  return true;
+}
+
+bool Blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
+// A label's value when every label is a number (csv_table.cc's rule), for the classes' order.
+bool NumericLabel(const std::string& text, double* value) {
+  return !text.empty() && absl::SimpleAtod(text, value) && std::isfinite(*value);
+}
+
+}  // namespace
+
+absl::StatusOr<CsvTable> CsvStream::ParseBlock(const std::vector<std::string>& lines,
+                                               const std::vector<int64_t>& numbers) const {
+  std::string text = header_line_.empty() ? "" : header_line_ + "\n";
+  for (const std::string& line : lines) absl::StrAppend(&text, line, "\n");
+  absl::StatusOr<CsvTable> table = ParseCsv(
+      text, path_, {.label_column = options_.label_column, .task = options_.task, .allow_single_class = true});
+  if (!table.ok()) {
+    // ParseCsv names the block's line ("path:N: ..."); give the file's.
+    const std::string prefix = path_ + ":";
+    std::string message(table.status().message());
+    if (absl::StartsWith(message, prefix)) {
+      const size_t colon = message.find(':', prefix.size());
+      int64_t block_line = 0;
+      if (colon != std::string::npos &&
+          absl::SimpleAtoi(message.substr(prefix.size(), colon - prefix.size()), &block_line)) {
+        const int64_t index = block_line - (header_line_.empty() ? 1 : 2);
+        const int64_t file_line = index < 0 ? 1 : numbers[std::min<size_t>(index, numbers.size() - 1)];
+        message = absl::StrCat(prefix, file_line, message.substr(colon));
+      }
+    }
+    return absl::Status(table.status().code(), message);
+  }
+  if (table->has_header != !header_line_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ":", numbers.front(), ": this block of the file reads as if its first row were a header, which the "
+        "file's first rows do not say; as a stream, a file needs every label of one kind (all numbers, or all text) "
+        "or a header row"));
+  }
+  return table;
+}
+
+absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Open(const std::string& path, const CsvStreamOptions& options) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  if (options.batch_size < 1 || options.block_lines < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("a CSV stream needs batch_size >= 1 and block_lines >= 1, got ",
+                                                   options.batch_size, " and ", options.block_lines));
+  }
+  std::unique_ptr<CsvStream> stream(new CsvStream());
+  stream->path_ = path;
+  stream->size_ = static_cast<int64_t>(std::filesystem::file_size(path, error));
+  stream->options_ = options;
+  std::ifstream file(path, std::ios::binary);
+  char magic[3] = {0, 0, 0};
+  file.read(magic, 3);
+  if (file.gcount() >= 2 && static_cast<unsigned char>(magic[0]) == 0x1f &&
+      static_cast<unsigned char>(magic[1]) == 0x8b) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is gzip-compressed; a stream reads plain text (decompress it first: gunzip -k ", path, ")"));
+  }
+  // A UTF-8 byte-order mark is not part of the first cell.
+  const bool bom = file.gcount() == 3 && magic[0] == '\xEF' && magic[1] == '\xBB' && magic[2] == '\xBF';
+  file.clear();
+  file.seekg(bom ? 3 : 0);
+
+  // The header: the file's first two non-blank lines, as ParseCsv reads them.
+  std::string line;
+  int64_t offset = bom ? 3 : 0;
+  int64_t number = 0;
+  std::vector<std::string> first_lines;
+  int64_t first_line = 0;
+  int64_t after_first = offset;
+  while (first_lines.size() < 2 && ReadLine(file, stream->size_, line, offset, number)) {
+    if (Blank(line)) continue;
+    if (first_lines.empty()) {
+      first_line = number;
+      after_first = offset;
+    }
+    first_lines.push_back(line);
+  }
+  if (first_lines.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty; a CSV file needs data rows"));
+  std::string head;
+  for (const std::string& text : first_lines) absl::StrAppend(&head, text, "\n");
+  absl::StatusOr<CsvTable> shape = ParseCsv(
+      head, path, {.label_column = options.label_column, .task = options.task, .allow_single_class = true});
+  if (!shape.ok()) return shape.status();
+  stream->feature_names_ = shape->feature_names;
+  stream->label_name_ = shape->label_name;
+  if (shape->has_header) {
+    stream->header_line_ = first_lines[0];
+    stream->data_offset_ = after_first;
+    stream->data_line_ = first_line + 1;
+  } else {
+    stream->data_offset_ = bom ? 3 : 0;
+    stream->data_line_ = 1;
+  }
+
+  // The first pass: every row once, a block at a time, for the classes and the statistics.
+  file.clear();
+  file.seekg(stream->data_offset_);
+  offset = stream->data_offset_;
+  number = stream->data_line_ - 1;
+  const int64_t features = static_cast<int64_t>(stream->feature_names_.size());
+  at::Tensor sum = at::zeros({features}, at::kDouble);
+  at::Tensor squares = at::zeros({features}, at::kDouble);
+  double target_sum = 0;
+  double target_squares = 0;
+  std::set<std::string> labels;
+  std::vector<std::string> block;
+  std::vector<int64_t> numbers;
+  bool more = true;
+  while (more) {
+    block.clear();
+    numbers.clear();
+    while (static_cast<int64_t>(block.size()) < options.block_lines && (more = ReadLine(file, stream->size_, line, offset, number))) {
+      if (Blank(line)) continue;
+      block.push_back(line);
+      numbers.push_back(number);
+    }
+    if (block.empty()) break;
+    absl::StatusOr<CsvTable> table = stream->ParseBlock(block, numbers);
+    if (!table.ok()) return table.status();
+    stream->num_rows_ += table->num_rows();
+    const at::Tensor x = table->features.to(at::kDouble);
+    sum += x.sum(0);
+    squares += (x * x).sum(0);
+    if (options.task == Task::kClassification) {
+      labels.insert(table->class_names.begin(), table->class_names.end());
+    } else {
+      const at::Tensor y = table->labels.to(at::kDouble);
+      target_sum += y.sum().item<double>();
+      target_squares += (y * y).sum().item<double>();
+    }
+  }
+  if (stream->num_rows_ == 0) return absl::InvalidArgumentError(absl::StrCat(path, " has a header but no data rows"));
+  if (options.task == Task::kClassification) {
+    // csv_table.h's order: numeric when every label is a number, text order otherwise.
+    std::vector<std::pair<double, std::string>> numeric;
+    for (const std::string& label : labels) {
+      double value = 0;
+      if (!NumericLabel(label, &value)) {
+        numeric.clear();
+        break;
+      }
+      numeric.emplace_back(value, label);
+    }
+    if (!numeric.empty()) {
+      std::sort(numeric.begin(), numeric.end());
+      for (auto& [value, label] : numeric) stream->class_names_.push_back(label);
+    } else {
+      stream->class_names_.assign(labels.begin(), labels.end());
+    }
+    if (stream->class_names_.size() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": the label column '", stream->label_name_,
+                                                     "' has a single class; classification needs at least two (or "
+                                                     "use --task=regression)"));
+    }
+  }
+  if (options.normalize) {
+    const double n = static_cast<double>(stream->num_rows_);
+    const at::Tensor mean = sum / n;
+    const at::Tensor variance =
+        n > 1 ? ((squares - n * mean * mean) / (n - 1)).clamp_min(0) : at::zeros_like(mean);
+    const at::Tensor std = variance.sqrt();
+    stream->statistics_.feature_mean = mean.to(at::kFloat);
+    stream->statistics_.feature_std = at::where(std > 0, std, at::ones_like(std)).to(at::kFloat);
+    if (options.task == Task::kRegression) {
+      stream->statistics_.target_mean = target_sum / n;
+      const double target_variance =
+          n > 1 ? std::max(0.0, (target_squares - n * stream->statistics_.target_mean * stream->statistics_.target_mean) /
+                                    (n - 1))
+                : 0.0;
+      stream->statistics_.target_std = target_variance > 0 ? std::sqrt(target_variance) : 1.0;
+    }
+  }
+  stream->file_.open(path, std::ios::binary);
+  stream->set_epoch(0);
+  return stream;
+}
+
+void CsvStream::set_epoch(int64_t epoch) {
+  (void)epoch;
+  file_.clear();
+  file_.seekg(data_offset_);
+  offset_ = data_offset_;
+  line_ = data_line_;
+  row_ = 0;
+}
+
+absl::Status CsvStream::set_shard(int rank, int world_size) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("set_shard(rank=", rank, ", world_size=", world_size,
+                                                   "): need 0 <= rank < world_size"));
+  }
+  rank_ = rank;
+  world_size_ = world_size;
+  return absl::OkStatus();
+}
+
+std::optional<Batch> CsvStream::next_batch() {
+  std::vector<std::string> lines;
+  std::vector<int64_t> numbers;
+  std::string line;
+  int64_t number = line_ - 1;
+  while (static_cast<int64_t>(lines.size()) < options_.batch_size && ReadLine(file_, size_, line, offset_, number)) {
+    if (Blank(line)) continue;
+    if (row_++ % world_size_ != rank_) continue;  // Another process's row.
+    lines.push_back(std::move(line));
+    numbers.push_back(number);
+  }
+  line_ = number + 1;
+  if (lines.empty()) return std::nullopt;
+  max_block_lines_ = std::max<int64_t>(max_block_lines_, static_cast<int64_t>(lines.size()));
+  absl::StatusOr<CsvTable> table = ParseBlock(lines, numbers);
+  TORCH_CHECK(table.ok(), table.status().message());
+  at::Tensor features = table->features;
+  if (statistics_.feature_mean.defined()) features = (features - statistics_.feature_mean) / statistics_.feature_std;
+  at::Tensor labels = table->labels;
+  if (options_.task == Task::kClassification) {
+    // The block's classes are its own; the stream's are the whole file's.
+    std::vector<int64_t> global(table->class_names.size());
+    for (size_t i = 0; i < table->class_names.size(); ++i) {
+      auto found = std::find(class_names_.begin(), class_names_.end(), table->class_names[i]);
+      TORCH_CHECK(found != class_names_.end(), path_, ": the label '", table->class_names[i],
+                  "' was not in the file when it was first read; the file changed while training read it");
+      global[i] = found - class_names_.begin();
+    }
+    labels = at::tensor(global, at::kLong).index_select(0, labels);
+  }
+  return Batch{features, labels};
+}
+
+c10::IValue CsvStream::state_dict() const {
+  c10::impl::GenericDict state(c10::StringType::get(), c10::IntType::get());
+  state.insert(std::string("offset"), offset_);
+  state.insert(std::string("line"), line_);
+  state.insert(std::string("row"), row_);
+  return state;
+}
+
+absl::Status CsvStream::load_state_dict(const c10::IValue& state) {
+  if (!state.isGenericDict()) return absl::InvalidArgumentError("a CSV stream's state is a dictionary");
+  const c10::impl::GenericDict dict = state.toGenericDict();
+  int64_t values[3];
+  const char* const names[3] = {"offset", "line", "row"};
+  for (int i = 0; i < 3; ++i) {
+    auto found = dict.find(std::string(names[i]));
+    if (found == dict.end() || !found->value().isInt() || found->value().toInt() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("a CSV stream's state needs '", names[i], "', a count >= 0"));
+    }
+    values[i] = found->value().toInt();
+  }
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path_, error);
+  if (error || values[0] < data_offset_ || static_cast<uintmax_t>(values[0]) > size ||
+      static_cast<int64_t>(size) != size_) {
+    return absl::InvalidArgumentError(absl::StrCat("the saved position ", values[0], " is outside ", path_,
+                                                   "'s rows, or the file changed size; is it the file the run was "
+                                                   "trained on?"));
+  }
+  file_.clear();
+  file_.seekg(values[0]);
+  offset_ = values[0];
+  line_ = values[1];
+  row_ = values[2];
+  return absl::OkStatus();
+}
+
+}  // namespace kiln

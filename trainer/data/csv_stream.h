@@ -1,0 +1,92 @@
+// A CSV file as a stream of training batches (DataLoader::kUnknownLength), for files larger than memory: it is read
+// a block of lines at a time, never whole. The file's rules are csv_table.h's (the header, the label column,
+// classes, the errors, which name the file's own line numbers), except that the file must be plain text with lines
+// ending in "\n" (or "\r\n"); a gzip file is refused, saying so.
+//
+// Open() reads the file once first, keeping only what the stream needs to be a table's equal: the header, the
+// classes (in csv_table.h's order: numeric when every label is a number, text order otherwise) and, with
+// `normalize`, the features' mean and standard deviation (and a regression target's), so that batches are scaled as
+// TabularData scales its rows. Memory: one block of lines and its batch, whatever the file's size.
+//
+// Batches come in the file's order (a stream is not shuffled). With several processes, process r of W takes rows
+// r, r + W, r + 2W, ... (set_shard). The position (state_dict: the next line's byte offset, its line number and
+// row index) goes into checkpoints, so a run resumes mid-epoch exactly.
+#ifndef KILN_TRAINER_DATA_CSV_STREAM_H_
+#define KILN_TRAINER_DATA_CSV_STREAM_H_
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainer/core/data_loader.h"
+#include "trainer/data/csv_table.h"
+#include "trainer/data/tabular_data.h"
+#include "trainer/data/task.h"
+
+namespace kiln {
+
+struct CsvStreamOptions {
+  std::string label_column = "-1";  // As CsvReadOptions::label_column.
+  Task task = Task::kClassification;
+  int64_t batch_size = 64;
+  bool normalize = true;      // Standardise with the whole file's statistics (the first pass's).
+  int64_t block_lines = 4096;  // Lines parsed at once, in the first pass and when reading a batch (at least 1).
+};
+
+class CsvStream final : public DataLoader {
+ public:
+  // Reads `path` once for its header, classes and statistics. NotFound for a missing file; InvalidArgument for a
+  // gzip file, a file with no rows, and what ParseCsv refuses (naming the file's line).
+  static absl::StatusOr<std::unique_ptr<CsvStream>> Open(const std::string& path, const CsvStreamOptions& options);
+
+  int64_t num_batches() const override { return kUnknownLength; }
+  void set_epoch(int64_t epoch) override;
+  std::optional<Batch> next_batch() override;
+  absl::Status set_shard(int rank, int world_size) override;
+  c10::IValue state_dict() const override;
+  absl::Status load_state_dict(const c10::IValue& state) override;
+
+  const std::vector<std::string>& feature_names() const { return feature_names_; }
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  const std::string& label_name() const { return label_name_; }
+  const TabularStatistics& statistics() const { return statistics_; }
+  int64_t num_rows() const { return num_rows_; }  // Data rows in the file (the first pass's count).
+  int64_t num_outputs() const { return task() == Task::kClassification ? static_cast<int64_t>(class_names_.size()) : 1; }
+  Task task() const { return options_.task; }
+  // The most lines one batch read held at once (for tests of the memory bound).
+  int64_t max_block_lines() const { return max_block_lines_; }
+
+ private:
+  CsvStream() = default;
+  // Parses `lines` (the file's lines `numbers`) with the header in front; errors name the file's lines.
+  absl::StatusOr<CsvTable> ParseBlock(const std::vector<std::string>& lines,
+                                      const std::vector<int64_t>& numbers) const;
+
+  std::string path_;
+  int64_t size_ = 0;  // The file's bytes when it was opened.
+  CsvStreamOptions options_;
+  std::string header_line_;   // Empty when the file has no header.
+  int64_t data_offset_ = 0;   // The first data line's byte offset, and its line number (1-based).
+  int64_t data_line_ = 1;
+  std::vector<std::string> feature_names_;
+  std::vector<std::string> class_names_;
+  std::string label_name_;
+  TabularStatistics statistics_;
+  int64_t num_rows_ = 0;
+  int rank_ = 0;
+  int world_size_ = 1;
+  // Where the next batch starts.
+  std::ifstream file_;
+  int64_t offset_ = 0;
+  int64_t line_ = 1;
+  int64_t row_ = 0;  // Data rows before offset_.
+  int64_t max_block_lines_ = 0;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_DATA_CSV_STREAM_H_
