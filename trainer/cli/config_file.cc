@@ -766,6 +766,8 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"batch_size", Section::kData, "batch_size"},
       {"shuffle", Section::kData, "shuffle"},
       {"normalize", Section::kData, "normalize"},
+      {"streaming", Section::kData, "streaming"},
+      {"val_data", Section::kData, "val_data"},
       {"num_workers", Section::kData, "num_workers"},
       {"max_inflated_mib", Section::kData, "max_inflated_mib"},
       {"digits_path", Section::kData, "digits_path"},

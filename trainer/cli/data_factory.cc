@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "trainer/cli/input_guard.h"
+#include "absl/strings/match.h"
+#include "trainer/data/csv_stream.h"
 #include "trainer/data/csv_table.h"
 #include "trainer/data/digits.h"
 #include "trainer/io/memory_budget.h"
@@ -61,12 +63,39 @@ absl::StatusOr<LoadedData> Load(const DataSpec& spec) {
     if (absl::Status set = (*data)->set_predict_features(rows->features); !set.ok()) return set;
     loaded.task = (*data)->task();
     loaded.table = data->get();
+    loaded.statistics = &(*data)->statistics();
     loaded.num_features = (*data)->num_features();
     loaded.num_outputs = (*data)->num_outputs();
     loaded.class_names = (*data)->class_names();
     loaded.description = absl::StrCat(spec.predict_data, ": ", rows->num_rows(), " rows to predict on, ",
                                       loaded.num_features, " features, scaled as the checkpoint's training rows");
     loaded.module = std::shared_ptr<TabularData>(std::move(data).value());
+  } else if (spec.streaming) {
+    absl::StatusOr<std::unique_ptr<StreamingTableData>> data = StreamingTableData::Create(
+        spec.data, spec.val_data,
+        {.label_column = spec.label_column, .task = spec.task, .batch_size = spec.batch_size,
+         .normalize = spec.normalize});
+    if (absl::IsNotFound(data.status())) {
+      const bool training = absl::StrContains(data.status().message(), spec.data + ":");
+      return training ? FlagError("data", spec.data, "no such file; pass an existing CSV file")
+                      : FlagError("val_data", spec.val_data, "no such file; pass an existing CSV file");
+    }
+    if (!data.ok()) return data.status();
+    const CsvStream& stream = (*data)->stream();
+    loaded.task = spec.task;
+    loaded.statistics = &stream.statistics();
+    loaded.num_features = static_cast<int64_t>(stream.feature_names().size());
+    loaded.num_outputs = stream.num_outputs();
+    loaded.class_names = stream.class_names();
+    loaded.description = absl::StrCat(
+        spec.data, ": ", stream.num_rows(), " training rows read as a stream, ",
+        spec.val_data.empty() ? std::string("no validation rows") : absl::StrCat((*data)->num_val(),
+                                                                                 " validation rows from ", spec.val_data),
+        ", ", loaded.num_features, " features, ",
+        spec.task == Task::kClassification ? absl::StrCat(loaded.num_outputs, " classes") : std::string("regression"));
+    loaded.module = std::shared_ptr<StreamingTableData>(std::move(data).value());
+    // A stream is read on the loop thread: its next batch is read ahead by the loop itself.
+    return loaded;
   } else {
     absl::StatusOr<CsvTable> table =
         spec.data == "digits"
@@ -101,6 +130,7 @@ absl::StatusOr<LoadedData> Load(const DataSpec& spec) {
       }
     }
     loaded.table = data->get();
+    loaded.statistics = &(*data)->statistics();
     loaded.num_features = (*data)->num_features();
     loaded.num_outputs = (*data)->num_outputs();
     loaded.class_names = (*data)->class_names();

@@ -19,6 +19,8 @@ namespace kiln {
 struct LoadedData {
   std::shared_ptr<DataModule> module;  // What the trainer gets.
   TabularData* table = nullptr;        // The table behind `module` (CSV files, digits); null for synthetic data.
+  // The training rows' statistics (a table's, or a stream's); null for synthetic data.
+  const TabularStatistics* statistics = nullptr;
   Task task = Task::kClassification;
   int64_t num_features = 0;
   int64_t num_outputs = 0;               // Classes, or 1 for regression.

@@ -13,6 +13,13 @@ ABSL_FLAG(std::string, task, "classification", "CSV files: \"classification\" or
 ABSL_FLAG(std::string, label_column, "-1",
           "CSV files: the label column, by header name or 0-based index (negative counts from the end; -1: last).");
 ABSL_FLAG(double, val_fraction, 0.2, "CSV files and digits: the share of rows held out for validation, in [0, 1).");
+ABSL_FLAG(bool, streaming, false,
+          "CSV files: read the training rows as a stream, a block of lines at a time and in the file's order, for a "
+          "file larger than memory (a first pass finds the classes and statistics; no shuffling, no --val_fraction "
+          "split: validation rows come from --val_data). A run resumes mid-epoch from the stream's position.");
+ABSL_FLAG(std::string, val_data, "",
+          "--streaming: a CSV file of validation rows (read whole; the training file's columns and classes). Empty: "
+          "no validation.");
 ABSL_FLAG(int64_t, batch_size, 64, "Examples per batch.");
 ABSL_FLAG(bool, shuffle, true, "Shuffle the training examples every epoch (from --seed and the epoch).");
 ABSL_FLAG(bool, normalize, true,

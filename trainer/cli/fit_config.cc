@@ -263,6 +263,16 @@ absl::Status DataFromFlags(uint64_t seed, DataSpec& data) {
   if (absl::Status s = AtLeast("batch_size", data.batch_size, 1); !s.ok()) return s;
   data.shuffle = absl::GetFlag(FLAGS_shuffle);
   data.normalize = absl::GetFlag(FLAGS_normalize);
+  data.streaming = absl::GetFlag(FLAGS_streaming);
+  data.val_data = UserPath(absl::GetFlag(FLAGS_val_data));
+  if (data.streaming && (data.data == "synthetic" || data.data == "digits")) {
+    return FlagError("streaming", "true", absl::StrCat("--data=", data.data, " is in memory already; --streaming reads "
+                                                       "a CSV file (--data=PATH.csv)"));
+  }
+  if (!data.val_data.empty() && !data.streaming) {
+    return FlagError("val_data", data.val_data, "it is read with --streaming only (without it, --val_fraction of "
+                                                "--data's rows are the validation rows); pass --streaming or drop it");
+  }
   data.num_workers = absl::GetFlag(FLAGS_num_workers);
   if (data.num_workers < 0 || data.num_workers > kMaxNumWorkers) {
     return FlagError("num_workers", absl::StrCat(data.num_workers),

@@ -39,6 +39,8 @@ struct DataSpec {
   int64_t batch_size = 64;
   bool shuffle = true;
   bool normalize = true;
+  bool streaming = false;  // The training rows of the CSV file `data` as a stream (csv_stream.h).
+  std::string val_data;    // --streaming: the validation rows' CSV file; empty: none.
   int num_workers = 2;
   uint64_t seed = 42;
   std::string digits_path;

@@ -455,7 +455,12 @@ int Main(int argc, char** argv) {
   hparams["data"] = config->data.data;
   hparams["batch_size"] = absl::StrCat(config->data.batch_size);
   hparams["seed"] = absl::StrCat(*config->trainer.seed);
-  if (data->table != nullptr) {
+  if (config->data.streaming) {
+    hparams["streaming"] = "true";
+    hparams["val_data"] = config->data.val_data;
+    hparams["label_column"] = config->data.label_column;
+    hparams["normalize"] = config->data.normalize ? "true" : "false";
+  } else if (data->table != nullptr) {
     hparams["val_fraction"] = absl::StrCat(config->data.val_fraction);
     hparams["label_column"] = config->data.label_column;
     hparams["normalize"] = config->data.normalize ? "true" : "false";

@@ -85,6 +85,8 @@ ABSL_DECLARE_FLAG(double, val_fraction);
 ABSL_DECLARE_FLAG(int64_t, batch_size);
 ABSL_DECLARE_FLAG(bool, shuffle);
 ABSL_DECLARE_FLAG(bool, normalize);
+ABSL_DECLARE_FLAG(bool, streaming);
+ABSL_DECLARE_FLAG(std::string, val_data);
 ABSL_DECLARE_FLAG(int, num_workers);
 ABSL_DECLARE_FLAG(int64_t, max_inflated_mib);
 ABSL_DECLARE_FLAG(std::string, digits_path);

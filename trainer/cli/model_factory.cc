@@ -109,8 +109,8 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
   }
   // Regression learns standardised targets: the training rows' mean and spread (restored from a checkpoint's
   // buffers when there is one).
-  if (data.table != nullptr) {
-    model->set_target_statistics(data.table->statistics().target_mean, data.table->statistics().target_std);
+  if (data.statistics != nullptr) {
+    model->set_target_statistics(data.statistics->target_mean, data.statistics->target_std);
   }
   model->save_hyperparameters(std::move(hparams));
   return model;

@@ -52,6 +52,7 @@ std::vector<std::pair<std::string, std::string>> InputFiles(const FitConfig& con
   if (config.data.data != "synthetic" && config.data.data != "digits") inputs.emplace_back("data", config.data.data);
   if (config.data.data == "digits") inputs.emplace_back("digits_path", config.data.digits_path);
   if (!config.data.predict_data.empty()) inputs.emplace_back("predict_data", config.data.predict_data);
+  if (!config.data.val_data.empty()) inputs.emplace_back("val_data", config.data.val_data);
   if (config.model.model != "mlp" && config.model.model != "cnn") inputs.emplace_back("model", config.model.model);
   if (!config.ckpt_path.empty() && config.ckpt_path != "last" && config.ckpt_path != "best") {
     inputs.emplace_back("ckpt_path", config.ckpt_path);

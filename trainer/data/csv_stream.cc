@@ -295,4 +295,67 @@ absl::Status CsvStream::load_state_dict(const c10::IValue& state) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<StreamingTableData>> StreamingTableData::Create(const std::string& path,
+                                                                               const std::string& val_path,
+                                                                               const CsvStreamOptions& options) {
+  absl::StatusOr<std::unique_ptr<CsvStream>> stream = CsvStream::Open(path, options);
+  if (!stream.ok()) return stream.status();
+  std::unique_ptr<StreamingTableData> data(new StreamingTableData());
+  data->stream_ = *std::move(stream);
+  if (val_path.empty()) return data;
+  absl::StatusOr<CsvTable> rows = ReadCsv(val_path, {.label_column = options.label_column, .task = options.task,
+                                                     .allow_single_class = true});
+  if (!rows.ok()) return rows.status();
+  const CsvStream& train = *data->stream_;
+  if (rows->feature_names.size() != train.feature_names().size()) {
+    return absl::InvalidArgumentError(absl::StrCat(val_path, " has ", rows->feature_names.size(), " feature columns, ",
+                                                   path, " has ", train.feature_names().size(),
+                                                   "; validation rows need the training file's columns"));
+  }
+  at::Tensor features = rows->features;
+  const TabularStatistics& statistics = train.statistics();
+  if (statistics.feature_mean.defined()) features = (features - statistics.feature_mean) / statistics.feature_std;
+  at::Tensor labels = rows->labels;
+  if (options.task == Task::kClassification) {
+    std::vector<int64_t> global(rows->class_names.size());
+    for (size_t i = 0; i < rows->class_names.size(); ++i) {
+      auto found = std::find(train.class_names().begin(), train.class_names().end(), rows->class_names[i]);
+      if (found == train.class_names().end()) {
+        return absl::InvalidArgumentError(absl::StrCat(val_path, " has the class '", rows->class_names[i], "', which ",
+                                                       path, " never has; validation rows need the training "
+                                                       "file's classes"));
+      }
+      global[i] = found - train.class_names().begin();
+    }
+    labels = at::tensor(global, at::kLong).index_select(0, labels);
+  }
+  data->num_val_ = rows->num_rows();
+  data->val_ = std::make_shared<TensorDataLoader>(
+      features, labels, TensorDataLoaderOptions{.batch_size = options.batch_size, .even_shards = false});
+  return data;
+}
+
+c10::IValue StreamingTableData::state_dict() const {
+  const auto strings = [](const std::vector<std::string>& values) {
+    c10::impl::GenericList list(c10::StringType::get());  // TabularData's layout, exactly.
+    for (const std::string& value : values) list.push_back(value);
+    return list;
+  };
+  const CsvStream& train = *stream_;
+  const TabularStatistics& statistics = train.statistics();
+  c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+  state.insert(std::string("task"), TaskName(train.task()));
+  state.insert(std::string("feature_names"), strings(train.feature_names()));
+  state.insert(std::string("label_name"), train.label_name());
+  state.insert(std::string("class_names"), strings(train.class_names()));
+  state.insert(std::string("normalize"), statistics.feature_mean.defined());
+  state.insert(std::string("feature_mean"),
+               statistics.feature_mean.defined() ? c10::IValue(statistics.feature_mean) : c10::IValue());
+  state.insert(std::string("feature_std"),
+               statistics.feature_std.defined() ? c10::IValue(statistics.feature_std) : c10::IValue());
+  state.insert(std::string("target_mean"), statistics.target_mean);
+  state.insert(std::string("target_std"), statistics.target_std);
+  return state;
+}
+
 }  // namespace kiln

@@ -87,6 +87,32 @@ class CsvStream final : public DataLoader {
   int64_t max_block_lines_ = 0;
 };
 
+// fit's --streaming: the training rows a CsvStream, validation (and test and predict) rows from another CSV file
+// read whole (`val_path`; none when empty), with the stream's classes and statistics. Its state is a TabularData's
+// ("TabularData", the same keys), so that --mode=validate|predict reads its checkpoints as any table's.
+class StreamingTableData final : public DataModule {
+ public:
+  // NotFound names the missing file; InvalidArgument a validation file whose features or classes do not fit.
+  static absl::StatusOr<std::unique_ptr<StreamingTableData>> Create(const std::string& path,
+                                                                    const std::string& val_path,
+                                                                    const CsvStreamOptions& options);
+  std::shared_ptr<DataLoader> train_dataloader() override { return stream_; }
+  std::shared_ptr<DataLoader> val_dataloader() override { return val_; }
+  std::shared_ptr<DataLoader> test_dataloader() override { return val_; }
+  std::shared_ptr<DataLoader> predict_dataloader() override { return val_; }
+  std::string state_key() const override { return "TabularData"; }
+  c10::IValue state_dict() const override;
+
+  const CsvStream& stream() const { return *stream_; }
+  int64_t num_val() const { return num_val_; }
+
+ private:
+  StreamingTableData() = default;
+  std::shared_ptr<CsvStream> stream_;
+  std::shared_ptr<DataLoader> val_;
+  int64_t num_val_ = 0;
+};
+
 }  // namespace kiln
 
 #endif  // KILN_TRAINER_DATA_CSV_STREAM_H_
