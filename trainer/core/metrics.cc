@@ -165,6 +165,7 @@ void MetricCollector::Record(std::string_view name, const at::Tensor* tensor, do
     }
     slot.logged = true;
     slot.sync_dist = options.sync_dist;
+    slot.step_reduce = options.reduce_fx;
     if (options.prog_bar) {
       slot.prog_bar = true;
       slot.progress = slot.value;
@@ -173,9 +174,6 @@ void MetricCollector::Record(std::string_view name, const at::Tensor* tensor, do
   }
   if (on_epoch) {
     Accumulator& accumulator = slot.epoch;
-    TORCH_CHECK_VALUE(!options.sync_dist || options.reduce_fx == Reduce::kMean, "log('", name,
-                      "'): sync_dist reduces epoch means across processes; a sum, max or min (reduce_fx) is not "
-                      "reduced across processes yet: log it without sync_dist, or with reduce_fx kMean");
     TORCH_CHECK_VALUE(accumulator.count == 0 || accumulator.reduce == options.reduce_fx, "log('", name,
                       "'): logged with another reduce_fx earlier in the epoch; log each name with one reduce_fx");
     accumulator.reduce = options.reduce_fx;
@@ -226,8 +224,13 @@ std::map<std::string, MetricCollector::EpochTotal> MetricCollector::SyncedEpochT
   for (const Slot& slot : slots_) {
     const Accumulator& accumulator = slot.epoch;
     if (!accumulator.sync_dist || accumulator.count == 0) continue;
-    const double mean = accumulator.Mean();
-    totals[slot.EpochName()] = {mean * static_cast<double>(accumulator.count), static_cast<double>(accumulator.count)};
+    const double value = accumulator.Mean();
+    if (accumulator.reduce != Reduce::kMean) {
+      totals[slot.EpochName()] = {value, 1.0, accumulator.reduce};
+      continue;
+    }
+    totals[slot.EpochName()] = {value * static_cast<double>(accumulator.count),
+                                static_cast<double>(accumulator.count), Reduce::kMean};
   }
   return totals;
 }
@@ -239,6 +242,14 @@ MetricMap MetricCollector::SyncedStepValues() const {
     if (slot.logged && slot.sync_dist) values[slot.StepName()] = all.at(slot.StepName());
   }
   return values;
+}
+
+std::map<std::string, Reduce> MetricCollector::SyncedStepReduces() const {
+  std::map<std::string, Reduce> reduces;
+  for (const Slot& slot : slots_) {
+    if (slot.logged && slot.sync_dist) reduces[slot.StepName()] = slot.step_reduce;
+  }
+  return reduces;
 }
 
 bool MetricCollector::HasSyncedStepValues() const {

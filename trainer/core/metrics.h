@@ -36,14 +36,15 @@ struct LogOptions {
   bool prog_bar = false;         // Show in the progress bar.
   std::optional<bool> on_step;   // Unset: true in training, false elsewhere.
   std::optional<bool> on_epoch;  // Unset: false in training, true elsewhere.
-  // Reduce across processes before recording: epoch values to the mean over every process's examples (weighted by
-  // batch size, as on one process), step values to the mean over processes (Lightning's sync_dist).
+  // Reduce across processes before recording, by reduce_fx (Lightning's sync_dist): a mean epoch value to the mean
+  // over every process's examples (weighted by batch size, as on one process), a sum, max or min to the sum, max or
+  // min of every process's; a step value to the mean (sum, max, min) of the processes' values.
   bool sync_dist = false;
   // The examples the value stands for, which weigh it in the epoch's mean (Lightning's batch_size). Unset: the
   // batch's own size. At least 1.
   std::optional<int64_t> batch_size;
-  // How the epoch value combines the epoch's values (Lightning's reduce_fx). Step values are the latest value
-  // whatever it says. With sync_dist only kMean is reduced across processes today; the others are refused.
+  // How the epoch value combines the epoch's values (Lightning's reduce_fx), and how sync_dist combines the
+  // processes' values. Step values are this process's latest value whatever it says.
   Reduce reduce_fx = Reduce::kMean;
 };
 
@@ -68,16 +69,20 @@ class MetricCollector {
   MetricMap EpochMetrics() const;
   void ResetEpoch();
 
-  // What the loop reduces across processes, by metric name (as EpochMetrics and StepMetrics name them): for each
-  // epoch value logged with sync_dist, the batch-size-weighted sum of its values and the sum of the weights, so that
-  // the global mean weighs every example alike however the examples were split between processes; for each step
-  // value logged with sync_dist, the value.
+  // What the loop reduces across processes, by metric name (as EpochMetrics and StepMetrics name them), each with
+  // the reduce_fx it was logged with: for each epoch value logged with sync_dist, with kMean, the batch-size-weighted
+  // sum of its values and the sum of the weights, so that the global mean weighs every example alike however the
+  // examples were split between processes; with kSum, kMax or kMin, this process's sum, max or min (weight 1), which
+  // the processes' sum, max or min combine; for each step value logged with sync_dist, the value (combined by its
+  // reduce_fx: the mean, sum, max or min over processes, as Lightning's sync_dist does).
   struct EpochTotal {
     double weighted_sum = 0;
     double weight = 0;
+    Reduce reduce = Reduce::kMean;
   };
   std::map<std::string, EpochTotal> SyncedEpochTotals() const;
   MetricMap SyncedStepValues() const;
+  std::map<std::string, Reduce> SyncedStepReduces() const;
   // Whether any step value waiting to be read was logged with sync_dist (reads nothing from the device).
   bool HasSyncedStepValues() const;
 
@@ -111,6 +116,7 @@ class MetricCollector {
     Value value;
     Value progress;     // The latest value for the progress bar (prog_bar), kept until ResetEpoch.
     Accumulator epoch;  // The values logged on_epoch since the last ResetEpoch.
+    Reduce step_reduce = Reduce::kMean;  // How sync_dist combines the step value across processes.
     std::string StepName() const { return suffixed ? name + "_step" : name; }
     std::string EpochName() const { return suffixed ? name + "_epoch" : name; }
   };

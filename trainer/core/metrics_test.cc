@@ -82,9 +82,16 @@ TEST(MetricCollectorTest, EpochValuesCombineByTheirReduceFx) {
   metrics.ResetEpoch();
   metrics.Log("max", -5.0, {.reduce_fx = Reduce::kMax}, 1);
   EXPECT_DOUBLE_EQ(metrics.EpochMetrics().at("max"), -5.0) << "a new epoch starts from nothing";
-  // One reduction per name, and only means across processes.
+  // One reduction per name.
   EXPECT_THROW(metrics.Log("max", 1.0, {.reduce_fx = Reduce::kSum}, 1), c10::ValueError);
-  EXPECT_THROW(metrics.Log("other", 1.0, {.sync_dist = true, .reduce_fx = Reduce::kMax}, 1), c10::ValueError);
+  // Across processes, a max goes out as this process's max, for the processes' max (rank_agreement.h).
+  metrics.Log("other", 4.0, {.sync_dist = true, .reduce_fx = Reduce::kMax}, 3);
+  metrics.Log("other", 2.0, {.sync_dist = true, .reduce_fx = Reduce::kMax}, 3);
+  const auto totals = metrics.SyncedEpochTotals();
+  ASSERT_EQ(totals.count("other"), 1u);
+  EXPECT_EQ(totals.at("other").weighted_sum, 4.0);
+  EXPECT_EQ(totals.at("other").weight, 1.0);
+  EXPECT_EQ(totals.at("other").reduce, Reduce::kMax);
 }
 
 TEST(MetricCollectorTest, StepAndEpochNamesFollowLightning) {

@@ -14,24 +14,57 @@ MetricMap GlobalMetrics(Strategy& strategy, const MetricCollector& metrics, Metr
   if (strategy.world_size() <= 1) return local;
   const std::map<std::string, MetricCollector::EpochTotal> totals = metrics.SyncedEpochTotals();
   const MetricMap step_values = steps ? metrics.SyncedStepValues() : MetricMap();
+  const std::map<std::string, Reduce> step_reduces = steps ? metrics.SyncedStepReduces() : std::map<std::string, Reduce>();
   if (totals.empty() && step_values.empty()) return local;
-  std::vector<double> packed;
-  for (const auto& [name, total] : totals) {
-    packed.push_back(total.weighted_sum);
-    packed.push_back(total.weight);
-  }
-  for (const auto& [name, value] : step_values) packed.push_back(value);
-  // The mean of the sums over the mean of the weights is the global weighted mean.
-  const at::Tensor mean = strategy.ReduceMean(at::tensor(packed, at::TensorOptions().dtype(at::kDouble))).cpu();
-  const double* reduced = mean.data_ptr<double>();
-  size_t i = 0;
-  for (const auto& [name, total] : totals) {
-    if (local.count(name) > 0) local[name] = reduced[i] / reduced[i + 1];
-    i += 2;
-  }
+  // Every value in one of two collectives, the same on every rank (the names are the same): means and sums in one
+  // mean over processes (a sum is the mean times the processes), maxima and minima in one gather.
+  struct Entry {
+    std::string name;
+    Reduce reduce;
+    size_t slot;  // In `averaged` (kMean: two slots, the weighted sum and the weight) or in `gathered`.
+  };
+  std::vector<Entry> entries;
+  std::vector<double> averaged;
+  std::vector<double> gathered;
+  const auto add = [&](const std::string& name, Reduce reduce, double value, double weight) {
+    if (reduce == Reduce::kMax || reduce == Reduce::kMin) {
+      entries.push_back({name, reduce, gathered.size()});
+      gathered.push_back(value);
+      return;
+    }
+    entries.push_back({name, reduce, averaged.size()});
+    averaged.push_back(value);
+    if (reduce == Reduce::kMean) averaged.push_back(weight);
+  };
+  for (const auto& [name, total] : totals) add(name, total.reduce, total.weighted_sum, total.weight);
   for (const auto& [name, value] : step_values) {
-    if (local.count(name) > 0) local[name] = reduced[i];
-    ++i;
+    const auto found = step_reduces.find(name);
+    const Reduce reduce = found != step_reduces.end() ? found->second : Reduce::kMean;
+    add(name, reduce, value, 1.0);
+  }
+  const at::TensorOptions doubles = at::TensorOptions().dtype(at::kDouble);
+  at::Tensor mean;
+  if (!averaged.empty()) mean = strategy.ReduceMean(at::tensor(averaged, doubles)).cpu().contiguous();
+  at::Tensor all;  // [ranks, values]
+  if (!gathered.empty()) all = at::stack(strategy.AllGather(at::tensor(gathered, doubles))).cpu();
+  const double processes = static_cast<double>(strategy.world_size());
+  for (const Entry& entry : entries) {
+    if (local.count(entry.name) == 0) continue;
+    switch (entry.reduce) {
+      case Reduce::kMean:
+        // The mean of the sums over the mean of the weights is the global weighted mean.
+        local[entry.name] = mean[entry.slot].item<double>() / mean[entry.slot + 1].item<double>();
+        break;
+      case Reduce::kSum:
+        local[entry.name] = mean[entry.slot].item<double>() * processes;
+        break;
+      case Reduce::kMax:
+        local[entry.name] = all.select(1, entry.slot).max().item<double>();
+        break;
+      case Reduce::kMin:
+        local[entry.name] = all.select(1, entry.slot).min().item<double>();
+        break;
+    }
   }
   return local;
 }

@@ -15,9 +15,10 @@
 
 namespace kiln {
 
-// `local` with every value logged with sync_dist replaced by its value over all processes (metrics.h): epoch
-// values weighted by each process's examples, and, with `steps`, step values averaged. One collective for all of
-// them. Throws when the collective fails.
+// `local` with every value logged with sync_dist replaced by its value over all processes (metrics.h), combined by
+// its reduce_fx: epoch means weighted by each process's examples, sums, maxima and minima over the processes'; with
+// `steps`, step values alike. One mean over processes for the means and sums, and one gather when there are maxima
+// or minima. Throws when a collective fails.
 MetricMap GlobalMetrics(Strategy& strategy, const MetricCollector& metrics, MetricMap local, bool steps);
 
 // An error on every rank when some ranks have `batches` 0 and others not (`what` names the data): those would have
