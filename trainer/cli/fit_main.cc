@@ -130,24 +130,34 @@ class OnFitEnd final : public Callback {
   std::function<void()> fn_;
 };
 
-// Saves the run's configuration as <run folder>/config.yaml when the run folder is claimed (the loggers' setup runs
-// before the callbacks'), as LightningCLI's SaveConfigCallback does: `fit --config=<run folder>/config.yaml` repeats
-// the run. Rank zero alone writes it. A file that cannot be written stops the run, like a log that cannot be.
+// Saves the run's configuration as <run folder>/config.yaml, as LightningCLI's SaveConfigCallback does: `fit
+// --config=<run folder>/config.yaml` repeats the run. Rank zero alone writes it. A file that cannot be written stops
+// the run, like a log that cannot be. LightningCLI writes it in setup; Kiln's setup hooks run before the checkpoint
+// and the other inputs are checked (Lightning's order), and a run refused for its input leaves no folder behind, so
+// it is written at the stage's first start hook (on_fit_start, or on_validation_start, on_test_start,
+// on_predict_start), once the loggers have claimed the run folder.
 class SaveConfig final : public Callback {
  public:
   SaveConfig(std::shared_ptr<RunFolder> folder, std::string yaml)
       : folder_(std::move(folder)), yaml_(std::move(yaml)) {}
   std::string state_key() const override { return "SaveConfig"; }
-  void setup(Trainer& trainer, LightningModule& module, Stage stage) override {
-    if (!trainer.is_global_zero()) return;
+  void on_fit_start(Trainer& trainer, LightningModule& module) override { Write(trainer); }
+  void on_validation_start(Trainer& trainer, LightningModule& module) override { Write(trainer); }
+  void on_test_start(Trainer& trainer, LightningModule& module) override { Write(trainer); }
+  void on_predict_start(Trainer& trainer, LightningModule& module) override { Write(trainer); }
+
+ private:
+  void Write(Trainer& trainer) {
+    if (written_ || !trainer.is_global_zero()) return;
+    written_ = true;
     absl::StatusOr<std::string> dir = folder_->Claim();
     absl::Status written = dir.ok() ? WriteFileDurably(*dir + "/config.yaml", yaml_) : dir.status();
     if (!written.ok()) throw std::runtime_error(absl::StrCat("config.yaml: ", written.message()));
   }
 
- private:
   const std::shared_ptr<RunFolder> folder_;
   const std::string yaml_;
+  bool written_ = false;
 };
 
 // The plan's devices as a JSON list, as their accelerator numbers them ("acme:0").
