@@ -48,7 +48,7 @@ def main():
     if table_every:
         names = [column for column in columns if len(curves[column][0]) == len(curves[column][1])]
         print("\n| step | " + " | ".join(f"{name} (Kiln) | {name} (Lightning)" for name in names) + " |")
-        print("|---:|" + "---:|---:|" * len(names))
+        print("| " + " | ".join(["---:"] * (1 + 2 * len(names))) + " |")
         length = min(len(curves[name][0]) for name in names)
         for step in list(range(0, length, table_every)) + ([length - 1] if (length - 1) % table_every else []):
             cells = " | ".join(f"{curves[name][0][step]:.4f} | {curves[name][1][step]:.4f}" for name in names)
