@@ -148,6 +148,7 @@ class TwoInputs final : public DataModule {
   void setup(Stage stage) override { clusters_.setup(stage); }
   std::shared_ptr<DataLoader> train_dataloader() override { return Split(clusters_.train_dataloader(), true); }
   std::shared_ptr<DataLoader> val_dataloader() override { return Split(clusters_.val_dataloader(), false); }
+  std::shared_ptr<DataLoader> predict_dataloader() override { return val_dataloader(); }
 
  private:
   static std::shared_ptr<DataLoader> Split(const std::shared_ptr<DataLoader>& loader, bool shuffle) {
@@ -186,6 +187,12 @@ TEST(TorchScriptModuleTest, AScriptWhoseForwardTakesADictionaryTrainsOnNamedTens
   ASSERT_TRUE(fitted.ok()) << fitted;
   EXPECT_FALSE(module.named_parameters()["left.weight"].equal(before));
   EXPECT_GT(trainer.callback_metrics().at("val_acc"), 0.7);  // Chance: 0.25; the one-tensor MLP above gets there too.
+  // Predictions follow: class probabilities for every validation row (TwoInputs predicts on them).
+  absl::StatusOr<std::vector<at::Tensor>> predictions = trainer.predict(module, data);
+  ASSERT_TRUE(predictions.ok()) << predictions.status();
+  const at::Tensor all = at::cat(*predictions);
+  EXPECT_EQ(all.sizes(), (std::vector<int64_t>{512, 4}));
+  EXPECT_TRUE(at::allclose(all.sum(1), at::ones({512}), 1e-5, 1e-5));
 }
 
 TEST(TorchScriptModuleTest, AModelThatTakesOneTensorRefusesADictionaryBatch) {
