@@ -48,6 +48,22 @@ $fit --max_epochs=2 --num_train=12800 --log_every_n_steps=100 --default_root_dir
   fail "expected 4 progress lines at steps 100..400: $(grep progress.cc pipe.txt)"
 grep -q 'Epoch 0/1 \[' pipe.txt && fail "a bar was drawn although standard error is not a terminal"
 
+# A stream of unknown length (--streaming): batches counted and a rate, without a bar, a total or a time left.
+/usr/bin/python3 -c '
+import random
+random.seed(2)
+with open("stream.csv", "w") as f:
+    f.write("a,b,label\n")
+    for _ in range(6400):
+        k = random.randrange(2)
+        f.write(f"{random.gauss(k, 1):.3f},{random.gauss(-k, 1):.3f},{k}\n")
+' || fail "could not write stream.csv"
+script -qec "stty cols 200 rows 50; $fit --data=stream.csv --streaming --max_epochs=2 --default_root_dir=$work/stream" \
+  /dev/null >stream.raw 2>&1 || fail "fit --streaming under a terminal failed: $(tail -3 stream.raw)"
+tr '\r' '\n' <stream.raw | sed 's/\x1b\[K//g' >stream.txt
+grep -Eq '^Epoch [01]/1: [0-9]+it \[[0-9]{2}:[0-9]{2}, [0-9.]+it/s\] step [0-9]+ ' stream.txt ||
+  fail "no stream progress line like 'Epoch 1/1: 100it [00:01, 95.2it/s] step 200': $(grep Epoch stream.txt | tail -2)"
+
 # Off.
 script -qec "$fit $args --enable_progress_bar=false --default_root_dir=$work/off" /dev/null >off.raw 2>&1 ||
   fail "fit with --enable_progress_bar=false failed"

@@ -1,6 +1,7 @@
-// reduce_fx with sync_dist across 2 real processes (c10d over Gloo): validation values logged with kSum, kMax, kMin
-// and kMean, on the epoch and on the step, are checked on every rank against the same statistics of the whole
-// validation set, computed here from the data itself. Exits 1, saying what differs, when one is off.
+// reduce_fx with sync_dist across 2 real processes (c10d over Gloo), on two validation loaders: values logged with
+// kSum, kMax, kMin and kMean, on the epoch and on the step, are checked on every rank, under each loader's name
+// (val.../dataloader_idx_<i>), against the same statistics of the whole validation set, computed here from the data
+// itself. Exits 1, saying what differs, when one is off.
 //
 //   reduce_fx_ddp DIR
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ATen/ATen.h"
 #include "torch/nn/modules/linear.h"
@@ -23,7 +25,8 @@ at::Tensor Values() { return at::tensor({3.0f, -1.0f, 7.0f, 2.0f, 5.0f, 11.0f, -
 class Data final : public kiln::DataModule {
  public:
   std::shared_ptr<kiln::DataLoader> train_dataloader() override { return Loader(true); }
-  std::shared_ptr<kiln::DataLoader> val_dataloader() override { return Loader(false); }
+  // Two validation loaders (the same rows): each one's metrics are reduced apart, named after it.
+  std::vector<std::shared_ptr<kiln::DataLoader>> val_dataloaders() override { return {Loader(false), Loader(false)}; }
 
  private:
   static std::shared_ptr<kiln::DataLoader> Loader(bool training) {
@@ -80,11 +83,15 @@ int main(int argc, char** argv) {
   }
   const at::Tensor x = Values().squeeze(1).to(at::kDouble);
   // Each rank's last validation batch is its last example alone (5 examples in batches of 2): examples 8 and 9.
-  const std::map<std::string, double> expected = {{"v_sum", x.sum().item<double>()},
-                                                  {"v_max", x.max().item<double>()},
-                                                  {"v_min", x.min().item<double>()},
-                                                  {"v_mean", x.mean().item<double>()},
-                                                  {"s_max", std::max(x[8].item<double>(), x[9].item<double>())}};
+  std::map<std::string, double> expected;
+  for (const char* loader : {"/dataloader_idx_0", "/dataloader_idx_1"}) {
+    const std::string suffix = loader;
+    expected["v_sum" + suffix] = x.sum().item<double>();
+    expected["v_max" + suffix] = x.max().item<double>();
+    expected["v_min" + suffix] = x.min().item<double>();
+    expected["v_mean" + suffix] = x.mean().item<double>();
+    expected["s_max" + suffix] = std::max(x[8].item<double>(), x[9].item<double>());
+  }
   const char* rank = std::getenv("LOCAL_RANK");
   int failures = 0;
   for (const auto& [name, want] : expected) {
@@ -96,6 +103,8 @@ int main(int argc, char** argv) {
       ++failures;
     }
   }
-  if (failures == 0 && rank == nullptr) std::cout << "PASS: sum, max, min, mean and a step max agree on every rank\n";
+  if (failures == 0 && rank == nullptr) {
+    std::cout << "PASS: sum, max, min, mean and a step max agree on every rank, for each of two loaders\n";
+  }
   return failures == 0 ? 0 : 1;
 }
