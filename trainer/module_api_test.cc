@@ -27,6 +27,7 @@ namespace kiln {
 namespace {
 
 using ::kiln::testing::Quiet;
+using ::kiln::testing::SaveCheckpointAt;
 using ::kiln::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -242,27 +243,11 @@ TEST(ManualOptimizationTest, TheScalerWorksAsUnderAutomaticOptimization) {
   EXPECT_NE(manual_plugin->state_dict().at("scale"), 65536) << "it grew: the scaler took part";
 }
 
-// Saves a checkpoint after batch `at` of epoch 0.
-class SaveAt final : public Callback {
- public:
-  SaveAt(int64_t at, std::string path) : at_(at), path_(std::move(path)) {}
-  std::string state_key() const override { return "SaveAt"; }
-  void on_train_batch_end(Trainer& trainer, LightningModule&, const at::Tensor&, const Batch&,
-                          int64_t batch_idx) override {
-    if (trainer.current_epoch() == 0 && batch_idx == at_) saved = trainer.save_checkpoint(path_);
-  }
-  absl::Status saved = absl::UnknownError("not saved");
-
- private:
-  int64_t at_;
-  std::string path_;
-};
-
 TEST(ManualOptimizationTest, AResumedRunEndsExactlyAsTheStraightOne) {
   Data data;
   const std::string path = TempDir() + "/manual.ckpt";
   Net straight({.automatic = false});
-  auto save = std::make_shared<SaveAt>(4, path);
+  auto save = std::make_shared<SaveCheckpointAt>(0, 4, path);
   Trainer first(Options({.max_epochs = 2, .callbacks = {save}}));
   ASSERT_TRUE(first.fit(straight, data).ok());
   ASSERT_TRUE(save->saved.ok()) << save->saved;
@@ -334,7 +319,7 @@ TEST(ModuleHooksTest, TheCheckpointHooksAddAndReadTheModulesEntries) {
   Data data;
   const std::string path = TempDir() + "/hooked.ckpt";
   Hooked model;
-  auto save = std::make_shared<SaveAt>(2, path);
+  auto save = std::make_shared<SaveCheckpointAt>(0, 2, path);
   Trainer trainer(Options({.max_epochs = 1, .callbacks = {save}}));
   ASSERT_TRUE(trainer.fit(model, data).ok());
   ASSERT_TRUE(save->saved.ok()) << save->saved;
@@ -350,7 +335,7 @@ TEST(ModuleHooksTest, TheCheckpointHooksAddAndReadTheModulesEntries) {
 
   Hooked clashing;
   clashing.save_key = "global_step";
-  auto refused = std::make_shared<SaveAt>(2, path + ".2");
+  auto refused = std::make_shared<SaveCheckpointAt>(0, 2, path + ".2");
   ASSERT_TRUE(Trainer(Options({.max_epochs = 1, .callbacks = {refused}})).fit(clashing, data).ok());
   EXPECT_EQ(refused->saved.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(std::filesystem::exists(path + ".2")) << "nothing written";

@@ -19,6 +19,7 @@ namespace kiln {
 namespace {
 
 using ::kiln::testing::Quiet;
+using ::kiln::testing::SaveCheckpointAt;
 using ::kiln::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -140,27 +141,11 @@ TEST(StreamTest, ABatchLimitCountsAndAFractionIsRefused) {
   EXPECT_THAT(status.message(), HasSubstr("`val_check_interval` is 0.25"));
 }
 
-// Saves a checkpoint after batch `at` of epoch 1.
-class SaveAt final : public Callback {
- public:
-  SaveAt(int64_t at, std::string path) : at_(at), path_(std::move(path)) {}
-  std::string state_key() const override { return "SaveAt"; }
-  void on_train_batch_end(Trainer& trainer, LightningModule&, const at::Tensor&, const Batch&,
-                          int64_t batch_idx) override {
-    if (trainer.current_epoch() == 1 && batch_idx == at_) saved = trainer.save_checkpoint(path_);
-  }
-  absl::Status saved = absl::UnknownError("not saved");
-
- private:
-  int64_t at_;
-  std::string path_;
-};
-
 TEST(StreamTest, AStreamResumesMidEpochFromItsPositionInTheCheckpoint) {
   const std::string path = TempDir() + "/stream.ckpt";
   Net straight;
   Data stream(true);
-  auto save = std::make_shared<SaveAt>(4, path);
+  auto save = std::make_shared<SaveCheckpointAt>(1, 4, path);
   Trainer first(Options({.max_epochs = 3, .callbacks = {save}}));
   ASSERT_TRUE(first.fit(straight, stream).ok());
   ASSERT_TRUE(save->saved.ok()) << save->saved;
@@ -174,7 +159,7 @@ TEST(StreamTest, AStreamResumesMidEpochFromItsPositionInTheCheckpoint) {
 
   Net stateless_run;
   Data stateless(true, /*stateless=*/true);
-  auto stateless_save = std::make_shared<SaveAt>(4, path + ".2");
+  auto stateless_save = std::make_shared<SaveCheckpointAt>(1, 4, path + ".2");
   ASSERT_TRUE(Trainer(Options({.max_epochs = 2, .callbacks = {stateless_save}})).fit(stateless_run, stateless).ok());
   ASSERT_TRUE(stateless_save->saved.ok());
   Net refused;

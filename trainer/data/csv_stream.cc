@@ -1,6 +1,7 @@
 #include "trainer/data/csv_stream.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -18,15 +19,66 @@
 namespace kiln {
 namespace {
 
-// Reads one line (without its "\n") into `line`, advancing `offset` (to `size`, the file's, after a last line
-// without "\n") and `number`; false at the end of the file.
-bool ReadLine(std::ifstream& file, int64_t size, std::string& line, int64_t& offset, int64_t& number) {
-  if (!std::getline(file, line)) return false;
-  const std::streamoff position = file.eof() ? -1 : static_cast<std::streamoff>(file.tellg());
-  offset = position < 0 ? size : static_cast<int64_t>(position);
-  ++number;
-  return true;
-}
+}  // namespace
+
+// The file's lines, read through a buffer of its own (so that a line's end offset is exact) and never longer than
+// `max_line_bytes`: a file without line breaks is refused rather than read whole into memory.
+class CsvStream::LineReader {
+ public:
+  LineReader(const std::string& path, int64_t max_line_bytes)
+      : path_(path), file_(path, std::ios::binary), buffer_(1 << 16), max_line_bytes_(max_line_bytes) {}
+  bool is_open() const { return file_.is_open(); }
+  void Seek(int64_t offset, int64_t next_line) {
+    file_.clear();
+    file_.seekg(offset);
+    offset_ = offset;
+    next_line_ = next_line;
+    begin_ = end_ = 0;
+  }
+  // The next line (without "\n") into `line`; false at the end of the file. Throws c10::Error for a line longer
+  // than max_line_bytes, naming it.
+  bool Next(std::string& line) {
+    line.clear();
+    while (true) {
+      if (begin_ == end_ && !Fill()) {
+        if (line.empty()) return false;
+        break;  // A last line without "\n".
+      }
+      const char* start = buffer_.data() + begin_;
+      const char* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
+      const size_t taken = newline != nullptr ? static_cast<size_t>(newline - start) : end_ - begin_;
+      TORCH_CHECK(static_cast<int64_t>(line.size() + taken) <= max_line_bytes_, path_, ":", next_line_,
+                  ": a line longer than ", max_line_bytes_, " bytes, the most a CSV stream reads as one line; is the "
+                  "file CSV text with \"\\n\" line breaks?");
+      line.append(start, taken);
+      begin_ += taken + (newline != nullptr ? 1 : 0);
+      offset_ += static_cast<int64_t>(taken) + (newline != nullptr ? 1 : 0);
+      if (newline != nullptr) break;
+    }
+    ++next_line_;
+    return true;
+  }
+  int64_t offset() const { return offset_; }      // Of the next line.
+  int64_t next_line() const { return next_line_; }  // Its number (1-based).
+
+ private:
+  bool Fill() {
+    file_.read(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    begin_ = 0;
+    end_ = static_cast<size_t>(file_.gcount());
+    return end_ > 0;
+  }
+  std::string path_;
+  std::ifstream file_;
+  std::vector<char> buffer_;
+  int64_t max_line_bytes_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  int64_t offset_ = 0;
+  int64_t next_line_ = 1;
+};
+
+namespace {
 
 bool Blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
 
@@ -71,9 +123,10 @@ absl::StatusOr<CsvTable> CsvStream::ParseBlock(const std::vector<std::string>& l
 absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Open(const std::string& path, const CsvStreamOptions& options) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  if (options.batch_size < 1 || options.block_lines < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("a CSV stream needs batch_size >= 1 and block_lines >= 1, got ",
-                                                   options.batch_size, " and ", options.block_lines));
+  if (options.batch_size < 1 || options.block_lines < 1 || options.max_line_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a CSV stream needs batch_size, block_lines and max_line_bytes >= 1, got ", options.batch_size, ", ",
+        options.block_lines, " and ", options.max_line_bytes));
   }
   std::unique_ptr<CsvStream> stream(new CsvStream());
   stream->path_ = path;
@@ -89,21 +142,29 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Open(const std::string& pa
   }
   // A UTF-8 byte-order mark is not part of the first cell.
   const bool bom = file.gcount() == 3 && magic[0] == '\xEF' && magic[1] == '\xBB' && magic[2] == '\xBF';
-  file.clear();
-  file.seekg(bom ? 3 : 0);
+  file.close();
+  try {
+    return Scan(std::move(stream), bom ? 3 : 0);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(e.what_without_backtrace());
+  }
+}
 
+absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Scan(std::unique_ptr<CsvStream> stream, int64_t start) {
+  const std::string& path = stream->path_;
+  const CsvStreamOptions& options = stream->options_;
+  LineReader reader(path, options.max_line_bytes);
+  reader.Seek(start, 1);
   // The header: the file's first two non-blank lines, as ParseCsv reads them.
   std::string line;
-  int64_t offset = bom ? 3 : 0;
-  int64_t number = 0;
   std::vector<std::string> first_lines;
   int64_t first_line = 0;
-  int64_t after_first = offset;
-  while (first_lines.size() < 2 && ReadLine(file, stream->size_, line, offset, number)) {
+  int64_t after_first = start;
+  while (first_lines.size() < 2 && reader.Next(line)) {
     if (Blank(line)) continue;
     if (first_lines.empty()) {
-      first_line = number;
-      after_first = offset;
+      first_line = reader.next_line() - 1;
+      after_first = reader.offset();
     }
     first_lines.push_back(line);
   }
@@ -120,15 +181,12 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Open(const std::string& pa
     stream->data_offset_ = after_first;
     stream->data_line_ = first_line + 1;
   } else {
-    stream->data_offset_ = bom ? 3 : 0;
+    stream->data_offset_ = start;
     stream->data_line_ = 1;
   }
 
   // The first pass: every row once, a block at a time, for the classes and the statistics.
-  file.clear();
-  file.seekg(stream->data_offset_);
-  offset = stream->data_offset_;
-  number = stream->data_line_ - 1;
+  reader.Seek(stream->data_offset_, stream->data_line_);
   const int64_t features = static_cast<int64_t>(stream->feature_names_.size());
   at::Tensor sum = at::zeros({features}, at::kDouble);
   at::Tensor squares = at::zeros({features}, at::kDouble);
@@ -141,10 +199,10 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Open(const std::string& pa
   while (more) {
     block.clear();
     numbers.clear();
-    while (static_cast<int64_t>(block.size()) < options.block_lines && (more = ReadLine(file, stream->size_, line, offset, number))) {
+    while (static_cast<int64_t>(block.size()) < options.block_lines && (more = reader.Next(line))) {
       if (Blank(line)) continue;
       block.push_back(line);
-      numbers.push_back(number);
+      numbers.push_back(reader.next_line() - 1);
     }
     if (block.empty()) break;
     absl::StatusOr<CsvTable> table = stream->ParseBlock(block, numbers);
@@ -202,15 +260,16 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Open(const std::string& pa
       stream->statistics_.target_std = target_variance > 0 ? std::sqrt(target_variance) : 1.0;
     }
   }
-  stream->file_.open(path, std::ios::binary);
+  stream->reader_ = std::make_unique<LineReader>(path, options.max_line_bytes);
   stream->set_epoch(0);
   return stream;
 }
 
+CsvStream::~CsvStream() = default;
+
 void CsvStream::set_epoch(int64_t epoch) {
   (void)epoch;
-  file_.clear();
-  file_.seekg(data_offset_);
+  reader_->Seek(data_offset_, data_line_);
   offset_ = data_offset_;
   line_ = data_line_;
   row_ = 0;
@@ -230,14 +289,14 @@ std::optional<Batch> CsvStream::next_batch() {
   std::vector<std::string> lines;
   std::vector<int64_t> numbers;
   std::string line;
-  int64_t number = line_ - 1;
-  while (static_cast<int64_t>(lines.size()) < options_.batch_size && ReadLine(file_, size_, line, offset_, number)) {
+  while (static_cast<int64_t>(lines.size()) < options_.batch_size && reader_->Next(line)) {
     if (Blank(line)) continue;
     if (row_++ % world_size_ != rank_) continue;  // Another process's row.
     lines.push_back(std::move(line));
-    numbers.push_back(number);
+    numbers.push_back(reader_->next_line() - 1);
   }
-  line_ = number + 1;
+  offset_ = reader_->offset();
+  line_ = reader_->next_line();
   if (lines.empty()) return std::nullopt;
   max_block_lines_ = std::max<int64_t>(max_block_lines_, static_cast<int64_t>(lines.size()));
   absl::StatusOr<CsvTable> table = ParseBlock(lines, numbers);
@@ -287,8 +346,7 @@ absl::Status CsvStream::load_state_dict(const c10::IValue& state) {
                                                    "'s rows, or the file changed size; is it the file the run was "
                                                    "trained on?"));
   }
-  file_.clear();
-  file_.seekg(values[0]);
+  reader_->Seek(values[0], values[1]);
   offset_ = values[0];
   line_ = values[1];
   row_ = values[2];

@@ -35,6 +35,9 @@ struct CsvStreamOptions {
   int64_t batch_size = 64;
   bool normalize = true;      // Standardise with the whole file's statistics (the first pass's).
   int64_t block_lines = 4096;  // Lines parsed at once, in the first pass and when reading a batch (at least 1).
+  // The longest line read: a longer one (a file without line breaks, say) is refused, naming it, rather than read
+  // whole into memory.
+  int64_t max_line_bytes = int64_t{16} << 20;
 };
 
 class CsvStream final : public DataLoader {
@@ -60,8 +63,14 @@ class CsvStream final : public DataLoader {
   // The most lines one batch read held at once (for tests of the memory bound).
   int64_t max_block_lines() const { return max_block_lines_; }
 
+  ~CsvStream() override;
+
  private:
+  class LineReader;
   CsvStream() = default;
+  // Open's reading: the header and the first pass, from byte `start` (after a byte-order mark). Throws c10::Error
+  // for a line too long.
+  static absl::StatusOr<std::unique_ptr<CsvStream>> Scan(std::unique_ptr<CsvStream> stream, int64_t start);
   // Parses `lines` (the file's lines `numbers`) with the header in front; errors name the file's lines.
   absl::StatusOr<CsvTable> ParseBlock(const std::vector<std::string>& lines,
                                       const std::vector<int64_t>& numbers) const;
@@ -80,7 +89,7 @@ class CsvStream final : public DataLoader {
   int rank_ = 0;
   int world_size_ = 1;
   // Where the next batch starts.
-  std::ifstream file_;
+  std::unique_ptr<LineReader> reader_;
   int64_t offset_ = 0;
   int64_t line_ = 1;
   int64_t row_ = 0;  // Data rows before offset_.

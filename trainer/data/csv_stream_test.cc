@@ -116,6 +116,10 @@ TEST(CsvStreamTest, ErrorsNameTheFilesLineAndTheFix) {
   const std::string gzip = Write("rows.csv.gz", std::string("\x1f\x8b\x08\x00", 4));
   EXPECT_THAT(CsvStream::Open(gzip, {}).status().message(), HasSubstr("is gzip-compressed; a stream reads plain text"));
   EXPECT_EQ(CsvStream::Open(TempPath("none.csv"), {}).status().code(), absl::StatusCode::kNotFound);
+  // A file without line breaks is not read whole: the line is refused at the bound, naming it.
+  const std::string endless = Write("endless.csv", "a,label\n1,x\n" + std::string(5000, '7'));
+  EXPECT_THAT(CsvStream::Open(endless, {.max_line_bytes = 1024}).status().message(),
+              HasSubstr(endless + ":3: a line longer than 1024 bytes"));
   const std::string one = Write("one.csv", "a,label\n1,x\n2,x\n");
   EXPECT_THAT(CsvStream::Open(one, {}).status().message(), HasSubstr("has a single class"));
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "torch/nn/functional/loss.h"
@@ -116,6 +117,25 @@ inline at::Tensor FlatParameters(torch::nn::Module& module) {
   for (const at::Tensor& parameter : module.parameters()) flat.push_back(parameter.detach().reshape({-1}));
   return at::cat(flat);
 }
+
+// Saves a checkpoint to `path` after batch `batch` of epoch `epoch` (Trainer::save_checkpoint), keeping what that
+// returned in `saved`, for a test to check (a hook cannot return an error).
+class SaveCheckpointAt final : public Callback {
+ public:
+  SaveCheckpointAt(int64_t epoch, int64_t batch, std::string path)
+      : epoch_(epoch), batch_(batch), path_(std::move(path)) {}
+  std::string state_key() const override { return "SaveCheckpointAt"; }
+  void on_train_batch_end(Trainer& trainer, LightningModule&, const at::Tensor&, const Batch&,
+                          int64_t batch_idx) override {
+    if (trainer.current_epoch() == epoch_ && batch_idx == batch_) saved = trainer.save_checkpoint(path_);
+  }
+  absl::Status saved = absl::UnknownError("not saved");
+
+ private:
+  int64_t epoch_;
+  int64_t batch_;
+  std::string path_;
+};
 
 }  // namespace kiln::testing
 
