@@ -339,8 +339,8 @@ TEST(ModuleHooksTest, TheCheckpointHooksAddAndReadTheModulesEntries) {
   ASSERT_TRUE(Trainer(Options({.max_epochs = 1, .callbacks = {refused}})).fit(clashing, data).ok());
   EXPECT_EQ(refused->saved.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(std::filesystem::exists(path + ".2")) << "nothing written";
-  EXPECT_THAT(refused->saved.message(), HasSubstr("on_save_checkpoint added the key 'global_step', which Kiln's checkpoint "
-                                           "writes itself"));
+  EXPECT_THAT(refused->saved.message(),
+              HasSubstr("on_save_checkpoint added the key 'global_step', which Kiln's checkpoint writes itself"));
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ common=(--data=train.csv --streaming --val_data=val.csv --enable_progress_bar=fa
 # 1. 3001 rows in batches of 64: 47 steps an epoch.
 "$fit" "${common[@]}" --max_epochs=2 --default_root_dir=straight --summary_json=straight.json >straight.log 2>&1 ||
   { tail -5 straight.log; fail "a streaming run failed"; }
-[[ $(field straight.json global_step) == 94 ]] || fail "the streaming run took $(field straight.json global_step) steps, not 94"
+steps=$(field straight.json global_step)
+[[ $steps == 94 ]] || fail "the streaming run took $steps steps, not 94"
 grep -q "3001 training rows read as a stream, 300 validation rows from" straight.log ||
   fail "the run does not say it streams its rows"
 val_loss=$(field straight.json val_loss)
@@ -70,4 +71,5 @@ if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "PASS: fit --streaming trains, validates from its checkpoint, resumes mid-epoch exactly, and runs DDP on uneven shares"
+echo "PASS: fit --streaming trains, validates from its checkpoint, resumes mid-epoch exactly, and runs DDP on" \
+  "uneven shares"

@@ -23,4 +23,5 @@ if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "PASS: manual optimization under 2-process DDP ends bit for bit where automatic does ($(wc -l <manual/manual_rank0.txt) values)"
+values=$(wc -l <manual/manual_rank0.txt)
+echo "PASS: manual optimization under 2-process DDP ends bit for bit where automatic does ($values values)"

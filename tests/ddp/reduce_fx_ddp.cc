@@ -20,7 +20,9 @@
 namespace {
 
 // Ten examples of one feature; with 2 processes each takes every other one (rank r: r, r + 2, ...).
-at::Tensor Values() { return at::tensor({3.0f, -1.0f, 7.0f, 2.0f, 5.0f, 11.0f, -4.0f, 6.0f, 0.0f, 9.0f}).reshape({10, 1}); }
+at::Tensor Values() {
+  return at::tensor({3.0f, -1.0f, 7.0f, 2.0f, 5.0f, 11.0f, -4.0f, 6.0f, 0.0f, 9.0f}).reshape({10, 1});
+}
 
 class Data final : public kiln::DataModule {
  public:

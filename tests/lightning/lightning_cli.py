@@ -40,7 +40,8 @@ class KilnData(L.LightningDataModule):
 
     def __init__(self, data: str = "synthetic", task: str = "classification", label_column: Union[int, str] = -1,
                  val_fraction: float = 0.2, batch_size: int = 64, shuffle: bool = True, normalize: bool = True,
-                 streaming: bool = False, val_data: str = "", num_workers: int = 2, max_inflated_mib: int = 1024, digits_path: str = "",
+                 streaming: bool = False, val_data: str = "", num_workers: int = 2, max_inflated_mib: int = 1024,
+                 digits_path: str = "",
                  num_features: int = 16, num_classes: int = 4, num_train: int = 4096, num_val: int = 1024):
         super().__init__()
         self.batch_size = batch_size

@@ -548,7 +548,8 @@ absl::Status TakeModuleEntries(const std::string& path, const TrainingState& sta
         return absl::InvalidArgumentError(absl::StrCat(
             "checkpoint ", path, ": on_save_checkpoint added the key '", key, "', which Kiln's checkpoint writes "
             "itself (with Lightning's keys epoch, global_step, state_dict, loops, callbacks, optimizer_states, "
-            "lr_schedulers, hyper_parameters, kiln and the data's state key); add your entries under keys of your own"));
+            "lr_schedulers, hyper_parameters, kiln and the data's state key); add your entries under keys of your "
+            "own"));
       }
     }
     taken.module_entries.emplace_back(key, PlainValue(entry.value(), copy));

@@ -89,8 +89,8 @@ absl::StatusOr<LoadedData> Load(const DataSpec& spec) {
     loaded.class_names = stream.class_names();
     loaded.description = absl::StrCat(
         spec.data, ": ", stream.num_rows(), " training rows read as a stream, ",
-        spec.val_data.empty() ? std::string("no validation rows") : absl::StrCat((*data)->num_val(),
-                                                                                 " validation rows from ", spec.val_data),
+        spec.val_data.empty() ? std::string("no validation rows")
+                              : absl::StrCat((*data)->num_val(), " validation rows from ", spec.val_data),
         ", ", loaded.num_features, " features, ",
         spec.task == Task::kClassification ? absl::StrCat(loaded.num_outputs, " classes") : std::string("regression"));
     loaded.module = std::shared_ptr<StreamingTableData>(std::move(data).value());

@@ -168,7 +168,9 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Scan(std::unique_ptr<CsvSt
     }
     first_lines.push_back(line);
   }
-  if (first_lines.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty; a CSV file needs data rows"));
+  if (first_lines.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is empty; a CSV file needs data rows"));
+  }
   std::string head;
   for (const std::string& text : first_lines) absl::StrAppend(&head, text, "\n");
   absl::StatusOr<CsvTable> shape = ParseCsv(
@@ -253,10 +255,8 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Scan(std::unique_ptr<CsvSt
     stream->statistics_.feature_std = at::where(std > 0, std, at::ones_like(std)).to(at::kFloat);
     if (options.task == Task::kRegression) {
       stream->statistics_.target_mean = target_sum / n;
-      const double target_variance =
-          n > 1 ? std::max(0.0, (target_squares - n * stream->statistics_.target_mean * stream->statistics_.target_mean) /
-                                    (n - 1))
-                : 0.0;
+      const double mean_y = stream->statistics_.target_mean;
+      const double target_variance = n > 1 ? std::max(0.0, (target_squares - n * mean_y * mean_y) / (n - 1)) : 0.0;
       stream->statistics_.target_std = target_variance > 0 ? std::sqrt(target_variance) : 1.0;
     }
   }

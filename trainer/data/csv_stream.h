@@ -58,7 +58,9 @@ class CsvStream final : public DataLoader {
   const std::string& label_name() const { return label_name_; }
   const TabularStatistics& statistics() const { return statistics_; }
   int64_t num_rows() const { return num_rows_; }  // Data rows in the file (the first pass's count).
-  int64_t num_outputs() const { return task() == Task::kClassification ? static_cast<int64_t>(class_names_.size()) : 1; }
+  int64_t num_outputs() const {
+    return task() == Task::kClassification ? static_cast<int64_t>(class_names_.size()) : 1;
+  }
   Task task() const { return options_.task; }
   // The most lines one batch read held at once (for tests of the memory bound).
   int64_t max_block_lines() const { return max_block_lines_; }

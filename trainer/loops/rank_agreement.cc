@@ -14,7 +14,8 @@ MetricMap GlobalMetrics(Strategy& strategy, const MetricCollector& metrics, Metr
   if (strategy.world_size() <= 1) return local;
   const std::map<std::string, MetricCollector::EpochTotal> totals = metrics.SyncedEpochTotals();
   const MetricMap step_values = steps ? metrics.SyncedStepValues() : MetricMap();
-  const std::map<std::string, Reduce> step_reduces = steps ? metrics.SyncedStepReduces() : std::map<std::string, Reduce>();
+  const std::map<std::string, Reduce> step_reduces =
+      steps ? metrics.SyncedStepReduces() : std::map<std::string, Reduce>();
   if (totals.empty() && step_values.empty()) return local;
   // Every value in one of two collectives, the same on every rank (the names are the same): means and sums in one
   // mean over processes (a sum is the mean times the processes), maxima and minima in one gather.

@@ -123,7 +123,8 @@ absl::Status TrainingEpochLoop::RunStream(LightningModule& model, DataLoader& tr
     Batch current = *std::move(next);
     next.reset();
     // Where a checkpoint taken after this batch resumes: the stream's position before the batch read ahead.
-    absl::Status status = CallUser("train_dataloader's state_dict", [&] { trainer_.train_loader_state_ = train.state_dict(); });
+    absl::Status status =
+        CallUser("train_dataloader's state_dict", [&] { trainer_.train_loader_state_ = train.state_dict(); });
     if (!status.ok()) return status;
     if (batch_idx + 1 < limits_.train_batches) {
       if (absl::Status fetched = FetchNext(train, &next); !fetched.ok()) return fetched;
