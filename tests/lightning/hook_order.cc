@@ -3,8 +3,9 @@
 // that checkpoint, test and predict (2 batches each). One line per call: "Callback.<hook>" for a callback's,
 // "<hook>" for the module's, ":<stage>" after setup and teardown, and "== <entry point>" before each entry point.
 //
-//   hook_order          the calls
-//   hook_order --hooks  the hooks it records (hook_order.py records the same ones in Lightning)
+//   hook_order           the calls
+//   hook_order --manual  the calls under manual optimization
+//   hook_order --hooks   the hooks it records (hook_order.py records the same ones in Lightning)
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -63,7 +64,13 @@ class HookedModule final : public kiln::LightningModule {
   HookedModule() { layer_ = register_module("layer", torch::nn::Linear(4, 1)); }
 
   at::Tensor training_step(const kiln::Batch& batch, int64_t) override {
-    return at::mse_loss(layer_->forward(batch.input), batch.target);
+    at::Tensor loss = at::mse_loss(layer_->forward(batch.input), batch.target);
+    if (automatic_optimization()) return loss;
+    kiln::LightningOptimizer optimizer = optimizers()[0];
+    optimizer.zero_grad();
+    manual_backward(loss);
+    optimizer.step();
+    return loss;
   }
   void validation_step(const kiln::Batch& batch, int64_t) override {
     log("val_loss", at::mse_loss(layer_->forward(batch.input), batch.target));
@@ -264,7 +271,10 @@ int main(int argc, char** argv) {
     for (const char* hook : kCallbackHooks) std::cout << "Callback." << hook << "\n";
     return 0;
   }
+  // --manual: the same run under manual optimization (the training step zeroes, backs up and steps by hand).
+  const bool manual = argc > 1 && std::string(argv[1]) == "--manual";
   HookedModule model;
+  model.set_automatic_optimization(!manual);
   Data data;
   auto checkpoint = std::make_shared<kiln::ModelCheckpoint>();
   kiln::Trainer trainer({.accelerator = "cpu",

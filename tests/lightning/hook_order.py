@@ -1,11 +1,12 @@
 """Lightning's side of tests/lightning/hook_order_test: the hooks the real Lightning 2.x (PyPI) calls, in order.
 
-  hook_order.py HOOKS_FILE
+  hook_order.py HOOKS_FILE [--manual]
       Runs what tests/lightning/hook_order.cc runs in Kiln (fit: one epoch of 2 training batches, 2 sanity and 2
       validation batches, the epoch's checkpoint; validate from that checkpoint; test; predict; 2 batches each, a
       Linear(4, 1) on the same four rows), recording each hook that HOOKS_FILE names (Kiln's list, from
       `hook_order --hooks`: "<hook>" for the module's, "Callback.<hook>" for a callback's) as Kiln's program prints
-      them: one per line, ":<stage>" after setup and teardown, "== <entry point>" before each entry point.
+      them: one per line, ":<stage>" after setup and teardown, "== <entry point>" before each entry point. With
+      --manual, under manual optimization (automatic_optimization = False), as `hook_order --manual` runs it.
 """
 import sys
 import warnings
@@ -36,7 +37,14 @@ class Module(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, y = batch
-        return torch.nn.functional.mse_loss(self.layer(x), y)
+        loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        if self.automatic_optimization:
+            return loss
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+        return loss
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
@@ -68,6 +76,7 @@ class Recorder(L.Callback):
 
 def main():
     hooks = open(sys.argv[1]).read().split()
+    manual = sys.argv[2:] == ["--manual"]
     for hook in hooks:
         if hook.startswith("Callback."):
             name = hook[len("Callback."):]
@@ -76,6 +85,7 @@ def main():
             setattr(Module, hook, recording(hook, getattr(L.LightningModule, hook)))
     warnings.filterwarnings("ignore")
     model = Module()
+    model.automatic_optimization = not manual
     trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=1, limit_train_batches=2, limit_val_batches=2,
                         limit_test_batches=2, limit_predict_batches=2, callbacks=[Recorder()], logger=False,
                         enable_progress_bar=False, enable_model_summary=False)

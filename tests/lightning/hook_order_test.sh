@@ -2,7 +2,8 @@
 # The hooks' order, Kiln's beside the real Lightning's (2.x from PyPI, tools/setup.sh): the same run (fit with a
 # sanity check, validation and a checkpoint, validate from the checkpoint, test, predict) records every module and
 # callback hook Kiln has, in Kiln (tests/lightning/hook_order.cc) and in Lightning (hook_order.py, which records the
-# same hooks, the list Kiln's program gives), and the two sequences must be the same, call for call.
+# same hooks, the list Kiln's program gives), and the two sequences must be the same, call for call; then again
+# under manual optimization.
 set -uo pipefail
 kiln=$PWD/tests/lightning/hook_order
 script=$PWD/tests/lightning/hook_order.py
@@ -20,4 +21,13 @@ if ! diff -u lightning.txt kiln.txt >order.diff; then
   cat order.diff
   fail "Kiln calls the hooks in another order than Lightning"
 fi
-finish "$(grep -c -v '^==' kiln.txt) hook calls in Lightning's order"
+# Manual optimization: the step's own zero_grad, manual_backward and step.
+"$kiln" --manual >kiln_manual.txt 2>kiln_manual.err || { tail -5 kiln_manual.err; fail "Kiln's manual run failed"; }
+lightning "$script" hooks.txt --manual >lightning_manual.txt || fail "Lightning's manual run failed"
+if ! diff -u lightning_manual.txt kiln_manual.txt >manual.diff; then
+  echo "Under manual optimization the hooks' order differs (- Lightning, + Kiln):"
+  cat manual.diff
+  fail "Kiln calls the hooks in another order than Lightning under manual optimization"
+fi
+finish "$(grep -c -v '^==' kiln.txt) hook calls in Lightning's order, and $(grep -c -v '^==' kiln_manual.txt) under" \
+  "manual optimization"
