@@ -24,6 +24,7 @@ declare -A options=(
   [cluster_environment]="-max_len=4096 -dict=tests/fuzz/cluster_environment.dict"
   [checkpoint_reader]="-max_len=65536 -rss_limit_mb=4096 -detect_leaks=0"
   [csv_table]="-max_len=4096 -dict=tests/fuzz/csv_table.dict"
+  [csv_stream]="-max_len=4096 -dict=tests/fuzz/csv_table.dict"
   [plugin_tables]="-max_len=1024"
   [run_folder]="-max_len=1024"
 )
@@ -34,7 +35,7 @@ declare -A sanitizer_options=(
   [checkpoint_reader]="fast_unwind_on_malloc=1:detect_leaks=0"
 )
 replay_for_leaks=(checkpoint_reader)
-all=(devices flag_values config_file cluster_environment checkpoint_reader csv_table plugin_tables run_folder)
+all=(devices flag_values config_file cluster_environment checkpoint_reader csv_table csv_stream plugin_tables run_folder)
 
 seconds=600
 jobs=2

@@ -195,6 +195,8 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Scan(std::unique_ptr<CsvSt
   double target_sum = 0;
   double target_squares = 0;
   std::set<std::string> labels;
+  bool numeric_blocks = false;
+  bool text_blocks = false;
   std::vector<std::string> block;
   std::vector<int64_t> numbers;
   bool more = true;
@@ -215,6 +217,19 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Scan(std::unique_ptr<CsvSt
     squares += (x * x).sum(0);
     if (options.task == Task::kClassification) {
       labels.insert(table->class_names.begin(), table->class_names.end());
+      // ParseCsv names a block's classes by their values when every label in it is a number, by their text
+      // otherwise: blocks of both kinds would name one class two ways.
+      const bool numeric = std::all_of(table->class_names.begin(), table->class_names.end(), [](const std::string& c) {
+        double value = 0;
+        return NumericLabel(c, &value);
+      });
+      (numeric ? numeric_blocks : text_blocks) = true;
+      if (numeric_blocks && text_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ":", numbers.front(), ": the label column '", stream->label_name_, "' holds numbers in some parts "
+            "of the file and text in others; a stream reads labels of one kind: write every label as text (e.g. "
+            "\"c3\") or every label as a number"));
+      }
     } else {
       const at::Tensor y = table->labels.to(at::kDouble);
       target_sum += y.sum().item<double>();
