@@ -29,21 +29,6 @@
 namespace kiln {
 namespace {
 
-const char* LabelColumn(uint8_t choice) {
-  switch (choice % 5) {
-    case 0:
-      return "-1";
-    case 1:
-      return "0";
-    case 2:
-      return "label";
-    case 3:
-      return "-2";
-    default:
-      return "7";
-  }
-}
-
 // Every batch of an epoch, catching what the stream throws (a line too long, a block it cannot parse).
 std::optional<std::vector<Batch>> Epoch(CsvStream& stream, int64_t batch_size, std::string* error) {
   std::vector<Batch> batches;
@@ -75,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzInput input(data, size);
   kiln::CsvStreamOptions options;
   options.task = input.Byte() % 2 == 0 ? kiln::Task::kClassification : kiln::Task::kRegression;
-  options.label_column = kiln::LabelColumn(input.Byte());
+  options.label_column = kiln::fuzzing::CsvLabelColumn(input.Byte());
   options.batch_size = 1 + input.Byte() % 8;
   options.block_lines = 1 + input.Byte() % 5;
   const uint8_t shard = input.Byte();

@@ -19,33 +19,12 @@
 #include "tests/fuzz/fuzz_support.h"
 #include "trainer/data/csv_table.h"
 
-namespace kiln {
-namespace {
-
-const char* LabelColumn(uint8_t choice) {
-  switch (choice % 5) {
-    case 0:
-      return "-1";
-    case 1:
-      return "0";
-    case 2:
-      return "label";
-    case 3:
-      return "-2";
-    default:
-      return "7";
-  }
-}
-
-}  // namespace
-}  // namespace kiln
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using kiln::fuzzing::FuzzInput;
   FuzzInput input(data, size);
   kiln::CsvReadOptions options;
   options.task = input.Byte() % 2 == 0 ? kiln::Task::kClassification : kiln::Task::kRegression;
-  options.label_column = kiln::LabelColumn(input.Byte());
+  options.label_column = kiln::fuzzing::CsvLabelColumn(input.Byte());
   const uint8_t threads = input.Byte();
   if (const uint8_t predict = input.Byte(); predict != 0) options.num_features = predict % 8;
   const std::string text = input.Rest();

@@ -25,6 +25,23 @@
 
 namespace kiln::fuzzing {
 
+// The label column a CSV target reads, from one byte: the default "-1", the first column "0", the header name
+// "label", "-2", or "7" (out of range for most inputs).
+inline const char* CsvLabelColumn(uint8_t choice) {
+  switch (choice % 5) {
+    case 0:
+      return "-1";
+    case 1:
+      return "0";
+    case 2:
+      return "label";
+    case 3:
+      return "-2";
+    default:
+      return "7";
+  }
+}
+
 // Reads values from the front of the fuzzer's input; past its end every read gives zeros or an empty string, so a
 // target never needs to check the length.
 class FuzzInput {

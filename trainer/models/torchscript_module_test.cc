@@ -20,6 +20,17 @@ std::string TempPath(const std::string& name) {
   return std::string(root != nullptr ? root : "/tmp") + "/" + name;
 }
 
+// Five epochs on the CPU, quietly, without checkpoints or a sanity check.
+TrainerOptions FiveEpochs() {
+  TrainerOptions options;
+  options.accelerator = "cpu";
+  options.max_epochs = 5;
+  options.enable_checkpointing = false;
+  options.enable_progress_bar = false;
+  options.num_sanity_val_steps = 0;
+  return options;
+}
+
 // A script class "Linear" with weight and bias.
 torch::jit::Module ScriptLinear(int64_t in, int64_t out) {
   torch::jit::Module linear("Linear");
@@ -79,13 +90,7 @@ TEST(TorchScriptModuleTest, TrainsTheScriptsOwnParameters) {
   synthetic.num_train = 2048;
   synthetic.num_val = 512;
   SyntheticClusters data(synthetic);
-  TrainerOptions options;
-  options.accelerator = "cpu";
-  options.max_epochs = 5;
-  options.enable_checkpointing = false;
-  options.enable_progress_bar = false;
-  options.num_sanity_val_steps = 0;
-  Trainer trainer(options);
+  Trainer trainer(FiveEpochs());
   absl::Status fitted = trainer.fit(module, data);
   ASSERT_TRUE(fitted.ok()) << fitted;
 
@@ -176,13 +181,7 @@ TEST(TorchScriptModuleTest, AScriptWhoseForwardTakesADictionaryTrainsOnNamedTens
   SyntheticClusters clusters(synthetic);
   TwoInputs data(clusters);
   const at::Tensor before = module.named_parameters()["left.weight"].detach().clone();
-  TrainerOptions options;
-  options.accelerator = "cpu";
-  options.max_epochs = 5;
-  options.enable_checkpointing = false;
-  options.enable_progress_bar = false;
-  options.num_sanity_val_steps = 0;
-  Trainer trainer(options);
+  Trainer trainer(FiveEpochs());
   absl::Status fitted = trainer.fit(module, data);
   ASSERT_TRUE(fitted.ok()) << fitted;
   EXPECT_FALSE(module.named_parameters()["left.weight"].equal(before));
