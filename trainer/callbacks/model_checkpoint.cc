@@ -94,7 +94,9 @@ absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
   return absl::OkStatus();
 }
 
-void ModelCheckpoint::setup(Trainer& trainer, LightningModule& module, Stage stage) {
+void ModelCheckpoint::on_fit_start(Trainer& trainer, LightningModule& module) {
+  // Here rather than in setup (where Lightning resolves it): setup runs before the loggers claim the run's folder,
+  // and the folder a logger would name then could be the one another run is about to claim.
   if (dirpath_.empty()) dirpath_ = options_.dirpath.empty() ? trainer.checkpoint_dir() : options_.dirpath;
   ApplyRestored();
   // What a killed run's interrupted writes left behind (rank zero alone writes, so it alone cleans).

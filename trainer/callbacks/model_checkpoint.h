@@ -50,7 +50,8 @@ class ModelCheckpoint final : public Callback {
   std::string state_key() const override;
   bool is_monitoring() const override { return true; }
   absl::Status validate_config(const Trainer& trainer) const override;
-  void setup(Trainer& trainer, LightningModule& module, Stage stage) override;
+  // Resolves dirpath (the loggers' run folder's checkpoints/ unless given) once the run folder is claimed.
+  void on_fit_start(Trainer& trainer, LightningModule& module) override;
   void on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs, const Batch& batch,
                           int64_t batch_idx) override;
   void on_train_epoch_end(Trainer& trainer, LightningModule& module) override;

@@ -86,6 +86,9 @@ class Callback {
     return absl::OkStatus();
   }
 
+  // Runs before the inputs are checked (a checkpoint to resume, the data) and before the loggers claim the run's
+  // folder: a callback must not write files here, nor take the run folder's name (do both from on_fit_start, or
+  // the stage's start hook, as ModelCheckpoint does).
   virtual void setup(Trainer& trainer, LightningModule& module, Stage stage) {}
   virtual void teardown(Trainer& trainer, LightningModule& module, Stage stage) {}
   virtual void on_fit_start(Trainer& trainer, LightningModule& module) {}
