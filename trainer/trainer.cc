@@ -301,6 +301,17 @@ absl::Status Trainer::FinishStrategy(absl::Status status) {
   return status;
 }
 
+void Trainer::CallSetupHooks(DataModule& data, LightningModule& model, Stage stage) {
+  data.setup(stage);
+  CallCallbacks([&](Callback& c) { c.setup(*this, model, stage); });
+  model.setup(stage);
+}
+
+void Trainer::CallTeardownHooks(LightningModule& model, Stage stage) {
+  CallCallbacks([&](Callback& c) { c.teardown(*this, model, stage); });
+  model.teardown(stage);
+}
+
 // What a module sees of the run (LightningModule::current_epoch and the rest), for the length of an entry point.
 class TrainerRunView final : public RunView {
  public:

@@ -231,6 +231,10 @@ class Trainer {
   absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
                                  DataModule* data = nullptr);
   absl::StatusOr<std::string> ResolveCheckpointPath(const std::string& ckpt_path) const;
+  // The setup hooks of an entry point's stage, in Lightning's order: the data module's, the callbacks', the module's;
+  // and the teardown hooks: the callbacks', the module's. Throw what the hooks throw.
+  void CallSetupHooks(DataModule& data, LightningModule& model, Stage stage);
+  void CallTeardownHooks(LightningModule& model, Stage stage);
   // Calls `hook` on every callback (with `monitoring`, only those whose is_monitoring() says so), in order.
   template <typename Hook>
   void CallCallbacks(Hook&& hook, std::optional<bool> monitoring = std::nullopt) {

@@ -95,6 +95,17 @@ Batch MapTensors(const Batch& batch, const std::function<at::Tensor(const at::Te
   return mapped;
 }
 
+Batch MoveBatch(const Batch& batch, const c10::Device& device) {
+  if (!batch.structured() && (!batch.input.defined() || batch.input.device() == device) &&
+      (!batch.target.defined() || batch.target.device() == device)) {
+    return batch;
+  }
+  return MapTensors(batch, [&](const at::Tensor& tensor) {
+    if (!tensor.defined() || tensor.device() == device) return tensor;
+    return tensor.to(tensor.options().device(device), /*non_blocking=*/true);
+  });
+}
+
 std::vector<at::Tensor> BatchTensors(const Batch& batch) {
   std::vector<at::Tensor> tensors;
   for (const at::Tensor* tensor : {&batch.input, &batch.target}) {

@@ -16,6 +16,7 @@
 
 #include "ATen/core/Tensor.h"
 #include "ATen/core/ivalue.h"
+#include "c10/core/Device.h"
 
 namespace kiln {
 
@@ -40,6 +41,9 @@ struct Batch {
 c10::IValue MapTensors(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& fn);
 // `batch` with fn applied to its input, target and every tensor of its data.
 Batch MapTensors(const Batch& batch, const std::function<at::Tensor(const at::Tensor&)>& fn);
+// `batch` on `device`, every tensor of its structure, with copies that need not wait where the source allows (a
+// no-op for tensors already there). What the strategies' BatchToDevice and the default transfer_batch_to_device do.
+Batch MoveBatch(const Batch& batch, const c10::Device& device);
 // Every tensor of `batch`, in MapTensors' order (input, target, then data's), undefined ones left out.
 std::vector<at::Tensor> BatchTensors(const Batch& batch);
 

@@ -61,11 +61,13 @@ void LightningOptimizer::step() {
   driver_->Step(index_);
 }
 
-void LightningOptimizer::zero_grad() {
-  for (auto& group : optimizer_->param_groups()) {
+void ZeroGradToNone(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
     for (at::Tensor& param : group.params()) param.mutable_grad().reset();
   }
 }
+
+void LightningOptimizer::zero_grad() { ZeroGradToNone(*optimizer_); }
 
 void LightningScheduler::step() {
   TORCH_CHECK(driver_ != nullptr, "lr_schedulers()[", index_, "].step() outside training_step");
@@ -87,9 +89,7 @@ void LightningModule::on_train_batch_end(const at::Tensor& outputs, const Batch&
 Batch LightningModule::transfer_batch_to_device(const Batch& batch, c10::Device device, int64_t dataloader_idx) {
   (void)dataloader_idx;
   if (view_ != nullptr) return view_->MoveBatch(batch, device);
-  return MapTensors(batch, [&](const at::Tensor& tensor) {
-    return tensor.defined() ? tensor.to(tensor.options().device(device), /*non_blocking=*/true) : tensor;
-  });
+  return kiln::MoveBatch(batch, device);
 }
 
 void LightningModule::configure_gradient_clipping(torch::optim::Optimizer& optimizer,

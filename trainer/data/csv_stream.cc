@@ -316,19 +316,27 @@ std::optional<Batch> CsvStream::next_batch() {
   max_block_lines_ = std::max<int64_t>(max_block_lines_, static_cast<int64_t>(lines.size()));
   absl::StatusOr<CsvTable> table = ParseBlock(lines, numbers);
   TORCH_CHECK(table.ok(), table.status().message());
-  at::Tensor features = table->features;
+  absl::StatusOr<Batch> batch = AsBatch(*table);
+  TORCH_CHECK(batch.ok(), path_, ": ", batch.status().message(), "; the file changed while training read it");
+  return *std::move(batch);
+}
+
+absl::StatusOr<Batch> CsvStream::AsBatch(const CsvTable& rows) const {
+  at::Tensor features = rows.features;
   if (statistics_.feature_mean.defined()) features = (features - statistics_.feature_mean) / statistics_.feature_std;
-  at::Tensor labels = table->labels;
+  at::Tensor labels = rows.labels;
   if (options_.task == Task::kClassification) {
-    // The block's classes are its own; the stream's are the whole file's.
-    std::vector<int64_t> global(table->class_names.size());
-    for (size_t i = 0; i < table->class_names.size(); ++i) {
-      auto found = std::find(class_names_.begin(), class_names_.end(), table->class_names[i]);
-      TORCH_CHECK(found != class_names_.end(), path_, ": the label '", table->class_names[i],
-                  "' was not in the file when it was first read; the file changed while training read it");
-      global[i] = found - class_names_.begin();
+    // The rows' classes are numbered among themselves; the stream's are the whole file's.
+    std::vector<int64_t> index(rows.class_names.size());
+    for (size_t i = 0; i < rows.class_names.size(); ++i) {
+      auto found = std::find(class_names_.begin(), class_names_.end(), rows.class_names[i]);
+      if (found == class_names_.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the class '", rows.class_names[i], "' is not among the file's classes when it was first read"));
+      }
+      index[i] = found - class_names_.begin();
     }
-    labels = at::tensor(global, at::kLong).index_select(0, labels);
+    labels = at::tensor(index, at::kLong).index_select(0, labels);
   }
   return Batch{features, labels};
 }
@@ -385,50 +393,20 @@ absl::StatusOr<std::unique_ptr<StreamingTableData>> StreamingTableData::Create(c
                                                    path, " has ", train.feature_names().size(),
                                                    "; validation rows need the training file's columns"));
   }
-  at::Tensor features = rows->features;
-  const TabularStatistics& statistics = train.statistics();
-  if (statistics.feature_mean.defined()) features = (features - statistics.feature_mean) / statistics.feature_std;
-  at::Tensor labels = rows->labels;
-  if (options.task == Task::kClassification) {
-    std::vector<int64_t> global(rows->class_names.size());
-    for (size_t i = 0; i < rows->class_names.size(); ++i) {
-      auto found = std::find(train.class_names().begin(), train.class_names().end(), rows->class_names[i]);
-      if (found == train.class_names().end()) {
-        return absl::InvalidArgumentError(absl::StrCat(val_path, " has the class '", rows->class_names[i], "', which ",
-                                                       path, " never has; validation rows need the training "
-                                                       "file's classes"));
-      }
-      global[i] = found - train.class_names().begin();
-    }
-    labels = at::tensor(global, at::kLong).index_select(0, labels);
+  absl::StatusOr<Batch> val = train.AsBatch(*rows);
+  if (!val.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(val_path, ": ", val.status().message(), " (", path,
+                                                   "); validation rows need the training file's classes"));
   }
   data->num_val_ = rows->num_rows();
   data->val_ = std::make_shared<TensorDataLoader>(
-      features, labels, TensorDataLoaderOptions{.batch_size = options.batch_size, .even_shards = false});
+      val->input, val->target, TensorDataLoaderOptions{.batch_size = options.batch_size, .even_shards = false});
   return data;
 }
 
 c10::IValue StreamingTableData::state_dict() const {
-  const auto strings = [](const std::vector<std::string>& values) {
-    c10::impl::GenericList list(c10::StringType::get());  // TabularData's layout, exactly.
-    for (const std::string& value : values) list.push_back(value);
-    return list;
-  };
   const CsvStream& train = *stream_;
-  const TabularStatistics& statistics = train.statistics();
-  c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
-  state.insert(std::string("task"), TaskName(train.task()));
-  state.insert(std::string("feature_names"), strings(train.feature_names()));
-  state.insert(std::string("label_name"), train.label_name());
-  state.insert(std::string("class_names"), strings(train.class_names()));
-  state.insert(std::string("normalize"), statistics.feature_mean.defined());
-  state.insert(std::string("feature_mean"),
-               statistics.feature_mean.defined() ? c10::IValue(statistics.feature_mean) : c10::IValue());
-  state.insert(std::string("feature_std"),
-               statistics.feature_std.defined() ? c10::IValue(statistics.feature_std) : c10::IValue());
-  state.insert(std::string("target_mean"), statistics.target_mean);
-  state.insert(std::string("target_std"), statistics.target_std);
-  return state;
+  return TableState(train.task(), train.feature_names(), train.label_name(), train.class_names(), train.statistics());
 }
 
 }  // namespace kiln

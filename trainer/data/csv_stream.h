@@ -40,6 +40,8 @@ struct CsvStreamOptions {
   int64_t max_line_bytes = int64_t{16} << 20;
 };
 
+class StreamingTableData;
+
 class CsvStream final : public DataLoader {
  public:
   // Reads `path` once for its header, classes and statistics. NotFound for a missing file; InvalidArgument for a
@@ -68,11 +70,15 @@ class CsvStream final : public DataLoader {
   ~CsvStream() override;
 
  private:
+  friend class StreamingTableData;  // Its validation rows are made as the stream's batches are (AsBatch).
   class LineReader;
   CsvStream() = default;
   // Open's reading: the header and the first pass, from byte `start` (after a byte-order mark). Throws c10::Error
   // for a line too long.
   static absl::StatusOr<std::unique_ptr<CsvStream>> Scan(std::unique_ptr<CsvStream> stream, int64_t start);
+  // `rows` (parsed with the file's header and label column) as a batch of the stream: the features scaled with its
+  // statistics, the classes numbered as its own. InvalidArgument names a class the stream does not have.
+  absl::StatusOr<Batch> AsBatch(const CsvTable& rows) const;
   // Parses `lines` (the file's lines `numbers`) with the header in front; errors name the file's lines.
   absl::StatusOr<CsvTable> ParseBlock(const std::vector<std::string>& lines,
                                       const std::vector<int64_t>& numbers) const;

@@ -176,20 +176,25 @@ absl::StatusOr<SavedTable> ReadState(const c10::IValue& state) {
 
 }  // namespace
 
-c10::IValue TabularData::state_dict() const {
+c10::IValue TableState(Task task, const std::vector<std::string>& feature_names, const std::string& label_name,
+                       const std::vector<std::string>& class_names, const TabularStatistics& statistics) {
   c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
-  state.insert(std::string("task"), TaskName(options_.task));
-  state.insert(std::string("feature_names"), Strings(feature_names_));
-  state.insert(std::string("label_name"), label_name_);
-  state.insert(std::string("class_names"), Strings(class_names_));
-  state.insert(std::string("normalize"), statistics_.feature_mean.defined());
+  state.insert(std::string("task"), TaskName(task));
+  state.insert(std::string("feature_names"), Strings(feature_names));
+  state.insert(std::string("label_name"), label_name);
+  state.insert(std::string("class_names"), Strings(class_names));
+  state.insert(std::string("normalize"), statistics.feature_mean.defined());
   state.insert(std::string("feature_mean"),
-               statistics_.feature_mean.defined() ? c10::IValue(statistics_.feature_mean) : c10::IValue());
+               statistics.feature_mean.defined() ? c10::IValue(statistics.feature_mean) : c10::IValue());
   state.insert(std::string("feature_std"),
-               statistics_.feature_std.defined() ? c10::IValue(statistics_.feature_std) : c10::IValue());
-  state.insert(std::string("target_mean"), statistics_.target_mean);
-  state.insert(std::string("target_std"), statistics_.target_std);
+               statistics.feature_std.defined() ? c10::IValue(statistics.feature_std) : c10::IValue());
+  state.insert(std::string("target_mean"), statistics.target_mean);
+  state.insert(std::string("target_std"), statistics.target_std);
   return state;
+}
+
+c10::IValue TabularData::state_dict() const {
+  return TableState(options_.task, feature_names_, label_name_, class_names_, statistics_);
 }
 
 absl::Status TabularData::load_state_dict(const c10::IValue& state) {

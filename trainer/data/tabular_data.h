@@ -43,6 +43,11 @@ struct TabularDataOptions {
   std::optional<TabularStatistics> statistics;
 };
 
+// A table's description as TabularData::state_dict() writes it (the keys listed there), for any data module whose
+// rows are a table's (StreamingTableData, csv_stream.h), so that FromState reads them all.
+c10::IValue TableState(Task task, const std::vector<std::string>& feature_names, const std::string& label_name,
+                       const std::vector<std::string>& class_names, const TabularStatistics& statistics);
+
 class TabularData final : public DataModule {
  public:
   // InvalidArgument when the options do not fit the table (no labels, a fraction outside [0, 1), a split that

@@ -19,14 +19,6 @@ bool IsMetricScheduler(const SchedulerConfig& config) {
   return dynamic_cast<const MetricScheduler*>(config.scheduler.get()) != nullptr;
 }
 
-void ZeroGradToNone(torch::optim::Optimizer& optimizer) {
-  for (auto& group : optimizer.param_groups()) {
-    for (at::Tensor& param : group.params()) {
-      param.mutable_grad().reset();
-    }
-  }
-}
-
 void AutomaticOptimization::ZeroGrad(LightningModule& model) {
   Trainer& trainer = trainer_;
   for (const auto& optimizer : trainer.optimizers_.optimizers) {

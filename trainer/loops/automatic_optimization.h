@@ -15,11 +15,6 @@ namespace kiln {
 
 class Trainer;
 
-// torch::optim::Optimizer::zero_grad() as Python's set_to_none does it: each parameter's gradient is dropped.
-// LibTorch's C++ zero_grad detaches every gradient in place first (an operator call a parameter, some 700 instructions
-// each on the tiny MLP, issue #41); a gradient about to be dropped need not be detached.
-void ZeroGradToNone(torch::optim::Optimizer& optimizer);
-
 // Whether `config` is a ReduceLROnPlateau-style scheduler, which steps with a monitored value.
 bool IsMetricScheduler(const SchedulerConfig& config);
 

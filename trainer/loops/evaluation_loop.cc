@@ -25,9 +25,7 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
   // Lightning's order: the setup hooks, then the checkpoint (on_load_checkpoint), then the loggers and loaders.
   std::vector<std::shared_ptr<DataLoader>> loaders;
   absl::Status status = CallUser("setup", [&] {
-    data.setup(stage_);
-    trainer.CallCallbacks([&](Callback& c) { c.setup(trainer, model, stage_); });
-    model.setup(stage_);
+    trainer.CallSetupHooks(data, model, stage_);
   });
   if (!status.ok()) return status;
   if (!ckpt_path.empty()) {
@@ -65,8 +63,7 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
   }
   absl::StatusOr<MetricMap> metrics = Run(model, pointers, limits);
   status = CallUser("teardown", [&] {
-    trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, stage_); });
-    model.teardown(stage_);
+    trainer.CallTeardownHooks(model, stage_);
   });
   if (metrics.ok() && !status.ok()) return status;
   for (const auto& logger : options.loggers) {

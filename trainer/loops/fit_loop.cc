@@ -59,9 +59,7 @@ absl::Status FitLoop::SetupData(LightningModule& model, DataModule& data) {
   // Lightning's order: the data's setup, the callbacks', the module's, then (below) the loaders, and
   // configure_optimizers after all of them, so that a module may build its layers in setup.
   absl::Status status = CallUser("setup", [&] {
-    data.setup(Stage::kFit);
-    trainer_.CallCallbacks([&](Callback& c) { c.setup(trainer_, model, Stage::kFit); });
-    model.setup(Stage::kFit);
+    trainer_.CallSetupHooks(data, model, Stage::kFit);
     train_loader_ = data.train_dataloader();
     val_loaders_ = data.val_dataloaders();
   });
@@ -291,8 +289,7 @@ absl::Status FitLoop::End(LightningModule& model) {
   return CallUser("on_fit_end", [&] {
     trainer.CallCallbacks([&](Callback& c) { c.on_fit_end(trainer, model); });
     model.on_fit_end();
-    trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, Stage::kFit); });
-    model.teardown(Stage::kFit);
+    trainer.CallTeardownHooks(model, Stage::kFit);
   });
 }
 

@@ -42,9 +42,7 @@ absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Run(LightningModule& mod
   // Lightning's order: the setup hooks, then the checkpoint (on_load_checkpoint), then the loaders.
   std::vector<std::shared_ptr<DataLoader>> loaders;
   absl::Status status = CallUser("setup", [&] {
-    data.setup(Stage::kPredict);
-    trainer.CallCallbacks([&](Callback& c) { c.setup(trainer, model, Stage::kPredict); });
-    model.setup(Stage::kPredict);
+    trainer.CallSetupHooks(data, model, Stage::kPredict);
   });
   if (!status.ok()) return status;
   if (!ckpt_path.empty()) {
@@ -78,10 +76,7 @@ absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Run(LightningModule& mod
   absl::StatusOr<std::vector<std::vector<at::Tensor>>> per_loader = Predict(model, pointers, limits);
   if (!per_loader.ok()) return per_loader.status();
   status = CallUser("teardown",
-                    [&] {
-                      trainer.CallCallbacks([&](Callback& c) { c.teardown(trainer, model, Stage::kPredict); });
-                      model.teardown(Stage::kPredict);
-                    });
+                    [&] { trainer.CallTeardownHooks(model, Stage::kPredict); });
   if (!status.ok()) return status;
   std::vector<at::Tensor> predictions;
   for (std::vector<at::Tensor>& loader_predictions : *per_loader) {

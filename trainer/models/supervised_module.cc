@@ -45,18 +45,18 @@ at::Tensor SupervisedModule::Target(const Batch& batch) {
 }
 
 at::Tensor SupervisedModule::Outputs(const Batch& batch) {
+  at::Tensor outputs;
   if (batch.structured()) {
-    at::Tensor outputs = forward_structured(batch.data);
-    if (options_.task == Task::kRegression && outputs.dim() == 2 && outputs.size(1) == 1) outputs = outputs.squeeze(1);
-    return outputs;
+    outputs = forward_structured(batch.data);
+  } else {
+    at::Tensor input = batch.input;
+    if (!options_.input_shape.empty()) {
+      std::vector<int64_t> shape = {input.size(0)};
+      shape.insert(shape.end(), options_.input_shape.begin(), options_.input_shape.end());
+      input = input.reshape(shape);
+    }
+    outputs = forward(input);
   }
-  at::Tensor input = batch.input;
-  if (!options_.input_shape.empty()) {
-    std::vector<int64_t> shape = {input.size(0)};
-    shape.insert(shape.end(), options_.input_shape.begin(), options_.input_shape.end());
-    input = input.reshape(shape);
-  }
-  at::Tensor outputs = forward(input);
   if (options_.task == Task::kRegression && outputs.dim() == 2 && outputs.size(1) == 1) outputs = outputs.squeeze(1);
   return outputs;
 }

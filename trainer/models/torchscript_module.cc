@@ -79,6 +79,13 @@ absl::StatusOr<std::shared_ptr<TorchScriptModule>> TorchScriptModule::Load(const
 namespace {
 
 // The type forward's first argument (after self) takes, as TorchScript writes it ("Tensor", "Dict(str, Tensor)").
+// What forward returned, which must be one tensor.
+at::Tensor OneTensor(const c10::IValue& output) {
+  TORCH_CHECK(output.isTensor(), "the TorchScript module's forward must return one tensor, it returned ",
+              output.tagKind());
+  return output.toTensor();
+}
+
 c10::TypePtr InputType(const torch::jit::Module& script) {
   const std::vector<c10::Argument>& arguments = script.get_method("forward").function().getSchema().arguments();
   return arguments.size() > 1 ? arguments[1].type() : c10::NoneType::get();
@@ -98,10 +105,7 @@ at::Tensor TorchScriptModule::forward(const at::Tensor& input) {
   TORCH_CHECK_VALUE(takes->kind() == c10::TypeKind::TensorType, "the TorchScript module's forward takes ",
                     takes->annotation_str(), ", not one tensor: give it batches of that structure (a DataModule "
                     "whose loaders make them, e.g. a TensorDataLoader of named tensors)");
-  c10::IValue output = script_.forward({input});
-  TORCH_CHECK(output.isTensor(), "the TorchScript module's forward must return one tensor, it returned ",
-              output.tagKind());
-  return output.toTensor();
+  return OneTensor(script_.forward({input}));
 }
 
 at::Tensor TorchScriptModule::forward_structured(const c10::IValue& data) {
@@ -109,10 +113,7 @@ at::Tensor TorchScriptModule::forward_structured(const c10::IValue& data) {
   TORCH_CHECK_VALUE(takes->kind() != c10::TypeKind::TensorType, "this model takes one input tensor, but the batch "
                     "is ", data.tagKind(), ": the TorchScript module's forward takes a Tensor; script one whose "
                     "forward takes the batch's structure (def forward(self, batch: Dict[str, Tensor]))");
-  c10::IValue output = script_.forward({data});
-  TORCH_CHECK(output.isTensor(), "the TorchScript module's forward must return one tensor, it returned ",
-              output.tagKind());
-  return output.toTensor();
+  return OneTensor(script_.forward({data}));
 }
 
 void TorchScriptModule::train(bool on) {

@@ -15,17 +15,6 @@ std::vector<at::Tensor> Strategy::AllGather(const at::Tensor& value) {
 // Copies are queued without waiting (non_blocking, as Lightning's batch transfer does): a blocking host-to-device
 // copy synchronises the stream, so the host would wait for the previous step every step. From pageable memory the
 // driver stages the bytes before the call returns, so the batch may be freed at once.
-Batch MoveBatch(const Batch& batch, const c10::Device& device) {
-  if (!batch.structured() && (!batch.input.defined() || batch.input.device() == device) &&
-      (!batch.target.defined() || batch.target.device() == device)) {
-    return batch;
-  }
-  return MapTensors(batch, [&](const at::Tensor& tensor) {
-    if (!tensor.defined() || tensor.device() == device) return tensor;
-    return tensor.to(tensor.options().device(device), /*non_blocking=*/true);
-  });
-}
-
 absl::Status SetupDeviceAndModel(Accelerator& accelerator, const LogicalDevice& device, torch::nn::Module& model,
                                  bool* device_set_up) {
   if (absl::Status status = accelerator.SetupDevice(device); !status.ok()) {

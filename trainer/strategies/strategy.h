@@ -98,9 +98,6 @@ class SingleDeviceStrategy final : public Strategy {
   bool set_up_ = false;
 };
 
-// Moves `batch` to `device`, every tensor of its structure (a no-op for tensors already there). Shared by the
-// strategies.
-Batch MoveBatch(const Batch& batch, const c10::Device& device);
 // Sets up `device` through `accelerator` and moves `model` there, with errors that name both. `*device_set_up` says
 // whether the device needs a teardown, also when moving the model failed.
 absl::Status SetupDeviceAndModel(Accelerator& accelerator, const LogicalDevice& device, torch::nn::Module& model,
