@@ -141,10 +141,13 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
   Trainer& trainer = trainer_;
   const TrainerOptions& options = trainer.options_;
   const int64_t accumulate = std::max<int64_t>(1, options.accumulate_grad_batches);
-  const int64_t per_epoch = (limits_.train_batches + accumulate - 1) / accumulate;
   // A stream without a batch limit has no known length: only max_steps bounds the run.
   const bool unbounded = limits_.train_batches == INT64_MAX;
-  int64_t steps = trainer.max_epochs_ >= 0 && !unbounded ? per_epoch * std::max<int64_t>(1, trainer.max_epochs_) : -1;
+  int64_t steps = -1;
+  if (trainer.max_epochs_ >= 0 && !unbounded) {
+    const int64_t per_epoch = (limits_.train_batches + accumulate - 1) / accumulate;
+    steps = per_epoch * std::max<int64_t>(1, trainer.max_epochs_);
+  }
   if (options.max_steps >= 0) steps = steps < 0 ? options.max_steps : std::min(steps, options.max_steps);
   model.set_estimated_stepping_batches(steps);
   absl::Status status = CallUser("configure_optimizers", [&] { trainer.optimizers_ = model.configure_optimizers(); });
