@@ -26,6 +26,7 @@
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/lightning_layout.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
+#include "trainer/checkpoint/pickle_writer.h"
 #include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
 #include "trainer/core/metric_scheduler.h"
@@ -456,60 +457,110 @@ const CheckpointKeys& Keys() {
   return *keys;
 }
 
-// The checkpoint's dictionary, from what was taken; reads nothing else. Throws c10::Error.
-GenericDict BuildCheckpoint(const TakenCheckpoint& taken) {
+// The checkpoint, from what was taken, into either sink (snapshot_dict.h): a pickle (the writer's thread, with the
+// format records `kiln` ends with) or a dictionary (SnapshotTrainingState; SerializeCheckpoint adds the records, at
+// the same place). Reads nothing else. Throws c10::Error.
+template <typename Sink>
+void WriteCheckpointTree(Sink& out, const TakenCheckpoint& taken, bool with_format_records) {
   const CheckpointKeys& keys = Keys();
   const LoopProgress& progress = taken.progress;
-  GenericDict contents = NewDict(/*capacity=*/12);  // Lightning's 10 keys, the data's and Kiln's.
-  Put(contents, keys.epoch, progress.current_epoch);
-  Put(contents, keys.global_step, progress.global_step);
-  Put(contents, keys.version, std::string(kLightningLayoutVersion));
-  GenericDict model = NewDict(taken.model.size());
-  for (const auto& [name, tensor] : taken.model) Put(model, name, tensor);
-  Put(contents, keys.state_dict, model);
-  Put(contents, keys.loops, LightningLoops(LightningPosition(progress), progress.lightning, taken.scheduler_steps));
-  GenericDict callbacks = NewDict(taken.callbacks.size());
-  for (const auto& [key, state] : taken.callbacks) Put(callbacks, key, LightningCallbackState(key, state));
-  Put(contents, keys.callbacks, callbacks);
-  c10::impl::GenericList optimizers = NewList(taken.optimizers.size());
+  out.BeginDict(/*capacity=*/12);  // Lightning's 10 keys, the data's and Kiln's.
+  WriteKey(out, keys.epoch);
+  out.Int(progress.current_epoch);
+  WriteKey(out, keys.global_step);
+  out.Int(progress.global_step);
+  WriteKey(out, keys.version);
+  out.String(kLightningLayoutVersion);
+  WriteKey(out, keys.state_dict);
+  out.BeginDict(taken.model.size());
+  for (const auto& [name, tensor] : taken.model) {
+    out.Key(name);
+    out.Tensor(tensor);
+  }
+  out.EndDict();
+  WriteKey(out, keys.loops);
+  LightningLoops(out, LightningPosition(progress), progress.lightning, taken.scheduler_steps);
+  WriteKey(out, keys.callbacks);
+  out.BeginDict(taken.callbacks.size());
+  for (const auto& [key, state] : taken.callbacks) {
+    out.Key(key);
+    LightningCallbackState(out, key, state);
+  }
+  out.EndDict();
+  WriteKey(out, keys.optimizer_states);
+  out.BeginList(taken.optimizers.size());
   for (const TakenOptimizerState& optimizer : taken.optimizers) {
     absl::StatusOr<c10::IValue> saved = OptimizerStateDict(optimizer);
     TORCH_CHECK(saved.ok(), saved.status().message());
-    optimizers.push_back(*std::move(saved));
+    out.Value(*std::move(saved));
   }
-  Put(contents, keys.optimizer_states, optimizers);
-  c10::impl::GenericList schedulers = NewList(taken.schedulers.size());
+  out.EndList();
+  WriteKey(out, keys.lr_schedulers);
+  out.BeginList(taken.schedulers.size());
   for (const auto& [steps, metric_state] : taken.schedulers) {
     if (!metric_state.isNone()) {
-      schedulers.push_back(metric_state);
+      out.Value(metric_state);
       continue;
     }
-    GenericDict scheduler = NewDict(/*capacity=*/2);
-    Put(scheduler, keys.last_epoch, steps);
-    Put(scheduler, keys.step_count, steps + 1);
-    schedulers.push_back(scheduler);
+    out.BeginDict(/*capacity=*/2);
+    WriteKey(out, keys.last_epoch);
+    out.Int(steps);
+    WriteKey(out, keys.step_count);
+    out.Int(steps + 1);
+    out.EndDict();
   }
-  Put(contents, keys.lr_schedulers, schedulers);
-  Put(contents, keys.hparams_name, std::string("kwargs"));
-  GenericDict hparams = NewDict(taken.hparams.size());
-  for (const auto& [key, value] : taken.hparams) Put(hparams, key, HparamValue(value));
-  Put(contents, keys.hyper_parameters, hparams);
-  if (!taken.data_key.empty()) Put(contents, taken.data_key, taken.data);
-  for (const auto& [key, value] : taken.module_entries) Put(contents, key, value);
+  out.EndList();
+  WriteKey(out, keys.hparams_name);
+  out.String("kwargs");
+  WriteKey(out, keys.hyper_parameters);
+  out.BeginDict(taken.hparams.size());
+  for (const auto& [key, value] : taken.hparams) {
+    out.Key(key);
+    out.Value(HparamValue(value));
+  }
+  out.EndDict();
+  if (!taken.data_key.empty()) {
+    out.Key(taken.data_key);
+    out.Value(taken.data);
+  }
+  for (const auto& [key, value] : taken.module_entries) {
+    out.Key(key);
+    out.Value(value);
+  }
 
-  GenericDict kiln = NewDict(/*capacity=*/5);  // And SerializeCheckpoint's two format records.
-  GenericDict loop = NewDict(/*capacity=*/3);
-  Put(loop, keys.epoch, progress.epoch);
-  Put(loop, keys.batch_in_epoch, progress.batch_in_epoch);
-  Put(loop, keys.global_step, progress.global_step);
-  Put(kiln, keys.loop, loop);
-  if (!progress.train_loader.isNone()) Put(kiln, keys.train_loader, progress.train_loader);
-  Put(kiln, keys.rng_cpu, taken.rng);
-  GenericDict precision = NewDict(taken.precision.size());
-  for (const auto& [key, value] : taken.precision) Put(precision, key, value);
-  Put(kiln, keys.precision_plugin, precision);
-  Put(contents, keys.kiln, kiln);
-  return contents;
+  WriteKey(out, keys.kiln);
+  out.BeginDict(/*capacity=*/5);  // And SerializeCheckpoint's two format records.
+  WriteKey(out, keys.loop);
+  out.BeginDict(/*capacity=*/3);
+  WriteKey(out, keys.epoch);
+  out.Int(progress.epoch);
+  WriteKey(out, keys.batch_in_epoch);
+  out.Int(progress.batch_in_epoch);
+  WriteKey(out, keys.global_step);
+  out.Int(progress.global_step);
+  out.EndDict();
+  if (!progress.train_loader.isNone()) {
+    WriteKey(out, keys.train_loader);
+    out.Value(progress.train_loader);
+  }
+  WriteKey(out, keys.rng_cpu);
+  out.Tensor(taken.rng);
+  WriteKey(out, keys.precision_plugin);
+  out.BeginDict(taken.precision.size());
+  for (const auto& [key, value] : taken.precision) {
+    out.Key(key);
+    out.Value(value);
+  }
+  out.EndDict();
+  if (with_format_records) WriteFormatRecords(out);
+  out.EndDict();
+  out.EndDict();
+}
+
+GenericDict BuildCheckpoint(const TakenCheckpoint& taken) {
+  ValueBuilder out;
+  WriteCheckpointTree(out, taken, /*with_format_records=*/false);
+  return out.Finish().toGenericDict();
 }
 
 absl::StatusOr<GenericDict> BuildCheckpoint(const std::string& path, const TakenCheckpoint& taken) {
@@ -518,6 +569,15 @@ absl::StatusOr<GenericDict> BuildCheckpoint(const std::string& path, const Taken
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
+}
+
+absl::Status PickleCheckpoint(const std::string& path, const TakenCheckpoint& taken, PickleWriter& out) {
+  try {
+    WriteCheckpointTree(out, taken, /*with_format_records=*/true);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
 }
 
 // The module's on_save_checkpoint, at the step: what it adds is copied (its tensors too), under keys that Kiln's
@@ -611,18 +671,11 @@ absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& pat
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
-  // The build hands what it holds over to the dictionary: LibTorch's pickler memoises every tensor and container
-  // held elsewhere too (by use count), so a copy still held here while the file is written would change its bytes.
-  auto build =
-      [path, held = std::shared_ptr<const TakenCheckpoint>(std::move(taken))]() mutable -> absl::StatusOr<GenericDict> {
-    if (held == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("checkpoint ", path, ": its snapshot was built already; take another"));
-    }
-    const std::shared_ptr<const TakenCheckpoint> taken = std::move(held);
-    return BuildCheckpoint(path, *taken);
-  };
-  return CheckpointSnapshot{.tensor_bytes = tensor_bytes, .build = std::move(build)};
+  const std::shared_ptr<const TakenCheckpoint> held(std::move(taken));
+  return CheckpointSnapshot{
+      .tensor_bytes = tensor_bytes,
+      .build = [path, held]() -> absl::StatusOr<GenericDict> { return BuildCheckpoint(path, *held); },
+      .pickle = [path, held](PickleWriter& out) { return PickleCheckpoint(path, *held, out); }};
 }
 
 absl::StatusOr<std::string> DumpTrainingState(const std::string& path, const TrainingState& state,

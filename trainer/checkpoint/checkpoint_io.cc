@@ -9,7 +9,6 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <optional>
 #include <system_error>
 #include <vector>
 
@@ -19,6 +18,8 @@
 #include "c10/util/Exception.h"
 #include "caffe2/serialize/inline_container.h"
 #include "glog/logging.h"
+#include "trainer/checkpoint/pickle_writer.h"
+#include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
 #include "trainer/checkpoint/zip_checksums.h"
 #include "trainer/io/durable_file.h"
@@ -59,6 +60,20 @@ absl::Status SetFormat(const std::string& path, c10::impl::GenericDict& contents
 }
 
 }  // namespace
+
+void WriteFormatRecords(PickleWriter& out) {
+  out.Key(kFormatKey);
+  out.String(kFormatValue);
+  out.Key(kVersionKey);
+  out.Int(kCheckpointFormatVersion);
+}
+
+void WriteFormatRecords(ValueBuilder& out) {
+  out.Key(kFormatKey);
+  out.String(kFormatValue);
+  out.Key(kVersionKey);
+  out.Int(kCheckpointFormatVersion);
+}
 
 absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
   if (absl::Status status = SetFormat(path, contents); !status.ok()) return status;
@@ -303,6 +318,8 @@ struct CheckpointWriter::Task {
   bool remove = false;
   // Set: build the dictionary and write it (SubmitSnapshot); `bytes` is then unused.
   std::function<absl::StatusOr<c10::impl::GenericDict>()> build;
+  // Set: pickle the checkpoint straight (CheckpointSnapshot::pickle), in place of `build`.
+  std::function<absl::Status(PickleWriter&)> pickle;
   size_t size = 0;  // What the task counts against max_pending_bytes_.
 };
 
@@ -327,6 +344,21 @@ absl::Status BuildAndWrite(const std::string& path, std::function<absl::StatusOr
     build = nullptr;
     if (!contents.ok()) return contents.status();
     return WriteCheckpoint(path, *std::move(contents));
+  } catch (const c10::Error& e) {
+    return CannotSerialise(path, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return CannotSerialise(path, e.what());
+  }
+}
+
+// WriteCheckpoint of what `pickle` writes (CheckpointSnapshot::pickle); errors as BuildAndWrite's.
+absl::Status PickleAndWrite(const std::string& path, const std::function<absl::Status(PickleWriter&)>& pickle) {
+  try {
+    PickleWriter out;
+    if (absl::Status status = pickle(out); !status.ok()) return status;
+    absl::StatusOr<TorchFilePieces> file = SerializeTorchFilePieces(std::move(out));
+    if (!file.ok()) return CannotSerialise(path, file.status().message());
+    return WriteFileDurably(path, absl::MakeConstSpan(file->pieces()), kCheckpointWrite);
   } catch (const c10::Error& e) {
     return CannotSerialise(path, e.what_without_backtrace());
   } catch (const std::exception& e) {
@@ -376,6 +408,7 @@ absl::Status CheckpointWriter::SubmitSnapshot(std::string path, CheckpointSnapsh
   task->path = std::move(path);
   task->size = snapshot.tensor_bytes;
   task->build = std::move(snapshot.build);
+  task->pickle = std::move(snapshot.pickle);
   return Enqueue(std::move(task));
 }
 
@@ -422,7 +455,11 @@ void CheckpointWriter::Run() {
       std::error_code ignored;
       fs::remove(task->path, ignored);
     } else if (!skip) {
-      if (task->build != nullptr) {
+      if (task->pickle != nullptr) {
+        status = PickleAndWrite(task->path, task->pickle);
+        task->pickle = nullptr;  // With `build`, the snapshot's tensors go as soon as they are written.
+        task->build = nullptr;
+      } else if (task->build != nullptr) {
         // The snapshot's tensors go as soon as they are written.
         status = BuildAndWrite(task->path, std::move(task->build));
         task->build = nullptr;

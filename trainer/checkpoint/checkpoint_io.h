@@ -37,6 +37,9 @@
 
 namespace kiln {
 
+class PickleWriter;  // trainer/checkpoint/pickle_writer.h
+class ValueBuilder;  // trainer/checkpoint/snapshot_dict.h
+
 inline constexpr int64_t kCheckpointFormatVersion = 2;
 inline constexpr char kCheckpointExtension[] = ".ckpt";
 inline constexpr char kKilnSectionKey[] = "kiln";
@@ -62,19 +65,29 @@ absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::im
 // SerializeCheckpoint, then writes it durably (WriteFileDurably; a symbolic link at `path` is replaced).
 absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents);
 
+// The format records of the "kiln" section (its key, value pairs, written last in it), as SerializeCheckpoint sets
+// them: for a checkpoint written piece by piece (CheckpointSnapshot::pickle).
+void WriteFormatRecords(PickleWriter& out);
+void WriteFormatRecords(ValueBuilder& out);
+
 // A checkpoint taken at a step but not yet a dictionary: what it was taken from is copied into `build` (the state's
 // tensors, as copies of their own, and plain values), and `build` makes the dictionary SerializeCheckpoint takes.
 // Taking one costs the copies; the dictionary (Lightning's loops alone are 44 small dictionaries) is made where
-// `build` runs (CheckpointWriter::SubmitSnapshot: on the writer's thread).
+// `build` runs (CheckpointWriter::SubmitSnapshot: on the writer's thread), or, where `pickle` is set, never: the
+// writer pickles the checkpoint straight from what was taken.
 struct CheckpointSnapshot {
   // The bytes of the tensors `build` holds: what CheckpointWriter's memory bound counts.
   size_t tensor_bytes = 0;
   // Makes the checkpoint's dictionary from what it holds; it must read nothing that training changes (it runs on
-  // another thread, after the step). Called once, on any thread; it should hand what it holds over to the
-  // dictionary rather than keep it (LibTorch's pickler memoises what is also held elsewhere, so the file's bytes
-  // would differ). An error it returns is kept as it is (it should name the file); one it throws (c10::Error,
-  // std::exception) is kept as InternalError naming the file.
+  // another thread, after the step). Called at most once, on any thread. (Kiln's pickler memoises nothing by use
+  // count, so what `build` keeps while the file is written changes no byte of it.) An error it returns is kept as it
+  // is (it should name the file); one it throws (c10::Error, std::exception) is kept as InternalError naming the
+  // file.
   std::function<absl::StatusOr<c10::impl::GenericDict>()> build;
+  // Optional (2026-12): writes into `out` exactly the pickle that SerializeCheckpoint writes for build()'s
+  // dictionary, the format records included (WriteFormatRecords, last in the "kiln" section), without making it.
+  // CheckpointWriter calls this instead of `build` when it is set; the rules for `build` hold for it too.
+  std::function<absl::Status(PickleWriter& out)> pickle;
 };
 
 // Writes checkpoint files on a background thread, in the order they were submitted, so that training does not wait

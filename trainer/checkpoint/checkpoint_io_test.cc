@@ -104,7 +104,7 @@ TEST(CheckpointIoTest, RefusesMissingForeignTruncatedAndDamagedFiles) {
                                                                      "checkpoint: it has no 'state_dict'"));
   const std::string list = dir + "/list.ckpt";
   Overwrite(list, SerializeTorchFile(c10::impl::GenericList(c10::AnyType::get())).value());
-  EXPECT_THAT(ReadCheckpoint(list).status().message(), HasSubstr("list.ckpt holds a GenericList, not a checkpoint"));
+  EXPECT_THAT(std::string(ReadCheckpoint(list).status().message()), HasSubstr("list.ckpt holds a GenericList, not a checkpoint"));
 
   const std::string text = dir + "/text.ckpt";
   Overwrite(text, "hello, I am not a checkpoint\n");

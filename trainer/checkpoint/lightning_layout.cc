@@ -43,38 +43,67 @@ const LayoutKeys& Keys() {
   return *keys;
 }
 
-// Lightning's progress trackers, in its field order: ready and completed, then started and processed where the
-// tracker has them (`fields`: 2, 3 or 4).
-GenericDict Counts(const LayoutKeys& keys, int64_t ready, int64_t started, int64_t processed, int64_t completed,
-                   int fields = 4) {
-  GenericDict counts = NewDict(/*capacity=*/fields);
-  Put(counts, keys.ready, ready);
-  Put(counts, keys.completed, completed);
-  if (fields >= 3) Put(counts, keys.started, started);
-  if (fields >= 4) Put(counts, keys.processed, processed);
-  return counts;
-}
-
-// A tracker's {"total", "current"}, with room for `extra` more entries (is_last_batch).
-GenericDict Progress(const LayoutKeys& keys, const GenericDict& total, const GenericDict& current, size_t extra = 0) {
-  GenericDict progress = NewDict(/*capacity=*/2 + extra);
-  Put(progress, keys.total, total);
-  Put(progress, keys.current, current);
-  return progress;
-}
+// One of Lightning's progress trackers, in its field order: ready and completed, then started and processed where
+// the tracker has them (`fields`: 2, 3 or 4).
+struct Counts {
+  int64_t ready = 0, started = 0, processed = 0, completed = 0;
+  int fields = 4;
+};
 
 // A tracker whose every count is `n` (a run that finished n batches, or steps).
-GenericDict Finished(const LayoutKeys& keys, int64_t n, int fields = 4) { return Counts(keys, n, n, n, n, fields); }
+Counts Finished(int64_t n, int fields = 4) { return Counts{n, n, n, n, fields}; }
+
+template <typename Sink>
+void WriteCounts(Sink& out, const LayoutKeys& keys, const Counts& counts) {
+  out.BeginDict(counts.fields);
+  WriteKey(out, keys.ready);
+  out.Int(counts.ready);
+  WriteKey(out, keys.completed);
+  out.Int(counts.completed);
+  if (counts.fields >= 3) {
+    WriteKey(out, keys.started);
+    out.Int(counts.started);
+  }
+  if (counts.fields >= 4) {
+    WriteKey(out, keys.processed);
+    out.Int(counts.processed);
+  }
+  out.EndDict();
+}
+
+// A tracker's {"total", "current"}, and "is_last_batch" where `is_last_batch` is given.
+template <typename Sink>
+void WriteProgress(Sink& out, const LayoutKeys& keys, const Counts& total, const Counts& current,
+                   const bool* is_last_batch = nullptr) {
+  out.BeginDict(is_last_batch != nullptr ? 3 : 2);
+  WriteKey(out, keys.total);
+  WriteCounts(out, keys, total);
+  WriteKey(out, keys.current);
+  WriteCounts(out, keys, current);
+  if (is_last_batch != nullptr) {
+    WriteKey(out, keys.is_last_batch);
+    out.Bool(*is_last_batch);
+  }
+  out.EndDict();
+}
+
+template <typename Sink>
+void WriteEmptyDict(Sink& out) {
+  out.BeginDict();
+  out.EndDict();
+}
 
 // An evaluation loop's entry (validate_loop, test_loop, predict_loop): Kiln keeps no progress for them across a
 // checkpoint, as Lightning keeps none that it resumes from.
-GenericDict EvaluationLoopEntry(const LayoutKeys& keys, bool has_last_batch) {
-  GenericDict batches = Progress(keys, Finished(keys, 0), Finished(keys, 0), /*extra=*/has_last_batch ? 1 : 0);
-  if (has_last_batch) Put(batches, keys.is_last_batch, false);
-  GenericDict loop = NewDict(/*capacity=*/2);
-  Put(loop, keys.state_dict, NewDict());
-  Put(loop, keys.batch_progress, batches);
-  return loop;
+template <typename Sink>
+void WriteEvaluationLoop(Sink& out, const LayoutKeys& keys, bool has_last_batch) {
+  const bool last_batch = false;
+  out.BeginDict(2);
+  WriteKey(out, keys.state_dict);
+  WriteEmptyDict(out);
+  WriteKey(out, keys.batch_progress);
+  WriteProgress(out, keys, Finished(0), Finished(0), has_last_batch ? &last_batch : nullptr);
+  out.EndDict();
 }
 
 // dict[path...] as a count in [0, kMaxCheckpointCounter); `fallback` when absent, not an integer or out of range.
@@ -176,56 +205,125 @@ bool AsText(const std::string& state_key, const std::string& key, const c10::IVa
 
 }  // namespace
 
-GenericDict LightningLoops(const LightningLoopPosition& position, const LightningCounters& counters,
-                           int64_t scheduler_steps) {
+namespace {
+
+// Lightning's loops (lightning_layout.h), into either sink.
+template <typename Sink>
+void WriteLoops(Sink& out, const LightningLoopPosition& position, const LightningCounters& counters,
+                int64_t scheduler_steps) {
   const LayoutKeys& keys = Keys();
   const int64_t epoch = position.current_epoch;
   const int64_t done = position.batches_done;
   // Mid-epoch, a batch whose on_train_batch_end hooks have not returned yet is started but not completed.
   const int64_t completed = position.epoch_ended ? done : std::min(done, counters.batches_completed);
   const int64_t total = std::max(counters.batches_total, done);
-  GenericDict batches = Progress(keys, Counts(keys, total, total, total, total - (done - completed)),
-                                 Counts(keys, done, done, done, completed), /*extra=*/1);
-  Put(batches, keys.is_last_batch, position.epoch_ended);
   // Lightning counts an epoch as processed once its batches are, and completed once on_train_epoch_end has run and
   // the next one is about to start.
   const int64_t processed_epochs = position.epoch_ended ? epoch + 1 : epoch;
-  const GenericDict epochs = Counts(keys, epoch + 1, epoch + 1, processed_epochs, epoch);
-
-  GenericDict epoch_loop_state = NewDict(/*capacity=*/1);
-  Put(epoch_loop_state, keys.batches_that_stepped, counters.batches_that_stepped);
+  const Counts epochs{epoch + 1, epoch + 1, processed_epochs, epoch};
   const int64_t steps = position.global_step;
-  GenericDict optimizer = NewDict(/*capacity=*/2);
-  Put(optimizer, keys.step, Progress(keys, Finished(keys, steps, 2), Finished(keys, counters.steps_in_epoch, 2)));
+  const bool val_last_batch = counters.val_batches_last_run > 0;
+
+  out.BeginDict(4);
+  WriteKey(out, keys.fit_loop);
+  out.BeginDict(11);
+  WriteKey(out, keys.state_dict);
+  WriteEmptyDict(out);
+  WriteKey(out, keys.epoch_loop_state_dict);
+  out.BeginDict(1);
+  WriteKey(out, keys.batches_that_stepped);
+  out.Int(counters.batches_that_stepped);
+  out.EndDict();
+  WriteKey(out, keys.epoch_loop_batch_progress);
+  WriteProgress(out, keys, Counts{total, total, total, total - (done - completed)},
+                Counts{done, done, done, completed}, &position.epoch_ended);
+  WriteKey(out, keys.epoch_loop_scheduler_progress);
+  WriteProgress(out, keys, Finished(scheduler_steps, 2), Finished(counters.scheduler_steps_in_epoch, 2));
+  WriteKey(out, keys.automatic_state_dict);
+  WriteEmptyDict(out);
+  WriteKey(out, keys.automatic_optim_progress);
+  out.BeginDict(1);
+  WriteKey(out, keys.optimizer);
+  out.BeginDict(2);
+  WriteKey(out, keys.step);
+  WriteProgress(out, keys, Finished(steps, 2), Finished(counters.steps_in_epoch, 2));
   // zero_grad's tracker has "started" but no "processed".
-  Put(optimizer, keys.zero_grad, Progress(keys, Finished(keys, steps, 3), Finished(keys, counters.steps_in_epoch, 3)));
-  GenericDict optim_progress = NewDict(/*capacity=*/1);
-  Put(optim_progress, keys.optimizer, optimizer);
-  GenericDict val_batches = Progress(keys, Finished(keys, counters.val_batches_in_epoch),
-                                     Finished(keys, counters.val_batches_last_run), /*extra=*/1);
-  Put(val_batches, keys.is_last_batch, counters.val_batches_last_run > 0);
+  WriteKey(out, keys.zero_grad);
+  WriteProgress(out, keys, Finished(steps, 3), Finished(counters.steps_in_epoch, 3));
+  out.EndDict();
+  out.EndDict();
+  WriteKey(out, keys.manual_state_dict);
+  WriteEmptyDict(out);
+  WriteKey(out, keys.manual_optim_step_progress);
+  WriteProgress(out, keys, Finished(0, 2), Finished(0, 2));
+  WriteKey(out, keys.val_loop_state_dict);
+  WriteEmptyDict(out);
+  WriteKey(out, keys.val_loop_batch_progress);
+  WriteProgress(out, keys, Finished(counters.val_batches_in_epoch), Finished(counters.val_batches_last_run),
+                &val_last_batch);
+  WriteKey(out, keys.epoch_progress);
+  WriteProgress(out, keys, epochs, epochs);
+  out.EndDict();
+  WriteKey(out, keys.validate_loop);
+  WriteEvaluationLoop(out, keys, /*has_last_batch=*/true);
+  WriteKey(out, keys.test_loop);
+  WriteEvaluationLoop(out, keys, /*has_last_batch=*/true);
+  WriteKey(out, keys.predict_loop);
+  WriteEvaluationLoop(out, keys, /*has_last_batch=*/false);
+  out.EndDict();
+}
 
-  GenericDict fit_loop = NewDict(/*capacity=*/11);
-  Put(fit_loop, keys.state_dict, NewDict());
-  Put(fit_loop, keys.epoch_loop_state_dict, epoch_loop_state);
-  Put(fit_loop, keys.epoch_loop_batch_progress, batches);
-  Put(fit_loop, keys.epoch_loop_scheduler_progress,
-      Progress(keys, Finished(keys, scheduler_steps, 2), Finished(keys, counters.scheduler_steps_in_epoch, 2)));
-  Put(fit_loop, keys.automatic_state_dict, NewDict());
-  Put(fit_loop, keys.automatic_optim_progress, optim_progress);
-  Put(fit_loop, keys.manual_state_dict, NewDict());
-  Put(fit_loop, keys.manual_optim_step_progress, Progress(keys, Finished(keys, 0, 2), Finished(keys, 0, 2)));
-  Put(fit_loop, keys.val_loop_state_dict, NewDict());
-  Put(fit_loop, keys.val_loop_batch_progress, val_batches);
-  // One dictionary for both, as before: the file memoises it (Lightning reads the two alike).
-  Put(fit_loop, keys.epoch_progress, Progress(keys, epochs, epochs));
+// A callback's state (lightning_layout.h), into either sink.
+template <typename Sink>
+void WriteCallbackState(Sink& out, const std::string& state_key, const CallbackState& state) {
+  const LayoutKeys& keys = Keys();
+  out.BeginDict(state.size() + 1);
+  for (const auto& [key, text] : state) {
+    out.Key(key);
+    const TypedKey* typed = FindTypedKey(state_key, key);
+    if (typed == nullptr) {
+      out.String(text);
+    } else {
+      out.Value(Typed(typed->kind, text));
+    }
+  }
+  // Lightning's ModelCheckpoint reads its best score whether or not there is one.
+  if (absl::StartsWith(state_key, "ModelCheckpoint{") && state.count("best_model_score") == 0) {
+    WriteKey(out, keys.best_model_score);
+    out.None();
+  }
+  if (state_key == "Timer") {
+    // Lightning's Timer resumes from the training time under "time_elapsed".
+    auto found = state.find("time_elapsed_seconds");
+    double seconds = 0;
+    if (found != state.end() && absl::SimpleAtod(found->second, &seconds)) {
+      WriteKey(out, keys.time_elapsed);
+      out.BeginDict(1);
+      WriteKey(out, keys.train);
+      out.Double(seconds);
+      out.EndDict();
+    }
+  }
+  out.EndDict();
+}
 
-  GenericDict loops = NewDict(/*capacity=*/4);
-  Put(loops, keys.fit_loop, fit_loop);
-  Put(loops, keys.validate_loop, EvaluationLoopEntry(keys, /*has_last_batch=*/true));
-  Put(loops, keys.test_loop, EvaluationLoopEntry(keys, /*has_last_batch=*/true));
-  Put(loops, keys.predict_loop, EvaluationLoopEntry(keys, /*has_last_batch=*/false));
-  return loops;
+}  // namespace
+
+void LightningLoops(PickleWriter& out, const LightningLoopPosition& position, const LightningCounters& counters,
+                    int64_t scheduler_steps) {
+  WriteLoops(out, position, counters, scheduler_steps);
+}
+
+void LightningLoops(ValueBuilder& out, const LightningLoopPosition& position, const LightningCounters& counters,
+                    int64_t scheduler_steps) {
+  WriteLoops(out, position, counters, scheduler_steps);
+}
+
+GenericDict LightningLoops(const LightningLoopPosition& position, const LightningCounters& counters,
+                           int64_t scheduler_steps) {
+  ValueBuilder out;
+  WriteLoops(out, position, counters, scheduler_steps);
+  return out.Finish().toGenericDict();
 }
 
 LightningCounters ReadLightningCounters(const GenericDict& checkpoint, const LightningLoopPosition& position) {
@@ -252,28 +350,18 @@ LightningCounters ReadLightningCounters(const GenericDict& checkpoint, const Lig
   return counters;
 }
 
+void LightningCallbackState(PickleWriter& out, const std::string& state_key, const CallbackState& state) {
+  WriteCallbackState(out, state_key, state);
+}
+
+void LightningCallbackState(ValueBuilder& out, const std::string& state_key, const CallbackState& state) {
+  WriteCallbackState(out, state_key, state);
+}
+
 GenericDict LightningCallbackState(const std::string& state_key, const CallbackState& state) {
-  GenericDict out = NewDict(state.size() + 1);
-  for (const auto& [key, text] : state) {
-    const TypedKey* typed = FindTypedKey(state_key, key);
-    Put(out, key, typed == nullptr ? c10::IValue(text) : Typed(typed->kind, text));
-  }
-  const LayoutKeys& keys = Keys();
-  // Lightning's ModelCheckpoint reads its best score whether or not there is one.
-  if (absl::StartsWith(state_key, "ModelCheckpoint{") && state.count("best_model_score") == 0) {
-    Put(out, keys.best_model_score, c10::IValue());
-  }
-  if (state_key == "Timer") {
-    // Lightning's Timer resumes from the training time under "time_elapsed".
-    auto found = state.find("time_elapsed_seconds");
-    double seconds = 0;
-    if (found != state.end() && absl::SimpleAtod(found->second, &seconds)) {
-      GenericDict elapsed = NewDict(/*capacity=*/1);
-      Put(elapsed, keys.train, seconds);
-      Put(out, keys.time_elapsed, elapsed);
-    }
-  }
-  return out;
+  ValueBuilder out;
+  WriteCallbackState(out, state_key, state);
+  return out.Finish().toGenericDict();
 }
 
 CallbackState KilnCallbackState(const std::string& state_key, const c10::IValue& value) {

@@ -23,6 +23,8 @@
 
 #include "ATen/core/Dict.h"
 #include "ATen/core/ivalue.h"
+#include "trainer/checkpoint/pickle_writer.h"
+#include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/core/callback.h"
 
 namespace kiln {
@@ -59,7 +61,12 @@ struct LightningLoopPosition {
   int64_t global_step = 0;     // Optimizer steps so far.
 };
 
-// The "loops" entry Lightning writes at `position`; `scheduler_steps`: every scheduler's steps in all epochs.
+// The "loops" entry Lightning writes at `position`; `scheduler_steps`: every scheduler's steps in all epochs. The
+// first two write it into a pickle or a value being built, without a dictionary made for it (snapshot_dict.h).
+void LightningLoops(PickleWriter& out, const LightningLoopPosition& position, const LightningCounters& counters,
+                    int64_t scheduler_steps);
+void LightningLoops(ValueBuilder& out, const LightningLoopPosition& position, const LightningCounters& counters,
+                    int64_t scheduler_steps);
 c10::impl::GenericDict LightningLoops(const LightningLoopPosition& position, const LightningCounters& counters,
                                       int64_t scheduler_steps);
 
@@ -72,6 +79,8 @@ LightningCounters ReadLightningCounters(const c10::impl::GenericDict& checkpoint
 // A callback's state as a checkpoint holds it (see the file comment), and back. KilnCallbackState throws c10::Error
 // naming the key for a value Kiln cannot read back as text.
 c10::impl::GenericDict LightningCallbackState(const std::string& state_key, const CallbackState& state);
+void LightningCallbackState(PickleWriter& out, const std::string& state_key, const CallbackState& state);
+void LightningCallbackState(ValueBuilder& out, const std::string& state_key, const CallbackState& state);
 CallbackState KilnCallbackState(const std::string& state_key, const c10::IValue& value);
 
 // Kiln's earlier name for a ModelCheckpoint's state key (before Lightning 2.x's train_time_interval was part of it)

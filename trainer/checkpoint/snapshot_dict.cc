@@ -35,4 +35,48 @@ c10::impl::GenericList NewList(size_t capacity) {
   return list;
 }
 
+void ValueBuilder::BeginDict(size_t capacity) { open_.push_back(Open{NewDict(capacity)}); }
+
+void ValueBuilder::BeginList(size_t capacity) { open_.push_back(Open{NewList(capacity)}); }
+
+void ValueBuilder::BeginTuple() { open_.push_back(Open{}); }
+
+void ValueBuilder::Add(c10::IValue value) {
+  if (open_.empty()) {
+    TORCH_CHECK(!done_, "ValueBuilder: a second value after the first was made");
+    made_ = std::move(value);
+    done_ = true;
+    return;
+  }
+  Open& top = open_.back();
+  if (top.container.isGenericDict()) {
+    if (!top.has_key) {
+      top.key = std::move(value);
+      top.has_key = true;
+    } else {
+      top.container.toGenericDict().insert_or_assign(std::move(top.key), std::move(value));
+      top.key = c10::IValue();
+      top.has_key = false;
+    }
+  } else if (top.container.isList()) {
+    top.container.toList().push_back(std::move(value));
+  } else {
+    top.items.push_back(std::move(value));
+  }
+}
+
+void ValueBuilder::End() {
+  TORCH_CHECK(!open_.empty(), "ValueBuilder: an End without its Begin");
+  TORCH_CHECK(!open_.back().has_key, "ValueBuilder: a dictionary ended with a key and no value");
+  Open top = std::move(open_.back());
+  open_.pop_back();
+  Add(top.container.isNone() ? c10::IValue(c10::ivalue::Tuple::create(std::move(top.items)))
+                             : std::move(top.container));
+}
+
+c10::IValue ValueBuilder::Finish() {
+  TORCH_CHECK(open_.empty() && done_, "ValueBuilder: finished with ", open_.size(), " container(s) open");
+  return std::move(made_);
+}
+
 }  // namespace kiln

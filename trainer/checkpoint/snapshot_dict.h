@@ -13,12 +13,15 @@
 #define KILN_TRAINER_CHECKPOINT_SNAPSHOT_DICT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "ATen/core/Dict.h"
 #include "ATen/core/List.h"
 #include "ATen/core/ivalue.h"
+#include "trainer/checkpoint/pickle_writer.h"
 
 namespace kiln {
 
@@ -43,6 +46,48 @@ c10::impl::GenericDict NewDict(size_t capacity = 0);
 
 // An empty Any list with room for `capacity` items.
 c10::impl::GenericList NewList(size_t capacity = 0);
+
+// The other way to make a snapshot's value: piece by piece, with the calls of PickleWriter (pickle_writer.h), so that
+// one function written against either (a template over its sink) both pickles a fixed layout straight from its
+// fields, with no dictionary made, and makes the dictionary that layout pickles as (the same bytes: a test checks
+// it). Containers are Any-typed, keys interned.
+class ValueBuilder {
+ public:
+  void None() { Add(c10::IValue()); }
+  void Bool(bool value) { Add(value); }
+  void Int(int64_t value) { Add(value); }
+  void Double(double value) { Add(value); }
+  void String(std::string_view text) { Add(std::string(text)); }
+  void Tensor(const at::Tensor& tensor) { Add(tensor); }
+  void Value(c10::IValue value) { Add(std::move(value)); }
+  void Key(std::string_view key) { Add(InternedKey(key)); }
+  void Key(const DictKey& key) { Add(key.value()); }
+  void BeginDict(size_t capacity = 0);
+  void EndDict() { End(); }
+  void BeginList(size_t capacity = 0);
+  void EndList() { End(); }
+  void BeginTuple();
+  void EndTuple() { End(); }
+  // The value made (throws c10::Error when a container is still open or nothing was made).
+  c10::IValue Finish();
+
+ private:
+  struct Open {
+    c10::IValue container;           // A dictionary or a list; None for a tuple, whose items gather in `items`.
+    std::vector<c10::IValue> items;  // A tuple's items.
+    c10::IValue key;                 // A dictionary's key waiting for its value.
+    bool has_key = false;
+  };
+  void Add(c10::IValue value);
+  void End();
+  std::vector<Open> open_;
+  c10::IValue made_;
+  bool done_ = false;
+};
+
+// A fixed layout's key, written by either sink.
+inline void WriteKey(PickleWriter& out, const DictKey& key) { out.Key(key.value().toStringRef()); }
+inline void WriteKey(ValueBuilder& out, const DictKey& key) { out.Key(key); }
 
 // dict[key] = value.
 inline void Put(c10::impl::GenericDict& dict, std::string_view key, c10::IValue value) {

@@ -8,6 +8,7 @@
 #include "caffe2/serialize/inline_container.h"
 #include "gtest/gtest.h"
 #include "trainer/checkpoint/torch_file.h"
+#include "trainer/checkpoint/value_testing.h"
 
 namespace kiln {
 namespace {
@@ -91,46 +92,9 @@ c10::impl::GenericDict Snapshot(bool interned) {
   return contents;
 }
 
-// Whether `a` and `b` hold the same values, a list of any element type matching a plain one.
-void ExpectSame(const c10::IValue& a, const c10::IValue& b, const std::string& where) {
-  ASSERT_EQ(a.tagKind(), b.tagKind()) << where;
-  if (a.isGenericDict()) {
-    const c10::impl::GenericDict x = a.toGenericDict();
-    const c10::impl::GenericDict y = b.toGenericDict();
-    ASSERT_EQ(x.size(), y.size()) << where;
-    for (const auto& entry : x) {
-      ASSERT_TRUE(y.contains(entry.key())) << where << " lacks " << entry.key();
-      ExpectSame(entry.value(), y.at(entry.key()), where + "." + c10::str(entry.key()));
-    }
-  } else if (a.isList()) {
-    ASSERT_EQ(a.toListRef().size(), b.toListRef().size()) << where;
-    for (size_t i = 0; i < a.toListRef().size(); ++i) {
-      ExpectSame(a.toListRef()[i], b.toListRef()[i], where + "[" + std::to_string(i) + "]");
-    }
-  } else if (a.isTuple()) {
-    ASSERT_EQ(a.toTupleRef().elements().size(), b.toTupleRef().elements().size()) << where;
-    for (size_t i = 0; i < a.toTupleRef().elements().size(); ++i) {
-      ExpectSame(a.toTupleRef().elements()[i], b.toTupleRef().elements()[i], where + "(" + std::to_string(i) + ")");
-    }
-  } else if (a.isTensor()) {
-    EXPECT_EQ(a.toTensor().dtype(), b.toTensor().dtype()) << where;
-    EXPECT_TRUE(a.toTensor().equal(b.toTensor())) << where;
-  } else {
-    EXPECT_TRUE(a == b) << where << ": " << a << " and " << b;
-  }
-}
-
-c10::IValue ReadBack(const std::string& bytes) {
-  caffe2::serialize::PyTorchStreamReader reader(
-      std::make_unique<caffe2::serialize::MemoryReadAdapter>(bytes.data(), bytes.size()));
-  absl::StatusOr<c10::IValue> value = ReadTorchFile(reader);
-  EXPECT_TRUE(value.ok()) << value.status();
-  return value.ok() ? *value : c10::IValue();
-}
-
 TEST(SnapshotDictTest, SharedKeysAndContainersWriteWhatPlainCopiesWrite) {
-  // The writer pickles a snapshot as it is, sharing its containers and keys (the pickler memoises by use count, so
-  // the opcodes may differ); what reads back must be what a plain copy with a string of its own for every key gives.
+  // The writer pickles a snapshot as it is, sharing its containers and keys; what reads back must be what a plain
+  // copy with a string of its own for every key gives.
   const absl::StatusOr<std::string> fresh = SerializeTorchFile(PlainValue(Snapshot(/*interned=*/false), nullptr));
   const absl::StatusOr<std::string> shared = SerializeTorchFile(Snapshot(/*interned=*/true));
   ASSERT_TRUE(fresh.ok()) << fresh.status();

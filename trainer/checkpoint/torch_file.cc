@@ -15,8 +15,6 @@
 #include "caffe2/serialize/inline_container.h"
 #include "caffe2/serialize/read_adapter_interface.h"
 #include "hal/compat/error_message.h"
-#include "torch/csrc/jit/serialization/export.h"
-#include "torch/csrc/jit/serialization/pickler.h"
 #include "torch/csrc/jit/serialization/unpickler.h"
 #include "trainer/checkpoint/python_pickle.h"
 
@@ -197,77 +195,6 @@ c10::IValue Finish(const c10::IValue& value, int depth, const StorageRecords& re
   return value;
 }
 
-// Whether `value` holds a list whose elements are typed (what Untyped rebuilds), found without a copy or an
-// allocation: a checkpoint's snapshot holds none (its containers are made Any-typed, snapshot_dict.h), and
-// Untyped's own walk, which gathers every container's items to see, cost 182 k instructions a checkpoint of the tiny
-// MLP (issue #41).
-bool HoldsTypedList(const c10::IValue& value) {
-  if (value.isList()) {
-    if (value.toList().elementType()->kind() != c10::TypeKind::AnyType) return true;
-    for (const c10::IValue& item : value.toListRef()) {
-      if (HoldsTypedList(item)) return true;
-    }
-  } else if (value.isGenericDict()) {
-    for (const auto& entry : value.toGenericDict()) {
-      if (HoldsTypedList(entry.value())) return true;
-    }
-  } else if (value.isTuple()) {
-    for (const c10::IValue& item : value.toTupleRef().elements()) {
-      if (HoldsTypedList(item)) return true;
-    }
-  }
-  return false;
-}
-
-// What the pickler writes without a type tag: `value` itself when it holds no typed list (a c10::List<int64_t>,
-// say, which the pickler writes as a TorchScript-only build_intlist call), else a copy with those lists made plain,
-// sharing every part that holds none. The pickler is made with tag_aggregates off, so dictionaries of any type and
-// tuples are written as Python's, and a snapshot's ~20 dictionaries need not be copied again on the writer's thread.
-c10::IValue Untyped(const c10::IValue& value) {
-  if (value.isList()) {
-    const c10::impl::GenericList list = value.toList();
-    const bool plain = list.elementType()->kind() == c10::TypeKind::AnyType;
-    std::vector<c10::IValue> items;
-    bool changed = !plain;
-    items.reserve(list.size());
-    for (const c10::IValue& item : value.toListRef()) {
-      items.push_back(Untyped(item));
-      changed = changed || !items.back().isSameIdentity(item);
-    }
-    if (!changed) return value;
-    c10::impl::GenericList rebuilt(c10::AnyType::get());
-    rebuilt.reserve(items.size());
-    for (c10::IValue& item : items) rebuilt.push_back(std::move(item));
-    return rebuilt;
-  }
-  if (value.isGenericDict()) {
-    const c10::impl::GenericDict dict = value.toGenericDict();
-    std::vector<c10::IValue> values;
-    bool changed = false;
-    values.reserve(dict.size());
-    for (const auto& entry : dict) {
-      values.push_back(Untyped(entry.value()));
-      changed = changed || !values.back().isSameIdentity(entry.value());
-    }
-    if (!changed) return value;
-    c10::impl::GenericDict rebuilt(c10::AnyType::get(), c10::AnyType::get());
-    rebuilt.reserve(dict.size());
-    size_t i = 0;
-    for (const auto& entry : dict) rebuilt.insert(entry.key(), std::move(values[i++]));
-    return rebuilt;
-  }
-  if (value.isTuple()) {
-    std::vector<c10::IValue> items;
-    bool changed = false;
-    for (const c10::IValue& item : value.toTupleRef().elements()) {
-      items.push_back(Untyped(item));
-      changed = changed || !items.back().isSameIdentity(item);
-    }
-    return changed ? c10::IValue(c10::ivalue::Tuple::create(std::move(items))) : value;
-  }
-  return value;
-}
-
 // `record`'s bytes in place in `in_memory` (sharing it), when it is stored there at a 64-byte boundary; else a null
 // DataPtr, and the record is copied as LibTorch reads it.
 at::DataPtr InPlace(caffe2::serialize::PyTorchStreamReader& reader, const std::string& record,
@@ -325,27 +252,21 @@ c10::IValue PlainValue(const c10::IValue& value, const std::function<at::Tensor(
   return value;
 }
 
-absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& value) {
+absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(PickleWriter pickle) {
   TorchFilePieces file;
   try {
-    torch::jit::Pickler pickler(
-        [&](const char* data, size_t size) { file.pickle_.insert(file.pickle_.end(), data, data + size); },
-        /*tensor_table=*/nullptr, /*type_renamer=*/nullptr, /*memoized_class_types=*/nullptr,
-        /*get_tensor_id=*/nullptr, /*tag_aggregates=*/false);
-    pickler.protocol();
-    pickler.pushIValue(HoldsTypedList(value) ? Untyped(value) : value);
-    pickler.stop();
+    file.pickle_ = std::make_unique<const std::string>(pickle.Finish());
     // The records and their order as LibTorch's writeArchiveAndTensors and PyTorchStreamWriter write them: each
     // storage as data/<index>, the pickle, then the format version, the byte order and a serialization id.
     file.zip_ = std::make_unique<ZipWriter>();
-    file.tensors_.reserve(pickler.tensorData().size());
-    for (const at::Tensor& tensor : pickler.tensorData()) {
+    file.tensors_.reserve(pickle.tensors().size());
+    for (const at::Tensor& tensor : pickle.tensors()) {
       file.tensors_.push_back(tensor.device().is_cpu() ? tensor : tensor.cpu());
       const at::Tensor& data = file.tensors_.back();
       file.zip_->Add(absl::StrCat("archive/data/", file.tensors_.size() - 1),
                      absl::string_view(static_cast<const char*>(data.storage().data()), data.storage().nbytes()));
     }
-    file.zip_->Add("archive/data.pkl", absl::string_view(file.pickle_.data(), file.pickle_.size()));
+    file.zip_->Add("archive/data.pkl", *file.pickle_);
     // The id is derived from the content, so that the same value writes the same bytes.
     file.small_ = {"3\n", "little", absl::StrFormat("%020u%020u", file.zip_->fingerprint(), file.zip_->size())};
     file.zip_->Add("archive/version", file.small_[0]);
@@ -358,6 +279,16 @@ absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& valu
     return absl::InternalError(e.what());
   }
   return file;
+}
+
+absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& value) {
+  PickleWriter pickle;
+  try {
+    pickle.Value(value);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(e.what_without_backtrace());
+  }
+  return SerializeTorchFilePieces(std::move(pickle));
 }
 
 absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value) {

@@ -18,6 +18,7 @@
 #include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trainer/checkpoint/pickle_writer.h"
 #include "trainer/checkpoint/zip_checksums.h"
 #include "trainer/checkpoint/zip_writer.h"
 
@@ -31,7 +32,8 @@ namespace kiln {
 // The bytes of a torch.save file holding `value`: dictionaries, lists, tuples, None, booleans, integers, floats,
 // strings and tensors (on any device; their data is copied to the CPU). Typed LibTorch containers (c10::List<int64_t>,
 // c10::Dict<std::string, double>, ...) are written as plain Python lists and dicts, so that no TorchScript type tag
-// reaches the file. InternalError when LibTorch's pickler refuses a value (an object of a TorchScript class).
+// reaches the file. The pickle is Kiln's (pickle_writer.h). InternalError, naming it, for a value a checkpoint cannot
+// hold (an object of a TorchScript class, a sparse tensor).
 absl::StatusOr<std::string> SerializeTorchFile(const c10::IValue& value);
 
 // The same file as pieces to write in order (WriteFileDurably's pieces form), without a copy of any tensor's bytes:
@@ -43,14 +45,16 @@ class TorchFilePieces {
   uint64_t size() const { return zip_->size(); }
 
  private:
-  friend absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& value);
-  std::vector<char> pickle_;
+  friend absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(PickleWriter pickle);
+  std::unique_ptr<const std::string> pickle_;  // Not the string itself: a short one moves with this object.
   std::vector<at::Tensor> tensors_;  // What the pieces of tensor data point into.
   std::vector<std::string> small_;   // The small records' bytes.
   std::unique_ptr<ZipWriter> zip_;
   const std::vector<absl::string_view>* pieces_ = nullptr;
 };
 absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(const c10::IValue& value);
+// The file of what `pickle` holds (finished here): a value written piece by piece (pickle_writer.h).
+absl::StatusOr<TorchFilePieces> SerializeTorchFilePieces(PickleWriter pickle);
 
 // `value` with every list, dictionary and tuple rebuilt as a plain (Any-typed) one, as SerializeTorchFile writes them,
 // and every defined tensor replaced by `tensor_fn` of it (nullptr: kept). A checkpoint snapshot passes a copy, so that
