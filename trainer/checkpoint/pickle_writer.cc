@@ -70,10 +70,6 @@ bool PickleWriter::EndEmpty() {
   return true;
 }
 
-void PickleWriter::None() { Op(kNone); }
-
-void PickleWriter::Bool(bool value) { Op(value ? kNewTrue : kNewFalse); }
-
 // The smallest of Python's forms that holds `value`; LONG1 always with 8 bytes, the only width LibTorch's unpickler
 // reads (Python reads any).
 void PickleWriter::Int(int64_t value) {
@@ -103,13 +99,9 @@ void PickleWriter::Double(double value) {
   Bytes(&bits, sizeof(bits));
 }
 
-void PickleWriter::String(std::string_view text) {
-  TORCH_CHECK(text.size() <= std::numeric_limits<uint32_t>::max(), "a string of ", text.size(),
-              " bytes is longer than a pickle's 4 GiB");
-  const uint32_t n = static_cast<uint32_t>(text.size());
-  Op(kBinUnicode);
-  Bytes(&n, sizeof(n));
-  Bytes(text.data(), text.size());
+void PickleWriter::TooLong(size_t size) {
+  TORCH_CHECK(false, "a string of ", size, " bytes is longer than a pickle's 4 GiB");
+  __builtin_unreachable();
 }
 
 void PickleWriter::Get(uint32_t memo) {

@@ -42,11 +42,21 @@ class PickleWriter {
 
   PickleWriter();  // Starts the pickle (protocol 2).
 
-  void None();
-  void Bool(bool value);
+  void None() { Op('N'); }
+  void Bool(bool value) { Op(value ? 0x88 : 0x89); }  // NEWTRUE, NEWFALSE.
   void Int(int64_t value);
   void Double(double value);
-  void String(std::string_view text);
+  // BINUNICODE: its length, then its UTF-8 bytes (inline: a checkpoint writes some hundreds of keys).
+  void String(std::string_view text) {
+    if (text.size() > 0xffffffffu) TooLong(text.size());
+    const uint32_t n = static_cast<uint32_t>(text.size());
+    if (capacity_ - size_ < 5 + text.size()) Grow(5 + text.size());
+    char* at = buffer_.get() + size_;
+    at[0] = 'X';
+    std::memcpy(at + 1, &n, sizeof(n));  // Little-endian, as the machines Kiln builds for.
+    std::memcpy(at + 5, text.data(), text.size());
+    size_ += 5 + text.size();
+  }
   // torch.save's form of a dense tensor: its storage (the whole of it) is recorded once, in tensors(), however many
   // tensors share it. Throws c10::Error for a tensor that is not dense (sparse, quantized, nested, no storage).
   void Tensor(const at::Tensor& tensor);
@@ -86,6 +96,7 @@ class PickleWriter {
     size_ += size;
   }
   void Grow(size_t more);
+  [[noreturn]] static void TooLong(size_t size);
   void Begin();                      // Records where an opened container's items start.
   bool EndEmpty();                   // Whether the container just closed holds nothing (its mark is then dropped).
   void Global(std::string_view module_and_name);  // "module\nname\n", memoised.
