@@ -111,6 +111,15 @@ class SnapshotTest : public ::testing::Test {
     }
     return TrainingState{module_, optimizers_, scheduler_steps_, callbacks_, *precision_, &data_};
   }
+  // The file FullState() makes at this step (`at_step`), and a snapshot taken of it.
+  void TakeAtStep(const std::string& path, std::string& at_step, absl::StatusOr<CheckpointSnapshot>& snapshot) {
+    const TrainingState state = FullState();
+    absl::StatusOr<std::string> bytes = DumpTrainingState(path, state, progress_);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    at_step = *std::move(bytes);
+    snapshot = TakeCheckpointSnapshot(path, state, progress_);
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  }
 
   Module module_;
   OptimizerConfig optimizers_;
@@ -201,15 +210,18 @@ TEST_F(SnapshotTest, ATakenSnapshotBuildsTheStepsStateLater) {
   EXPECT_EQ(callback_->calls, calls + 1) << "pickling read a callback";
 }
 
-TEST_F(SnapshotTest, TheWriterBuildsOnItsThreadWhatTheTrainingThreadWouldHave) {
-  const std::string dir = ::testing::TempDir() + "/snapshot_built_by_writer";
+// A path in a fresh folder of the test's own.
+std::string FreshPath(const std::string& folder) {
+  const std::string dir = ::testing::TempDir() + "/" + folder;
   std::filesystem::remove_all(dir);
-  const std::string path = dir + "/step=1.ckpt";
-  const TrainingState state = FullState();
-  absl::StatusOr<std::string> at_step = DumpTrainingState(path, state, progress_);
-  ASSERT_TRUE(at_step.ok()) << at_step.status();
-  absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress_);
-  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  return dir + "/step=1.ckpt";
+}
+
+TEST_F(SnapshotTest, TheWriterBuildsOnItsThreadWhatTheTrainingThreadWouldHave) {
+  const std::string path = FreshPath("snapshot_built_by_writer");
+  std::string at_step;
+  absl::StatusOr<CheckpointSnapshot> snapshot;
+  ASSERT_NO_FATAL_FAILURE(TakeAtStep(path, at_step, snapshot));
   EXPECT_EQ(callback_->thread, std::this_thread::get_id());
   std::atomic<bool> built_here{true};
   const std::thread::id training_thread = std::this_thread::get_id();
@@ -224,18 +236,14 @@ TEST_F(SnapshotTest, TheWriterBuildsOnItsThreadWhatTheTrainingThreadWouldHave) {
   callback_->state["last_saved_step"] = "4";
   ASSERT_TRUE(writer.Flush().ok());
   EXPECT_FALSE(built_here) << "the dictionary was built on the training thread";
-  EXPECT_TRUE(ReadAll(path) == *at_step) << "the file differs from the one written at the step";
+  EXPECT_TRUE(ReadAll(path) == at_step) << "the file differs from the one written at the step";
 }
 
 TEST_F(SnapshotTest, TheWriterPicklesOnItsThreadWhatTheTrainingThreadWouldHave) {
-  const std::string dir = ::testing::TempDir() + "/snapshot_pickled_by_writer";
-  std::filesystem::remove_all(dir);
-  const std::string path = dir + "/step=1.ckpt";
-  const TrainingState state = FullState();
-  absl::StatusOr<std::string> at_step = DumpTrainingState(path, state, progress_);
-  ASSERT_TRUE(at_step.ok()) << at_step.status();
-  absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress_);
-  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  const std::string path = FreshPath("snapshot_pickled_by_writer");
+  std::string at_step;
+  absl::StatusOr<CheckpointSnapshot> snapshot;
+  ASSERT_NO_FATAL_FAILURE(TakeAtStep(path, at_step, snapshot));
   std::atomic<int> pickled_here{-1};
   std::atomic<bool> built{false};
   const std::thread::id training_thread = std::this_thread::get_id();
@@ -256,7 +264,7 @@ TEST_F(SnapshotTest, TheWriterPicklesOnItsThreadWhatTheTrainingThreadWouldHave) 
   ASSERT_TRUE(writer.Flush().ok());
   EXPECT_EQ(pickled_here, 0) << "-1: never pickled; 1: pickled on the training thread";
   EXPECT_FALSE(built) << "the writer made the dictionary although it could pickle without it";
-  EXPECT_TRUE(ReadAll(path) == *at_step) << "the file differs from the one written at the step";
+  EXPECT_TRUE(ReadAll(path) == at_step) << "the file differs from the one written at the step";
 }
 
 TEST_F(SnapshotTest, WriterWritesTheBytesTheTrainingThreadWouldHave) {
