@@ -61,6 +61,7 @@ expect_judged step page.md "tiny MLP, callbacks off (Kiln's fused optimizer)" "*
 expect_judged checkpoint page.md "checkpoint read, validated" "met"
 expect_judged instructions page.md "tiny MLP, \`kiln::FusedSGD\`, against the fused loop" "met"
 expect_judged instructions page.md "tiny MLP, a checkpoint every 10 steps over none, every thread" "**missed**"
+expect_judged instructions page.md "the same, names built in each call, over the same names built and not logged" "met"
 
 # Written again from the same outputs, the page is the same.
 cp page.md first.md

@@ -490,9 +490,8 @@ void WriteCheckpointTree(Sink& out, const TakenCheckpoint& taken, bool with_form
   WriteKey(out, keys.optimizer_states);
   out.BeginList(taken.optimizers.size());
   for (const TakenOptimizerState& optimizer : taken.optimizers) {
-    absl::StatusOr<c10::IValue> saved = OptimizerStateDict(optimizer);
-    TORCH_CHECK(saved.ok(), saved.status().message());
-    out.Value(*std::move(saved));
+    const absl::Status saved = OptimizerStateDict(out, optimizer);
+    TORCH_CHECK(saved.ok(), saved.message());
   }
   out.EndList();
   WriteKey(out, keys.lr_schedulers);

@@ -66,68 +66,72 @@ IValue Step(int64_t step) {
 }
 
 // PyTorch's names for the options LibTorch has no counterpart of, with the values that mean "as LibTorch does".
-void PutPyTorchOnly(const SavedKeys& keys, GenericDict& group, Kind kind) {
-  Put(group, keys.maximize, false);
-  Put(group, keys.foreach, IValue());
-  Put(group, keys.differentiable, false);
-  if (kind != Kind::kSgd && kind != Kind::kAdagrad) Put(group, keys.capturable, false);
-  if (kind != Kind::kRmsprop) Put(group, keys.fused, IValue());
+template <typename Sink>
+void WritePyTorchOnly(Sink& out, const SavedKeys& keys, Kind kind) {
+  Item(out, keys.maximize, false);
+  Item(out, keys.foreach, IValue());
+  Item(out, keys.differentiable, false);
+  if (kind != Kind::kSgd && kind != Kind::kAdagrad) Item(out, keys.capturable, false);
+  if (kind != Kind::kRmsprop) Item(out, keys.fused, IValue());
 }
 
 // Adam and AdamW hold the same options and state under the same names; only LibTorch's types differ.
-template <typename Options>
-void PutAdamOptions(const SavedKeys& keys, GenericDict& group, const OptimizerOptions& options) {
+template <typename Options, typename Sink>
+void WriteAdamOptions(Sink& out, const SavedKeys& keys, const OptimizerOptions& options) {
   const auto& o = static_cast<const Options&>(options);
-  Put(group, keys.lr, o.lr());
-  Put(group, keys.betas, c10::ivalue::Tuple::create(std::get<0>(o.betas()), std::get<1>(o.betas())));
-  Put(group, keys.eps, o.eps());
-  Put(group, keys.weight_decay, o.weight_decay());
-  Put(group, keys.amsgrad, o.amsgrad());
+  Item(out, keys.lr, o.lr());
+  WriteKey(out, keys.betas);
+  out.BeginTuple();
+  out.Double(std::get<0>(o.betas()));
+  out.Double(std::get<1>(o.betas()));
+  out.EndTuple();
+  Item(out, keys.eps, o.eps());
+  Item(out, keys.weight_decay, o.weight_decay());
+  Item(out, keys.amsgrad, o.amsgrad());
 }
 
-// A group's options in PyTorch's names, with room for its "params".
-GenericDict GroupOptions(const SavedKeys& keys, Kind kind, const OptimizerOptions& options) {
-  GenericDict group = NewDict(/*capacity=*/12);  // The most options (Adam's with PyTorch's), and "params".
+// A group's options in PyTorch's names, as items of the dictionary the caller has begun (its "params" follow).
+template <typename Sink>
+void WriteGroupOptions(Sink& out, const SavedKeys& keys, Kind kind, const OptimizerOptions& options) {
   switch (kind) {
     case Kind::kSgd: {
       const auto& o = static_cast<const torch::optim::SGDOptions&>(options);
-      Put(group, keys.lr, o.lr());
-      Put(group, keys.momentum, o.momentum());
-      Put(group, keys.dampening, o.dampening());
-      Put(group, keys.weight_decay, o.weight_decay());
-      Put(group, keys.nesterov, o.nesterov());
+      Item(out, keys.lr, o.lr());
+      Item(out, keys.momentum, o.momentum());
+      Item(out, keys.dampening, o.dampening());
+      Item(out, keys.weight_decay, o.weight_decay());
+      Item(out, keys.nesterov, o.nesterov());
       break;
     }
     case Kind::kAdam:
-      PutAdamOptions<torch::optim::AdamOptions>(keys, group, options);
+      WriteAdamOptions<torch::optim::AdamOptions>(out, keys, options);
       break;
     case Kind::kAdamW:
-      PutAdamOptions<torch::optim::AdamWOptions>(keys, group, options);
+      WriteAdamOptions<torch::optim::AdamWOptions>(out, keys, options);
       break;
     case Kind::kRmsprop: {
       const auto& o = static_cast<const torch::optim::RMSpropOptions&>(options);
-      Put(group, keys.lr, o.lr());
-      Put(group, keys.alpha, o.alpha());
-      Put(group, keys.eps, o.eps());
-      Put(group, keys.weight_decay, o.weight_decay());
-      Put(group, keys.momentum, o.momentum());
-      Put(group, keys.centered, o.centered());
+      Item(out, keys.lr, o.lr());
+      Item(out, keys.alpha, o.alpha());
+      Item(out, keys.eps, o.eps());
+      Item(out, keys.weight_decay, o.weight_decay());
+      Item(out, keys.momentum, o.momentum());
+      Item(out, keys.centered, o.centered());
       break;
     }
     case Kind::kAdagrad: {
       const auto& o = static_cast<const torch::optim::AdagradOptions&>(options);
-      Put(group, keys.lr, o.lr());
-      Put(group, keys.lr_decay, o.lr_decay());
-      Put(group, keys.weight_decay, o.weight_decay());
-      Put(group, keys.initial_accumulator_value, o.initial_accumulator_value());
-      Put(group, keys.eps, o.eps());
+      Item(out, keys.lr, o.lr());
+      Item(out, keys.lr_decay, o.lr_decay());
+      Item(out, keys.weight_decay, o.weight_decay());
+      Item(out, keys.initial_accumulator_value, o.initial_accumulator_value());
+      Item(out, keys.eps, o.eps());
       break;
     }
     case Kind::kOther:  // Not called: only "lr" is known (TakeOptimizerState).
-      return group;
+      return;
   }
-  PutPyTorchOnly(keys, group, kind);
-  return group;
+  WritePyTorchOnly(out, keys, kind);
 }
 
 // A copy of a group's options of LibTorch's type `Options` (its fields are plain values).
@@ -477,35 +481,75 @@ absl::StatusOr<TakenOptimizerState> TakeOptimizerState(const torch::optim::Optim
   }
 }
 
-absl::StatusOr<c10::IValue> OptimizerStateDict(const TakenOptimizerState& taken) {
+namespace {
+
+// The state dict of what was taken (optimizer_state_dict.h), into either sink. Throws c10::Error.
+template <typename Sink>
+void WriteOptimizerState(Sink& out, const TakenOptimizerState& taken) {
+  const Contents& contents = taken.contents();
+  const SavedKeys& keys = Keys();
+  out.BeginDict(/*capacity=*/3);
+  WriteKey(out, keys.state);
+  out.BeginDict(contents.state.size());
+  for (const Contents::Param& param : contents.state) {
+    out.Int(param.index);
+    out.BeginDict(param.tensors.size() + (param.has_step ? 1 : 0));
+    if (param.has_step) Item(out, keys.step, Step(param.step));
+    for (const auto& [key, tensor] : param.tensors) {
+      WriteKey(out, *key);
+      out.Tensor(tensor);
+    }
+    out.EndDict();
+  }
+  out.EndDict();
+  WriteKey(out, keys.param_groups);
+  out.BeginList(contents.groups.size());
+  int64_t index = 0;
+  for (const Contents::Group& group : contents.groups) {
+    out.BeginDict(/*capacity=*/12);  // The most options (Adam's with PyTorch's), and "params".
+    if (group.options != nullptr) {
+      WriteGroupOptions(out, keys, contents.kind, *group.options);
+    } else {
+      Item(out, keys.lr, group.lr);
+    }
+    WriteKey(out, keys.params);
+    out.BeginList(group.params);
+    for (int64_t i = 0; i < group.params; ++i) out.Int(index++);
+    out.EndList();
+    out.EndDict();
+  }
+  out.EndList();
+  if (contents.archive.defined()) {
+    WriteKey(out, keys.archive);
+    out.Tensor(contents.archive);
+  }
+  out.EndDict();
+}
+
+template <typename Sink>
+absl::Status WriteOptimizerStateOrError(Sink& out, const TakenOptimizerState& taken) {
   try {
-    const Contents& contents = taken.contents();
-    const SavedKeys& keys = Keys();
-    GenericDict state = NewDict(contents.state.size());
-    for (const Contents::Param& param : contents.state) {
-      GenericDict out = NewDict(param.tensors.size() + (param.has_step ? 1 : 0));
-      if (param.has_step) Put(out, keys.step, Step(param.step));
-      for (const auto& [key, tensor] : param.tensors) Put(out, *key, tensor);
-      state.insert(param.index, out);
-    }
-    c10::impl::GenericList groups = NewList(contents.groups.size());
-    int64_t index = 0;
-    for (const Contents::Group& group : contents.groups) {
-      GenericDict out = group.options != nullptr ? GroupOptions(keys, contents.kind, *group.options) : NewDict(2);
-      if (group.options == nullptr) Put(out, keys.lr, group.lr);
-      c10::impl::GenericList params = NewList(group.params);
-      for (int64_t i = 0; i < group.params; ++i) params.push_back(index++);
-      Put(out, keys.params, params);
-      groups.push_back(out);
-    }
-    GenericDict dict = NewDict(/*capacity=*/3);
-    Put(dict, keys.state, state);
-    Put(dict, keys.param_groups, groups);
-    if (contents.archive.defined()) Put(dict, keys.archive, contents.archive);
-    return IValue(dict);
+    WriteOptimizerState(out, taken);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot save the optimizer's state: ", e.what_without_backtrace()));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status OptimizerStateDict(PickleWriter& out, const TakenOptimizerState& taken) {
+  return WriteOptimizerStateOrError(out, taken);
+}
+
+absl::Status OptimizerStateDict(ValueBuilder& out, const TakenOptimizerState& taken) {
+  return WriteOptimizerStateOrError(out, taken);
+}
+
+absl::StatusOr<c10::IValue> OptimizerStateDict(const TakenOptimizerState& taken) {
+  ValueBuilder out;
+  if (absl::Status status = WriteOptimizerStateOrError(out, taken); !status.ok()) return status;
+  return out.Finish();
 }
 
 absl::StatusOr<c10::IValue> OptimizerStateDict(const torch::optim::Optimizer& optimizer) {

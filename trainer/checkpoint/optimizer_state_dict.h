@@ -22,6 +22,8 @@
 
 #include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
+#include "trainer/checkpoint/pickle_writer.h"
+#include "trainer/checkpoint/snapshot_dict.h"
 #include "torch/optim/optimizer.h"
 
 namespace kiln {
@@ -54,6 +56,9 @@ absl::StatusOr<TakenOptimizerState> TakeOptimizerState(const torch::optim::Optim
 // The state dict of what TakeOptimizerState took, as OptimizerStateDict above gives it. Any thread, any number of
 // times (each call builds a dictionary of its own around the same tensors).
 absl::StatusOr<c10::IValue> OptimizerStateDict(const TakenOptimizerState& taken);
+// The same, written into a pickle or a value being built (snapshot_dict.h), without a dictionary made for it.
+absl::Status OptimizerStateDict(PickleWriter& out, const TakenOptimizerState& taken);
+absl::Status OptimizerStateDict(ValueBuilder& out, const TakenOptimizerState& taken);
 
 // A CPU copy of `tensor`'s data that shares no storage with it (detached; on the CPU already, a clone), so that a
 // checkpoint may be serialised on another thread while training updates `tensor` in place.

@@ -135,6 +135,13 @@ void PickleWriter::Global(std::string_view module_and_name) {
   globals_.emplace_back(std::string(module_and_name), Put());
 }
 
+void PickleWriter::Global(std::string_view module_and_name, uint32_t& memo) {
+  if (memo != 0) return Get(memo - 1);
+  Op(kGlobal);
+  Bytes(module_and_name.data(), module_and_name.size());
+  memo = Put() + 1;
+}
+
 // torch._utils._rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, OrderedDict()), the storage
 // being the persistent id ('storage', torch.<Type>Storage, '<record>', '<device>', <elements>), memoised.
 void PickleWriter::Tensor(const at::Tensor& tensor) {
@@ -143,7 +150,7 @@ void PickleWriter::Tensor(const at::Tensor& tensor) {
                   tensor.has_storage(),
               "a ", tensor.layout(), " tensor of type ", tensor.toString(),
               " cannot be saved in a checkpoint; checkpoints hold dense tensors only");
-  Global("torch._utils\n_rebuild_tensor_v2\n");
+  Global("torch._utils\n_rebuild_tensor_v2\n", rebuild_tensor_);
   Op(kMark);
   const c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
   if (const auto found = storages_.find(storage); found != storages_.end()) {
@@ -151,7 +158,13 @@ void PickleWriter::Tensor(const at::Tensor& tensor) {
   } else {
     Op(kMark);
     String("storage");
-    Global(absl::StrCat("torch\n", c10::toString(tensor.scalar_type()), "Storage\n"));
+    const size_t type = static_cast<size_t>(tensor.scalar_type());
+    if (type >= storage_types_.size()) storage_types_.resize(type + 1, 0);
+    if (uint32_t& memo = storage_types_[type]; memo != 0) {
+      Get(memo - 1);
+    } else {
+      Global(absl::StrCat("torch\n", c10::toString(tensor.scalar_type()), "Storage\n"), memo);
+    }
     const absl::AlphaNum record(tensors_.size());  // Its digits, without an allocation.
     String(std::string_view(record.data(), record.size()));
     if (tensor.device().is_cpu()) {
@@ -173,7 +186,7 @@ void PickleWriter::Tensor(const at::Tensor& tensor) {
   for (const int64_t stride : tensor.strides()) Int(stride);
   EndTuple();
   Bool(tensor.requires_grad());
-  Global("collections\nOrderedDict\n");
+  Global("collections\nOrderedDict\n", ordered_dict_);
   Op(kEmptyTuple);
   Op(kReduce);
   Op(kTuple);

@@ -100,6 +100,9 @@ class PickleWriter {
   void Begin();                      // Records where an opened container's items start.
   bool EndEmpty();                   // Whether the container just closed holds nothing (its mark is then dropped).
   void Global(std::string_view module_and_name);  // "module\nname\n", memoised.
+  // Global, with its memo index kept in `memo` (0: not written yet; else the index + 1): the few globals every
+  // tensor names are not looked up by their text.
+  void Global(std::string_view module_and_name, uint32_t& memo);
   void Get(uint32_t memo);
   uint32_t Put();  // Memoises the value on top of the stack; returns its memo index.
   void ValueAt(const c10::IValue& value, int depth);
@@ -112,6 +115,9 @@ class PickleWriter {
   std::vector<at::Tensor> tensors_;
   absl::flat_hash_map<const void*, uint32_t> storages_;  // Storage -> memo index of its persistent id.
   std::vector<std::pair<std::string, uint32_t>> globals_;   // "module\nname\n" -> memo index.
+  uint32_t rebuild_tensor_ = 0;       // torch._utils._rebuild_tensor_v2, as Global(name, memo) keeps it.
+  uint32_t ordered_dict_ = 0;         // collections.OrderedDict.
+  std::vector<uint32_t> storage_types_;  // torch.<Type>Storage, by scalar type.
   uint32_t memo_ = 0;
 };
 

@@ -34,11 +34,14 @@ c10::IValue InternedKey(std::string_view key);
 // that is never destroyed, as the interned keys are not), not on every save.
 class DictKey {
  public:
-  explicit DictKey(std::string_view text) : value_(InternedKey(text)) {}
+  explicit DictKey(std::string_view text) : value_(InternedKey(text)), text_(value_.toStringRef()) {}
   const c10::IValue& value() const { return value_; }
+  // Its text, held by value() (no look-up through the IValue: a checkpoint's pickle writes some hundreds of keys).
+  std::string_view text() const { return text_; }
 
  private:
   c10::IValue value_;
+  std::string_view text_;
 };
 
 // An empty Any -> Any dictionary with room for `capacity` entries, so that filling it does not rehash.
@@ -86,8 +89,25 @@ class ValueBuilder {
 };
 
 // A fixed layout's key, written by either sink.
-inline void WriteKey(PickleWriter& out, const DictKey& key) { out.Key(key.value().toStringRef()); }
+inline void WriteKey(PickleWriter& out, const DictKey& key) { out.Key(key.text()); }
 inline void WriteKey(ValueBuilder& out, const DictKey& key) { out.Key(key); }
+
+// A dictionary item of a fixed layout, key and value, written by either sink.
+template <typename Sink>
+void Item(Sink& out, const DictKey& key, double value) {
+  WriteKey(out, key);
+  out.Double(value);
+}
+template <typename Sink>
+void Item(Sink& out, const DictKey& key, bool value) {
+  WriteKey(out, key);
+  out.Bool(value);
+}
+template <typename Sink>
+void Item(Sink& out, const DictKey& key, const c10::IValue& value) {
+  WriteKey(out, key);
+  out.Value(value);
+}
 
 // dict[key] = value.
 inline void Put(c10::impl::GenericDict& dict, std::string_view key, c10::IValue value) {
