@@ -11,24 +11,35 @@ namespace kiln {
 
 namespace {
 
-int64_t BatchSize(std::string_view name, const LogOptions& options, int64_t batch_size) {
-  if (!options.batch_size.has_value()) return batch_size;
-  TORCH_CHECK_VALUE(*options.batch_size >= 1, "log('", name, "', batch_size=", *options.batch_size,
+[[noreturn]] void BadBatchSize(std::string_view name, int64_t batch_size) {
+  TORCH_CHECK_VALUE(false, "log('", name, "', batch_size=", batch_size,
                     "): batch_size is the examples the value stands for, at least 1; leave it unset for the batch's");
+  __builtin_unreachable();
+}
+
+[[noreturn]] void NoSink(std::string_view name) {
+  TORCH_CHECK(false, "You are trying to `log('", name,
+              "')` outside a step or epoch hook; log from training_step, validation_step or test_step.");
+  __builtin_unreachable();
+}
+
+// The examples a logged value stands for: the batch's, unless the call says (checked; the check out of line, so
+// that this inlines into every log call).
+inline int64_t BatchSize(std::string_view name, const LogOptions& options, int64_t batch_size) {
+  if (C10_LIKELY(!options.batch_size.has_value())) return batch_size;
+  if (*options.batch_size < 1) BadBatchSize(name, *options.batch_size);
   return *options.batch_size;
 }
 
 }  // namespace
 
 void LightningModule::log(std::string_view name, const at::Tensor& value, LogOptions options) {
-  TORCH_CHECK(sink_ != nullptr, "You are trying to `log('", name,
-              "')` outside a step or epoch hook; log from training_step, validation_step or test_step.");
+  if (C10_UNLIKELY(sink_ == nullptr)) NoSink(name);
   sink_->Log(name, value, options, BatchSize(name, options, batch_size_));
 }
 
 void LightningModule::log(std::string_view name, double value, LogOptions options) {
-  TORCH_CHECK(sink_ != nullptr, "You are trying to `log('", name,
-              "')` outside a step or epoch hook; log from training_step, validation_step or test_step.");
+  if (C10_UNLIKELY(sink_ == nullptr)) NoSink(name);
   sink_->Log(name, value, options, BatchSize(name, options, batch_size_));
 }
 

@@ -116,26 +116,30 @@ inline bool SameName(const std::string& a, std::string_view b) {
 
 }  // namespace
 
-void MetricCollector::Log(std::string_view name, const at::Tensor& value, const LogOptions& options,
-                          int64_t batch_size) {
-  TORCH_CHECK(value.numel() == 1, "log('", name, "'): expected a scalar, got a tensor of shape ", value.sizes());
-  Record(name, &value, 0, options, batch_size);
+namespace {
+
+[[noreturn]] void NotAScalar(std::string_view name, const at::Tensor& value) {
+  TORCH_CHECK(false, "log('", name, "'): expected a scalar, got a tensor of shape ", value.sizes());
+  __builtin_unreachable();
 }
 
-void MetricCollector::Log(std::string_view name, double value, const LogOptions& options, int64_t batch_size) {
-  Record(name, nullptr, value, options, batch_size);
-}
+}  // namespace
 
-MetricCollector::Slot& MetricCollector::Find(std::string_view name, bool suffixed) {
-  const size_t size = slots_.size();
-  // The names of a step come in the order they came on the step before: the expected slot is the next one.
-  if (next_slot_ < size) {
+// The slot of `name`: on the fast path, the one after the last found (a step logs its names in the order of the
+// step before), inline in Record; else FindAnywhere.
+inline MetricCollector::Slot& MetricCollector::Find(std::string_view name, bool suffixed) {
+  if (next_slot_ < slots_.size()) {
     Slot& expected = slots_[next_slot_];
     if (C10_LIKELY(expected.suffixed == suffixed && SameName(expected.name, name))) {
       ++next_slot_;
       return expected;
     }
   }
+  return FindAnywhere(name, suffixed);
+}
+
+MetricCollector::Slot& MetricCollector::FindAnywhere(std::string_view name, bool suffixed) {
+  const size_t size = slots_.size();
   for (size_t index = 0; index < size; ++index) {
     Slot& slot = slots_[index];
     if (slot.suffixed == suffixed && SameName(slot.name, name)) {
@@ -150,8 +154,8 @@ MetricCollector::Slot& MetricCollector::Find(std::string_view name, bool suffixe
   return added;
 }
 
-void MetricCollector::Record(std::string_view name, const at::Tensor* tensor, double number,
-                             const LogOptions& options, int64_t batch_size) {
+inline void MetricCollector::Record(std::string_view name, const at::Tensor* tensor, double number,
+                                    const LogOptions& options, int64_t batch_size) {
   const bool on_step = options.on_step.value_or(training_);
   const bool on_epoch = options.on_epoch.value_or(!training_);
   if (!on_step && !on_epoch) return;
@@ -172,23 +176,36 @@ void MetricCollector::Record(std::string_view name, const at::Tensor* tensor, do
       slot.progress_logged = true;
     }
   }
-  if (on_epoch) {
-    Accumulator& accumulator = slot.epoch;
-    TORCH_CHECK_VALUE(accumulator.count == 0 || accumulator.reduce == options.reduce_fx, "log('", name,
-                      "'): logged with another reduce_fx earlier in the epoch; log each name with one reduce_fx");
-    accumulator.reduce = options.reduce_fx;
-    if (tensor != nullptr) {
-      accumulator.values.push_back(tensor->detach());
-      accumulator.weights.push_back(static_cast<double>(batch_size));
-    } else if (options.reduce_fx == Reduce::kMean) {
-      accumulator.number_sum += number * static_cast<double>(batch_size);
-    } else {
-      accumulator.numbers.push_back(number);
-    }
-    accumulator.count += batch_size;
-    accumulator.prog_bar = options.prog_bar;
-    accumulator.sync_dist = options.sync_dist;
+  if (on_epoch) RecordEpoch(slot, name, tensor, number, options, batch_size);
+}
+
+void MetricCollector::RecordEpoch(Slot& slot, std::string_view name, const at::Tensor* tensor, double number,
+                                  const LogOptions& options, int64_t batch_size) {
+  Accumulator& accumulator = slot.epoch;
+  TORCH_CHECK_VALUE(accumulator.count == 0 || accumulator.reduce == options.reduce_fx, "log('", name,
+                    "'): logged with another reduce_fx earlier in the epoch; log each name with one reduce_fx");
+  accumulator.reduce = options.reduce_fx;
+  if (tensor != nullptr) {
+    accumulator.values.push_back(tensor->detach());
+    accumulator.weights.push_back(static_cast<double>(batch_size));
+  } else if (options.reduce_fx == Reduce::kMean) {
+    accumulator.number_sum += number * static_cast<double>(batch_size);
+  } else {
+    accumulator.numbers.push_back(number);
   }
+  accumulator.count += batch_size;
+  accumulator.prog_bar = options.prog_bar;
+  accumulator.sync_dist = options.sync_dist;
+}
+
+void MetricCollector::Log(std::string_view name, const at::Tensor& value, const LogOptions& options,
+                          int64_t batch_size) {
+  if (C10_UNLIKELY(value.numel() != 1)) NotAScalar(name, value);
+  Record(name, &value, 0, options, batch_size);
+}
+
+void MetricCollector::Log(std::string_view name, double value, const LogOptions& options, int64_t batch_size) {
+  Record(name, nullptr, value, options, batch_size);
 }
 
 double MetricCollector::Accumulator::Mean() const {

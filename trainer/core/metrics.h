@@ -123,6 +123,9 @@ class MetricCollector {
   void Record(std::string_view name, const at::Tensor* tensor, double number, const LogOptions& options,
               int64_t batch_size);
   Slot& Find(std::string_view name, bool suffixed);
+  Slot& FindAnywhere(std::string_view name, bool suffixed);
+  void RecordEpoch(Slot& slot, std::string_view name, const at::Tensor* tensor, double number,
+                   const LogOptions& options, int64_t batch_size);
 
   const bool training_;
   std::vector<Slot> slots_;
