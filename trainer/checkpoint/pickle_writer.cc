@@ -10,41 +10,6 @@
 #include "c10/util/Exception.h"
 
 namespace kiln {
-namespace {
-
-// Python's pickle opcodes (Lib/pickletools.py), those protocol 2 needs.
-enum : uint8_t {
-  kMark = '(',
-  kStop = '.',
-  kBinFloat = 'G',
-  kBinInt = 'J',
-  kBinInt1 = 'K',
-  kBinInt2 = 'M',
-  kNone = 'N',
-  kBinPersId = 'Q',
-  kReduce = 'R',
-  kBinUnicode = 'X',
-  kEmptyList = ']',
-  kAppends = 'e',
-  kGlobal = 'c',
-  kBinGet = 'h',
-  kLongBinGet = 'j',
-  kBinPut = 'q',
-  kLongBinPut = 'r',
-  kSetItems = 'u',
-  kTuple = 't',
-  kEmptyTuple = ')',
-  kEmptyDict = '}',
-  kProto = 0x80,
-  kTuple1 = 0x85,
-  kTuple2 = 0x86,
-  kLong1 = 0x8a,
-  kNewTrue = 0x88,
-  kNewFalse = 0x89,
-};
-
-}  // namespace
-
 PickleWriter::PickleWriter() {
   Grow(4096);
   Op(kProto);
@@ -124,15 +89,6 @@ uint32_t PickleWriter::Put() {
     Bytes(&memo, sizeof(memo));
   }
   return memo;
-}
-
-void PickleWriter::Global(std::string_view module_and_name) {
-  for (const auto& [name, memo] : globals_) {
-    if (name == module_and_name) return Get(memo);
-  }
-  Op(kGlobal);
-  Bytes(module_and_name.data(), module_and_name.size());
-  globals_.emplace_back(std::string(module_and_name), Put());
 }
 
 void PickleWriter::Global(std::string_view module_and_name, uint32_t& memo) {
@@ -227,7 +183,7 @@ void PickleWriter::ValueAt(const c10::IValue& value, int depth) {
   if (value.isNone()) return None();
   if (value.isComplexDouble()) {
     const c10::complex<double> z = value.toComplexDouble();
-    Global("builtins\ncomplex\n");
+    Global("builtins\ncomplex\n", complex_);
     Double(z.real());
     Double(z.imag());
     Op(kTuple2);
@@ -235,7 +191,7 @@ void PickleWriter::ValueAt(const c10::IValue& value, int depth) {
     return;
   }
   if (value.isDevice()) {
-    Global("torch\ndevice\n");
+    Global("torch\ndevice\n", device_);
     String(value.toDevice().str());
     Op(kTuple1);
     Op(kReduce);

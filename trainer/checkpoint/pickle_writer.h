@@ -26,7 +26,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "ATen/core/Tensor.h"
@@ -36,14 +35,45 @@
 namespace kiln {
 
 class PickleWriter {
+  // Python's pickle opcodes (Lib/pickletools.py), those protocol 2 needs.
+  enum Opcode : uint8_t {
+    kMark = '(',
+    kStop = '.',
+    kBinFloat = 'G',
+    kBinInt = 'J',
+    kBinInt1 = 'K',
+    kBinInt2 = 'M',
+    kNone = 'N',
+    kBinPersId = 'Q',
+    kReduce = 'R',
+    kBinUnicode = 'X',
+    kEmptyList = ']',
+    kAppends = 'e',
+    kGlobal = 'c',
+    kBinGet = 'h',
+    kLongBinGet = 'j',
+    kBinPut = 'q',
+    kLongBinPut = 'r',
+    kSetItems = 'u',
+    kTuple = 't',
+    kEmptyTuple = ')',
+    kEmptyDict = '}',
+    kProto = 0x80,
+    kTuple1 = 0x85,
+    kTuple2 = 0x86,
+    kNewTrue = 0x88,
+    kNewFalse = 0x89,
+    kLong1 = 0x8a,
+  };
+
  public:
   // Values nest at most this deep (Value throws past it: a value that holds itself would never end).
   static constexpr int kMaxDepth = 64;
 
   PickleWriter();  // Starts the pickle (protocol 2).
 
-  void None() { Op('N'); }
-  void Bool(bool value) { Op(value ? 0x88 : 0x89); }  // NEWTRUE, NEWFALSE.
+  void None() { Op(kNone); }
+  void Bool(bool value) { Op(value ? kNewTrue : kNewFalse); }
   void Int(int64_t value);
   void Double(double value);
   // BINUNICODE: its length, then its UTF-8 bytes (inline: a checkpoint writes some hundreds of keys).
@@ -52,7 +82,7 @@ class PickleWriter {
     const uint32_t n = static_cast<uint32_t>(text.size());
     if (capacity_ - size_ < 5 + text.size()) Grow(5 + text.size());
     char* at = buffer_.get() + size_;
-    at[0] = 'X';
+    at[0] = static_cast<char>(kBinUnicode);
     std::memcpy(at + 1, &n, sizeof(n));  // Little-endian, as the machines Kiln builds for.
     std::memcpy(at + 5, text.data(), text.size());
     size_ += 5 + text.size();
@@ -99,9 +129,8 @@ class PickleWriter {
   [[noreturn]] static void TooLong(size_t size);
   void Begin();                      // Records where an opened container's items start.
   bool EndEmpty();                   // Whether the container just closed holds nothing (its mark is then dropped).
-  void Global(std::string_view module_and_name);  // "module\nname\n", memoised.
-  // Global, with its memo index kept in `memo` (0: not written yet; else the index + 1): the few globals every
-  // tensor names are not looked up by their text.
+  // The global "module\nname\n", memoised: its memo index is kept in `memo` (0: not written yet; else the index +
+  // 1), one member per global, so that none is looked up by its text.
   void Global(std::string_view module_and_name, uint32_t& memo);
   void Get(uint32_t memo);
   uint32_t Put();  // Memoises the value on top of the stack; returns its memo index.
@@ -114,9 +143,10 @@ class PickleWriter {
   std::vector<size_t> open_;  // Where each open container's items start.
   std::vector<at::Tensor> tensors_;
   absl::flat_hash_map<const void*, uint32_t> storages_;  // Storage -> memo index of its persistent id.
-  std::vector<std::pair<std::string, uint32_t>> globals_;   // "module\nname\n" -> memo index.
-  uint32_t rebuild_tensor_ = 0;       // torch._utils._rebuild_tensor_v2, as Global(name, memo) keeps it.
-  uint32_t ordered_dict_ = 0;         // collections.OrderedDict.
+  uint32_t rebuild_tensor_ = 0;          // torch._utils._rebuild_tensor_v2, as Global keeps it.
+  uint32_t ordered_dict_ = 0;            // collections.OrderedDict.
+  uint32_t complex_ = 0;                 // builtins.complex.
+  uint32_t device_ = 0;                  // torch.device.
   std::vector<uint32_t> storage_types_;  // torch.<Type>Storage, by scalar type.
   uint32_t memo_ = 0;
 };
