@@ -61,19 +61,21 @@ absl::Status SetFormat(const std::string& path, c10::impl::GenericDict& contents
 
 }  // namespace
 
-void WriteFormatRecords(PickleWriter& out) {
+namespace {
+
+template <typename Sink>
+void FormatRecords(Sink& out) {
   out.Key(kFormatKey);
   out.String(kFormatValue);
   out.Key(kVersionKey);
   out.Int(kCheckpointFormatVersion);
 }
 
-void WriteFormatRecords(ValueBuilder& out) {
-  out.Key(kFormatKey);
-  out.String(kFormatValue);
-  out.Key(kVersionKey);
-  out.Int(kCheckpointFormatVersion);
-}
+}  // namespace
+
+void WriteFormatRecords(PickleWriter& out) { FormatRecords(out); }
+
+void WriteFormatRecords(ValueBuilder& out) { FormatRecords(out); }
 
 absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
   if (absl::Status status = SetFormat(path, contents); !status.ok()) return status;
