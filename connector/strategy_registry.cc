@@ -23,6 +23,11 @@ StrategyRegistry::StrategyRegistry() {
                         true},
            StrategySpec{kDdpFindUnusedFalseStrategy,
                         "ddp; a parameter that takes no part in a step is an error (the default).", true},
+           StrategySpec{kFsdpStrategy,
+                        "Fully sharded data parallel: each rank keeps 1/N of the parameters, gradients and optimizer "
+                        "state, gathering each unit's parameters while it computes.",
+                        true},
+           StrategySpec{kFsdpCpuOffloadStrategy, "fsdp with the shards kept in host memory (cpu_offload).", true},
        }) {
     if (absl::Status status = Register(std::move(spec)); !status.ok()) {
       std::cerr << "kiln: cannot register a built-in strategy: " << status.message() << std::endl;

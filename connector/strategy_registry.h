@@ -6,6 +6,9 @@
 //                                      collective backend
 //   ddp_find_unused_parameters_true    ddp that finds the parameters a step leaves without a gradient (Lightning's)
 //   ddp_find_unused_parameters_false   ddp, said explicitly (Lightning's)
+//   fsdp                               fully sharded data parallel: parameters, gradients and optimizer state split
+//                                      across the ranks (Lightning's)
+//   fsdp_cpu_offload                   fsdp with the shards in host memory (Lightning's name)
 // Each entry carries a factory that makes the strategy: the connector never calls it (it cannot see the trainer's
 // Strategy class); the trainer makes every strategy, built-in or not, through it. The built-in names' factories are
 // the trainer's (trainer/strategies/strategy_factories.h sets them); a strategy of one's own registers with its
@@ -36,10 +39,16 @@ inline constexpr char kSingleDeviceStrategy[] = "single_device";
 inline constexpr char kDdpStrategy[] = "ddp";
 inline constexpr char kDdpFindUnusedTrueStrategy[] = "ddp_find_unused_parameters_true";
 inline constexpr char kDdpFindUnusedFalseStrategy[] = "ddp_find_unused_parameters_false";
+inline constexpr char kFsdpStrategy[] = "fsdp";
+inline constexpr char kFsdpCpuOffloadStrategy[] = "fsdp_cpu_offload";
 
 // What the trainer hands a strategy factory: the Trainer's options that strategies read.
 struct StrategyArguments {
   absl::Duration process_group_timeout = absl::Minutes(30);  // TrainerOptions::process_group_timeout.
+  // fsdp's (TrainerOptions' sharding_strategy, auto_wrap_policy split at commas, auto_wrap_min_num_params).
+  std::string sharding_strategy = "FULL_SHARD";
+  std::vector<std::string> auto_wrap_policy;
+  int64_t auto_wrap_min_num_params = 0;
 };
 
 // Makes a strategy for one trainer. It returns a kiln::Strategy (trainer/strategies/strategy.h) as its

@@ -14,13 +14,15 @@ using ::testing::HasSubstr;
 TEST(StrategyRegistryTest, EveryRegistryKnowsTheBuiltInStrategies) {
   StrategyRegistry registry;
   EXPECT_EQ(registry.NameList(),
-            "ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, single_device");
+            "ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, fsdp, fsdp_cpu_offload, "
+            "single_device");
   EXPECT_TRUE(registry.Find("DDP")->distributed);
   EXPECT_TRUE(registry.Find("ddp_find_unused_parameters_true")->distributed);
   // The connector knows the names; their factories are the trainer's, set later (strategy_factories.h).
   EXPECT_FALSE(registry.Find("ddp")->factory);
   EXPECT_FALSE(registry.Find("Single_Device")->distributed);
-  EXPECT_EQ(registry.Find("fsdp").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Find("FSDP")->distributed);
+  EXPECT_EQ(registry.Find("deepspeed").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(StrategyRegistryTest, RegistersNewNames) {
@@ -28,7 +30,8 @@ TEST(StrategyRegistryTest, RegistersNewNames) {
   ASSERT_TRUE(registry.Register({"DDP_Spawn", "spawned ddp", true}).ok());
   EXPECT_EQ(registry.Find("ddp_spawn")->name, "ddp_spawn");
   EXPECT_EQ(registry.NameList(),
-            "ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, ddp_spawn, single_device");
+            "ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, ddp_spawn, fsdp, fsdp_cpu_offload, "
+            "single_device");
   // The default registry is another one.
   EXPECT_FALSE(StrategyRegistry::Default().Find("ddp_spawn").ok());
 }
@@ -39,7 +42,7 @@ TEST(StrategyRegistryTest, AFactoryIsSetOnceOnANameThatExists) {
   ASSERT_TRUE(registry.SetFactory("DDP", factory).ok());
   EXPECT_TRUE(registry.Find("ddp")->factory);
   EXPECT_EQ(registry.SetFactory("ddp", factory).code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(registry.SetFactory("fsdp", factory).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.SetFactory("deepspeed", factory).code(), absl::StatusCode::kNotFound);
 }
 
 struct BadCase {

@@ -7,7 +7,9 @@
 
 #include "ATen/Context.h"
 #include "ATen/Parallel.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "connector/connector.h"
 #include "glog/logging.h"
 #include "torch/utils.h"
@@ -25,6 +27,7 @@
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
+#include "trainer/strategies/fsdp_strategy.h"
 #include "trainer/strategies/launcher.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/strategies/strategy_factories.h"
@@ -159,6 +162,20 @@ absl::Status Trainer::CheckOptions() const {
 }
 
 absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan) const {
+  // fsdp's options by name are refused where no fsdp made by name reads them, rather than ignored.
+  const bool fsdp_options =
+      ParseShardingStrategy(options_.sharding_strategy).value_or(ShardingStrategy::kFullShard) !=
+          ShardingStrategy::kFullShard ||
+      !absl::StripAsciiWhitespace(options_.auto_wrap_policy).empty() || options_.auto_wrap_min_num_params != 0;
+  const bool fsdp_by_name =
+      plan.strategy_instance == nullptr && (plan.strategy == kFsdpStrategy || plan.strategy == kFsdpCpuOffloadStrategy);
+  if (fsdp_options && !fsdp_by_name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sharding_strategy, auto_wrap_policy and auto_wrap_min_num_params are fsdp's options, but the strategy is '",
+        plan.strategy, "'",
+        plan.strategy_instance != nullptr ? " (an instance): set them in its own options (FSDPOptions)"
+                                          : ": use strategy fsdp, or leave them unset"));
+  }
   std::shared_ptr<Strategy> strategy = std::dynamic_pointer_cast<Strategy>(plan.strategy_instance);
   if (plan.strategy_instance != nullptr && strategy == nullptr) {
     return absl::InvalidArgumentError(
@@ -176,7 +193,13 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
           "it with StrategySpec::factory (connector/strategy_registry.h) or pass a kiln::Strategy instance as "
           "`strategy`"));
     }
-    std::shared_ptr<StrategyDescriptor> made = spec->factory({.process_group_timeout = options_.process_group_timeout});
+    StrategyArguments arguments{.process_group_timeout = options_.process_group_timeout,
+                                .sharding_strategy = options_.sharding_strategy,
+                                .auto_wrap_min_num_params = options_.auto_wrap_min_num_params};
+    for (absl::string_view type : absl::StrSplit(options_.auto_wrap_policy, ',', absl::SkipWhitespace())) {
+      arguments.auto_wrap_policy.emplace_back(absl::StripAsciiWhitespace(type));
+    }
+    std::shared_ptr<StrategyDescriptor> made = spec->factory(arguments);
     strategy = std::dynamic_pointer_cast<Strategy>(made);
     if (strategy == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -328,6 +351,10 @@ class TrainerRunView final : public RunView {
     }
     return kiln::MoveBatch(batch, device);
   }
+  void ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) const override {
+    if (trainer_.strategy_ == nullptr) return RunView::ClipGradientsNorm(parameters, max_norm);
+    trainer_.strategy_->ClipGradientsNorm(parameters, max_norm);
+  }
 
  private:
   Trainer& trainer_;
@@ -349,6 +376,9 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
   {
     TeardownGuard teardown(*strategy_);
     status = body();
+    // A strategy that sharded the model makes it whole again on every rank (after a failure it cannot: its peers
+    // may be gone).
+    if (status.ok()) status = strategy_->Finish();
     if (!status.ok()) CallOnException(model, status);
     model_ = nullptr;
     data_ = nullptr;

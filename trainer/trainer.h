@@ -84,6 +84,11 @@ struct TrainerOptions {
   // CUDA device's tensors, or several processes sharing one GPU). The strategy refuses, before training, a backend
   // that cannot carry the device's tensors.
   std::string process_group_backend;
+  // fsdp by name (FSDPOptions, for an FSDPStrategy instance): Lightning's sharding_strategy, and its auto_wrap_policy
+  // by module type (comma-separated names, "Linear") and by size (0: off).
+  std::string sharding_strategy = "FULL_SHARD";
+  std::string auto_wrap_policy;
+  int64_t auto_wrap_min_num_params = 0;
   std::string precision = "32-true";
   int num_nodes = 1;
 

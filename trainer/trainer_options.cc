@@ -1,13 +1,16 @@
 #include "trainer/trainer_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "trainer/strategies/fsdp_strategy.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
@@ -128,6 +131,41 @@ OptionCheck SetTrainerOption_process_group_backend(TrainerOptions& options, cons
 }
 // The strategy checks it against the device (a backend that cannot carry its tensors is refused there).
 OptionCheck CheckTrainerOption_process_group_backend(const TrainerOptions&) { return std::nullopt; }
+
+OptionCheck SetTrainerOption_sharding_strategy(TrainerOptions& options, const std::string& value) {
+  options.sharding_strategy = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_sharding_strategy(const TrainerOptions& options) {
+  if (ParseShardingStrategy(options.sharding_strategy).ok()) return std::nullopt;
+  return Refuse(options.sharding_strategy, "pass FULL_SHARD, SHARD_GRAD_OP or NO_SHARD");
+}
+
+OptionCheck SetTrainerOption_auto_wrap_policy(TrainerOptions& options, const std::string& value) {
+  options.auto_wrap_policy = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_auto_wrap_policy(const TrainerOptions& options) {
+  for (absl::string_view name : absl::StrSplit(options.auto_wrap_policy, ',', absl::SkipWhitespace())) {
+    name = absl::StripAsciiWhitespace(name);
+    const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return absl::ascii_isalnum(c) || c == '_' || c == ':';
+    });
+    if (!valid) {
+      return Refuse(options.auto_wrap_policy,
+                    "pass module type names separated by commas, as LibTorch spells the classes (e.g. Linear)");
+    }
+  }
+  return std::nullopt;
+}
+
+OptionCheck SetTrainerOption_auto_wrap_min_num_params(TrainerOptions& options, const int64_t& value) {
+  options.auto_wrap_min_num_params = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_auto_wrap_min_num_params(const TrainerOptions& options) {
+  return AtLeast(options.auto_wrap_min_num_params, 0, " (0: no size-based units)");
+}
 
 // The loop.
 OptionCheck SetTrainerOption_seed(TrainerOptions& options, const int64_t& value) {

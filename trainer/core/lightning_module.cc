@@ -66,6 +66,10 @@ void ClipGradNorm(const std::vector<at::Tensor>& parameters, double max_norm) {
   for (const at::Tensor& grad : grads) grad.data().mul_(clip_coef_clamped);
 }
 
+void RunView::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) const {
+  ClipGradNorm(parameters, max_norm);
+}
+
 void LightningOptimizer::step() {
   TORCH_CHECK(driver_ != nullptr, "LightningOptimizer::step() outside training_step: step the optimizers that "
               "optimizers() returns from training_step, under manual optimization");
@@ -126,7 +130,11 @@ void LightningModule::clip_gradients(torch::optim::Optimizer& optimizer, std::op
     }
   }
   if (algorithm == "norm") {
-    ClipGradNorm(parameters, *gradient_clip_val);
+    if (view_ != nullptr) {
+      view_->ClipGradientsNorm(parameters, *gradient_clip_val);
+    } else {
+      ClipGradNorm(parameters, *gradient_clip_val);
+    }
   } else {
     torch::nn::utils::clip_grad_value_(parameters, *gradient_clip_val);
   }

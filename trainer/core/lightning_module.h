@@ -70,6 +70,9 @@ class RunView {
   virtual Trainer* trainer() const = 0;
   // `batch` on `device` as the run's strategy moves batches (what the default transfer_batch_to_device does).
   virtual Batch MoveBatch(const Batch& batch, c10::Device device) const = 0;
+  // Clips `parameters`' gradients to a total 2-norm of `max_norm` as the run's strategy takes the norm (over every
+  // rank's shard when it shards them). The default: ClipGradNorm over these gradients.
+  virtual void ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) const;
 };
 
 // What the training loop does for a module that optimizes by hand (automatic_optimization() false): the trainer

@@ -33,6 +33,10 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
     trainer.max_epochs_ = kDefaultMaxEpochs;
   }
   if (absl::Status status = ConfigureOptimizers(model); !status.ok()) return status;
+  // A strategy that cannot write checkpoints says so before training, not at the first one.
+  if (trainer.checkpoint_callback() != nullptr) {
+    if (absl::Status supported = trainer.strategy_->CheckCheckpointing(); !supported.ok()) return supported;
+  }
   if (absl::Status status = Restart(model, data, ckpt_path); !status.ok()) return status;
   for (const auto& optimizer : trainer.optimizers_.optimizers) ZeroGradToNone(*optimizer);
   // After every input check, so that a run refused for its input leaves no folder behind.
@@ -154,6 +158,11 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
   if (!status.ok()) return status;
   if (trainer.optimizers_.optimizers.empty()) {
     return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
+  }
+  // A strategy that shards the parameters points the optimizers at its shards (before any state is restored).
+  if (absl::Status connected = trainer.strategy_->ConnectOptimizers(trainer.optimizers_.optimizers);
+      !connected.ok()) {
+    return connected;
   }
   for (const SchedulerConfig& scheduler : trainer.optimizers_.schedulers) {
     if (scheduler.scheduler == nullptr || scheduler.frequency < 1) {

@@ -3,6 +3,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "hal/compat/error_message.h"
+#include "trainer/core/lightning_module.h"
 
 namespace kiln {
 
@@ -11,6 +12,18 @@ std::vector<at::Tensor> Strategy::AllGather(const at::Tensor& value) {
               " processes but does not implement Strategy::AllGather, which predicting with several processes needs");
   return {value.cpu()};
 }
+
+absl::Status Strategy::ConnectOptimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) {
+  return absl::OkStatus();
+}
+
+void Strategy::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  ClipGradNorm(parameters, max_norm);
+}
+
+absl::Status Strategy::Finish() { return absl::OkStatus(); }
+
+absl::Status Strategy::CheckCheckpointing() const { return absl::OkStatus(); }
 
 // Copies are queued without waiting (non_blocking, as Lightning's batch transfer does): a blocking host-to-device
 // copy synchronises the stream, so the host would wait for the previous step every step. From pageable memory the

@@ -69,6 +69,25 @@ class Strategy : public StrategyDescriptor {
   virtual int world_size() const = 0;
   // Returns once every process has called it. A collective, as ReduceMean.
   virtual void Barrier() = 0;
+
+  // The hooks below have defaults that serve a strategy which keeps the whole model on every rank, so that a
+  // strategy written before they existed still builds. A strategy that shards the model (FSDPStrategy) overrides
+  // them. Each is called on every rank, in the same order.
+
+  // Called once per fit, right after configure_optimizers and before any checkpoint is restored: a strategy that
+  // shards the parameters points the optimizers at its shards. An error (an optimizer it cannot serve) stops the run
+  // before training, with the fix. May be a collective.
+  virtual absl::Status ConnectOptimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers);
+  // Scales the gradients of `parameters` (an optimizer's) so that their total 2-norm is at most `max_norm`
+  // (clip_gradients with "norm"). The default: the norm over this rank's gradients (kiln::ClipGradNorm); a strategy
+  // that shards gradients takes the norm over every rank's. A collective where it reduces; throws as the step does.
+  virtual void ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm);
+  // Called after a run's loops succeeded, before Teardown: a strategy that sharded the model makes it whole again on
+  // every rank (a collective). Not called after a failure.
+  virtual absl::Status Finish();
+  // OK when this strategy can save and restore checkpoints; otherwise why not and what to do. The trainer asks before
+  // it saves or restores one, and before a fit whose checkpointing is on. Never throws.
+  virtual absl::Status CheckCheckpointing() const;
 };
 
 // Everything on one device of the plan's accelerator (which need not be a CPU: for a third-party accelerator, its

@@ -5,6 +5,7 @@
 
 #include "glog/logging.h"
 #include "trainer/strategies/ddp_strategy.h"
+#include "trainer/strategies/fsdp_strategy.h"
 #include "trainer/strategies/strategy.h"
 
 namespace kiln {
@@ -14,6 +15,17 @@ StrategyFactory Ddp(bool find_unused_parameters) {
   return [find_unused_parameters](const StrategyArguments& arguments) -> std::shared_ptr<StrategyDescriptor> {
     return std::make_shared<DDPStrategy>(DDPOptions{.timeout = arguments.process_group_timeout,
                                                     .find_unused_parameters = find_unused_parameters});
+  };
+}
+
+StrategyFactory Fsdp(bool cpu_offload) {
+  return [cpu_offload](const StrategyArguments& arguments) -> std::shared_ptr<StrategyDescriptor> {
+    FSDPOptions options{.timeout = arguments.process_group_timeout, .cpu_offload = cpu_offload};
+    // The trainer checked the name (TrainerOptions' check); FULL_SHARD, the default, stands for anything else.
+    options.sharding_strategy = ParseShardingStrategy(arguments.sharding_strategy).value_or(options.sharding_strategy);
+    options.auto_wrap_policy = {.module_types = arguments.auto_wrap_policy,
+                                .min_num_params = arguments.auto_wrap_min_num_params};
+    return std::make_shared<FSDPStrategy>(std::move(options));
   };
 }
 
@@ -28,6 +40,8 @@ absl::Status SetBuiltinStrategyFactories(StrategyRegistry& registry) {
       {kDdpStrategy, Ddp(false)},
       {kDdpFindUnusedFalseStrategy, Ddp(false)},
       {kDdpFindUnusedTrueStrategy, Ddp(true)},
+      {kFsdpStrategy, Fsdp(false)},
+      {kFsdpCpuOffloadStrategy, Fsdp(true)},
   };
   for (const auto& [name, factory] : factories) {
     if (absl::Status status = registry.SetFactory(name, factory); !status.ok()) return status;

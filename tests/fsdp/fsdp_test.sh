@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Fully sharded data parallel against ddp and one device, with real processes (tests/fsdp/fsdp_run.cc and
+# //trainer:fit; c10d over Gloo on loopback, and the virtual NPU's own collective backend).
+#
+# The bound. ddp and fsdp average the same per-rank gradients, each divided by N first; they differ only in the
+# order the N parts are summed (Gloo's ring all-reduce against its reduce-scatter), and in where a fused optimizer's
+# kernel meets a tensor's end (a shard's boundaries are not the parameters'). Each averaged gradient element then
+# differs by at most 2 (N - 1) u G (u = 2^-24, G the largest |gradient| element, below 1 here). SGD with momentum m
+# and learning rate lr carries a gradient's error into the parameters at most lr / (1 - m) times per step, so after
+# T steps |p_ddp - p_fsdp| <= T lr / (1 - m) * 2 (N - 1) u, plus what the optimizer's own rounding adds: at N = 4,
+# T = 8, lr = 0.1, m = 0.9, that is 2.9e-6. The test allows 1e-5 of (1 + |p|), three times that, for the feedback of
+# the parameters into later gradients over so few steps. With 1 rank nothing is summed: fsdp equals one device bit
+# for bit, and NO_SHARD equals ddp bit for bit at 2 ranks (two parts sum the same in either order).
+set -uo pipefail
+run=$PWD/tests/fsdp/fsdp_run
+fit=$PWD/trainer/cli/fit
+work=${TEST_TMPDIR:-$(mktemp -d)}
+cd "$work" || exit 1
+failures=0
+fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
+train() {  # NAME ARGS...: trains, leaving NAME.rank<R>.txt
+  local name=$1
+  shift
+  timeout 300 "$run" "$name" "$@" 2>"$name.err" || { fail "$name ($*) failed: $(grep -v '^[I\[]' "$name.err" | tail -3)"; }
+}
+same() {  # A B TOLERANCE: fsdp's run B ends within TOLERANCE of A (0: bit for bit)
+  local verdict
+  if [[ $3 == 0 ]]; then
+    cmp -s "$1.rank0.txt" "$2.rank0.txt" && verdict="bit for bit" || fail "$2 is not bit for bit $1"
+  else
+    verdict=$("$run" compare "$1.rank0.txt" "$2.rank0.txt" "$3") || fail "$2 is not within $3 of $1: $verdict"
+  fi
+  echo "  $2 against $1: ${verdict:-}"
+}
+ranks_agree() {  # NAME N: every rank ends with the same whole model
+  for ((r = 1; r < $2; ++r)); do cmp -s "$1.rank0.txt" "$1.rank$r.txt" || fail "$1: rank $r's model differs from rank 0's"; done
+}
+
+echo "== 1 rank: fsdp is the single-device run"
+train single strategy=single_device devices=1
+train fsdp1 devices=1
+same single fsdp1 0
+train single_adam strategy=single_device devices=1 optimizer=adam clip=0.5
+train fsdp1_adam devices=1 optimizer=adam clip=0.5
+same single_adam fsdp1_adam 0
+
+echo "== 2 and 4 ranks on the CPU: every sharding strategy and policy against ddp"
+for n in 2 4; do
+  train ddp$n strategy=ddp devices=$n
+  for variant in "full sharding=FULL_SHARD" "grad_op sharding=SHARD_GRAD_OP" "no_shard sharding=NO_SHARD" \
+    "root policy=none" "size policy=size"; do
+    set -- $variant
+    train fsdp${n}_$1 devices=$n "${@:2}"
+    ranks_agree fsdp${n}_$1 $n
+    if [[ $1 == no_shard && $n == 2 ]]; then same ddp$n fsdp${n}_$1 0; else same ddp$n fsdp${n}_$1 1e-5; fi
+  done
+  # Adam, a gradient-accumulation window of 3 and clipping by norm (taken over every rank's shard).
+  train ddp${n}_adam strategy=ddp devices=$n optimizer=adam accumulate=3 clip=0.5
+  train fsdp${n}_adam devices=$n optimizer=adam accumulate=3 clip=0.5
+  ranks_agree fsdp${n}_adam $n
+  same ddp${n}_adam fsdp${n}_adam 1e-5
+done
+train ddp2_bf16 strategy=ddp precision=bf16-mixed
+train fsdp2_bf16 precision=bf16-mixed
+same ddp2_bf16 fsdp2_bf16 1e-5
+# The comparison can fail: 2 and 4 ranks see different batches.
+"$run" compare ddp2.rank0.txt ddp4.rank0.txt 1e-5 >/dev/null && fail "compare found 2 and 4 ranks of ddp alike"
+
+echo "== 4 virtual NPUs, on the device's own collective backend"
+export VIRTUAL_NPU_DEVICES=4
+train npu_ddp4 accelerator=virtual_npu strategy=ddp devices=4
+train npu_fsdp4 accelerator=virtual_npu devices=4
+ranks_agree npu_fsdp4 4
+same npu_ddp4 npu_fsdp4 1e-5
+same ddp4 npu_fsdp4 1e-5
+
+echo "== memory that shrinks with the ranks (the virtual NPU counts its allocator's peak)"
+# 8 Linear layers of width 256 (463,107 parameters, 1.85 MB) and Adam, batches of 8: the parameters, gradients and
+# optimizer state outweigh the activations. The bound at N ranks: ddp's peak / N plus one unit whole, its parameters
+# and its gradients (both exist while its backward runs): 2 * 65,792 * 4 = 526,336 bytes for Linear(256, 256).
+unit_bytes=526336
+peak() { sed -n -E 's/^peak_bytes ([0-9]+)$/\1/p' "$1.rank0.txt"; }
+echo "  ranks  ddp peak (bytes)  fsdp peak (bytes)  bound"
+for n in 1 2 4; do
+  train mem_ddp$n accelerator=virtual_npu strategy=ddp devices=$n width=256 optimizer=adam batches=4 epochs=1
+  train mem_fsdp$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=1
+  ddp_peak=$(peak mem_ddp$n)
+  fsdp_peak=$(peak mem_fsdp$n)
+  bound=$(((ddp_peak + n - 1) / n + unit_bytes))
+  echo "  $n      $ddp_peak           $fsdp_peak            $bound"
+  [[ -n $ddp_peak && -n $fsdp_peak ]] || { fail "no peak memory from the virtual NPU at $n ranks"; continue; }
+  ((fsdp_peak <= bound)) || fail "fsdp's peak at $n ranks, $fsdp_peak bytes, is over ddp's / $n + one unit, $bound"
+done
+unset VIRTUAL_NPU_DEVICES
+
+echo "== fit --strategy=fsdp, with units (--auto_wrap_policy) and without"
+common=(--accelerator=cpu --max_epochs=2 --enable_progress_bar=false --enable_checkpointing=false
+  --hidden_sizes=30,31,33 --process_group_timeout=60)
+timeout 300 "$fit" "${common[@]}" --devices=2 --strategy=ddp --summary_json=ddp.json >fit_ddp.out 2>&1 ||
+  fail "fit ddp: $(tail -3 fit_ddp.out)"
+timeout 300 "$fit" "${common[@]}" --devices=2 --strategy=fsdp --auto_wrap_policy=Linear --sharding_strategy=NO_SHARD \
+  --summary_json=no_shard.json >fit_no_shard.out 2>&1 || fail "fit fsdp NO_SHARD: $(tail -3 fit_no_shard.out)"
+timeout 300 "$fit" "${common[@]}" --devices=2 --strategy=fsdp --auto_wrap_policy=Linear \
+  --summary_json=fsdp.json >fit_fsdp.out 2>&1 || fail "fit fsdp: $(tail -3 fit_fsdp.out)"
+grep -q "^Trained on cpu (fsdp, 32-true)" fit_fsdp.out || fail "no 'Trained on cpu (fsdp, 32-true)' in: $(tail -3 fit_fsdp.out)"
+# Linear(16, 30), (30, 31), (31, 33), (33, 4): 510 + 961 + 1056 + 136 = 2663 parameters; rank 0 keeps half of each
+# unit padded to an even size: 255 + 481 + 528 + 68 = 1332.
+grep -qF "fsdp: FULL_SHARD, 4 wrapped unit(s) and the root, 2663 parameters; rank 0 keeps 1332" fit_fsdp.out ||
+  fail "fit fsdp did not make the 4 Linear units: $(grep 'fsdp:' fit_fsdp.out)"
+sha() { sed -n -E 's/.*"params_sha256": "([0-9a-f]{64})".*/\1/p' "$1" 2>/dev/null; }
+[[ -n $(sha ddp.json) && $(sha no_shard.json) == $(sha ddp.json) ]] || fail "fit fsdp NO_SHARD does not end as ddp"
+val_loss() { sed -n -E 's/.*"val_loss": ([-0-9.e]+).*/\1/p' "$1"; }
+awk -v a="$(val_loss ddp.json)" -v b="$(val_loss fsdp.json)" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d < 1e-10) }' ||
+  fail "fit fsdp's val_loss $(val_loss fsdp.json) is not within 1e-5 of ddp's $(val_loss ddp.json)"
+
+echo "== what is not built yet is refused before training, with what to do"
+refused() {  # NAME EXPECTED ARGS...
+  local name=$1 expected=$2
+  shift 2
+  if timeout 120 "$fit" "${common[@]}" --default_root_dir="$work/$name" "$@" >"$name.out" 2>&1; then
+    fail "$name: fit succeeded"
+  fi
+  grep -qF -- "$expected" "$name.out" || fail "$name: no '$expected' in: $(tail -2 "$name.out")"
+  [[ ! -d $work/$name/lightning_logs/version_0/checkpoints ]] || fail "$name left a checkpoint folder"
+}
+refused checkpoints "train with enable_checkpointing=false" --devices=2 --strategy=fsdp --enable_checkpointing=true
+refused offload "cpu_offload (strategy 'fsdp_cpu_offload') is not supported yet" --devices=2 --strategy=fsdp_cpu_offload
+refused not_fsdp "are fsdp's options, but the strategy is 'ddp'" --devices=2 --strategy=ddp --auto_wrap_policy=Linear
+refused hybrid "--sharding_strategy='HYBRID' is not valid; pass FULL_SHARD, SHARD_GRAD_OP or NO_SHARD" \
+  --devices=2 --strategy=fsdp --sharding_strategy=HYBRID
+timeout 120 "$run" hybrid sharding=HYBRID_SHARD >hybrid_shard.out 2>&1 && fail "HYBRID_SHARD trained"
+grep -qF "sharding_strategy HYBRID_SHARD is not supported yet" hybrid_shard.out ||
+  fail "no HYBRID_SHARD refusal in: $(tail -2 hybrid_shard.out)"
+
+if ((failures > 0)); then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "PASS: fsdp ends as ddp within the stated bound (bit for bit with 1 rank, and NO_SHARD at 2), on the CPU and the virtual NPU"

@@ -1,0 +1,132 @@
+#include "trainer/strategies/flat_parameter.h"
+
+#include <utility>
+
+#include "ATen/ATen.h"
+#include "c10/core/Allocator.h"
+#include "c10/core/StorageImpl.h"
+#include "torch/csrc/autograd/generated/variable_factories.h"
+#include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
+
+namespace kiln {
+
+FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int rank, int world_size, bool sharded,
+                             c10::Device device)
+    : name_(std::move(name)),
+      members_(std::move(members)),
+      rank_(rank),
+      world_size_(world_size),
+      sharded_(sharded && world_size > 1) {
+  TORCH_CHECK(!members_.empty(), "fsdp unit '", name_, "' has no parameters");
+  const at::Tensor& first = members_.front().parameter;
+  for (const Member& member : members_) {
+    TORCH_CHECK_VALUE(member.parameter.device() == first.device() && member.parameter.dtype() == first.dtype(),
+                      "fsdp unit '", name_, "': parameter '", member.name, "' is ", member.parameter.dtype(), " on ",
+                      member.parameter.device(), " but '", members_.front().name, "' is ", first.dtype(), " on ",
+                      first.device(), "; the parameters of one unit are kept as one flat tensor, so they must share a "
+                      "dtype and a device (wrap the modules that differ as units of their own)");
+    offsets_.push_back(numel_);
+    numel_ += member.parameter.numel();
+    if (member.parameter.requires_grad()) ++requires_grad_count_;
+  }
+  padded_ = sharded_ ? (numel_ + world_size_ - 1) / world_size_ * world_size_ : numel_;
+  at::NoGradGuard no_grad;
+  full_ = at::zeros({padded_}, first.options().device(device).requires_grad(false));  // The padding stays zero.
+  for (size_t i = 0; i < members_.size(); ++i) {
+    full_.narrow(0, offsets_[i], members_[i].parameter.numel()).copy_(members_[i].parameter.detach().reshape(-1));
+  }
+  if (sharded_) {
+    const int64_t chunk = padded_ / world_size_;
+    shard_ = full_.narrow(0, rank_ * chunk, chunk).clone();
+    shard_.set_requires_grad(requires_grad_count_ > 0);
+  }
+  // The members become views of the flat buffer: same tensors (the module's own), new memory.
+  const at::Tensor base = full_.detach();
+  for (size_t i = 0; i < members_.size(); ++i) {
+    at::Tensor& parameter = members_[i].parameter;
+    parameter.set_data(base.narrow(0, offsets_[i], parameter.numel()).view(parameter.sizes()));
+  }
+}
+
+void FlatParameter::AllocateFull() {
+  c10::StorageImpl* storage = full_.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(padded_) * full_.element_size();
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
+  storage->set_nbytes(bytes);
+}
+
+void FlatParameter::Unshard(c10d::ProcessGroup& group) {
+  if (gathered_) return;
+  AllocateFull();
+  at::Tensor output = full_.detach();
+  at::Tensor input = shard_.detach();
+  group._allgather_base(output, input)->wait();
+  gathered_ = true;
+}
+
+void FlatParameter::Reshard() {
+  if (!sharded_ || !gathered_) return;
+  // The members' views keep their shapes; their memory goes back to the allocator.
+  c10::StorageImpl* storage = full_.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, full_.device()));
+  storage->set_nbytes(0);
+  gathered_ = false;
+}
+
+bool FlatParameter::WindowOpen() const {
+  if (!full_grad_.defined()) return false;
+  if (sharded_) return shard_.grad().defined();
+  for (const Member& member : members_) {
+    if (member.parameter.requires_grad()) return member.parameter.grad().defined();
+  }
+  return false;
+}
+
+void FlatParameter::PrepareGradients() {
+  if (requires_grad_count_ == 0) return;
+  // A gradient-accumulation window sums into the same buffer until it ends. While it is open the optimizer's
+  // parameters have gradients (the shard a zero one, set here): when its zero_grad has cleared them since, the buffer
+  // holds a window that never stepped (a skipped batch), and is not summed into.
+  if (WindowOpen()) return;
+  full_grad_ = at::zeros({padded_}, full_.options());
+  for (size_t i = 0; i < members_.size(); ++i) {
+    at::Tensor& parameter = members_[i].parameter;
+    if (!parameter.requires_grad()) continue;
+    // Autograd's AccumulateGrad adds into a gradient that is already there, in place: it lands in the flat buffer.
+    parameter.mutable_grad() = full_grad_.narrow(0, offsets_[i], parameter.numel()).view(parameter.sizes());
+  }
+  if (sharded_ && !shard_.grad().defined()) shard_.mutable_grad() = at::zeros_like(shard_);
+}
+
+void FlatParameter::ReduceGradients(c10d::ProcessGroup& group) {
+  if (!full_grad_.defined()) return;
+  at::NoGradGuard no_grad;
+  // Divided first, then summed, as DDP's reducer does: the same rounding of each rank's part.
+  if (world_size_ > 1) full_grad_.div_(world_size_);
+  if (!sharded_) {
+    // The optimizer steps the members themselves, whose gradients are views of the buffer: reduced in place.
+    if (world_size_ > 1) {
+      std::vector<at::Tensor> tensors = {full_grad_};
+      group.allreduce(tensors)->wait();
+    }
+    full_grad_.reset();
+    return;
+  }
+  at::Tensor reduced = at::empty({padded_ / world_size_}, full_grad_.options());
+  group._reduce_scatter_base(reduced, full_grad_)->wait();
+  shard_.mutable_grad().add_(reduced);  // PrepareGradients set it.
+  for (Member& member : members_) member.parameter.mutable_grad().reset();
+  full_grad_.reset();
+}
+
+void FlatParameter::Release() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    at::Tensor& parameter = members_[i].parameter;
+    if (sharded_) parameter.mutable_grad().reset();
+    if (gathered_) parameter.set_data(parameter.detach().clone());
+  }
+  full_grad_.reset();
+}
+
+}  // namespace kiln

@@ -1,0 +1,96 @@
+// FlatParameter: the parameters of one FSDP unit kept as one flat shard per rank (PyTorch FSDP's FlatParameter).
+//
+// The unit's parameters, flattened in order and padded to a multiple of the world size, are split into equal
+// chunks; each rank keeps its chunk as `shard()`, a leaf tensor the optimizer steps. While the unit computes, its
+// parameters are whole: Unshard all-gathers every rank's chunk into one flat buffer, and the module's own parameter
+// tensors are views of it (they keep their names, shapes and autograd identity, so the module's code and its
+// state_dict are unchanged). Reshard frees the buffer's memory (the views keep their shapes; reading one then throws
+// LibTorch's "data is not allocated" error). The gradients land in a flat buffer of the same layout (each
+// parameter's .grad is a view of it), which ReduceGradients reduce-scatters into the shard's gradient, averaged over
+// the ranks, and frees.
+//
+// Not sharded (NO_SHARD, or one rank): the flat buffer is never freed, and the optimizer steps the members
+// themselves (so that a fused optimizer's kernels see the tensors they see under DDP); their gradients, views of the
+// flat gradient, are all-reduced in place.
+//
+// Every method that takes the process group is a collective: every rank calls it for the same unit in the same
+// order. Thread-safety: one thread at a time (the loop's, or autograd's during backward). Throws c10::Error with
+// the unit's name for what it refuses.
+#ifndef KILN_TRAINER_STRATEGIES_FLAT_PARAMETER_H_
+#define KILN_TRAINER_STRATEGIES_FLAT_PARAMETER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ATen/core/Tensor.h"
+#include "c10/util/intrusive_ptr.h"
+
+namespace c10d {
+class ProcessGroup;
+}  // namespace c10d
+
+namespace kiln {
+
+class FlatParameter {
+ public:
+  struct Member {
+    std::string name;  // As the model's named_parameters() says it ("net.0.weight").
+    at::Tensor parameter;
+  };
+
+  // Takes `members` (one device and one dtype; refused otherwise) as the unit `name`, onto `device`: this rank's
+  // chunk of their values becomes the shard, and each parameter becomes a view of the flat buffer, which stays whole
+  // (gathered) until Reshard. `sharded` false keeps everything on every rank.
+  FlatParameter(std::string name, std::vector<Member> members, int rank, int world_size, bool sharded,
+                c10::Device device);
+
+  const std::string& name() const { return name_; }
+  const std::vector<Member>& members() const { return members_; }
+  // The leaf the optimizer steps when sharded: this rank's chunk (undefined when not sharded).
+  const at::Tensor& shard() const { return shard_; }
+  bool sharded() const { return sharded_; }
+  bool gathered() const { return gathered_; }
+  int64_t numel() const { return numel_; }          // The parameters' elements, without padding.
+  int64_t padded_numel() const { return padded_; }  // A multiple of the world size.
+  // How many members need a gradient (those ReduceGradients waits for).
+  int requires_grad_count() const { return requires_grad_count_; }
+
+  // Makes the parameters whole from every rank's shard (a collective; nothing when already gathered).
+  void Unshard(c10d::ProcessGroup& group);
+  // Frees the whole parameters' memory (nothing when not sharded or not gathered).
+  void Reshard();
+  // Points every member's gradient at a zeroed flat buffer (kept while a gradient-accumulation window sums into it),
+  // and, when sharded, gives the shard a zero gradient if it has none.
+  void PrepareGradients();
+  bool has_gradients() const { return full_grad_.defined(); }
+  // Reduces the flat gradient over the ranks, averaged: into the shard's gradient (added to it) when sharded, in place
+  // otherwise; then lets the flat gradient go. A collective.
+  void ReduceGradients(c10d::ProcessGroup& group);
+  // Gives every member its own memory holding its whole value (after Unshard) and forgets the flat buffers: the
+  // parameters are plain tensors again.
+  void Release();
+
+ private:
+  void AllocateFull();
+  // Whether a gradient-accumulation window is summing into full_grad_ (PrepareGradients).
+  bool WindowOpen() const;
+
+  std::string name_;
+  std::vector<Member> members_;
+  std::vector<int64_t> offsets_;  // Where each member starts in the flat buffer.
+  int rank_;
+  int world_size_;
+  bool sharded_;
+  int64_t numel_ = 0;
+  int64_t padded_ = 0;
+  int requires_grad_count_ = 0;
+  at::Tensor full_;       // The flat buffer the members view; its storage is freed when resharded.
+  at::Tensor shard_;      // This rank's chunk; undefined when not sharded.
+  at::Tensor full_grad_;  // The members' gradients, flat; undefined outside a backward.
+  bool gathered_ = true;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_STRATEGIES_FLAT_PARAMETER_H_

@@ -1,0 +1,345 @@
+#include "trainer/strategies/fsdp_strategy.h"
+
+#include <exception>
+#include <unordered_set>
+#include <utility>
+
+#include "ATen/ATen.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "hal/compat/error_message.h"
+#include "torch/csrc/autograd/function.h"
+#include "torch/csrc/autograd/function_hook.h"
+#include "torch/csrc/autograd/variable.h"
+#include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
+#include "torch/optim/optimizer.h"
+#include "trainer/core/lightning_module.h"
+
+namespace kiln {
+namespace {
+
+constexpr const char* kShardingNames[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"};
+
+// Autograd's post-hook on a parameter's gradient accumulator: runs once its gradient is accumulated.
+class GradientReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit GradientReadyHook(std::function<void()> ready) : ready_(std::move(ready)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    ready_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> ready_;
+};
+
+}  // namespace
+
+absl::StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& text) {
+  const std::string upper = absl::AsciiStrToUpper(text);
+  for (int i = 0; i < 4; ++i) {
+    if (upper == kShardingNames[i]) return static_cast<ShardingStrategy>(i);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("sharding_strategy '", text, "' is not one of ",
+                                                 absl::StrJoin(kShardingNames, ", ")));
+}
+
+const char* ShardingStrategyName(ShardingStrategy strategy) { return kShardingNames[static_cast<int>(strategy)]; }
+
+FSDPStrategy::FSDPStrategy(FSDPOptions options)
+    : ParallelStrategy(options.timeout, options.process_group_backend), options_(std::move(options)) {}
+
+FSDPStrategy::~FSDPStrategy() { Unwrap(); }
+
+absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
+  // What is not built yet is refused before anything starts, with what to use instead.
+  if (options_.sharding_strategy == ShardingStrategy::kHybridShard) {
+    return absl::UnimplementedError(
+        "fsdp: sharding_strategy HYBRID_SHARD is not supported yet; use FULL_SHARD, SHARD_GRAD_OP or NO_SHARD");
+  }
+  if (options_.cpu_offload) {
+    return absl::UnimplementedError(
+        "fsdp: cpu_offload (strategy 'fsdp_cpu_offload') is not supported yet; use strategy 'fsdp' without it");
+  }
+  if (!options_.activation_checkpointing_policy.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "fsdp: activation checkpointing (", absl::StrJoin(options_.activation_checkpointing_policy, ", "),
+        ") is not supported yet; leave activation_checkpointing_policy empty"));
+  }
+  if (plan.precision == Precision::k16Mixed) {
+    return absl::UnimplementedError(
+        "fsdp: precision 16-mixed is not supported yet (its gradient scaler would have to agree on every rank's "
+        "shard); use bf16-mixed, or ddp");
+  }
+  // The parameters go to the device one unit at a time, as shards: the whole model is never there at once.
+  if (absl::Status joined = JoinProcessGroup(plan, model, /*move_model=*/false); !joined.ok()) return joined;
+  try {
+    at::NoGradGuard no_grad;
+    for (at::Tensor& buffer : model.buffers()) buffer.set_data(buffer.data().to(root_device()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("fsdp: moving the model's buffers to ", root_device().str(), " failed: ",
+                                            compat::ExceptionMessage(e)));
+  }
+
+  wrapping_ = WrapForFsdp(model, options_.auto_wrap_policy, this);
+  if (!wrapping_.unwrappable.empty()) {
+    LOG(WARNING) << "fsdp: the auto-wrap policy picks " << absl::StrJoin(wrapping_.unwrappable, ", ")
+                 << ", which the model calls as members rather than as elements of a torch::nn::Sequential, so no "
+                    "unit can be put around them; their parameters stay in the enclosing unit";
+  }
+  std::unordered_map<const c10::TensorImpl*, std::string> names;
+  for (const auto& item : model.named_parameters()) {
+    names.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    model_parameters_.insert(item.value().unsafeGetTensorImpl());
+  }
+  std::unordered_set<const c10::TensorImpl*> taken;
+  const auto members_of = [&](torch::nn::Module& module) {
+    std::vector<FlatParameter::Member> members;
+    for (const at::Tensor& parameter : module.parameters()) {
+      const c10::TensorImpl* impl = parameter.unsafeGetTensorImpl();
+      if (!taken.insert(impl).second) continue;
+      members.push_back({names.count(impl) != 0 ? names[impl] : "?", parameter});
+    }
+    return members;
+  };
+  const bool shard = options_.sharding_strategy != ShardingStrategy::kNoShard;
+  try {
+    for (const FsdpWrapping::Unit& unit : wrapping_.units) {
+      std::vector<FlatParameter::Member> members = members_of(*unit.unit);
+      flats_.push_back(members.empty() ? nullptr
+                                       : std::make_unique<FlatParameter>(unit.name, std::move(members), global_rank(),
+                                                                         world_size(), shard, root_device()));
+      // A unit's whole parameters exist only while it computes.
+      if (flats_.back() != nullptr) flats_.back()->Reshard();
+    }
+    std::vector<FlatParameter::Member> rest = members_of(model);
+    flats_.push_back(rest.empty() ? nullptr
+                                  : std::make_unique<FlatParameter>("(root)", std::move(rest), global_rank(),
+                                                                    world_size(), shard, root_device()));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(compat::ExceptionMessage(e));
+  }
+  ready_.assign(flats_.size(), 0);
+  reduced_.assign(flats_.size(), false);
+  for (size_t unit = 0; unit < flats_.size(); ++unit) {
+    if (flats_[unit] == nullptr) continue;
+    for (const FlatParameter::Member& member : flats_[unit]->members()) {
+      if (!member.parameter.requires_grad()) continue;
+      std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(member.parameter);
+      const uintptr_t key = accumulator->add_post_hook(
+          std::make_unique<GradientReadyHook>([this, unit] { GradientReady(static_cast<int>(unit)); }));
+      hooks_.push_back({std::move(accumulator), key});
+    }
+  }
+  int64_t total = 0;
+  int64_t kept = 0;
+  for (const auto& flat : flats_) {
+    if (flat == nullptr) continue;
+    total += flat->numel();
+    kept += flat->sharded() ? flat->shard().numel() : flat->numel();
+  }
+  LOG(INFO) << "fsdp: " << ShardingStrategyName(options_.sharding_strategy) << ", " << wrapping_.units.size()
+            << " wrapped unit(s) and the root, " << total << " parameters; rank " << global_rank() << " keeps "
+            << kept << " of them (with padding), and their gradients and optimizer state";
+  return absl::OkStatus();
+}
+
+absl::Status FSDPStrategy::ConnectOptimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) {
+  // Units that are not sharded (NO_SHARD, one rank) leave the optimizers on their members.
+  std::unordered_map<const c10::TensorImpl*, std::pair<int, const FlatParameter::Member*>> owner;
+  for (size_t unit = 0; unit < flats_.size(); ++unit) {
+    if (flats_[unit] == nullptr || !flats_[unit]->sharded()) continue;
+    for (const FlatParameter::Member& member : flats_[unit]->members()) {
+      owner[member.parameter.unsafeGetTensorImpl()] = {static_cast<int>(unit), &member};
+    }
+  }
+  struct Place {
+    size_t optimizer;
+    size_t group;
+    std::string first;  // The first parameter seen there.
+    size_t count = 0;
+  };
+  std::unordered_map<int, Place> places;
+  std::vector<std::vector<std::vector<at::Tensor>>> shards(optimizers.size());
+  for (size_t o = 0; o < optimizers.size(); ++o) {
+    if (!optimizers[o]->state().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "fsdp: optimizer ", o, " already has state before the first step; fsdp points the optimizers at its "
+          "shards, so configure_optimizers must return fresh ones"));
+    }
+    for (size_t g = 0; g < optimizers[o]->param_groups().size(); ++g) {
+      shards[o].emplace_back();
+      for (const at::Tensor& parameter : optimizers[o]->param_groups()[g].params()) {
+        const auto found = owner.find(parameter.unsafeGetTensorImpl());
+        if (found == owner.end() && model_parameters_.count(parameter.unsafeGetTensorImpl()) != 0) {
+          shards[o][g].push_back(parameter);
+          continue;
+        }
+        if (found == owner.end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "fsdp: optimizer ", o, " group ", g, " steps a tensor that is not one of the model's parameters; under "
+              "fsdp an optimizer can step only the model's own parameters (build it from parameters())"));
+        }
+        const auto [unit, member] = found->second;
+        auto [place, added] = places.try_emplace(unit, Place{o, g, member->name});
+        if (!added && (place->second.optimizer != o || place->second.group != g)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "fsdp keeps the parameters of unit '", flats_[unit]->name(), "' as one flat shard, so they must be in "
+              "one optimizer parameter group, but '", place->second.first, "' is in optimizer ",
+              place->second.optimizer, " group ", place->second.group, " and '", member->name, "' in optimizer ", o,
+              " group ", g, "; put them in one group, or wrap their modules as separate units (auto_wrap_policy)"));
+        }
+        if (added) shards[o][g].push_back(flats_[unit]->shard());
+        ++place->second.count;
+      }
+    }
+  }
+  for (const auto& [unit, place] : places) {
+    if (place.count == flats_[unit]->members().size()) continue;
+    std::vector<std::string> missing;
+    for (const FlatParameter::Member& member : flats_[unit]->members()) missing.push_back(member.name);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fsdp keeps the parameters of unit '", flats_[unit]->name(), "' (", absl::StrJoin(missing, ", "),
+        ") as one flat shard, so an optimizer steps all of them or none, but optimizer ", place.optimizer,
+        " group ", place.group, " has ", place.count, " of the ", flats_[unit]->members().size(),
+        "; give it all of them, or freeze the others with requires_grad(false) and leave them out of the unit"));
+  }
+  for (size_t o = 0; o < optimizers.size(); ++o) {
+    for (size_t g = 0; g < shards[o].size(); ++g) optimizers[o]->param_groups()[g].params() = shards[o][g];
+  }
+  return absl::OkStatus();
+}
+
+void FSDPStrategy::BeforeForward(int unit) {
+  FlatParameter* flat = flats_[unit].get();
+  if (flat == nullptr) return;
+  Collective("gathering a unit's parameters", [&] { flat->Unshard(*process_group()); });
+}
+
+at::Tensor FSDPStrategy::AfterForward(int unit, at::Tensor output) {
+  FlatParameter* flat = flats_[unit].get();
+  if (flat == nullptr) return output;
+  const bool backward_follows = at::GradMode::is_enabled() && output.requires_grad();
+  if (!backward_follows || ReshardsAfterForward()) flat->Reshard();
+  if (backward_follows) {
+    // Runs before the unit's own backward: the parameters are whole again, and the gradients have where to land.
+    output.register_hook([this, unit](const at::Tensor&) {
+      FlatParameter* flat = flats_[unit].get();
+      Collective("gathering a unit's parameters for its backward", [&] { flat->Unshard(*process_group()); });
+      flat->PrepareGradients();
+    });
+  }
+  return output;
+}
+
+void FSDPStrategy::GradientReady(int unit) {
+  if (!in_backward_) return;
+  if (++ready_[unit] == flats_[unit]->requires_grad_count()) FinishUnitBackward(unit);
+}
+
+void FSDPStrategy::FinishUnitBackward(int unit) {
+  if (reduced_[unit]) return;
+  reduced_[unit] = true;
+  FlatParameter& flat = *flats_[unit];
+  if (sync_gradients_) flat.ReduceGradients(*process_group());
+  if (static_cast<size_t>(unit) + 1 < flats_.size()) flat.Reshard();
+}
+
+void FSDPStrategy::Backward(const at::Tensor& loss, bool sync_gradients) {
+  sync_gradients_ = sync_gradients;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(reduced_.begin(), reduced_.end(), false);
+  if (flats_.back() != nullptr) flats_.back()->PrepareGradients();  // The root's parameters are always whole.
+  in_backward_ = true;
+  struct Done {
+    ~Done() { *flag = false; }
+    bool* flag;
+  } done{&in_backward_};
+  Collective("the backward pass's gradient reduce-scatter", [&] {
+    loss.backward();
+    // Units some of whose parameters took no part in this step are reduced now, in unit order (the same on every
+    // rank as long as every rank leaves out the same parameters).
+    for (size_t unit = 0; unit < flats_.size(); ++unit) {
+      if (flats_[unit] != nullptr && flats_[unit]->has_gradients()) FinishUnitBackward(static_cast<int>(unit));
+    }
+  });
+}
+
+void FSDPStrategy::OptimizerStep(torch::optim::Optimizer& optimizer) {
+  optimizer.step();
+  // The root's whole parameters follow its new shard.
+  FlatParameter* root = flats_.back().get();
+  if (root == nullptr || !root->sharded()) return;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& parameter : group.params()) {
+      if (parameter.unsafeGetTensorImpl() != root->shard().unsafeGetTensorImpl()) continue;
+      Collective("gathering the root's parameters after the optimizer step", [&] {
+        root->Reshard();
+        root->Unshard(*process_group());
+      });
+      return;
+    }
+  }
+}
+
+void FSDPStrategy::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) {
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& parameter : parameters) {
+    if (parameter.grad().defined()) grads.push_back(parameter.grad());
+  }
+  bool sharded = false;
+  for (const auto& flat : flats_) sharded = sharded || (flat != nullptr && flat->sharded());
+  if (!sharded) {
+    ClipGradNorm(parameters, max_norm);
+    return;
+  }
+  // The norm over every rank's shard: the sum of the squares, summed over the ranks (every rank calls this for the
+  // same optimizer, whether its shards have gradients or not).
+  at::Tensor squares = at::zeros({1}, at::TensorOptions(at::kFloat).device(root_device()));
+  for (const at::Tensor& grad : grads) squares += grad.detach().to(at::kFloat).norm(2).pow(2);
+  Collective("summing the gradients' norm", [&] {
+    std::vector<at::Tensor> tensors = {squares};
+    process_group()->allreduce(tensors)->wait();
+  });
+  const at::Tensor total_norm = squares.sqrt();
+  const at::Tensor coefficient = at::clamp(max_norm / (total_norm + 1e-6), c10::nullopt, 1.0);
+  for (const at::Tensor& grad : grads) grad.detach().mul_(coefficient.to(grad.scalar_type()));
+}
+
+absl::Status FSDPStrategy::Finish() {
+  try {
+    Collective("gathering the model after the run", [&] {
+      for (auto& flat : flats_) {
+        if (flat != nullptr) flat->Unshard(*process_group());
+      }
+    });
+  } catch (const std::exception& e) {
+    return absl::InternalError(compat::ExceptionMessage(e));
+  }
+  Unwrap();
+  return absl::OkStatus();
+}
+
+absl::Status FSDPStrategy::CheckCheckpointing() const {
+  return absl::UnimplementedError(
+      "fsdp cannot save or restore checkpoints yet (the full and sharded checkpoints of issue #36 are not built); "
+      "train with enable_checkpointing=false (fit --enable_checkpointing=false) and without ckpt_path, or use ddp");
+}
+
+void FSDPStrategy::Unwrap() {
+  for (auto& [accumulator, key] : hooks_) accumulator->del_post_hook(key);
+  hooks_.clear();
+  wrapping_.Restore();
+  for (auto& flat : flats_) {
+    if (flat != nullptr) flat->Release();
+  }
+  flats_.clear();
+  model_parameters_.clear();
+}
+
+void FSDPStrategy::ReleaseState() { Unwrap(); }
+
+}  // namespace kiln

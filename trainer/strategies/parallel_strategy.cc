@@ -1,0 +1,348 @@
+#include "trainer/strategies/parallel_strategy.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+#include "hal/collectives.h"
+#include "hal/compat/error_message.h"
+#include "torch/csrc/distributed/c10d/PrefixStore.hpp"
+#include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
+#include "torch/csrc/distributed/c10d/TCPStore.hpp"
+#include "torch/csrc/distributed/c10d/comm.hpp"
+#include "trainer/strategies/gloo_devices.h"
+
+namespace kiln {
+namespace {
+
+constexpr size_t kBroadcastBucketBytes = 250 * 1024 * 1024;  // PyTorch DDP's _sync_module_states bucket.
+
+constexpr char kJoinedKey[] = "kiln/ranks_joined";
+constexpr char kGlooBackend[] = "gloo";
+
+// The first line of a c10 error (the rest is LibTorch's backtrace).
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// c10d's name for a backend, as a ProcessGroup files it: its own two, and every other (a vendor's) as CUSTOM.
+c10d::ProcessGroup::BackendType BackendTypeOf(const std::string& name) {
+  if (name == "gloo") return c10d::ProcessGroup::BackendType::GLOO;
+  if (name == "nccl") return c10d::ProcessGroup::BackendType::NCCL;
+  return c10d::ProcessGroup::BackendType::CUSTOM;
+}
+
+std::chrono::milliseconds Millis(absl::Duration duration) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(duration));
+}
+
+// What is left until `deadline`, at least a millisecond (c10d treats 0 as "no timeout").
+std::chrono::milliseconds Remaining(absl::Time deadline) {
+  return std::max(std::chrono::milliseconds(1), Millis(deadline - absl::Now()));
+}
+
+// Waits until something accepts TCP connections at address:port, or the deadline passes. Each attempt is a
+// non-blocking connect bounded by the time left, so a host that drops packets cannot hold it past the deadline.
+absl::Status WaitForListener(const std::string& address, int port, absl::Time deadline) {
+  addrinfo hints = {};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int error = ::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found); error != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve MASTER_ADDR '", address, "': ", gai_strerror(error)));
+  }
+  std::string last_error = "nothing answered";
+  while (true) {
+    for (addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
+      const int fd = ::socket(entry->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      int error = ::connect(fd, entry->ai_addr, entry->ai_addrlen) == 0 ? 0 : errno;
+      if (error == EINPROGRESS) {
+        pollfd poll_fd = {fd, POLLOUT, 0};
+        const int wait_ms = static_cast<int>(std::min<int64_t>(1000, Remaining(deadline).count()));
+        if (::poll(&poll_fd, 1, wait_ms) == 1) {
+          socklen_t length = sizeof(error);
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+        } else {
+          error = ETIMEDOUT;
+        }
+      }
+      ::close(fd);
+      if (error == 0) {
+        ::freeaddrinfo(found);
+        return absl::OkStatus();
+      }
+      last_error = absl::StrCat("connect to ", address, ":", port, ": ", std::strerror(error));
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ::freeaddrinfo(found);
+  return absl::DeadlineExceededError(absl::StrCat("rank 0's store never answered: ", last_error));
+}
+
+}  // namespace
+
+ParallelStrategy::ParallelStrategy(absl::Duration timeout, std::optional<std::string> process_group_backend)
+    : timeout_(timeout), process_group_backend_(std::move(process_group_backend)) {}
+
+ParallelStrategy::~ParallelStrategy() = default;
+
+std::string ParallelStrategy::FailureHint(const std::string& message) const {
+  return absl::StrCat(" (another rank has probably died or stopped answering; the timeout is ",
+                      absl::FormatDuration(timeout_), ")");
+}
+
+void ParallelStrategy::Rethrow(const char* what, const std::exception& error) const {
+  const std::string message = compat::ExceptionMessage(error);
+  throw std::runtime_error(absl::StrCat("rank ", global_rank_, " of ", world_size_, ": ", what, " failed: ", message,
+                                        FailureHint(message)));
+}
+
+absl::Status ParallelStrategy::NotMet(absl::string_view cause) const {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rank ", global_rank_, " of ", world_size_, " could not meet the other ranks at ", address_, ":", port_,
+      " within ", absl::FormatDuration(timeout_), " (", cause,
+      "). Check that every rank was started, with the same MASTER_ADDR, MASTER_PORT and world size"));
+}
+
+absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Module& model, bool move_model) {
+  accelerator_ = plan.accelerator;
+  logical_device_ = plan.root_logical_device();
+  device_ = logical_device_.compute;
+  global_rank_ = plan.global_rank;
+  world_size_ = plan.world_size;
+  // The accelerator brings its own backend (hal/collectives.h); Gloo is there for every host.
+  const std::string native = accelerator_->ProcessGroupBackend();
+  const std::string backend = plan.process_group_backend.value_or(native);
+  if (backend != native && backend != kGlooBackend) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "process group backend '", backend, "' is not available for accelerator '", accelerator_->name(),
+        "': it brings '", native, "', and 'gloo' carries CPU tensors; set process_group_backend to '", native,
+        "' or leave it unset"));
+  }
+  // Whether the backend can carry the device's tensors (Gloo: CPU and CUDA) is the backend's to say: set-up checks
+  // it with one all-reduce on the device (CheckCollectives), before any training.
+  if (!plan.main_port.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name(), " needs a main port for the processes to meet: set MASTER_PORT (and MASTER_ADDR) on every node"));
+  }
+  address_ = plan.main_address.empty() ? "127.0.0.1" : plan.main_address;
+  port_ = *plan.main_port;
+  const std::string& address = address_;
+  const int port = port_;
+
+  if (move_model) {
+    absl::Status status = SetupDeviceAndModel(*accelerator_, logical_device_, model, &device_set_up_);
+    if (!status.ok()) return status;
+  } else if (absl::Status status = accelerator_->SetupDevice(logical_device_); !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("setting up ", accelerator_->name(), " device ",
+                                                    logical_device_.ToString(), " failed: ", status.message()));
+  } else {
+    device_set_up_ = true;
+  }
+
+  // Every wait below shares one deadline, so that joining fails within the timeout, not once per phase.
+  const absl::Time deadline = absl::Now() + timeout_;
+  const bool launcher_store = plan.launcher_store_prefix.has_value();
+  const bool serves_store = !launcher_store && global_rank_ == 0;
+  if (!serves_store) {
+    // TCPStore's own connect is bounded by the kernel's SYN retries (minutes) for a host that does not answer.
+    if (absl::Status answered = WaitForListener(address, port, deadline); !answered.ok()) {
+      return NotMet(answered.message());
+    }
+  }
+
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(port);
+  // torchrun's agent (its default, static rendezvous) already serves the store: every rank joins it as a client,
+  // under this attempt's prefix, as torch.distributed's env:// rendezvous does. Otherwise rank 0 serves it.
+  store_options.isServer = serves_store;
+  store_options.numWorkers = static_cast<size_t>(world_size_);
+  store_options.waitWorkers = false;  // The check-in below waits, against the deadline.
+  store_options.timeout = Remaining(deadline);
+  try {
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
+    store_ = store;
+    if (launcher_store) store_ = c10::make_intrusive<c10d::PrefixStore>(*plan.launcher_store_prefix, store);
+    // Every rank checks in; Gloo then connects peers that are all there, so its own wait is short.
+    store_->add(kJoinedKey, 1);
+    for (int64_t joined = 0; (joined = store_->add(kJoinedKey, 0)) < world_size_;) {
+      if (absl::Now() >= deadline) {
+        return NotMet(absl::StrCat(joined, " of ", world_size_, " ranks joined"));
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  } catch (const std::exception& e) {
+    const std::string message = compat::ExceptionMessage(e);
+    if (absl::StrContains(message, "ddress already in use")) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "MASTER_PORT=", port, " is already in use on this machine; pick another port, or unset MASTER_PORT to "
+          "let Kiln choose a free one (", message, ")"));
+    }
+    // A launcher's store speaks its own PyTorch's protocol (torchrun from another PyTorch resets the connection).
+    return NotMet(launcher_store ? absl::StrCat(message, "; the launcher serves this store: it must come from a "
+                                                         "PyTorch of the same version as Kiln's LibTorch, or use "
+                                                         "torchrun --rdzv_backend=c10d, where rank 0 serves it")
+                                 : message);
+  }
+
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  absl::StatusOr<std::vector<GlooDevice>> devices =
+      ChooseGlooDevices(address, ifname != nullptr ? ifname : "", HostFacts::Probe(address));
+  if (!devices.ok()) return devices.status();
+  CollectiveOptions collective;
+  collective.rank = global_rank_;
+  collective.world_size = world_size_;
+  collective.device_index = device_.has_index() ? device_.index() : 0;
+  collective.timeout = Millis(timeout_);
+  for (const GlooDevice& device : *devices) collective.host_endpoints.push_back({device.is_interface, device.name});
+  // Each backend meets under its own prefix, so that their keys never collide.
+  const auto prefixed = [&](const std::string& prefix) {
+    CollectiveOptions options = collective;
+    options.store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    return options;
+  };
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> device_backend =
+      backend == native ? accelerator_->MakeCollectiveBackend(logical_device_, prefixed("kiln/device/" + backend))
+                        : MakeGlooCollectiveBackend(prefixed("kiln/device/gloo"));
+  if (!device_backend.ok()) {
+    // Ranks that never connected are a join failure, said as every other one is; anything else is the backend's.
+    const absl::StatusCode code = device_backend.status().code();
+    if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
+      return NotMet(absl::StrCat("accelerator '", accelerator_->name(), "''s collective backend '",
+                                                backend, "' did not connect: ", device_backend.status().message()));
+    }
+    return absl::Status(code,
+                        absl::StrCat("rank ", global_rank_, " of ", world_size_, ": accelerator '",
+                                     accelerator_->name(), "' could not make its collective backend '", backend,
+                                     "': ", device_backend.status().message()));
+  }
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store_, global_rank_, world_size_);
+  group->setBackend(device_.type(), BackendTypeOf(backend), *device_backend);
+  group->setDefaultBackend(BackendTypeOf(backend));
+  if (!device_.is_cpu()) {
+    // Host values (a metric packed on the CPU, the bucket order the reducer agrees on) travel on Gloo.
+    absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> host = MakeGlooCollectiveBackend(prefixed("kiln/host/gloo"));
+    if (!host.ok()) return NotMet(host.status().message());
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, *host);
+  }
+  process_group_ = group;
+  if (absl::Status status = CheckCollectives(backend); !status.ok()) return status;
+
+  try {
+    // Every rank starts from rank 0's parameters and buffers (on the device, or where the subclass keeps them).
+    std::vector<at::Tensor> states;
+    for (const at::Tensor& parameter : model.parameters()) states.push_back(parameter.detach());
+    for (const at::Tensor& buffer : model.buffers()) states.push_back(buffer.detach());
+    if (!states.empty()) c10d::broadcast_coalesced(process_group_, states, kBroadcastBucketBytes, 0);
+  } catch (const std::exception& e) {
+    return NotMet(absl::StrCat("broadcasting rank 0's parameters over ", backend, " failed: ",
+                               compat::ExceptionMessage(e)));
+  }
+  LOG(INFO) << name() << ": rank " << global_rank_ << " of " << world_size_ << " joined at " << address_ << ":" << port_;
+  return absl::OkStatus();
+}
+
+absl::Status ParallelStrategy::Teardown() {
+  ReleaseState();
+  process_group_.reset();
+  store_.reset();
+  if (!device_set_up_) return absl::OkStatus();
+  device_set_up_ = false;
+  return accelerator_->TeardownDevice(logical_device_);
+}
+
+Batch ParallelStrategy::BatchToDevice(const Batch& batch) const { return MoveBatch(batch, device_); }
+
+at::Tensor ParallelStrategy::ReduceMean(const at::Tensor& value) {
+  return Collective("reducing a logged value", [&] {
+    // On the value's own device: the group's backend for its type carries it (Gloo for host values).
+    std::vector<at::Tensor> tensors = {value.detach().to(at::kDouble).clone()};
+    process_group_->allreduce(tensors)->wait();
+    return (tensors[0] / world_size_).to(value.scalar_type());
+  });
+}
+
+std::vector<at::Tensor> ParallelStrategy::AllGather(const at::Tensor& value) {
+  TORCH_CHECK(value.dim() >= 1, "AllGather needs a tensor with a first dimension, got a scalar");
+  return Collective("gathering values from every rank", [&] {
+    // On this process's device, over the accelerator's backend; the values come back to the CPU.
+    const at::Tensor local = value.detach().to(device_).contiguous();
+    // The first dimensions first, then every value padded to the longest, then trimmed back.
+    std::vector<at::Tensor> size = {at::scalar_tensor(local.size(0), at::TensorOptions(at::kLong).device(device_))};
+    std::vector<std::vector<at::Tensor>> sizes(1);
+    for (int r = 0; r < world_size_; ++r) sizes[0].push_back(at::empty_like(size[0]));
+    process_group_->allgather(sizes, size)->wait();
+    int64_t longest = 0;
+    for (const at::Tensor& s : sizes[0]) longest = std::max(longest, s.item<int64_t>());
+    std::vector<int64_t> shape = local.sizes().vec();
+    shape[0] = longest;
+    std::vector<at::Tensor> input = {at::zeros(shape, local.options())};
+    input[0].slice(0, 0, local.size(0)).copy_(local);
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < world_size_; ++r) output[0].push_back(at::empty_like(input[0]));
+    process_group_->allgather(output, input)->wait();
+    std::vector<at::Tensor> values;
+    for (int r = 0; r < world_size_; ++r) {
+      values.push_back(output[0][r].slice(0, 0, sizes[0][r].item<int64_t>()).to(at::kCPU));
+    }
+    return values;
+  });
+}
+
+bool ParallelStrategy::ReduceAny(bool decision) {
+  return Collective("agreeing on a decision of every rank", [&] {
+    std::vector<at::Tensor> tensors = {at::scalar_tensor(decision ? 1 : 0, at::TensorOptions(at::kInt).device(device_))};
+    c10d::AllreduceOptions max;
+    max.reduceOp = c10d::ReduceOp::MAX;
+    process_group_->allreduce(tensors, max)->wait();
+    return tensors[0].item<int>() != 0;
+  });
+}
+
+void ParallelStrategy::Barrier() {
+  Collective("waiting at a barrier", [&] { process_group_->barrier()->wait(); });
+}
+
+absl::Status ParallelStrategy::CheckCollectives(const std::string& backend) {
+  // One all-reduce of each rank's number + 1 on this process's device, before any training: a backend that cannot
+  // carry the device's tensors, or sums wrongly, is refused here with what to do, not inside the first backward.
+  const int64_t expected = static_cast<int64_t>(world_size_) * (world_size_ + 1) / 2;
+  int64_t got = -1;
+  try {
+    std::vector<at::Tensor> probe = {at::full({1}, global_rank_ + 1, at::TensorOptions(at::kFloat).device(device_))};
+    process_group_->allreduce(probe)->wait();
+    got = static_cast<int64_t>(probe[0].to(at::kCPU).item<float>());
+  } catch (const std::exception& e) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", global_rank_, " of ", world_size_, ": the collective backend '", backend, "' cannot all-reduce ",
+        device_.str(), " tensors (", FirstLine(compat::ExceptionMessage(e)), "); ",
+        backend == accelerator_->ProcessGroupBackend()
+            ? absl::StrCat("the accelerator '", accelerator_->name(),
+                           "' must bring a backend for its device type (Accelerator::MakeCollectiveBackend)")
+            : absl::StrCat("use the accelerator's own backend '", accelerator_->ProcessGroupBackend(),
+                           "': set process_group_backend to it, or leave it unset")));
+  }
+  if (got != expected) {
+    return absl::InternalError(absl::StrCat("rank ", global_rank_, " of ", world_size_, ": the collective backend '",
+                                            backend, "' summed 1..", world_size_, " to ", got, " on ", device_.str(),
+                                            ", not ", expected, "; its all-reduce is wrong"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln
