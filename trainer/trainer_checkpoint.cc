@@ -10,11 +10,26 @@
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/checkpoint/checkpoint_connector.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/optimizer_state_dict.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
+namespace {
+
+// The checkpoint code's reading and writing of an optimizer's state dictionary, for strategies that convert it.
+Strategy::OptimizerStateCodec CheckpointCodec() {
+  return {.state_dict = [](const torch::optim::Optimizer& optimizer) { return OptimizerStateDict(optimizer); },
+          .load_state_dict = [](torch::optim::Optimizer& optimizer, const c10::IValue& dict) -> absl::Status {
+            absl::StatusOr<std::function<void()>> load = PrepareOptimizerLoad(optimizer, dict);
+            if (!load.ok()) return load.status();
+            (*load)();
+            return absl::OkStatus();
+          }};
+}
+
+}  // namespace
 
 absl::Status Trainer::save_checkpoint(const std::string& path) {
   if (model_ == nullptr) {
@@ -24,32 +39,36 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   if (absl::Status supported = strategy_->CheckCheckpointing(); !supported.ok()) return supported;
   // Never a checkpoint of a run that met a non-finite loss the device has not reported yet (RunTrainEpoch).
   if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
-  absl::Status status = absl::OkStatus();
-  if (is_global_zero()) {
-    // Only the snapshot (copies of the tensors and values) is taken here, at the step; the dictionary, pickling, the
-    // zip and its CRCs are made on the writer's thread, so the loop does not wait for them.
-    absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(
-        path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_},
-        LoopProgress{.epoch = next_epoch_,
-                     .batch_in_epoch = next_batch_in_epoch_,
-                     .global_step = global_step_,
-                     .current_epoch = current_epoch_,
-                     .batches_done = batches_done_in_epoch_,
-                     .lightning = {.batches_total = batches_total_,
-                                   .batches_completed = batches_completed_in_epoch_,
-                                   .batches_that_stepped = batches_that_stepped_,
-                                   .steps_in_epoch = steps_in_epoch_,
-                                   .scheduler_steps_in_epoch = scheduler_steps_in_epoch_,
-                                   .val_batches_in_epoch = val_batches_in_epoch_,
-                                   .val_batches_last_run = val_batches_last_run_},
-                     .train_loader = next_batch_in_epoch_ > 0 ? train_loader_state_ : c10::IValue()});
-    if (!snapshot.ok()) {
-      status = snapshot.status();
-    } else {
-      if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
-      status = checkpoint_writer_->SubmitSnapshot(path, *std::move(snapshot));
+  // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
+  absl::Status status = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, [&] {
+    absl::Status taken = absl::OkStatus();
+    if (is_global_zero()) {
+      // Only the snapshot (copies of the tensors and values) is taken here, at the step; the dictionary, pickling, the
+      // zip and its CRCs are made on the writer's thread, so the loop does not wait for them.
+      absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(
+          path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_},
+          LoopProgress{.epoch = next_epoch_,
+                       .batch_in_epoch = next_batch_in_epoch_,
+                       .global_step = global_step_,
+                       .current_epoch = current_epoch_,
+                       .batches_done = batches_done_in_epoch_,
+                       .lightning = {.batches_total = batches_total_,
+                                     .batches_completed = batches_completed_in_epoch_,
+                                     .batches_that_stepped = batches_that_stepped_,
+                                     .steps_in_epoch = steps_in_epoch_,
+                                     .scheduler_steps_in_epoch = scheduler_steps_in_epoch_,
+                                     .val_batches_in_epoch = val_batches_in_epoch_,
+                                     .val_batches_last_run = val_batches_last_run_},
+                       .train_loader = next_batch_in_epoch_ > 0 ? train_loader_state_ : c10::IValue()});
+      if (!snapshot.ok()) {
+        taken = snapshot.status();
+      } else {
+        if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
+        taken = checkpoint_writer_->SubmitSnapshot(path, *std::move(snapshot));
+      }
     }
-  }
+    return taken;
+  });
   strategy_->Barrier();
   return status;
 }
@@ -79,10 +98,15 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
   if (absl::Status supported = strategy_->CheckCheckpointing(); !supported.ok()) return supported;
   absl::StatusOr<std::string> path = ResolveCheckpointPath(ckpt_path);
   if (!path.ok()) return path.status();
-  absl::StatusOr<LoopProgress> progress =
-      RestoreTrainingState(*path, TrainingState{model, optimizers_, scheduler_steps_, callbacks_, *precision_, data},
-                           strategy_->root_device(), restore_training);
-  if (!progress.ok()) return progress.status();
+  absl::StatusOr<LoopProgress> progress = absl::UnknownError("not restored");
+  // A strategy that shards the model and optimizer state restores them whole, then keeps its part.
+  absl::Status restored = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/true, [&] {
+    progress =
+        RestoreTrainingState(*path, TrainingState{model, optimizers_, scheduler_steps_, callbacks_, *precision_, data},
+                             strategy_->root_device(), restore_training);
+    return progress.status();
+  });
+  if (!restored.ok()) return restored;
   if (restore_training) {
     next_epoch_ = progress->epoch;
     next_batch_in_epoch_ = progress->batch_in_epoch;

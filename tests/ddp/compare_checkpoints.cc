@@ -1,5 +1,7 @@
-// compare_checkpoints A.ckpt B.ckpt TOLERANCE: compares the model parameters of two Kiln checkpoints, prints the
-// largest absolute difference, and exits 0 when it is at most TOLERANCE (1 otherwise, 2 for bad input).
+// compare_checkpoints A.ckpt B.ckpt TOLERANCE [--with_optimizer]: compares the model parameters of two Kiln
+// checkpoints (and, with --with_optimizer, every tensor of their optimizers' states, which must have the same
+// layout: the same parameter indices and keys), prints the largest absolute difference, and exits 0 when it is at
+// most TOLERANCE (1 otherwise, 2 for bad input).
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -11,7 +13,9 @@
 
 namespace {
 
-std::map<std::string, at::Tensor> ModelTensors(const std::string& path) {
+// The model's tensors by name and, with `optimizer`, each optimizer state tensor as
+// "optimizer_states[i].state[j].KEY".
+std::map<std::string, at::Tensor> Tensors(const std::string& path, bool optimizer) {
   absl::StatusOr<kiln::Checkpoint> checkpoint = kiln::ReadCheckpoint(path);
   if (!checkpoint.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(checkpoint.status().message()).c_str());
@@ -19,6 +23,17 @@ std::map<std::string, at::Tensor> ModelTensors(const std::string& path) {
   }
   std::map<std::string, at::Tensor> tensors;
   for (auto& [name, tensor] : kiln::CheckpointStateDict(*checkpoint)) tensors[name] = tensor;
+  if (!optimizer || !checkpoint->contents.contains("optimizer_states")) return tensors;
+  const auto optimizers = checkpoint->contents.at("optimizer_states").toListRef();
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    for (const auto& entry : optimizers[i].toGenericDict().at("state").toGenericDict()) {
+      for (const auto& item : entry.value().toGenericDict()) {
+        if (!item.value().isTensor()) continue;
+        tensors["optimizer_states[" + std::to_string(i) + "].state[" + std::to_string(entry.key().toInt()) + "]." +
+                item.key().toStringRef()] = item.value().toTensor();
+      }
+    }
+  }
   return tensors;
 }
 
@@ -26,12 +41,13 @@ std::map<std::string, at::Tensor> ModelTensors(const std::string& path) {
 
 int main(int argc, char** argv) {
   double tolerance = 0;
-  if (argc != 4 || !absl::SimpleAtod(argv[3], &tolerance)) {
-    std::fprintf(stderr, "usage: %s A.ckpt B.ckpt TOLERANCE\n", argv[0]);
+  const bool optimizer = argc == 5 && std::string(argv[4]) == "--with_optimizer";
+  if ((argc != 4 && !optimizer) || !absl::SimpleAtod(argv[3], &tolerance)) {
+    std::fprintf(stderr, "usage: %s A.ckpt B.ckpt TOLERANCE [--with_optimizer]\n", argv[0]);
     return 2;
   }
-  const auto a = ModelTensors(argv[1]);
-  const auto b = ModelTensors(argv[2]);
+  const auto a = Tensors(argv[1], optimizer);
+  const auto b = Tensors(argv[2], optimizer);
   if (a.size() != b.size() || a.empty()) {
     std::fprintf(stderr, "error: the checkpoints hold %zu and %zu tensors\n", a.size(), b.size());
     return 2;

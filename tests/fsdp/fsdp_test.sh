@@ -14,6 +14,7 @@
 set -uo pipefail
 run=$PWD/tests/fsdp/fsdp_run
 fit=$PWD/trainer/cli/fit
+compare=$PWD/tests/ddp/compare_checkpoints
 work=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$work" || exit 1
 failures=0
@@ -113,6 +114,55 @@ val_loss() { sed -n -E 's/.*"val_loss": ([-0-9.e]+).*/\1/p' "$1"; }
 awk -v a="$(val_loss ddp.json)" -v b="$(val_loss fsdp.json)" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d < 1e-10) }' ||
   fail "fit fsdp's val_loss $(val_loss fsdp.json) is not within 1e-5 of ddp's $(val_loss ddp.json)"
 
+echo "== full checkpoints: written by rank 0 in ddp's layout, resumed on any number of ranks, exactly after SIGKILL"
+last() { echo "$1/lightning_logs/version_0/checkpoints/last.ckpt"; }
+ckpt=(--accelerator=cpu --enable_progress_bar=false --hidden_sizes=30,31,33 --process_group_timeout=60 --save_last)
+sharded=(--strategy=fsdp --auto_wrap_policy=Linear)
+timeout 300 "$fit" "${ckpt[@]}" --devices=2 --strategy=ddp --max_epochs=2 --default_root_dir=ck_ddp >ck_ddp.out 2>&1 ||
+  fail "ddp with checkpoints: $(tail -3 ck_ddp.out)"
+timeout 300 "$fit" "${ckpt[@]}" --devices=2 "${sharded[@]}" --max_epochs=2 --default_root_dir=ck_fsdp >ck_fsdp.out 2>&1 ||
+  fail "fsdp with checkpoints: $(tail -3 ck_fsdp.out)"
+# The model and every optimizer state tensor, under the same names, indices and keys (the layout torch.load and
+# Lightning read in ddp's checkpoints: //tests/cli:python_checkpoint_test), within the bound above.
+"$compare" "$(last ck_ddp)" "$(last ck_fsdp)" 1e-5 --with_optimizer >ck_compare.out 2>&1 ||
+  fail "fsdp's checkpoint is not ddp's: $(cat ck_compare.out)"
+echo "  fsdp's checkpoint against ddp's: $(cat ck_compare.out)"
+timeout 300 "$fit" "${ckpt[@]}" --devices=2 "${sharded[@]}" --max_epochs=1 --default_root_dir=ck_e1 >ck_e1.out 2>&1 ||
+  fail "fsdp, one epoch: $(tail -3 ck_e1.out)"
+for spec in "fsdp2 --devices=2 ${sharded[*]}" "fsdp4 --devices=4 ${sharded[*]}" "ddp4 --devices=4 --strategy=ddp"; do
+  set -- $spec
+  timeout 300 "$fit" "${ckpt[@]}" "${@:2}" --max_epochs=2 --ckpt_path="$(last ck_e1)" --default_root_dir=ck_r_$1 \
+    >ck_r_$1.out 2>&1 || fail "resuming fsdp's checkpoint with $1: $(tail -3 ck_r_$1.out)"
+done
+"$compare" "$(last ck_fsdp)" "$(last ck_r_fsdp2)" 0 --with_optimizer >/dev/null ||
+  fail "fsdp resumed on 2 ranks does not end bit for bit as the uninterrupted run"
+"$compare" "$(last ck_r_ddp4)" "$(last ck_r_fsdp4)" 1e-5 --with_optimizer >/dev/null ||
+  fail "fsdp resumed on 4 ranks does not end as ddp resumed on 4 ranks"
+timeout 300 "$fit" "${ckpt[@]}" --devices=2 "${sharded[@]}" --max_epochs=3 --ckpt_path="$(last ck_ddp)" \
+  --default_root_dir=ck_from_ddp >ck_from_ddp.out 2>&1 || fail "fsdp resuming ddp's checkpoint: $(tail -3 ck_from_ddp.out)"
+# SIGKILL part-way (after a checkpoint inside an epoch), then --ckpt_path=last: bit for bit the uninterrupted run.
+long=("${ckpt[@]}" --devices=2 "${sharded[@]}" --max_epochs=3 --num_train=16384 --every_n_train_steps=40
+  --log_every_n_steps=0)
+timeout 300 "$fit" "${long[@]}" --default_root_dir=kill_a --summary_json=kill_a.json >kill_a.out 2>&1 ||
+  fail "the uninterrupted long run: $(tail -3 kill_a.out)"
+"$fit" "${long[@]}" --default_root_dir=kill_b >kill_b1.out 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do
+  [[ -f $(last kill_b) ]] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.01
+done
+sleep 0.3
+kill -0 $pid 2>/dev/null || fail "the long run ended before it could be killed"
+pkill -KILL -P $pid
+kill -KILL $pid
+wait $pid 2>/dev/null
+timeout 300 "$fit" "${long[@]}" --default_root_dir=kill_b --ckpt_path=last --summary_json=kill_b.json >kill_b2.out 2>&1 ||
+  fail "resuming after SIGKILL: $(tail -3 kill_b2.out)"
+grep -q "Restored from checkpoint" kill_b2.out || fail "the killed run did not resume from a checkpoint"
+[[ -n $(sha kill_a.json) && $(sha kill_b.json) == $(sha kill_a.json) ]] ||
+  fail "resumed after SIGKILL, fsdp ends with $(sha kill_b.json), not the uninterrupted $(sha kill_a.json)"
+
 echo "== what is not built yet is refused before training, with what to do"
 refused() {  # NAME EXPECTED ARGS...
   local name=$1 expected=$2
@@ -123,7 +173,6 @@ refused() {  # NAME EXPECTED ARGS...
   grep -qF -- "$expected" "$name.out" || fail "$name: no '$expected' in: $(tail -2 "$name.out")"
   [[ ! -d $work/$name/lightning_logs/version_0/checkpoints ]] || fail "$name left a checkpoint folder"
 }
-refused checkpoints "train with enable_checkpointing=false" --devices=2 --strategy=fsdp --enable_checkpointing=true
 refused offload "cpu_offload (strategy 'fsdp_cpu_offload') is not supported yet" --devices=2 --strategy=fsdp_cpu_offload
 refused not_fsdp "are fsdp's options, but the strategy is 'ddp'" --devices=2 --strategy=ddp --auto_wrap_policy=Linear
 refused hybrid "--sharding_strategy='HYBRID' is not valid; pass FULL_SHARD, SHARD_GRAD_OP or NO_SHARD" \

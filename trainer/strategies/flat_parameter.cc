@@ -119,6 +119,13 @@ void FlatParameter::ReduceGradients(c10d::ProcessGroup& group) {
   full_grad_.reset();
 }
 
+void FlatParameter::UpdateShardFromFull() {
+  if (!sharded_) return;
+  TORCH_CHECK(gathered_, "fsdp unit '", name_, "': the shard can be updated only from gathered parameters");
+  at::NoGradGuard no_grad;
+  shard_.detach().copy_(full_.narrow(0, rank_ * chunk(), chunk()));
+}
+
 void FlatParameter::Release() {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < members_.size(); ++i) {

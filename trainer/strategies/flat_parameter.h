@@ -67,6 +67,13 @@ class FlatParameter {
   // Reduces the flat gradient over the ranks, averaged: into the shard's gradient (added to it) when sharded, in place
   // otherwise; then lets the flat gradient go. A collective.
   void ReduceGradients(c10d::ProcessGroup& group);
+  // Where member `index` starts in the flat buffer; this rank's chunk (the shard's size when sharded).
+  int64_t offset(size_t index) const { return offsets_[index]; }
+  int64_t chunk() const { return sharded_ ? padded_ / world_size_ : padded_; }
+  int rank() const { return rank_; }
+  // Copies this rank's chunk of the whole parameters into the shard (after something wrote the whole parameters,
+  // a checkpoint being restored). Needs them gathered.
+  void UpdateShardFromFull();
   // Gives every member its own memory holding its whole value (after Unshard) and forgets the flat buffers: the
   // parameters are plain tensors again.
   void Release();

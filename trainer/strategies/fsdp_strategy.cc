@@ -1,6 +1,7 @@
 #include "trainer/strategies/fsdp_strategy.h"
 
 #include <exception>
+#include <map>
 #include <unordered_set>
 #include <utility>
 
@@ -122,6 +123,13 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(compat::ExceptionMessage(e));
   }
+  for (size_t unit = 0; unit < flats_.size(); ++unit) {
+    if (flats_[unit] == nullptr) continue;
+    const auto& members = flats_[unit]->members();
+    for (size_t m = 0; m < members.size(); ++m) {
+      location_[members[m].parameter.unsafeGetTensorImpl()] = {static_cast<int>(unit), static_cast<int>(m)};
+    }
+  }
   ready_.assign(flats_.size(), 0);
   reduced_.assign(flats_.size(), false);
   for (size_t unit = 0; unit < flats_.size(); ++unit) {
@@ -208,7 +216,12 @@ absl::Status FSDPStrategy::ConnectOptimizers(const std::vector<std::shared_ptr<t
         "; give it all of them, or freeze the others with requires_grad(false) and leave them out of the unit"));
   }
   for (size_t o = 0; o < optimizers.size(); ++o) {
-    for (size_t g = 0; g < shards[o].size(); ++g) optimizers[o]->param_groups()[g].params() = shards[o][g];
+    Connected& connected = connected_[optimizers[o].get()];
+    for (size_t g = 0; g < shards[o].size(); ++g) {
+      connected.original.push_back(optimizers[o]->param_groups()[g].params());
+      connected.sharded.push_back(shards[o][g]);
+      optimizers[o]->param_groups()[g].params() = shards[o][g];
+    }
   }
   return absl::OkStatus();
 }
@@ -323,10 +336,251 @@ absl::Status FSDPStrategy::Finish() {
   return absl::OkStatus();
 }
 
-absl::Status FSDPStrategy::CheckCheckpointing() const {
-  return absl::UnimplementedError(
-      "fsdp cannot save or restore checkpoints yet (the full and sharded checkpoints of issue #36 are not built); "
-      "train with enable_checkpointing=false (fit --enable_checkpointing=false) and without ckpt_path, or use ddp");
+std::pair<int, int> FSDPStrategy::Locate(const at::Tensor& parameter) const {
+  const auto found = location_.find(parameter.unsafeGetTensorImpl());
+  return found == location_.end() ? std::pair<int, int>{-1, -1} : found->second;
+}
+
+namespace {
+
+using c10::IValue;
+using c10::impl::GenericDict;
+using c10::impl::GenericList;
+
+GenericDict AnyDict() { return GenericDict(c10::AnyType::get(), c10::AnyType::get()); }
+
+// Whether `key`'s value in a parameter's optimizer state holds one value per element of the parameter (Adam's
+// moments, SGD's momentum), rather than one for the whole parameter ("step").
+bool PerElement(const std::string& key, const IValue& value, at::IntArrayRef sizes) {
+  return key != "step" && value.isTensor() && value.toTensor().sizes() == sizes;
+}
+
+struct StateDictParts {
+  GenericDict state;
+  std::vector<GenericDict> groups;
+};
+
+StateDictParts Parts(const IValue& dict) {
+  TORCH_CHECK_VALUE(dict.isGenericDict() && dict.toGenericDict().contains("state") &&
+                        dict.toGenericDict().contains("param_groups"),
+                    "fsdp: this optimizer's state is not in PyTorch's state_dict layout (Kiln saves SGD, Adam, AdamW, "
+                    "RMSprop and Adagrad that way); fsdp checkpoints need one of those");
+  const GenericDict top = dict.toGenericDict();
+  StateDictParts parts{top.at("state").toGenericDict(), {}};
+  for (const IValue& group : top.at("param_groups").toListRef()) parts.groups.push_back(group.toGenericDict());
+  return parts;
+}
+
+// A dictionary of `parts`' groups' options with new "params" lists (`counts[g]` indices each, numbered on), and
+// `state`.
+IValue Assemble(const StateDictParts& parts, const std::vector<size_t>& counts, GenericDict state) {
+  GenericList groups(c10::AnyType::get());
+  int64_t index = 0;
+  for (size_t g = 0; g < parts.groups.size(); ++g) {
+    GenericDict group = parts.groups[g].copy();
+    GenericList params(c10::AnyType::get());
+    for (size_t j = 0; j < counts[g]; ++j) params.push_back(IValue(index++));
+    group.insert_or_assign(IValue("params"), IValue(params));
+    groups.push_back(IValue(group));
+  }
+  GenericDict top = AnyDict();
+  top.insert(IValue("state"), IValue(std::move(state)));
+  top.insert(IValue("param_groups"), IValue(groups));
+  return IValue(top);
+}
+
+}  // namespace
+
+IValue FSDPStrategy::FullStateDict(const Connected& connected, const IValue& sharded_dict) {
+  const StateDictParts parts = Parts(sharded_dict);
+  // Where each entry of the sharded groups stands in the dictionary's numbering.
+  std::unordered_map<const c10::TensorImpl*, int64_t> sharded_index;
+  int64_t index = 0;
+  for (const auto& group : connected.sharded) {
+    for (const at::Tensor& entry : group) sharded_index[entry.unsafeGetTensorImpl()] = index++;
+  }
+  // Every rank's chunk of a unit's per-element state, gathered once per unit and key, in the same order on every
+  // rank (the groups' order, then the state's keys in the order the optimizer made them).
+  std::map<std::pair<int, std::string>, at::Tensor> gathered;
+  const auto whole = [&](int unit, const std::string& key, const at::Tensor& chunk) -> const at::Tensor& {
+    auto [it, added] = gathered.try_emplace({unit, key});
+    if (added) {
+      FlatParameter& flat = *flats_[unit];
+      at::Tensor input = chunk.to(root_device()).contiguous();
+      at::Tensor output = at::empty({flat.padded_numel()}, input.options());
+      process_group()->_allgather_base(output, input)->wait();
+      it->second = output.cpu();
+    }
+    return it->second;
+  };
+  GenericDict state = AnyDict();
+  std::vector<size_t> counts;
+  int64_t full_index = 0;
+  for (const auto& group : connected.original) {
+    counts.push_back(group.size());
+    for (const at::Tensor& parameter : group) {
+      const auto [unit, member] = Locate(parameter);
+      const bool sharded = unit >= 0 && flats_[unit]->sharded();
+      const at::Tensor& entry = sharded ? flats_[unit]->shard() : parameter;
+      const auto found = parts.state.find(IValue(sharded_index.at(entry.unsafeGetTensorImpl())));
+      if (found != parts.state.end()) {
+        if (!sharded) {
+          state.insert(IValue(full_index), found->value());
+        } else {
+          const FlatParameter& flat = *flats_[unit];
+          const at::Tensor& own = flat.members()[member].parameter;
+          GenericDict values = AnyDict();
+          for (const auto& item : found->value().toGenericDict()) {
+            const std::string key = item.key().toStringRef();
+            if (PerElement(key, item.value(), {flat.chunk()})) {
+              values.insert(item.key(), IValue(whole(unit, key, item.value().toTensor())
+                                                   .narrow(0, flat.offset(member), own.numel())
+                                                   .view(own.sizes())
+                                                   .clone()));
+            } else {
+              values.insert(item.key(), item.value());
+            }
+          }
+          state.insert(IValue(full_index), IValue(values));
+        }
+      }
+      ++full_index;
+    }
+  }
+  return Assemble(parts, counts, std::move(state));
+}
+
+IValue FSDPStrategy::ShardedStateDict(const Connected& connected, const IValue& full_dict) const {
+  const StateDictParts parts = Parts(full_dict);
+  std::unordered_map<const c10::TensorImpl*, int64_t> full_index;
+  int64_t index = 0;
+  for (const auto& group : connected.original) {
+    for (const at::Tensor& parameter : group) full_index[parameter.unsafeGetTensorImpl()] = index++;
+  }
+  GenericDict state = AnyDict();
+  std::vector<size_t> counts;
+  int64_t sharded_index = 0;
+  for (const auto& group : connected.sharded) {
+    counts.push_back(group.size());
+    for (const at::Tensor& entry : group) {
+      const auto [unit, member] = Locate(entry);
+      if (unit >= 0) {  // A member of a unit that is not sharded: its own state.
+        const auto found = parts.state.find(IValue(full_index.at(entry.unsafeGetTensorImpl())));
+        if (found != parts.state.end()) state.insert(IValue(sharded_index), found->value());
+        ++sharded_index;
+        continue;
+      }
+      // A unit's shard: its members' per-element state laid out as its parameters are, and this rank's chunk.
+      const FlatParameter* flat = nullptr;
+      for (const auto& candidate : flats_) {
+        if (candidate != nullptr && candidate->sharded() &&
+            candidate->shard().unsafeGetTensorImpl() == entry.unsafeGetTensorImpl()) {
+          flat = candidate.get();
+        }
+      }
+      TORCH_CHECK(flat != nullptr, "fsdp: an optimizer steps a tensor that is neither a shard nor a parameter");
+      const auto& members = flat->members();
+      const auto first = parts.state.find(IValue(full_index.at(members[0].parameter.unsafeGetTensorImpl())));
+      if (first != parts.state.end()) {
+        GenericDict values = AnyDict();
+        for (const auto& item : first->value().toGenericDict()) {
+          const std::string key = item.key().toStringRef();
+          if (!PerElement(key, item.value(), members[0].parameter.sizes())) {
+            values.insert(item.key(), item.value());
+            continue;
+          }
+          at::Tensor laid_out = at::zeros({flat->padded_numel()}, item.value().toTensor().options());
+          for (size_t m = 0; m < members.size(); ++m) {
+            const auto saved = parts.state.find(IValue(full_index.at(members[m].parameter.unsafeGetTensorImpl())));
+            TORCH_CHECK_VALUE(saved != parts.state.end() && saved->value().toGenericDict().contains(item.key()),
+                              "fsdp: the checkpoint's optimizer state has '", key, "' for '", members[0].name,
+                              "' but not for '", members[m].name, "', which fsdp keeps in the same shard");
+            const at::Tensor value = saved->value().toGenericDict().at(item.key()).toTensor();
+            laid_out.narrow(0, flat->offset(m), members[m].parameter.numel()).copy_(value.reshape(-1));
+          }
+          values.insert(item.key(), IValue(laid_out.narrow(0, flat->rank() * flat->chunk(), flat->chunk()).clone()));
+        }
+        state.insert(IValue(sharded_index), IValue(values));
+      }
+      ++sharded_index;
+    }
+  }
+  return Assemble(parts, counts, std::move(state));
+}
+
+absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                                         const OptimizerStateCodec& codec, bool restoring,
+                                         absl::FunctionRef<absl::Status()> body) {
+  std::vector<bool> was_gathered;
+  for (const auto& flat : flats_) was_gathered.push_back(flat != nullptr && flat->gathered());
+  struct Converted {
+    torch::optim::Optimizer* optimizer;
+    const Connected* connected;
+    ska::flat_hash_map<void*, std::unique_ptr<torch::optim::OptimizerParamState>> sharded_state;
+  };
+  std::vector<Converted> converted;
+  const auto put_back = [&](Converted& item) {
+    for (size_t g = 0; g < item.connected->sharded.size(); ++g) {
+      item.optimizer->param_groups()[g].params() = item.connected->sharded[g];
+    }
+    item.optimizer->state() = std::move(item.sharded_state);
+  };
+  const auto reshard = [&] {
+    for (size_t unit = 0; unit < flats_.size(); ++unit) {
+      if (flats_[unit] != nullptr && !was_gathered[unit]) flats_[unit]->Reshard();
+    }
+  };
+  absl::Status status = absl::OkStatus();
+  try {
+    Collective("gathering the model and its optimizer state for a checkpoint", [&] {
+      for (auto& flat : flats_) {
+        if (flat != nullptr) flat->Unshard(*process_group());
+      }
+      for (const auto& optimizer : optimizers) {
+        const auto found = connected_.find(optimizer.get());
+        if (found == connected_.end()) continue;
+        absl::StatusOr<IValue> sharded = codec.state_dict(*optimizer);
+        TORCH_CHECK(sharded.ok(), "fsdp: reading an optimizer's state: ", sharded.status().message());
+        const IValue full = FullStateDict(found->second, *sharded);
+        converted.push_back({optimizer.get(), &found->second, std::move(optimizer->state())});
+        optimizer->state().clear();
+        for (size_t g = 0; g < found->second.original.size(); ++g) {
+          optimizer->param_groups()[g].params() = found->second.original[g];
+        }
+        const absl::Status loaded = codec.load_state_dict(*optimizer, full);
+        TORCH_CHECK(loaded.ok(), "fsdp: making an optimizer's state whole: ", loaded.message());
+      }
+    });
+  } catch (const std::exception& e) {
+    status = absl::InternalError(compat::ExceptionMessage(e));
+  }
+  if (status.ok()) status = body();
+  for (Converted& item : converted) {
+    if (!restoring || !status.ok()) {
+      put_back(item);
+      continue;
+    }
+    // What was restored becomes this rank's part: the shards' state from the whole state (no collective: every
+    // rank read the same checkpoint).
+    try {
+      absl::StatusOr<IValue> full = codec.state_dict(*item.optimizer);
+      TORCH_CHECK(full.ok(), "fsdp: reading a restored optimizer's state: ", full.status().message());
+      const IValue sharded = ShardedStateDict(*item.connected, *full);
+      put_back(item);
+      item.optimizer->state().clear();
+      const absl::Status loaded = codec.load_state_dict(*item.optimizer, sharded);
+      TORCH_CHECK(loaded.ok(), "fsdp: sharding a restored optimizer's state: ", loaded.message());
+    } catch (const std::exception& e) {
+      status = absl::InternalError(compat::ExceptionMessage(e));
+    }
+  }
+  if (restoring && status.ok()) {
+    for (auto& flat : flats_) {
+      if (flat != nullptr) flat->UpdateShardFromFull();
+    }
+  }
+  reshard();
+  return status;
 }
 
 void FSDPStrategy::Unwrap() {
@@ -338,6 +592,8 @@ void FSDPStrategy::Unwrap() {
   }
   flats_.clear();
   model_parameters_.clear();
+  location_.clear();
+  connected_.clear();
 }
 
 void FSDPStrategy::ReleaseState() { Unwrap(); }

@@ -20,15 +20,19 @@
 // After a run that succeeded, the model is whole again on every rank (the parameters gathered, the units unwrapped):
 // the module is as it was, trained. After a failure, parameters of units that were freed cannot be read.
 //
-// Not yet: checkpoints (saving refuses with the fix), resuming, HYBRID_SHARD, cpu_offload, activation checkpointing,
-// 16-mixed (its scaler would need every rank's inf check) and prefetching; each is refused before training with what
-// to do instead.
+// Checkpoints are full ones (WithFullState): rank 0 writes the model and the optimizers' state whole, in the layout
+// DDP's checkpoints have, so that ddp, one device, torch.load and Lightning read them, and fsdp resumes them on any
+// number of ranks.
+//
+// Not yet: sharded checkpoints, HYBRID_SHARD, cpu_offload, activation checkpointing, 16-mixed (its scaler would need
+// every rank's inf check) and prefetching; each is refused before training with what to do instead.
 #ifndef KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -70,7 +74,11 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   void OptimizerStep(torch::optim::Optimizer& optimizer) override;
   void ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) override;
   absl::Status Finish() override;
-  absl::Status CheckCheckpointing() const override;
+  // Full checkpoints: the units gathered, and each optimizer's state turned from its shards into PyTorch's layout
+  // for the model's own parameters (all-gathers), and back.
+  absl::Status WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                             const OptimizerStateCodec& codec, bool restoring,
+                             absl::FunctionRef<absl::Status()> body) override;
 
   const FSDPOptions& options() const { return options_; }
   // The units, root last (valid after Setup, until Teardown). For tests and the README's memory figures.
@@ -88,7 +96,22 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   void FinishUnitBackward(int unit);
   bool ReshardsAfterForward() const { return options_.sharding_strategy == ShardingStrategy::kFullShard; }
 
+  // An optimizer ConnectOptimizers pointed at the shards: its groups as configure_optimizers made them and as they
+  // are now, and where each of the model's parameters is.
+  struct Connected {
+    std::vector<std::vector<at::Tensor>> original;  // By group.
+    std::vector<std::vector<at::Tensor>> sharded;   // By group: unit shards, and members of units not sharded.
+  };
+  // The dictionary (PyTorch's layout) of `connected`'s optimizer for its original groups, from the one of its
+  // sharded groups (all-gathers of the per-element state), and the reverse (this rank's part; no collective).
+  c10::IValue FullStateDict(const Connected& connected, const c10::IValue& sharded_dict);
+  c10::IValue ShardedStateDict(const Connected& connected, const c10::IValue& full_dict) const;
+  // The unit (index) and member a parameter of the model is, by its TensorImpl; {-1, -1} for none.
+  std::pair<int, int> Locate(const at::Tensor& parameter) const;
+
   FSDPOptions options_;
+  std::unordered_map<const torch::optim::Optimizer*, Connected> connected_;
+  std::unordered_map<const c10::TensorImpl*, std::pair<int, int>> location_;  // Parameter -> (unit, member).
   FsdpWrapping wrapping_;
   std::vector<std::unique_ptr<FlatParameter>> flats_;  // By unit index; the root's last.
   std::vector<int> ready_;                             // Gradients accumulated this backward, by unit.

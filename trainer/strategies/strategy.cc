@@ -25,6 +25,12 @@ absl::Status Strategy::Finish() { return absl::OkStatus(); }
 
 absl::Status Strategy::CheckCheckpointing() const { return absl::OkStatus(); }
 
+absl::Status Strategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                                     const OptimizerStateCodec& codec, bool restoring,
+                                     absl::FunctionRef<absl::Status()> body) {
+  return body();
+}
+
 // Copies are queued without waiting (non_blocking, as Lightning's batch transfer does): a blocking host-to-device
 // copy synchronises the stream, so the host would wait for the previous step every step. From pageable memory the
 // driver stages the bytes before the call returns, so the batch may be freed at once.

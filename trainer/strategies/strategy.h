@@ -13,11 +13,15 @@
 #ifndef KILN_TRAINER_STRATEGIES_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_STRATEGY_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "ATen/core/ivalue.h"
+#include "absl/status/statusor.h"
 #include "connector/plan.h"
 #include "connector/strategy_descriptor.h"
 #include "torch/nn/module.h"
@@ -88,6 +92,21 @@ class Strategy : public StrategyDescriptor {
   // OK when this strategy can save and restore checkpoints; otherwise why not and what to do. The trainer asks before
   // it saves or restores one, and before a fit whose checkpointing is on. Never throws.
   virtual absl::Status CheckCheckpointing() const;
+
+  // How the trainer reads and writes an optimizer's state as a dictionary in PyTorch's state_dict layout ("state"
+  // by parameter index, "param_groups"), so that a strategy that shards the optimizer state can convert it.
+  struct OptimizerStateCodec {
+    std::function<absl::StatusOr<c10::IValue>(const torch::optim::Optimizer&)> state_dict;
+    std::function<absl::Status(torch::optim::Optimizer&, const c10::IValue&)> load_state_dict;
+  };
+  // Runs `body` with the model whole on this rank and each of `optimizers` stepping the model's own parameters with
+  // state of their shapes, as under DDP: what a full checkpoint saves, or restores into. After `body`, with
+  // `restoring` (and `body` OK), what it put into the parameters and the optimizers becomes this rank's part;
+  // otherwise everything goes back as it was. Returns `body`'s status, or why the state could not be made whole. A
+  // collective (every rank, the same `optimizers`). The default runs `body`.
+  virtual absl::Status WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                                     const OptimizerStateCodec& codec, bool restoring,
+                                     absl::FunctionRef<absl::Status()> body);
 };
 
 // Everything on one device of the plan's accelerator (which need not be a CPU: for a third-party accelerator, its
