@@ -1,6 +1,8 @@
 // DDP step time: Kiln's Trainer::fit with --strategy=ddp on 1, 2 and 4 processes against a hand-written c10d loop
 // on the same processes, the same model, data and optimizer, and the same collective backend: the one the
-// accelerator brings (Accelerator::MakeCollectiveBackend). Two accelerators:
+// accelerator brings (Accelerator::MakeCollectiveBackend). And FSDP's: each round also runs fit with
+// --strategy=fsdp (each Linear a unit; FULL_SHARD, or KILN_BENCH_SHARDING; 1 process: fsdp on one rank), and the
+// fsdp_over_ddp counter is its step time over ddp's (issue #36's bound: 1.3 on the CPU). Two accelerators:
 //   cpu          Gloo;
 //   virtual_npu  the sample out-of-tree device (examples/virtual_npu) and its own backend, vnccl, as a vendor's.
 // The hand-written loop: zero the gradients, forward, loss, backward, one all-reduce of all gradients flattened,
@@ -13,7 +15,8 @@
 // runs `rounds` rounds, each round one fit and one hand-written run of `steps` steps, alternating which goes first,
 // and times the steps after the first `warm_up` (set-up, the first all-reduces and c10d::Reducer's bucket rebuild
 // are not in the figure). Rank 0 reports the medians over rounds. Counters: kiln_ms_per_step, manual_ms_per_step,
-// kiln_over_manual; the 1-process row of the same accelerator is the single-process baseline.
+// kiln_over_manual, fsdp_ms_per_step, fsdp_over_ddp; the 1-process row of the same accelerator is the
+// single-process baseline.
 //
 // One intra-op thread per process (OMP_NUM_THREADS=1, as torchrun sets), so that 4 processes on a 2-core machine
 // share the cores rather than oversubscribe them with threads; on such a machine the 4-process steps take about
@@ -142,7 +145,7 @@ class StepClock final : public Callback {
 struct Case {
   std::string accelerator;
   int world_size;
-  std::vector<int> ports;  // Per round, for the trainer's rendezvous; the last one for the hand-written loop's.
+  std::vector<int> ports;  // Two per round (ddp's and fsdp's rendezvous); the last one for the hand-written loop's.
 };
 
 [[noreturn]] void Fail(const std::string& what) {
@@ -151,10 +154,11 @@ struct Case {
   _exit(2);
 }
 
-double WithKiln(const Case& c, int rank, int round, const std::vector<Batch>& batches) {
+// One fit of `strategy` ("ddp": single_device with 1 process; "fsdp": every Linear a unit).
+double WithKiln(const Case& c, int rank, int port, const std::vector<Batch>& batches, const std::string& strategy) {
   // The Lightning environment of a process someone else launched (as `torchrun` or a cluster would).
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-  ::setenv("MASTER_PORT", absl::StrCat(c.ports[round]).c_str(), 1);
+  ::setenv("MASTER_PORT", absl::StrCat(port).c_str(), 1);
   ::setenv("LOCAL_RANK", absl::StrCat(rank).c_str(), 1);
   ::setenv("NODE_RANK", "0", 1);
   Module module;
@@ -162,10 +166,14 @@ double WithKiln(const Case& c, int rank, int round, const std::vector<Batch>& ba
   auto clock = std::make_shared<StepClock>();
   TrainerOptions options{.accelerator = c.accelerator,
                          .devices = c.world_size,
-                         .strategy = c.world_size > 1 ? "ddp" : "single_device",
+                         .strategy = strategy == "fsdp" ? "fsdp" : c.world_size > 1 ? "ddp" : "single_device",
                          .process_group_timeout = absl::Seconds(120),
                          .max_epochs = 1,
                          .num_sanity_val_steps = 0};
+  if (strategy == "fsdp") {
+    options.auto_wrap_policy = "Linear";
+    if (const char* sharding = std::getenv("KILN_BENCH_SHARDING")) options.sharding_strategy = sharding;
+  }
   options.callbacks.push_back(clock);
   options.logger = false;
   options.enable_checkpointing = false;
@@ -250,29 +258,31 @@ void RunRank(const Case& c, int rank, int out) {
     backend = *made;
   }
   const std::vector<Batch> batches = MakeBatches(rank);
-  std::vector<double> kiln, manual;
+  std::vector<double> kiln, manual, fsdp;
   for (int round = 0; round < kRounds; ++round) {
     // Alternate which side goes first, so that neither always runs on a warmer cache or allocator.
     if (round % 2 == 0) {
-      kiln.push_back(WithKiln(c, rank, round, batches));
+      kiln.push_back(WithKiln(c, rank, c.ports[2 * round], batches, "ddp"));
+      fsdp.push_back(WithKiln(c, rank, c.ports[2 * round + 1], batches, "fsdp"));
       manual.push_back(HandWritten(c, device.compute, backend.get(), batches));
     } else {
       manual.push_back(HandWritten(c, device.compute, backend.get(), batches));
-      kiln.push_back(WithKiln(c, rank, round, batches));
+      fsdp.push_back(WithKiln(c, rank, c.ports[2 * round + 1], batches, "fsdp"));
+      kiln.push_back(WithKiln(c, rank, c.ports[2 * round], batches, "ddp"));
     }
   }
   if (rank == 0) {
-    const double medians[2] = {Median(kiln), Median(manual)};
+    const double medians[3] = {Median(kiln), Median(manual), Median(fsdp)};
     if (write(out, medians, sizeof(medians)) != static_cast<ssize_t>(sizeof(medians))) Fail("cannot report");
   }
 }
 
 void BM_DdpStep(benchmark::State& state, const std::string& accelerator) {
   Case c{accelerator, static_cast<int>(state.range(0)), {}};
-  double kiln = 0, manual = 0;
+  double kiln = 0, manual = 0, fsdp = 0;
   for (auto _ : state) {
     c.ports.clear();
-    for (int i = 0; i <= kRounds; ++i) {
+    for (int i = 0; i <= 2 * kRounds; ++i) {
       absl::StatusOr<int> port = FindFreePort();
       if (!port.ok()) {
         g_failed = true;
@@ -298,7 +308,7 @@ void BM_DdpStep(benchmark::State& state, const std::string& accelerator) {
       ranks.push_back(pid);
     }
     close(fds[1]);
-    double medians[2] = {0, 0};
+    double medians[3] = {0, 0, 0};
     const bool reported = read(fds[0], medians, sizeof(medians)) == static_cast<ssize_t>(sizeof(medians));
     close(fds[0]);
     bool ok = reported;
@@ -314,11 +324,14 @@ void BM_DdpStep(benchmark::State& state, const std::string& accelerator) {
     }
     kiln = medians[0];
     manual = medians[1];
+    fsdp = medians[2];
     state.SetIterationTime(kiln / 1e3);
   }
   state.counters["kiln_ms_per_step"] = kiln;
   state.counters["manual_ms_per_step"] = manual;
   state.counters["kiln_over_manual"] = kiln / manual;
+  state.counters["fsdp_ms_per_step"] = fsdp;
+  state.counters["fsdp_over_ddp"] = fsdp / kiln;
 }
 
 BENCHMARK_CAPTURE(BM_DdpStep, cpu, std::string("cpu"))

@@ -56,16 +56,29 @@ void FlatParameter::AllocateFull() {
 }
 
 void FlatParameter::Unshard(c10d::ProcessGroup& group) {
+  StartUnshard(group);
+  WaitUnshard();
+}
+
+void FlatParameter::StartUnshard(c10d::ProcessGroup& group) {
   if (gathered_) return;
   AllocateFull();
   at::Tensor output = full_.detach();
   at::Tensor input = shard_.detach();
-  group._allgather_base(output, input)->wait();
+  gather_work_ = group._allgather_base(output, input);
   gathered_ = true;
+}
+
+void FlatParameter::WaitUnshard() {
+  if (!gather_work_) return;
+  c10::intrusive_ptr<c10d::Work> work = std::move(gather_work_);
+  gather_work_.reset();
+  work->wait();
 }
 
 void FlatParameter::Reshard() {
   if (!sharded_ || !gathered_) return;
+  WaitUnshard();
   // The members' views keep their shapes; their memory goes back to the allocator.
   c10::StorageImpl* storage = full_.storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(c10::DataPtr(nullptr, full_.device()));
@@ -99,23 +112,39 @@ void FlatParameter::PrepareGradients() {
 }
 
 void FlatParameter::ReduceGradients(c10d::ProcessGroup& group) {
-  if (!full_grad_.defined()) return;
+  StartReduceGradients(group);
+  FinishReduceGradients();
+}
+
+void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
+  if (!full_grad_.defined() || reduce_work_) return;
   at::NoGradGuard no_grad;
+  if (world_size_ == 1) return;
   // Divided first, then summed, as DDP's reducer does: the same rounding of each rank's part.
-  if (world_size_ > 1) full_grad_.div_(world_size_);
+  full_grad_.div_(world_size_);
   if (!sharded_) {
     // The optimizer steps the members themselves, whose gradients are views of the buffer: reduced in place.
-    if (world_size_ > 1) {
-      std::vector<at::Tensor> tensors = {full_grad_};
-      group.allreduce(tensors)->wait();
-    }
-    full_grad_.reset();
+    std::vector<at::Tensor> tensors = {full_grad_};
+    reduce_work_ = group.allreduce(tensors);
     return;
   }
-  at::Tensor reduced = at::empty({padded_ / world_size_}, full_grad_.options());
-  group._reduce_scatter_base(reduced, full_grad_)->wait();
-  shard_.mutable_grad().add_(reduced);  // PrepareGradients set it.
-  for (Member& member : members_) member.parameter.mutable_grad().reset();
+  reduced_ = at::empty({padded_ / world_size_}, full_grad_.options());
+  reduce_work_ = group._reduce_scatter_base(reduced_, full_grad_);
+}
+
+void FlatParameter::FinishReduceGradients() {
+  if (!full_grad_.defined()) return;
+  if (reduce_work_) {
+    c10::intrusive_ptr<c10d::Work> work = std::move(reduce_work_);
+    reduce_work_.reset();
+    work->wait();
+  }
+  if (sharded_) {
+    at::NoGradGuard no_grad;
+    shard_.mutable_grad().add_(reduced_);  // PrepareGradients set it.
+    reduced_.reset();
+    for (Member& member : members_) member.parameter.mutable_grad().reset();
+  }
   full_grad_.reset();
 }
 

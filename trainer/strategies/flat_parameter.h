@@ -28,6 +28,7 @@
 
 namespace c10d {
 class ProcessGroup;
+class Work;
 }  // namespace c10d
 
 namespace kiln {
@@ -56,17 +57,24 @@ class FlatParameter {
   // How many members need a gradient (those ReduceGradients waits for).
   int requires_grad_count() const { return requires_grad_count_; }
 
-  // Makes the parameters whole from every rank's shard (a collective; nothing when already gathered).
+  // Makes the parameters whole from every rank's shard (a collective; nothing when already gathered): Unshard waits
+  // for it, StartUnshard only starts it (the collective backend carries it while the caller computes) and
+  // WaitUnshard waits for a started one. Until then the parameters must not be read.
   void Unshard(c10d::ProcessGroup& group);
-  // Frees the whole parameters' memory (nothing when not sharded or not gathered).
+  void StartUnshard(c10d::ProcessGroup& group);
+  void WaitUnshard();
+  // Frees the whole parameters' memory (nothing when not sharded or not gathered; waits for a started gather).
   void Reshard();
   // Points every member's gradient at a zeroed flat buffer (kept while a gradient-accumulation window sums into it),
   // and, when sharded, gives the shard a zero gradient if it has none.
   void PrepareGradients();
   bool has_gradients() const { return full_grad_.defined(); }
   // Reduces the flat gradient over the ranks, averaged: into the shard's gradient (added to it) when sharded, in place
-  // otherwise; then lets the flat gradient go. A collective.
+  // otherwise; then lets the flat gradient go. A collective. StartReduceGradients starts it (the members' gradients
+  // must not be read until FinishReduceGradients has waited for it), ReduceGradients does both.
   void ReduceGradients(c10d::ProcessGroup& group);
+  void StartReduceGradients(c10d::ProcessGroup& group);
+  void FinishReduceGradients();
   // Where member `index` starts in the flat buffer; this rank's chunk (the shard's size when sharded).
   int64_t offset(size_t index) const { return offsets_[index]; }
   int64_t chunk() const { return sharded_ ? padded_ / world_size_ : padded_; }
@@ -96,6 +104,9 @@ class FlatParameter {
   at::Tensor shard_;      // This rank's chunk; undefined when not sharded.
   at::Tensor full_grad_;  // The members' gradients, flat; undefined outside a backward.
   bool gathered_ = true;
+  c10::intrusive_ptr<c10d::Work> gather_work_;  // A started all-gather into full_.
+  c10::intrusive_ptr<c10d::Work> reduce_work_;  // A started reduction of full_grad_.
+  at::Tensor reduced_;                          // Its output, when sharded.
 };
 
 }  // namespace kiln

@@ -131,6 +131,7 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     }
   }
   ready_.assign(flats_.size(), 0);
+  position_.assign(flats_.size(), -1);
   reduced_.assign(flats_.size(), false);
   for (size_t unit = 0; unit < flats_.size(); ++unit) {
     if (flats_[unit] == nullptr) continue;
@@ -229,7 +230,21 @@ absl::Status FSDPStrategy::ConnectOptimizers(const std::vector<std::shared_ptr<t
 void FSDPStrategy::BeforeForward(int unit) {
   FlatParameter* flat = flats_[unit].get();
   if (flat == nullptr) return;
-  Collective("gathering a unit's parameters", [&] { flat->Unshard(*process_group()); });
+  if (recording_ && at::GradMode::is_enabled() && position_[unit] < 0) {
+    position_[unit] = static_cast<int>(order_.size());
+    order_.push_back(unit);
+  }
+  Collective("gathering a unit's parameters", [&] {
+    flat->Unshard(*process_group());
+    if (options_.forward_prefetch) Prefetch(unit, +1);
+  });
+}
+
+void FSDPStrategy::Prefetch(int unit, int step) {
+  if (recording_ || position_[unit] < 0) return;
+  const int next = position_[unit] + step;
+  if (next < 0 || next >= static_cast<int>(order_.size())) return;
+  if (FlatParameter* flat = flats_[order_[next]].get(); flat != nullptr) flat->StartUnshard(*process_group());
 }
 
 at::Tensor FSDPStrategy::AfterForward(int unit, at::Tensor output) {
@@ -241,7 +256,10 @@ at::Tensor FSDPStrategy::AfterForward(int unit, at::Tensor output) {
     // Runs before the unit's own backward: the parameters are whole again, and the gradients have where to land.
     output.register_hook([this, unit](const at::Tensor&) {
       FlatParameter* flat = flats_[unit].get();
-      Collective("gathering a unit's parameters for its backward", [&] { flat->Unshard(*process_group()); });
+      Collective("gathering a unit's parameters for its backward", [&] {
+        flat->Unshard(*process_group());
+        if (options_.backward_prefetch) Prefetch(unit, -1);
+      });
       flat->PrepareGradients();
     });
   }
@@ -257,12 +275,21 @@ void FSDPStrategy::FinishUnitBackward(int unit) {
   if (reduced_[unit]) return;
   reduced_[unit] = true;
   FlatParameter& flat = *flats_[unit];
-  if (sync_gradients_) flat.ReduceGradients(*process_group());
+  // The reduction travels while the next unit's backward computes; one at a time, so that at most two units'
+  // whole gradients exist (this one's, travelling, and the next one's, being computed).
+  if (sync_gradients_) {
+    for (int previous : reducing_) flats_[previous]->FinishReduceGradients();
+    reducing_.clear();
+    flat.StartReduceGradients(*process_group());
+    reducing_.push_back(unit);
+  }
   if (static_cast<size_t>(unit) + 1 < flats_.size()) flat.Reshard();
 }
 
 void FSDPStrategy::Backward(const at::Tensor& loss, bool sync_gradients) {
   sync_gradients_ = sync_gradients;
+  recording_ = false;  // The first step's forward order is the prefetching order.
+  reducing_.clear();
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
   if (flats_.back() != nullptr) flats_.back()->PrepareGradients();  // The root's parameters are always whole.
@@ -278,6 +305,8 @@ void FSDPStrategy::Backward(const at::Tensor& loss, bool sync_gradients) {
     for (size_t unit = 0; unit < flats_.size(); ++unit) {
       if (flats_[unit] != nullptr && flats_[unit]->has_gradients()) FinishUnitBackward(static_cast<int>(unit));
     }
+    for (int unit : reducing_) flats_[unit]->FinishReduceGradients();
+    reducing_.clear();
   });
 }
 

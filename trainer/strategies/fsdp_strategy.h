@@ -57,6 +57,12 @@ struct FSDPOptions {
   std::optional<std::string> process_group_backend;  // Unset: the accelerator's preference.
   ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;  // Lightning's default.
   FsdpWrapPolicy auto_wrap_policy;                                    // Empty: one (root) unit.
+  // PyTorch's backward_prefetch=BACKWARD_PRE (its default): a unit's backward starts the gather of the unit whose
+  // backward comes next, so that it travels while this one computes (one more unit's parameters whole at a time).
+  bool backward_prefetch = true;
+  // PyTorch's forward_prefetch (off by default there too): the same in the forward pass, in the order of the first
+  // step's forward.
+  bool forward_prefetch = false;
   bool cpu_offload = false;  // Lightning's cpu_offload (strategy name "fsdp_cpu_offload"): refused for now.
   std::vector<std::string> activation_checkpointing_policy;  // Module types; refused for now.
 };
@@ -94,6 +100,8 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   // Autograd's post-hook on each gradient: when a unit's are all there, it is reduced (and freed).
   void GradientReady(int unit);
   void FinishUnitBackward(int unit);
+  // Starts gathering the unit `step` places from `unit` in the first step's forward order (none past either end).
+  void Prefetch(int unit, int step);
   bool ReshardsAfterForward() const { return options_.sharding_strategy == ShardingStrategy::kFullShard; }
 
   // An optimizer ConnectOptimizers pointed at the shards: its groups as configure_optimizers made them and as they
@@ -117,6 +125,10 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   std::vector<int> ready_;                             // Gradients accumulated this backward, by unit.
   std::vector<bool> reduced_;                          // Already reduced this backward, by unit.
   bool sync_gradients_ = true;
+  std::vector<int> order_;      // The units in the order of the first training step's forward.
+  std::vector<int> position_;   // Each unit's place in order_ (-1: not seen).
+  bool recording_ = true;       // Until the first backward.
+  std::vector<int> reducing_;   // Units whose gradient reduction was started in this backward.
   bool in_backward_ = false;
   // Each gradient accumulator hooked, with its hook's key (kept alive: autograd holds them only weakly).
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
