@@ -15,7 +15,9 @@ with InvalidArgument errors that quote them; that ParallelDevices has one device
 accelerator accepts; that set-up and tear-down repeat; that statistics have lower_snake_case keys and finite values
 (and that a foreign device is refused); and that a few SGD steps of a small model on the device give the CPU's
 numbers, to a tight tolerance, or bit for bit with `bitwise = True`. An accelerator that is not available on the
-machine has its hardware tests skipped, with the reason printed; the other checks still run.
+machine has its hardware tests skipped, with the reason printed; the other checks still run. Beside it, `<name>_fsdp`
+trains a small model with `fsdp` on 2 processes and the accelerator's collective backend, and checks that it ends
+where `ddp` ends (skipped, saying why, without 2 devices or without all-gather and reduce-scatter).
 
 An accelerator plugin (a shared library implementing hal/plugin/kiln_plugin_c_api.h) is checked the same way, loaded
 from its `.so` by Kiln's plugin loader before the suite runs:
@@ -68,5 +70,16 @@ def kiln_accelerator_conformance_test(
         data = data,
         # Every backend Kiln's programs link, so that a name the backend shares with one of them fails the suite.
         deps = deps + [Label("//hal:conformance_suite"), Label("//backends:linked")],
+        **kwargs
+    )
+
+    # The kit's fsdp training: 2 processes of fsdp on the accelerator's collective backend end where ddp ends. It
+    # needs the trainer, which the suite (the HAL's) cannot use, hence a test of its own.
+    native.cc_test(
+        name = name + "_fsdp",
+        size = "small",
+        args = args,
+        data = data,
+        deps = deps + [Label("//trainer:fsdp_conformance"), Label("//backends:linked")],
         **kwargs
     )

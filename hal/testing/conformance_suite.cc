@@ -18,12 +18,6 @@
 // The collective checks run 2 and 4 real processes: this binary starts itself again once per rank with
 // --collective_rank (and the arguments it was given), and each rank makes the accelerator's collective backend
 // (Accelerator::MakeCollectiveBackend) and checks every collective of hal/collectives.h on its device's tensors.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +44,7 @@
 #include "hal/collectives.h"
 #include "hal/plugin/plugin_loader.h"
 #include "hal/registry.h"
+#include "hal/testing/rank_runner.h"
 #include "torch/csrc/distributed/c10d/PrefixStore.hpp"
 #include "torch/csrc/distributed/c10d/TCPStore.hpp"
 #include "torch/optim/sgd.h"
@@ -578,87 +573,24 @@ int RunCollectiveRank(const Config& config) {
   return failures == 0 ? 0 : 1;
 }
 
-// A free port on loopback a moment ago.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-struct RankRun {
-  pid_t pid = -1;
-  std::string log;
-  int status = -1;      // The exit status; -1 while it runs; -2 when killed at the deadline; -3 when stopped
-                        // because another rank had failed.
-  double seconds = 0;   // From the start to its exit.
-};
-
-// Starts ranks `ranks` of `world` (this binary again, with --collective_*), waits for them until `deadline_s`, and
-// kills what is left. Once a rank has exited with a non-zero status the run has failed, and the ranks still running
-// are stopped rather than left to wait out their timeouts for a peer (or a store) that is gone. Each rank's output
-// goes to a file of its own.
-std::vector<RankRun> RunRanks(const std::vector<int>& ranks, int world, int timeout_ms, double deadline_s) {
+// Starts ranks `ranks` of `world` (this binary again, with --collective_*) through testing::RunRanks.
+std::vector<testing::RankRun> RunRanks(const std::vector<int>& ranks, int world, int timeout_ms, double deadline_s) {
   const Config& config = GetConfig();
-  const int port = FreePort();
+  const int port = testing::FreeLoopbackPort();
   const char* tmp = std::getenv("TEST_TMPDIR");
-  std::vector<RankRun> runs(ranks.size());
-  const auto start = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    runs[i].log = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/collective_", port, "_", ranks[i], ".log");
+  std::vector<std::vector<std::string>> argvs;
+  for (const int rank : ranks) {
     std::vector<std::string> args = {config.self, "--accelerator=" + config.accelerator,
-                                     absl::StrCat("--collective_rank=", ranks[i]),
+                                     absl::StrCat("--collective_rank=", rank),
                                      absl::StrCat("--collective_world=", world), absl::StrCat("--collective_port=", port),
                                      absl::StrCat("--collective_timeout_ms=", timeout_ms)};
     for (const std::string& plugin : config.plugins) args.push_back("--accelerator_plugin=" + plugin);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int fd = ::open(runs[i].log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      ::execv(config.self.c_str(), argv.data());
-      ::_exit(127);
-    }
-    runs[i].pid = pid;
+    argvs.push_back(std::move(args));
   }
-  size_t running = runs.size();
-  bool failed = false;
-  while (running > 0) {
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (RankRun& run : runs) {
-      if (run.status != -1) continue;
-      int status = 0;
-      if (::waitpid(run.pid, &status, WNOHANG) == run.pid) {
-        run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        run.seconds = elapsed;
-        failed = failed || run.status != 0;
-        --running;
-      } else if (elapsed > deadline_s || failed) {
-        ::kill(run.pid, SIGKILL);
-        ::waitpid(run.pid, &status, 0);
-        run.status = elapsed > deadline_s ? -2 : -3;
-        run.seconds = elapsed;
-        --running;
-      }
-    }
-    ::usleep(20 * 1000);
-  }
-  return runs;
+  return testing::RunRanks(argvs, absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/collective_", port), deadline_s);
 }
 
-std::string Output(const RankRun& run) {
-  std::ifstream file(run.log);
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  return text.size() > 2000 ? text.substr(text.size() - 2000) : text;
-}
+std::string Output(const testing::RankRun& run) { return testing::RankOutput(run); }
 
 // The numbers of processes the collective checks run: 2 and 4, sharing devices where there are fewer; with
 // --one_rank_per_device, those that have a device each, or as many as there are devices when that is fewer than 2.
@@ -683,7 +615,7 @@ TEST_F(ConformanceTest, CollectivesGiveTheRightValuesAcrossProcesses) {
     SCOPED_TRACE(absl::StrCat(world, " processes"));
     std::vector<int> ranks(world);
     for (int r = 0; r < world; ++r) ranks[r] = r;
-    const std::vector<RankRun> runs = RunRanks(ranks, world, /*timeout_ms=*/30000, /*deadline_s=*/60);
+    const std::vector<testing::RankRun> runs = RunRanks(ranks, world, /*timeout_ms=*/30000, /*deadline_s=*/60);
     for (size_t r = 0; r < runs.size(); ++r) {
       EXPECT_EQ(runs[r].status, 0)
           << "rank " << r << " of " << world
@@ -702,7 +634,7 @@ TEST_F(ConformanceTest, AMissingPeerFailsWithinTheTimeout) {
   // Rank 0 of 2 alone: making the backend or its first collective must fail within the timeout (plus set-up).
   constexpr int kTimeoutMs = 3000;
   constexpr double kSlackS = 12;
-  const std::vector<RankRun> runs = RunRanks({0}, 2, kTimeoutMs, kTimeoutMs / 1000.0 + kSlackS);
+  const std::vector<testing::RankRun> runs = RunRanks({0}, 2, kTimeoutMs, kTimeoutMs / 1000.0 + kSlackS);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_NE(runs[0].status, -2) << "rank 0 waited for a peer that never came past " << kTimeoutMs / 1000 << " s + "
                                 << kSlackS << " s: the backend must bound joining and every collective by "

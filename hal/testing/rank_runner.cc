@@ -1,0 +1,86 @@
+#include "hal/testing/rank_runner.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+
+namespace kiln::testing {
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::vector<RankRun> RunRanks(const std::vector<std::vector<std::string>>& argvs, const std::string& log_prefix,
+                              double deadline_s) {
+  std::vector<RankRun> runs(argvs.size());
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < argvs.size(); ++i) {
+    runs[i].log = log_prefix + "_" + std::to_string(i) + ".log";
+    std::vector<std::string> args = argvs[i];
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(runs[i].log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      for (std::string& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    runs[i].pid = pid;
+  }
+  size_t running = runs.size();
+  bool failed = false;
+  while (running > 0) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (RankRun& run : runs) {
+      if (run.status != -1) continue;
+      int status = 0;
+      if (::waitpid(run.pid, &status, WNOHANG) == run.pid) {
+        run.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        run.seconds = elapsed;
+        failed = failed || run.status != 0;
+        --running;
+      } else if (elapsed > deadline_s || failed) {
+        ::kill(run.pid, SIGKILL);
+        ::waitpid(run.pid, &status, 0);
+        run.status = elapsed > deadline_s ? -2 : -3;
+        run.seconds = elapsed;
+        --running;
+      }
+    }
+    ::usleep(20 * 1000);
+  }
+  return runs;
+}
+
+std::string RankOutput(const RankRun& run) {
+  std::ifstream file(run.log);
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  return text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+}
+
+std::string RankEnding(const RankRun& run) {
+  if (run.status == -2) return "did not finish in time";
+  if (run.status == -3) return "was stopped after another rank had failed";
+  return "failed (exit status " + std::to_string(run.status) + ")";
+}
+
+}  // namespace kiln::testing
