@@ -4,7 +4,7 @@
 //
 //   fsdp_run OUT [accelerator=cpu|virtual_npu] [strategy=fsdp|ddp|single_device] [devices=N] [sharding=FULL_SHARD|SHARD_GRAD_OP|NO_SHARD]
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
-//            [width=W depth=D] [batches=B]
+//            [width=W depth=D] [batches=B] [offload=0|1]
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //
 // The model: a Sequential of Linear(6, 15), Tanh, Linear(15, 13), Tanh (the policy's units; sizes chosen so that
@@ -156,7 +156,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args = {{"accelerator", "cpu"}, {"strategy", "fsdp"}, {"devices", "2"},  {"sharding", "FULL_SHARD"},
                                              {"policy", "linear"}, {"optimizer", "sgd"}, {"accumulate", "1"},
                                              {"clip", "0"},         {"precision", "32-true"}, {"epochs", "2"},
-                                             {"width", "0"},       {"depth", "8"},          {"batches", "0"}};
+                                             {"width", "0"},       {"depth", "8"},          {"batches", "0"},
+                                             {"offload", "0"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -183,7 +184,7 @@ int main(int argc, char** argv) {
       std::cerr << sharding.status() << "\n";
       return 2;
     }
-    kiln::FSDPOptions fsdp{.sharding_strategy = *sharding};
+    kiln::FSDPOptions fsdp{.sharding_strategy = *sharding, .cpu_offload = args["offload"] == "1"};
     if (args["policy"] == "linear") fsdp.auto_wrap_policy.module_types = {"Linear"};
     if (args["policy"] == "size") fsdp.auto_wrap_policy.min_num_params = 100;
     options.strategy = std::make_shared<kiln::FSDPStrategy>(fsdp);

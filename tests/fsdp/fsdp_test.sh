@@ -94,6 +94,22 @@ for n in 1 2 4; do
   [[ -n $ddp_peak && -n $fsdp_peak ]] || { fail "no peak memory from the virtual NPU at $n ranks"; continue; }
   ((fsdp_peak <= bound)) || fail "fsdp's peak at $n ranks, $fsdp_peak bytes, is over ddp's / $n + two units, $bound"
 done
+
+echo "== cpu_offload: the shards, their gradients and the optimizer's state in host memory"
+# The device then holds only the units that compute (and the root): under a quarter of ddp's peak at every N.
+for n in 1 2 4; do
+  train mem_offload$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=1 offload=1
+  offload_peak=$(peak mem_offload$n)
+  ddp_peak=$(peak mem_ddp$n)
+  echo "  $n ranks: device peak $offload_peak bytes (ddp $ddp_peak)"
+  [[ -n $offload_peak ]] && ((4 * offload_peak <= ddp_peak)) ||
+    fail "with cpu_offload at $n ranks the device's peak, ${offload_peak:-none} bytes, is not under a quarter of ddp's"
+done
+train npu_offload2 accelerator=virtual_npu devices=2 offload=1
+same ddp2 npu_offload2 1e-5
+train npu_offload4_adam accelerator=virtual_npu devices=4 offload=1 optimizer=adam accumulate=3 clip=0.5
+ranks_agree npu_offload4_adam 4
+same ddp4_adam npu_offload4_adam 1e-5
 unset VIRTUAL_NPU_DEVICES
 
 echo "== fit --strategy=fsdp, with units (--auto_wrap_policy) and without"
@@ -175,7 +191,12 @@ refused() {  # NAME EXPECTED ARGS...
   grep -qF -- "$expected" "$name.out" || fail "$name: no '$expected' in: $(tail -2 "$name.out")"
   [[ ! -d $work/$name/lightning_logs/version_0/checkpoints ]] || fail "$name left a checkpoint folder"
 }
-refused offload "cpu_offload (strategy 'fsdp_cpu_offload') is not supported yet" --devices=2 --strategy=fsdp_cpu_offload
+refused offload_no_shard "cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD" \
+  --devices=2 --strategy=fsdp_cpu_offload --sharding_strategy=NO_SHARD
+timeout 300 "$fit" "${common[@]}" --devices=2 --strategy=fsdp_cpu_offload --auto_wrap_policy=Linear \
+  --summary_json=offload.json >fit_offload.out 2>&1 || fail "fit fsdp_cpu_offload: $(tail -3 fit_offload.out)"
+grep -q "^Trained on cpu (fsdp_cpu_offload, 32-true)" fit_offload.out ||
+  fail "no 'Trained on cpu (fsdp_cpu_offload' in: $(tail -3 fit_offload.out)"
 refused not_fsdp "are fsdp's options, but the strategy is 'ddp'" --devices=2 --strategy=ddp --auto_wrap_policy=Linear
 refused hybrid "--sharding_strategy='HYBRID' is not valid; pass FULL_SHARD, SHARD_GRAD_OP or NO_SHARD" \
   --devices=2 --strategy=fsdp --sharding_strategy=HYBRID

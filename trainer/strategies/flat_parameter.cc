@@ -11,12 +11,13 @@
 namespace kiln {
 
 FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int rank, int world_size, bool sharded,
-                             c10::Device device)
+                             c10::Device device, bool offload)
     : name_(std::move(name)),
       members_(std::move(members)),
       rank_(rank),
       world_size_(world_size),
-      sharded_(sharded && world_size > 1) {
+      sharded_(offload || (sharded && world_size > 1)),
+      offload_(offload) {
   TORCH_CHECK(!members_.empty(), "fsdp unit '", name_, "' has no parameters");
   const at::Tensor& first = members_.front().parameter;
   for (const Member& member : members_) {
@@ -37,7 +38,8 @@ FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int 
   }
   if (sharded_) {
     const int64_t chunk = padded_ / world_size_;
-    shard_ = full_.narrow(0, rank_ * chunk, chunk).clone();
+    shard_ = full_.narrow(0, rank_ * chunk, chunk).to(offload_ ? c10::Device(c10::kCPU) : device, /*non_blocking=*/false,
+                                                      /*copy=*/true);
     shard_.set_requires_grad(requires_grad_count_ > 0);
   }
   // The members become views of the flat buffer: same tensors (the module's own), new memory.
@@ -64,7 +66,8 @@ void FlatParameter::StartUnshard(c10d::ProcessGroup& group) {
   if (gathered_) return;
   AllocateFull();
   at::Tensor output = full_.detach();
-  at::Tensor input = shard_.detach();
+  // An offloaded shard travels from host memory first (the collective carries the device's tensors).
+  at::Tensor input = offload_ ? shard_.detach().to(full_.device()) : shard_.detach();
   gather_work_ = group._allgather_base(output, input);
   gathered_ = true;
 }
@@ -119,9 +122,9 @@ void FlatParameter::ReduceGradients(c10d::ProcessGroup& group) {
 void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
   if (!full_grad_.defined() || reduce_work_) return;
   at::NoGradGuard no_grad;
-  if (world_size_ == 1) return;
+  if (world_size_ == 1 && !sharded_) return;
   // Divided first, then summed, as DDP's reducer does: the same rounding of each rank's part.
-  full_grad_.div_(world_size_);
+  if (world_size_ > 1) full_grad_.div_(world_size_);
   if (!sharded_) {
     // The optimizer steps the members themselves, whose gradients are views of the buffer: reduced in place.
     std::vector<at::Tensor> tensors = {full_grad_};
@@ -141,7 +144,7 @@ void FlatParameter::FinishReduceGradients() {
   }
   if (sharded_) {
     at::NoGradGuard no_grad;
-    shard_.mutable_grad().add_(reduced_);  // PrepareGradients set it.
+    shard_.mutable_grad().add_(offload_ ? reduced_.to(shard_.device()) : reduced_);  // PrepareGradients set it.
     reduced_.reset();
     for (Member& member : members_) member.parameter.mutable_grad().reset();
   }

@@ -42,9 +42,11 @@ class FlatParameter {
 
   // Takes `members` (one device and one dtype; refused otherwise) as the unit `name`, onto `device`: this rank's
   // chunk of their values becomes the shard, and each parameter becomes a view of the flat buffer, which stays whole
-  // (gathered) until Reshard. `sharded` false keeps everything on every rank.
+  // (gathered) until Reshard. `sharded` false keeps everything on every rank. `offload` keeps the shard, its
+  // gradient (and so the optimizer's state) in host memory (Lightning's cpu_offload): the gather copies it to
+  // `device` first, and the reduced gradient comes back; it shards even one rank.
   FlatParameter(std::string name, std::vector<Member> members, int rank, int world_size, bool sharded,
-                c10::Device device);
+                c10::Device device, bool offload = false);
 
   const std::string& name() const { return name_; }
   const std::vector<Member>& members() const { return members_; }
@@ -97,6 +99,7 @@ class FlatParameter {
   int rank_;
   int world_size_;
   bool sharded_;
+  bool offload_;
   int64_t numel_ = 0;
   int64_t padded_ = 0;
   int requires_grad_count_ = 0;

@@ -61,9 +61,10 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     return absl::UnimplementedError(
         "fsdp: sharding_strategy HYBRID_SHARD is not supported yet; use FULL_SHARD, SHARD_GRAD_OP or NO_SHARD");
   }
-  if (options_.cpu_offload) {
-    return absl::UnimplementedError(
-        "fsdp: cpu_offload (strategy 'fsdp_cpu_offload') is not supported yet; use strategy 'fsdp' without it");
+  if (options_.cpu_offload && options_.sharding_strategy == ShardingStrategy::kNoShard) {
+    return absl::InvalidArgumentError(
+        "fsdp: cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD shards nothing; use "
+        "FULL_SHARD or SHARD_GRAD_OP with it, or leave cpu_offload off");
   }
   if (!options_.activation_checkpointing_policy.empty()) {
     return absl::UnimplementedError(absl::StrCat(
@@ -112,14 +113,16 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
       std::vector<FlatParameter::Member> members = members_of(*unit.unit);
       flats_.push_back(members.empty() ? nullptr
                                        : std::make_unique<FlatParameter>(unit.name, std::move(members), global_rank(),
-                                                                         world_size(), shard, root_device()));
+                                                                         world_size(), shard, root_device(),
+                                                                         options_.cpu_offload));
       // A unit's whole parameters exist only while it computes.
       if (flats_.back() != nullptr) flats_.back()->Reshard();
     }
     std::vector<FlatParameter::Member> rest = members_of(model);
     flats_.push_back(rest.empty() ? nullptr
                                   : std::make_unique<FlatParameter>("(root)", std::move(rest), global_rank(),
-                                                                    world_size(), shard, root_device()));
+                                                                    world_size(), shard, root_device(),
+                                                                         options_.cpu_offload));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(compat::ExceptionMessage(e));
   }
@@ -341,14 +344,14 @@ void FSDPStrategy::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, 
   // The norm over every rank's shard: the sum of the squares, summed over the ranks (every rank calls this for the
   // same optimizer, whether its shards have gradients or not).
   at::Tensor squares = at::zeros({1}, at::TensorOptions(at::kFloat).device(root_device()));
-  for (const at::Tensor& grad : grads) squares += grad.detach().to(at::kFloat).norm(2).pow(2);
+  for (const at::Tensor& grad : grads) squares += grad.detach().to(at::kFloat).norm(2).pow(2).to(squares.device());
   Collective("summing the gradients' norm", [&] {
     std::vector<at::Tensor> tensors = {squares};
     process_group()->allreduce(tensors)->wait();
   });
   const at::Tensor total_norm = squares.sqrt();
   const at::Tensor coefficient = at::clamp(max_norm / (total_norm + 1e-6), c10::nullopt, 1.0);
-  for (const at::Tensor& grad : grads) grad.detach().mul_(coefficient.to(grad.scalar_type()));
+  for (const at::Tensor& grad : grads) grad.detach().mul_(coefficient.to(grad.device(), grad.scalar_type()));
 }
 
 absl::Status FSDPStrategy::Finish() {

@@ -24,8 +24,8 @@
 // DDP's checkpoints have, so that ddp, one device, torch.load and Lightning read them, and fsdp resumes them on any
 // number of ranks.
 //
-// Not yet: sharded checkpoints, HYBRID_SHARD, cpu_offload, activation checkpointing, 16-mixed (its scaler would need
-// every rank's inf check) and prefetching; each is refused before training with what to do instead.
+// Not yet: sharded checkpoints, HYBRID_SHARD, activation checkpointing and 16-mixed (its scaler would need every
+// rank's inf check); each is refused before training with what to do instead.
 #ifndef KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 
@@ -63,7 +63,10 @@ struct FSDPOptions {
   // PyTorch's forward_prefetch (off by default there too): the same in the forward pass, in the order of the first
   // step's forward.
   bool forward_prefetch = false;
-  bool cpu_offload = false;  // Lightning's cpu_offload (strategy name "fsdp_cpu_offload"): refused for now.
+  // Lightning's cpu_offload (strategy name "fsdp_cpu_offload"): each rank's shards, their gradients and so the
+  // optimizer's state stay in host memory, and the optimizer steps there; only the units computing are on the
+  // device. Shards even one rank; refused with NO_SHARD.
+  bool cpu_offload = false;
   std::vector<std::string> activation_checkpointing_policy;  // Module types; refused for now.
 };
 
@@ -72,7 +75,7 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   explicit FSDPStrategy(FSDPOptions options = {});
   ~FSDPStrategy() override;
 
-  std::string name() const override { return "fsdp"; }
+  std::string name() const override { return options_.cpu_offload ? "fsdp_cpu_offload" : "fsdp"; }
 
   absl::Status Setup(const Plan& plan, torch::nn::Module& model) override;
   absl::Status ConnectOptimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) override;
