@@ -49,6 +49,7 @@ struct StrategyArguments {
   std::string sharding_strategy = "FULL_SHARD";
   std::vector<std::string> auto_wrap_policy;
   int64_t auto_wrap_min_num_params = 0;
+  std::vector<std::string> activation_checkpointing_policy;  // Split at commas, as auto_wrap_policy.
 };
 
 // Makes a strategy for one trainer. It returns a kiln::Strategy (trainer/strategies/strategy.h) as its

@@ -166,12 +166,14 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
   const bool fsdp_options =
       ParseShardingStrategy(options_.sharding_strategy).value_or(ShardingStrategy::kFullShard) !=
           ShardingStrategy::kFullShard ||
-      !absl::StripAsciiWhitespace(options_.auto_wrap_policy).empty() || options_.auto_wrap_min_num_params != 0;
+      !absl::StripAsciiWhitespace(options_.auto_wrap_policy).empty() || options_.auto_wrap_min_num_params != 0 ||
+      !absl::StripAsciiWhitespace(options_.activation_checkpointing_policy).empty();
   const bool fsdp_by_name =
       plan.strategy_instance == nullptr && (plan.strategy == kFsdpStrategy || plan.strategy == kFsdpCpuOffloadStrategy);
   if (fsdp_options && !fsdp_by_name) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sharding_strategy, auto_wrap_policy and auto_wrap_min_num_params are fsdp's options, but the strategy is '",
+        "sharding_strategy, auto_wrap_policy, auto_wrap_min_num_params and activation_checkpointing_policy are fsdp's "
+        "options, but the strategy is '",
         plan.strategy, "'",
         plan.strategy_instance != nullptr ? " (an instance): set them in its own options (FSDPOptions)"
                                           : ": use strategy fsdp, or leave them unset"));
@@ -198,6 +200,10 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
                                 .auto_wrap_min_num_params = options_.auto_wrap_min_num_params};
     for (absl::string_view type : absl::StrSplit(options_.auto_wrap_policy, ',', absl::SkipWhitespace())) {
       arguments.auto_wrap_policy.emplace_back(absl::StripAsciiWhitespace(type));
+    }
+    for (absl::string_view type :
+         absl::StrSplit(options_.activation_checkpointing_policy, ',', absl::SkipWhitespace())) {
+      arguments.activation_checkpointing_policy.emplace_back(absl::StripAsciiWhitespace(type));
     }
     std::shared_ptr<StrategyDescriptor> made = spec->factory(arguments);
     strategy = std::dynamic_pointer_cast<Strategy>(made);

@@ -145,18 +145,30 @@ OptionCheck SetTrainerOption_auto_wrap_policy(TrainerOptions& options, const std
   options.auto_wrap_policy = value;
   return std::nullopt;
 }
-OptionCheck CheckTrainerOption_auto_wrap_policy(const TrainerOptions& options) {
-  for (absl::string_view name : absl::StrSplit(options.auto_wrap_policy, ',', absl::SkipWhitespace())) {
+// Module type names separated by commas, as LibTorch spells the classes.
+OptionCheck TypeNames(const std::string& value) {
+  for (absl::string_view name : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
     name = absl::StripAsciiWhitespace(name);
     const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
       return absl::ascii_isalnum(c) || c == '_' || c == ':';
     });
     if (!valid) {
-      return Refuse(options.auto_wrap_policy,
-                    "pass module type names separated by commas, as LibTorch spells the classes (e.g. Linear)");
+      return Refuse(value, "pass module type names separated by commas, as LibTorch spells the classes (e.g. Linear)");
     }
   }
   return std::nullopt;
+}
+
+OptionCheck CheckTrainerOption_auto_wrap_policy(const TrainerOptions& options) {
+  return TypeNames(options.auto_wrap_policy);
+}
+
+OptionCheck SetTrainerOption_activation_checkpointing_policy(TrainerOptions& options, const std::string& value) {
+  options.activation_checkpointing_policy = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_activation_checkpointing_policy(const TrainerOptions& options) {
+  return TypeNames(options.activation_checkpointing_policy);
 }
 
 OptionCheck SetTrainerOption_auto_wrap_min_num_params(TrainerOptions& options, const int64_t& value) {

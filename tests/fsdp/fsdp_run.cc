@@ -4,7 +4,8 @@
 //
 //   fsdp_run OUT [accelerator=cpu|virtual_npu] [strategy=fsdp|ddp|single_device] [devices=N] [sharding=FULL_SHARD|SHARD_GRAD_OP|NO_SHARD]
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
-//            [width=W depth=D] [batches=B] [offload=0|1]
+//            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
+//            [policy=...|block]
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //
 // The model: a Sequential of Linear(6, 15), Tanh, Linear(15, 13), Tanh (the policy's units; sizes chosen so that
@@ -24,7 +25,9 @@
 #include "torch/nn/functional/loss.h"
 #include "torch/nn/modules/activation.h"
 #include "torch/nn/modules/container/sequential.h"
+#include "torch/nn/module.h"
 #include "torch/nn/modules/linear.h"
+#include "torch/nn/pimpl.h"
 #include "torch/optim/adam.h"
 #include "torch/optim/sgd.h"
 #include "trainer/kiln.h"
@@ -34,11 +37,13 @@ namespace {
 
 class Data final : public kiln::DataModule {
  public:
+  explicit Data(int64_t batch_size) : batch_size_(batch_size) {}
   std::shared_ptr<kiln::DataLoader> train_dataloader() override {
     at::Generator generator = at::detail::createCPUGenerator(11);
-    const at::Tensor inputs = at::randn({128, 6}, generator, at::kFloat);
-    const at::Tensor targets = at::randint(0, 3, {128}, generator, at::kLong);
-    return std::make_shared<kiln::TensorDataLoader>(inputs, targets, kiln::TensorDataLoaderOptions{.batch_size = 8});
+    const at::Tensor inputs = at::randn({16 * batch_size_, 6}, generator, at::kFloat);
+    const at::Tensor targets = at::randint(0, 3, {16 * batch_size_}, generator, at::kLong);
+    return std::make_shared<kiln::TensorDataLoader>(inputs, targets,
+                                                    kiln::TensorDataLoaderOptions{.batch_size = batch_size_});
   }
   std::vector<std::shared_ptr<kiln::DataLoader>> val_dataloaders() override {
     at::Generator generator = at::detail::createCPUGenerator(12);
@@ -46,16 +51,32 @@ class Data final : public kiln::DataModule {
     const at::Tensor targets = at::randint(0, 3, {32}, generator, at::kLong);
     return {std::make_shared<kiln::TensorDataLoader>(inputs, targets, kiln::TensorDataLoaderOptions{.batch_size = 8})};
   }
+
+ private:
+  int64_t batch_size_;
 };
+
+// Linear, Tanh, Linear: a module with activations inside (what activation checkpointing drops).
+struct BlockImpl : torch::nn::Module {
+  explicit BlockImpl(int64_t width)
+      : in(register_module("in", torch::nn::Linear(width, width))),
+        out(register_module("out", torch::nn::Linear(width, width))) {}
+  at::Tensor forward(at::Tensor x) { return out->forward(at::tanh(in->forward(x))); }
+  torch::nn::Linear in, out;
+};
+TORCH_MODULE(Block);
 
 class Net final : public kiln::LightningModule {
  public:
   // `width` 0: the small model; otherwise `depth` Linear(width, width) layers (the memory measurement's model, whose
   // parameters and optimizer state outweigh its activations).
-  Net(std::string optimizer, int64_t width, int64_t depth) : optimizer_(std::move(optimizer)) {
+  Net(std::string optimizer, int64_t width, int64_t depth, bool blocks_of_two) : optimizer_(std::move(optimizer)) {
     torch::manual_seed(7);
     torch::nn::Sequential blocks;
-    if (width == 0) {
+    if (blocks_of_two) {
+      blocks->push_back(torch::nn::Linear(6, width));
+      for (int64_t i = 0; i < depth; ++i) blocks->push_back(Block(width));
+    } else if (width == 0) {
       blocks = torch::nn::Sequential(torch::nn::Linear(6, 15), torch::nn::Tanh(), torch::nn::Linear(15, 13),
                                      torch::nn::Tanh());
       width = 13;
@@ -157,7 +178,8 @@ int main(int argc, char** argv) {
                                              {"policy", "linear"}, {"optimizer", "sgd"}, {"accumulate", "1"},
                                              {"clip", "0"},         {"precision", "32-true"}, {"epochs", "2"},
                                              {"width", "0"},       {"depth", "8"},          {"batches", "0"},
-                                             {"offload", "0"}};
+                                             {"offload", "0"},     {"checkpoint", ""},      {"model", "linear"},
+                                             {"batch", "8"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -187,13 +209,15 @@ int main(int argc, char** argv) {
     kiln::FSDPOptions fsdp{.sharding_strategy = *sharding, .cpu_offload = args["offload"] == "1"};
     if (args["policy"] == "linear") fsdp.auto_wrap_policy.module_types = {"Linear"};
     if (args["policy"] == "size") fsdp.auto_wrap_policy.min_num_params = 100;
+    if (args["policy"] == "block") fsdp.auto_wrap_policy.module_types = {"Block"};
+    if (!args["checkpoint"].empty()) fsdp.activation_checkpointing_policy = {args["checkpoint"]};
     options.strategy = std::make_shared<kiln::FSDPStrategy>(fsdp);
   }
   if (const int64_t batches = std::stoll(args["batches"]); batches > 0) options.limit_train_batches = batches;
   auto peak = std::make_shared<PeakMemory>();
   options.callbacks.push_back(peak);
-  Net model(args["optimizer"], std::stoll(args["width"]), std::stoll(args["depth"]));
-  Data data;
+  Net model(args["optimizer"], std::stoll(args["width"]), std::stoll(args["depth"]), args["model"] == "blocks");
+  Data data(std::stoll(args["batch"]));
   kiln::Trainer trainer(options);
   if (absl::Status status = trainer.fit(model, data); !status.ok()) {
     std::cerr << "fsdp_run: " << status << "\n";

@@ -28,8 +28,10 @@ class GradientReadyHook final : public torch::autograd::FunctionPostHook {
  public:
   explicit GradientReadyHook(std::function<void()> ready) : ready_(std::move(ready)) {}
   torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list& /*inputs*/) override {
-    ready_();
+                                            const torch::autograd::variable_list& inputs) override {
+    // The gradient an AccumulateGrad got: an activation-checkpointed unit's parameters also pass through the outer
+    // graph with none (their gradients came from the recomputation's own backward).
+    if (!inputs.empty() && inputs[0].defined()) ready_();
     return outputs;
   }
 
@@ -66,11 +68,6 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
         "fsdp: cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD shards nothing; use "
         "FULL_SHARD or SHARD_GRAD_OP with it, or leave cpu_offload off");
   }
-  if (!options_.activation_checkpointing_policy.empty()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "fsdp: activation checkpointing (", absl::StrJoin(options_.activation_checkpointing_policy, ", "),
-        ") is not supported yet; leave activation_checkpointing_policy empty"));
-  }
   if (plan.precision == Precision::k16Mixed) {
     return absl::UnimplementedError(
         "fsdp: precision 16-mixed is not supported yet (its gradient scaler would have to agree on every rank's "
@@ -86,7 +83,9 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
                                             compat::ExceptionMessage(e)));
   }
 
-  wrapping_ = WrapForFsdp(model, options_.auto_wrap_policy, this);
+  FsdpWrapPolicy policy = options_.auto_wrap_policy;
+  policy.checkpoint_types = options_.activation_checkpointing_policy;
+  wrapping_ = WrapForFsdp(model, policy, this);
   if (!wrapping_.unwrappable.empty()) {
     LOG(WARNING) << "fsdp: the auto-wrap policy picks " << absl::StrJoin(wrapping_.unwrappable, ", ")
                  << ", which the model calls as members rather than as elements of a torch::nn::Sequential, so no "

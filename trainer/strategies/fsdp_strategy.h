@@ -24,7 +24,7 @@
 // DDP's checkpoints have, so that ddp, one device, torch.load and Lightning read them, and fsdp resumes them on any
 // number of ranks.
 //
-// Not yet: sharded checkpoints, HYBRID_SHARD, activation checkpointing and 16-mixed (its scaler would need every
+// Not yet: sharded checkpoints, HYBRID_SHARD and 16-mixed (its scaler would need every
 // rank's inf check); each is refused before training with what to do instead.
 #ifndef KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
@@ -67,7 +67,9 @@ struct FSDPOptions {
   // optimizer's state stay in host memory, and the optimizer steps there; only the units computing are on the
   // device. Shards even one rank; refused with NO_SHARD.
   bool cpu_offload = false;
-  std::vector<std::string> activation_checkpointing_policy;  // Module types; refused for now.
+  // Lightning's activation_checkpointing_policy: module types whose activations are made again in the backward pass
+  // instead of kept (they become units too; fsdp_unit.h).
+  std::vector<std::string> activation_checkpointing_policy;
 };
 
 class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {

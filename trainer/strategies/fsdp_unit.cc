@@ -7,6 +7,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "ATen/CPUGeneratorImpl.h"
+#include "torch/csrc/autograd/autograd.h"
+#include "torch/csrc/autograd/custom_function.h"
 
 namespace kiln {
 namespace {
@@ -43,6 +46,7 @@ class Wrapper {
       }
       child->name();  // Cached now, so that the wrapper takes the module's type name with its members.
       auto unit = std::make_shared<FsdpUnitImpl>(child, element, next_index_++, hooks_);
+      unit->set_checkpointed(OfType(*child, policy_.checkpoint_types));
       for (const at::Tensor& parameter : child->parameters()) in_units_.insert(parameter.unsafeGetTensorImpl());
       out_.units.push_back({Join(name, key), unit});
       replacement.push_back(key, torch::nn::AnyModule(unit));
@@ -56,10 +60,10 @@ class Wrapper {
   }
 
  private:
-  bool Picks(torch::nn::Module& module) const {
-    if (dynamic_cast<FsdpUnitImpl*>(&module) != nullptr) return false;
+  // Whether `module`'s type is one of `types` (spelt with or without namespace and Impl).
+  static bool OfType(const torch::nn::Module& module, const std::vector<std::string>& types) {
     const std::string type = FsdpTypeName(module);
-    for (const std::string& wanted : policy_.module_types) {
+    for (const std::string& wanted : types) {
       absl::string_view short_name = wanted;
       if (const size_t colon = short_name.rfind("::"); colon != absl::string_view::npos) {
         short_name.remove_prefix(colon + 2);
@@ -67,6 +71,12 @@ class Wrapper {
       short_name = absl::StripSuffix(short_name, "Impl");
       if (short_name == type) return true;
     }
+    return false;
+  }
+
+  bool Picks(torch::nn::Module& module) const {
+    if (dynamic_cast<FsdpUnitImpl*>(&module) != nullptr) return false;
+    if (OfType(module, policy_.module_types) || OfType(module, policy_.checkpoint_types)) return true;
     if (policy_.min_num_params <= 0) return false;
     int64_t remaining = 0;
     std::unordered_set<const c10::TensorImpl*> seen;
@@ -90,10 +100,56 @@ FsdpUnitImpl::FsdpUnitImpl(std::shared_ptr<torch::nn::Module> module, torch::nn:
                            FsdpUnitHooks* hooks)
     : torch::nn::Module(*module), module_(std::move(module)), inner_(std::move(inner)), index_(index), hooks_(hooks) {}
 
+namespace {
+
+// The module's forward without its activations kept: they are made again in the backward pass. The parameters are
+// inputs, so that the output needs a gradient whenever they do (even for an input that does not: the data); their
+// gradients come from the backward pass run here (AccumulateGrad), not from this node's outputs.
+struct CheckpointedForward : public torch::autograd::Function<CheckpointedForward> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
+                            const at::TensorList& parameters, torch::nn::AnyModule* module) {
+    ctx->save_for_backward({input});
+    ctx->saved_data["module"] = reinterpret_cast<int64_t>(module);
+    ctx->saved_data["parameters"] = static_cast<int64_t>(parameters.size());
+    ctx->saved_data["input_needs_grad"] = input.requires_grad();
+    ctx->saved_data["cpu_generator"] = at::detail::getDefaultCPUGenerator().get_state();
+    return module->forward<at::Tensor>(input);  // Autograd records nothing inside a Function's forward.
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    auto* module = reinterpret_cast<torch::nn::AnyModule*>(ctx->saved_data["module"].toInt());
+    const bool input_needs_grad = ctx->saved_data["input_needs_grad"].toBool();
+    at::Tensor input = ctx->get_saved_variables()[0].detach().requires_grad_(input_needs_grad);
+    at::Tensor output;
+    {
+      // The first run's random numbers (dropout), and the generator as it was afterwards.
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      const at::Tensor after = generator.get_state();
+      generator.set_state(ctx->saved_data["cpu_generator"].toTensor());
+      at::AutoGradMode enable(true);
+      output = module->forward<at::Tensor>(input);
+      generator.set_state(after);
+    }
+    torch::autograd::backward({output}, {grad_outputs[0]});
+    torch::autograd::variable_list grads(2 + ctx->saved_data["parameters"].toInt());
+    if (input_needs_grad) grads[0] = input.grad();
+    return grads;
+  }
+};
+
+}  // namespace
+
 at::Tensor FsdpUnitImpl::forward(at::Tensor input) {
   if (hooks_ == nullptr) return inner_.forward<at::Tensor>(std::move(input));
   hooks_->BeforeForward(index_);
-  at::Tensor output = inner_.forward<at::Tensor>(std::move(input));
+  at::Tensor output;
+  if (checkpointed_ && at::GradMode::is_enabled()) {
+    const std::vector<at::Tensor> parameters = module_->parameters();
+    output = CheckpointedForward::apply(input, parameters, &inner_);
+  } else {
+    output = inner_.forward<at::Tensor>(std::move(input));
+  }
   return hooks_->AfterForward(index_, std::move(output));
 }
 

@@ -43,6 +43,11 @@ class FsdpUnitImpl : public torch::nn::Module {
   // their names, and its type name (so summaries show the module, not the wrapper).
   FsdpUnitImpl(std::shared_ptr<torch::nn::Module> module, torch::nn::AnyModule inner, int index,
                FsdpUnitHooks* hooks);
+  // Activation checkpointing (Lightning's activation_checkpointing_policy): when gradients are on, the module's
+  // forward keeps none of its activations, only its input, and runs again during its backward to make them (with
+  // the CPU generator's state of the first run, so that dropout draws the same). Gradients are unchanged.
+  void set_checkpointed(bool on) { checkpointed_ = on; }
+  bool checkpointed() const { return checkpointed_; }
 
   at::Tensor forward(at::Tensor input);
   // The wrapped module follows the mode too (its own flag is read by Dropout, BatchNorm).
@@ -58,6 +63,7 @@ class FsdpUnitImpl : public torch::nn::Module {
   torch::nn::AnyModule inner_;
   int index_;
   FsdpUnitHooks* hooks_;
+  bool checkpointed_ = false;
 };
 
 // Lightning's auto_wrap_policy, both kinds: by module type (names as LibTorch spells the class without its Impl,
@@ -66,6 +72,9 @@ class FsdpUnitImpl : public torch::nn::Module {
 struct FsdpWrapPolicy {
   std::vector<std::string> module_types;
   int64_t min_num_params = 0;
+  // Lightning's activation_checkpointing_policy, by type as module_types: such modules become units too, and
+  // recompute their activations in the backward pass (FsdpUnitImpl::set_checkpointed).
+  std::vector<std::string> checkpoint_types;
 };
 
 // The units WrapForFsdp made, in the order made (inner units before the units around them), and how to undo it.

@@ -25,6 +25,7 @@ StrategyFactory Fsdp(bool cpu_offload) {
     options.sharding_strategy = ParseShardingStrategy(arguments.sharding_strategy).value_or(options.sharding_strategy);
     options.auto_wrap_policy = {.module_types = arguments.auto_wrap_policy,
                                 .min_num_params = arguments.auto_wrap_min_num_params};
+    options.activation_checkpointing_policy = arguments.activation_checkpointing_policy;
     return std::make_shared<FSDPStrategy>(std::move(options));
   };
 }
