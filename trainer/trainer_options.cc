@@ -138,7 +138,7 @@ OptionCheck SetTrainerOption_sharding_strategy(TrainerOptions& options, const st
 }
 OptionCheck CheckTrainerOption_sharding_strategy(const TrainerOptions& options) {
   if (ParseShardingStrategy(options.sharding_strategy).ok()) return std::nullopt;
-  return Refuse(options.sharding_strategy, "pass FULL_SHARD, SHARD_GRAD_OP or NO_SHARD");
+  return Refuse(options.sharding_strategy, "pass FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
 }
 
 OptionCheck SetTrainerOption_auto_wrap_policy(TrainerOptions& options, const std::string& value) {

@@ -568,7 +568,7 @@ TEST(TrainerTest, BadOptionsFailBeforeTraining) {
       {{.accelerator = "cpu", .devices = 1, .strategy = "ddp", .sharding_strategy = "NO_SHARD"},
        "are fsdp's options, but the strategy is 'ddp'"},
       {{.accelerator = "cpu", .devices = 1, .strategy = "fsdp", .sharding_strategy = "HALF_SHARD"},
-       "sharding_strategy=HALF_SHARD is not valid; pass FULL_SHARD, SHARD_GRAD_OP or NO_SHARD"},
+       "sharding_strategy=HALF_SHARD is not valid; pass FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD"},
       {{.accelerator = "cpu", .devices = 1, .strategy = "fsdp", .auto_wrap_policy = "Linear;ReLU"},
        "auto_wrap_policy=Linear;ReLU is not valid; pass module type names separated by commas"},
       {{.accelerator = "cpu", .devices = 1, .precision = "16-true"},

@@ -5,8 +5,10 @@
 //   fsdp_run OUT [accelerator=cpu|virtual_npu] [strategy=fsdp|ddp|single_device] [devices=N] [sharding=FULL_SHARD|SHARD_GRAD_OP|NO_SHARD]
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
-//            [policy=...|block]
+//            [policy=...|block] [nodes=N]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
+//                                          MASTER_PORT set; its ranks' files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
+//   fsdp_run free_port                 prints a TCP port free on this machine
 //
 // The model: a Sequential of Linear(6, 15), Tanh, Linear(15, 13), Tanh (the policy's units; sizes chosen so that
 // every unit needs padding at 2 and 4 ranks) and a member head Linear(13, 3) (the root unit); with width=W, D
@@ -32,6 +34,7 @@
 #include "torch/optim/sgd.h"
 #include "trainer/kiln.h"
 #include "trainer/strategies/fsdp_strategy.h"
+#include "trainer/strategies/launcher.h"
 
 namespace {
 
@@ -170,6 +173,12 @@ int Compare(const std::string& a, const std::string& b, double tolerance) {
 
 int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "compare") return Compare(argv[2], argv[3], std::strtod(argv[4], nullptr));
+  if (argc == 2 && std::string(argv[1]) == "free_port") {
+    absl::StatusOr<int> port = kiln::FindFreePort();
+    if (!port.ok()) return 1;
+    std::cout << *port << "\n";
+    return 0;
+  }
   if (argc < 2) {
     std::cerr << "usage: fsdp_run OUT [key=value...] | fsdp_run compare A B TOLERANCE\n";
     return 2;
@@ -179,7 +188,7 @@ int main(int argc, char** argv) {
                                              {"clip", "0"},         {"precision", "32-true"}, {"epochs", "2"},
                                              {"width", "0"},       {"depth", "8"},          {"batches", "0"},
                                              {"offload", "0"},     {"checkpoint", ""},      {"model", "linear"},
-                                             {"batch", "8"}};
+                                             {"batch", "8"},       {"nodes", "1"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -193,6 +202,7 @@ int main(int argc, char** argv) {
                                .devices = args["devices"],
                                .strategy = args["strategy"],
                                .precision = args["precision"],
+                               .num_nodes = std::stoi(args["nodes"]),
                                .max_epochs = std::stoi(args["epochs"]),
                                .accumulate_grad_batches = std::stoi(args["accumulate"]),
                                .logger = false,

@@ -11,13 +11,14 @@
 namespace kiln {
 
 FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int rank, int world_size, bool sharded,
-                             c10::Device device, bool offload)
+                             c10::Device device, bool offload, c10d::ProcessGroup* replicate)
     : name_(std::move(name)),
       members_(std::move(members)),
       rank_(rank),
       world_size_(world_size),
       sharded_(offload || (sharded && world_size > 1)),
-      offload_(offload) {
+      offload_(offload),
+      replicate_(replicate) {
   TORCH_CHECK(!members_.empty(), "fsdp unit '", name_, "' has no parameters");
   const at::Tensor& first = members_.front().parameter;
   for (const Member& member : members_) {
@@ -124,7 +125,8 @@ void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
   at::NoGradGuard no_grad;
   if (world_size_ == 1 && !sharded_) return;
   // Divided first, then summed, as DDP's reducer does: the same rounding of each rank's part.
-  if (world_size_ > 1) full_grad_.div_(world_size_);
+  const int64_t ranks = world_size_ * (replicate_ != nullptr ? replicate_->getSize() : 1);
+  if (ranks > 1) full_grad_.div_(ranks);
   if (!sharded_) {
     // The optimizer steps the members themselves, whose gradients are views of the buffer: reduced in place.
     std::vector<at::Tensor> tensors = {full_grad_};
@@ -141,6 +143,11 @@ void FlatParameter::FinishReduceGradients() {
     c10::intrusive_ptr<c10d::Work> work = std::move(reduce_work_);
     reduce_work_.reset();
     work->wait();
+  }
+  if (sharded_ && replicate_ != nullptr) {
+    // The same shard's part from every node.
+    std::vector<at::Tensor> tensors = {reduced_};
+    replicate_->allreduce(tensors)->wait();
   }
   if (sharded_) {
     at::NoGradGuard no_grad;

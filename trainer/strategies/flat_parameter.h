@@ -45,8 +45,10 @@ class FlatParameter {
   // (gathered) until Reshard. `sharded` false keeps everything on every rank. `offload` keeps the shard, its
   // gradient (and so the optimizer's state) in host memory (Lightning's cpu_offload): the gather copies it to
   // `device` first, and the reduced gradient comes back; it shards even one rank.
+  // `replicate` (HYBRID_SHARD): the ranks that hold the same shard (rank and world_size are then within the
+  // shard's group); the reduced gradient is all-reduced across them too, and averaged over all of them. Not owned.
   FlatParameter(std::string name, std::vector<Member> members, int rank, int world_size, bool sharded,
-                c10::Device device, bool offload = false);
+                c10::Device device, bool offload = false, c10d::ProcessGroup* replicate = nullptr);
 
   const std::string& name() const { return name_; }
   const std::vector<Member>& members() const { return members_; }
@@ -100,6 +102,7 @@ class FlatParameter {
   int world_size_;
   bool sharded_;
   bool offload_;
+  c10d::ProcessGroup* replicate_;
   int64_t numel_ = 0;
   int64_t padded_ = 0;
   int requires_grad_count_ = 0;

@@ -59,10 +59,6 @@ FSDPStrategy::~FSDPStrategy() { Unwrap(); }
 
 absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   // What is not built yet is refused before anything starts, with what to use instead.
-  if (options_.sharding_strategy == ShardingStrategy::kHybridShard) {
-    return absl::UnimplementedError(
-        "fsdp: sharding_strategy HYBRID_SHARD is not supported yet; use FULL_SHARD, SHARD_GRAD_OP or NO_SHARD");
-  }
   if (options_.cpu_offload && options_.sharding_strategy == ShardingStrategy::kNoShard) {
     return absl::InvalidArgumentError(
         "fsdp: cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD shards nothing; use "
@@ -75,6 +71,33 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   }
   // The parameters go to the device one unit at a time, as shards: the whole model is never there at once.
   if (absl::Status joined = JoinProcessGroup(plan, model, /*move_model=*/false); !joined.ok()) return joined;
+  shard_group_ = process_group();
+  replicate_group_.reset();
+  int shard_rank = global_rank();
+  int shard_world = world_size();
+  if (options_.sharding_strategy == ShardingStrategy::kHybridShard && world_size() > local_world_size()) {
+    // Sharded within each node, replicated across the nodes: a group per node, and a group per local rank.
+    const int local = local_world_size();
+    if (world_size() % local != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "fsdp: HYBRID_SHARD shards within each node, but the ", world_size(), " ranks are not ", local,
+          " per node on every node; give every node the same number of devices"));
+    }
+    std::vector<int> node_ranks;
+    for (int r = 0; r < local; ++r) node_ranks.push_back(node_rank() * local + r);
+    std::vector<int> replicas;
+    for (int n = 0; n < world_size() / local; ++n) replicas.push_back(n * local + global_rank() % local);
+    absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> intra =
+        MakeSubgroup(node_ranks, absl::StrCat("fsdp/node", node_rank()));
+    if (!intra.ok()) return intra.status();
+    absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> inter =
+        MakeSubgroup(replicas, absl::StrCat("fsdp/replicas", global_rank() % local));
+    if (!inter.ok()) return inter.status();
+    shard_group_ = *intra;
+    replicate_group_ = *inter;
+    shard_rank = global_rank() % local;
+    shard_world = local;
+  }
   try {
     at::NoGradGuard no_grad;
     for (at::Tensor& buffer : model.buffers()) buffer.set_data(buffer.data().to(root_device()));
@@ -111,17 +134,17 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     for (const FsdpWrapping::Unit& unit : wrapping_.units) {
       std::vector<FlatParameter::Member> members = members_of(*unit.unit);
       flats_.push_back(members.empty() ? nullptr
-                                       : std::make_unique<FlatParameter>(unit.name, std::move(members), global_rank(),
-                                                                         world_size(), shard, root_device(),
-                                                                         options_.cpu_offload));
+                                       : std::make_unique<FlatParameter>(unit.name, std::move(members), shard_rank,
+                                                                         shard_world, shard, root_device(),
+                                                                         options_.cpu_offload, replicate_group_.get()));
       // A unit's whole parameters exist only while it computes.
       if (flats_.back() != nullptr) flats_.back()->Reshard();
     }
     std::vector<FlatParameter::Member> rest = members_of(model);
     flats_.push_back(rest.empty() ? nullptr
-                                  : std::make_unique<FlatParameter>("(root)", std::move(rest), global_rank(),
-                                                                    world_size(), shard, root_device(),
-                                                                         options_.cpu_offload));
+                                  : std::make_unique<FlatParameter>("(root)", std::move(rest), shard_rank, shard_world,
+                                                                    shard, root_device(), options_.cpu_offload,
+                                                                    replicate_group_.get()));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(compat::ExceptionMessage(e));
   }
@@ -237,7 +260,7 @@ void FSDPStrategy::BeforeForward(int unit) {
     order_.push_back(unit);
   }
   Collective("gathering a unit's parameters", [&] {
-    flat->Unshard(*process_group());
+    flat->Unshard(*shard_group_);
     if (options_.forward_prefetch) Prefetch(unit, +1);
   });
 }
@@ -246,7 +269,7 @@ void FSDPStrategy::Prefetch(int unit, int step) {
   if (recording_ || position_[unit] < 0) return;
   const int next = position_[unit] + step;
   if (next < 0 || next >= static_cast<int>(order_.size())) return;
-  if (FlatParameter* flat = flats_[order_[next]].get(); flat != nullptr) flat->StartUnshard(*process_group());
+  if (FlatParameter* flat = flats_[order_[next]].get(); flat != nullptr) flat->StartUnshard(*shard_group_);
 }
 
 at::Tensor FSDPStrategy::AfterForward(int unit, at::Tensor output) {
@@ -259,7 +282,7 @@ at::Tensor FSDPStrategy::AfterForward(int unit, at::Tensor output) {
     output.register_hook([this, unit](const at::Tensor&) {
       FlatParameter* flat = flats_[unit].get();
       Collective("gathering a unit's parameters for its backward", [&] {
-        flat->Unshard(*process_group());
+        flat->Unshard(*shard_group_);
         if (options_.backward_prefetch) Prefetch(unit, -1);
       });
       flat->PrepareGradients();
@@ -282,7 +305,7 @@ void FSDPStrategy::FinishUnitBackward(int unit) {
   if (sync_gradients_) {
     for (int previous : reducing_) flats_[previous]->FinishReduceGradients();
     reducing_.clear();
-    flat.StartReduceGradients(*process_group());
+    flat.StartReduceGradients(*shard_group_);
     reducing_.push_back(unit);
   }
   if (static_cast<size_t>(unit) + 1 < flats_.size()) flat.Reshard();
@@ -322,7 +345,7 @@ void FSDPStrategy::OptimizerStep(torch::optim::Optimizer& optimizer) {
       if (parameter.unsafeGetTensorImpl() != root->shard().unsafeGetTensorImpl()) continue;
       Collective("gathering the root's parameters after the optimizer step", [&] {
         root->Reshard();
-        root->Unshard(*process_group());
+        root->Unshard(*shard_group_);
       });
       return;
     }
@@ -346,7 +369,7 @@ void FSDPStrategy::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, 
   for (const at::Tensor& grad : grads) squares += grad.detach().to(at::kFloat).norm(2).pow(2).to(squares.device());
   Collective("summing the gradients' norm", [&] {
     std::vector<at::Tensor> tensors = {squares};
-    process_group()->allreduce(tensors)->wait();
+    shard_group_->allreduce(tensors)->wait();
   });
   const at::Tensor total_norm = squares.sqrt();
   const at::Tensor coefficient = at::clamp(max_norm / (total_norm + 1e-6), c10::nullopt, 1.0);
@@ -357,7 +380,7 @@ absl::Status FSDPStrategy::Finish() {
   try {
     Collective("gathering the model after the run", [&] {
       for (auto& flat : flats_) {
-        if (flat != nullptr) flat->Unshard(*process_group());
+        if (flat != nullptr) flat->Unshard(*shard_group_);
       }
     });
   } catch (const std::exception& e) {
@@ -439,7 +462,7 @@ IValue FSDPStrategy::FullStateDict(const Connected& connected, const IValue& sha
       FlatParameter& flat = *flats_[unit];
       at::Tensor input = chunk.to(root_device()).contiguous();
       at::Tensor output = at::empty({flat.padded_numel()}, input.options());
-      process_group()->_allgather_base(output, input)->wait();
+      shard_group_->_allgather_base(output, input)->wait();
       it->second = output.cpu();
     }
     return it->second;
@@ -565,7 +588,7 @@ absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch
   try {
     Collective("gathering the model and its optimizer state for a checkpoint", [&] {
       for (auto& flat : flats_) {
-        if (flat != nullptr) flat->Unshard(*process_group());
+        if (flat != nullptr) flat->Unshard(*shard_group_);
       }
       for (const auto& optimizer : optimizers) {
         const auto found = connected_.find(optimizer.get());
@@ -627,6 +650,10 @@ void FSDPStrategy::Unwrap() {
   connected_.clear();
 }
 
-void FSDPStrategy::ReleaseState() { Unwrap(); }
+void FSDPStrategy::ReleaseState() {
+  Unwrap();
+  shard_group_.reset();
+  replicate_group_.reset();
+}
 
 }  // namespace kiln

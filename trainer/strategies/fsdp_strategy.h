@@ -13,6 +13,8 @@
 //                  there, during the backward pass.
 //   SHARD_GRAD_OP  as FULL_SHARD, but the parameters stay gathered from the forward to the end of the backward.
 //   NO_SHARD       nothing is sharded: every rank keeps everything, gradients are all-reduced (DDP's result).
+//   HYBRID_SHARD   FULL_SHARD within each node, every node holding the whole model: gradients reduce-scattered
+//                  within the node, then all-reduced across the nodes (one node: FULL_SHARD).
 // The root unit stays gathered (it is gathered again after each optimizer step). In a gradient-accumulation window
 // the gradients stay whole and local until the window's last batch (Lightning's no_sync). Gradient clipping by norm
 // takes the norm over every rank's shard.
@@ -24,7 +26,7 @@
 // DDP's checkpoints have, so that ddp, one device, torch.load and Lightning read them, and fsdp resumes them on any
 // number of ranks.
 //
-// Not yet: sharded checkpoints, HYBRID_SHARD and 16-mixed (its scaler would need every
+// Not yet: sharded checkpoints and 16-mixed (its scaler would need every
 // rank's inf check); each is refused before training with what to do instead.
 #ifndef KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
@@ -134,6 +136,10 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   std::vector<int> position_;   // Each unit's place in order_ (-1: not seen).
   bool recording_ = true;       // Until the first backward.
   std::vector<int> reducing_;   // Units whose gradient reduction was started in this backward.
+  // The ranks a unit is sharded across (every rank; HYBRID_SHARD: this node's), and those that hold the same shard
+  // (HYBRID_SHARD across nodes: this local rank's; null otherwise).
+  c10::intrusive_ptr<c10d::ProcessGroup> shard_group_;
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group_;
   bool in_backward_ = false;
   // Each gradient accumulator hooked, with its hook's key (kept alive: autograd holds them only weakly).
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;

@@ -141,6 +141,8 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
         name(), " needs a main port for the processes to meet: set MASTER_PORT (and MASTER_ADDR) on every node"));
   }
   address_ = plan.main_address.empty() ? "127.0.0.1" : plan.main_address;
+  local_world_size_ = plan.num_devices();
+  node_rank_ = plan.node_rank;
   port_ = *plan.main_port;
   const std::string& address = address_;
   const int port = port_;
@@ -204,43 +206,14 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
   absl::StatusOr<std::vector<GlooDevice>> devices =
       ChooseGlooDevices(address, ifname != nullptr ? ifname : "", HostFacts::Probe(address));
   if (!devices.ok()) return devices.status();
-  CollectiveOptions collective;
-  collective.rank = global_rank_;
-  collective.world_size = world_size_;
-  collective.device_index = device_.has_index() ? device_.index() : 0;
-  collective.timeout = Millis(timeout_);
-  for (const GlooDevice& device : *devices) collective.host_endpoints.push_back({device.is_interface, device.name});
-  // Each backend meets under its own prefix, so that their keys never collide.
-  const auto prefixed = [&](const std::string& prefix) {
-    CollectiveOptions options = collective;
-    options.store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
-    return options;
-  };
-  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> device_backend =
-      backend == native ? accelerator_->MakeCollectiveBackend(logical_device_, prefixed("kiln/device/" + backend))
-                        : MakeGlooCollectiveBackend(prefixed("kiln/device/gloo"));
-  if (!device_backend.ok()) {
-    // Ranks that never connected are a join failure, said as every other one is; anything else is the backend's.
-    const absl::StatusCode code = device_backend.status().code();
-    if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
-      return NotMet(absl::StrCat("accelerator '", accelerator_->name(), "''s collective backend '",
-                                                backend, "' did not connect: ", device_backend.status().message()));
-    }
-    return absl::Status(code,
-                        absl::StrCat("rank ", global_rank_, " of ", world_size_, ": accelerator '",
-                                     accelerator_->name(), "' could not make its collective backend '", backend,
-                                     "': ", device_backend.status().message()));
-  }
-  auto group = c10::make_intrusive<c10d::ProcessGroup>(store_, global_rank_, world_size_);
-  group->setBackend(device_.type(), BackendTypeOf(backend), *device_backend);
-  group->setDefaultBackend(BackendTypeOf(backend));
-  if (!device_.is_cpu()) {
-    // Host values (a metric packed on the CPU, the bucket order the reducer agrees on) travel on Gloo.
-    absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> host = MakeGlooCollectiveBackend(prefixed("kiln/host/gloo"));
-    if (!host.ok()) return NotMet(host.status().message());
-    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, *host);
-  }
-  process_group_ = group;
+  collective_ = CollectiveOptions{};
+  collective_.device_index = device_.has_index() ? device_.index() : 0;
+  collective_.timeout = Millis(timeout_);
+  for (const GlooDevice& device : *devices) collective_.host_endpoints.push_back({device.is_interface, device.name});
+  backend_ = backend;
+  absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> group = MakeGroup(global_rank_, world_size_, "kiln");
+  if (!group.ok()) return group.status();
+  process_group_ = *group;
   if (absl::Status status = CheckCollectives(backend); !status.ok()) return status;
 
   try {
@@ -255,6 +228,56 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
   }
   LOG(INFO) << name() << ": rank " << global_rank_ << " of " << world_size_ << " joined at " << address_ << ":" << port_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> ParallelStrategy::MakeGroup(int rank, int size,
+                                                                                 const std::string& prefix) {
+  const std::string native = accelerator_->ProcessGroupBackend();
+  CollectiveOptions collective = collective_;
+  collective.rank = rank;
+  collective.world_size = size;
+  // Each backend meets under its own prefix, so that their keys never collide.
+  const auto prefixed = [&](const std::string& name) {
+    CollectiveOptions options = collective;
+    options.store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat(prefix, "/", name), store_);
+    return options;
+  };
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> device_backend =
+      backend_ == native ? accelerator_->MakeCollectiveBackend(logical_device_, prefixed("device/" + backend_))
+                         : MakeGlooCollectiveBackend(prefixed("device/gloo"));
+  if (!device_backend.ok()) {
+    // Ranks that never connected are a join failure, said as every other one is; anything else is the backend's.
+    const absl::StatusCode code = device_backend.status().code();
+    if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
+      return NotMet(absl::StrCat("accelerator '", accelerator_->name(), "''s collective backend '", backend_,
+                                 "' did not connect: ", device_backend.status().message()));
+    }
+    return absl::Status(code,
+                        absl::StrCat("rank ", global_rank_, " of ", world_size_, ": accelerator '",
+                                     accelerator_->name(), "' could not make its collective backend '", backend_,
+                                     "': ", device_backend.status().message()));
+  }
+  c10::intrusive_ptr<c10d::Store> store = store_;
+  if (prefix != "kiln") store = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  group->setBackend(device_.type(), BackendTypeOf(backend_), *device_backend);
+  group->setDefaultBackend(BackendTypeOf(backend_));
+  if (!device_.is_cpu()) {
+    // Host values (a metric packed on the CPU, the bucket order the reducer agrees on) travel on Gloo.
+    absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> host = MakeGlooCollectiveBackend(prefixed("host/gloo"));
+    if (!host.ok()) return NotMet(host.status().message());
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, *host);
+  }
+  return group;
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> ParallelStrategy::MakeSubgroup(const std::vector<int>& ranks,
+                                                                                    const std::string& name) {
+  const auto me = std::find(ranks.begin(), ranks.end(), global_rank_);
+  if (me == ranks.end()) {
+    return absl::InternalError(absl::StrCat("rank ", global_rank_, " is not in the group '", name, "' it makes"));
+  }
+  return MakeGroup(static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), "kiln/" + name);
 }
 
 absl::Status ParallelStrategy::Teardown() {

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "c10/util/intrusive_ptr.h"
+#include "hal/collectives.h"
 #include "trainer/strategies/strategy.h"
 
 namespace c10d {
@@ -74,13 +75,23 @@ class ParallelStrategy : public Strategy {
   // Releases what the subclass built on the group (a reducer, shards), before the group goes. Never throws.
   virtual void ReleaseState() {}
 
+  // A process group of `ranks` (global ranks; this one among them) on the run's backends, meeting under `name` in
+  // the run's store. Every rank of `ranks` calls it (a collective among them); within the timeout.
+  absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeSubgroup(const std::vector<int>& ranks,
+                                                                     const std::string& name);
+
   const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return process_group_; }
+  // The plan's processes per node and this process's node (after JoinProcessGroup).
+  int local_world_size() const { return local_world_size_; }
+  int node_rank() const { return node_rank_; }
   absl::Duration timeout() const { return timeout_; }
 
  private:
   [[noreturn]] void Rethrow(const char* what, const std::exception& error) const;
   // One all-reduce on the device; FailedPrecondition or Internal, naming the backend and the fix, when it fails.
   absl::Status CheckCollectives(const std::string& backend);
+  // A process group of `size` ranks, this one `rank`, on the run's backends, their keys under `prefix`.
+  absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGroup(int rank, int size, const std::string& prefix);
 
   absl::Duration timeout_;
   std::optional<std::string> process_group_backend_;  // Unset: the accelerator's preference.
@@ -94,6 +105,10 @@ class ParallelStrategy : public Strategy {
   int port_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
+  CollectiveOptions collective_;  // The backends' options, but for the rank, the size and the store.
+  std::string backend_;           // The device backend's name.
+  int local_world_size_ = 1;
+  int node_rank_ = 0;
 };
 
 }  // namespace kiln
