@@ -381,7 +381,10 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
   }
   {
     TeardownGuard teardown(*strategy_);
+    // A loss scaler's inf/NaN check counts on every rank where ranks hold different parts of the gradients.
+    precision_->SetOverflowAgreement(strategy_->GradientOverflowAgreement());
     status = body();
+    precision_->SetOverflowAgreement(nullptr);
     // A strategy that sharded the model makes it whole again on every rank (after a failure it cannot: its peers
     // may be gone).
     if (status.ok()) status = strategy_->Finish();

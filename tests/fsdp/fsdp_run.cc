@@ -5,7 +5,7 @@
 //   fsdp_run OUT [accelerator=cpu|virtual_npu] [strategy=fsdp|ddp|single_device] [devices=N] [sharding=FULL_SHARD|SHARD_GRAD_OP|NO_SHARD]
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
-//            [policy=...|block] [nodes=N]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
+//            [policy=...|block] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
 //                                          MASTER_PORT set; its ranks' files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //   fsdp_run free_port                 prints a TCP port free on this machine
@@ -33,6 +33,8 @@
 #include "torch/optim/adam.h"
 #include "torch/optim/sgd.h"
 #include "trainer/kiln.h"
+#include "hal/testing/fake_accelerator.h"
+#include "trainer/plugins/precision/mixed_precision.h"
 #include "trainer/strategies/fsdp_strategy.h"
 #include "trainer/strategies/launcher.h"
 
@@ -188,7 +190,7 @@ int main(int argc, char** argv) {
                                              {"clip", "0"},         {"precision", "32-true"}, {"epochs", "2"},
                                              {"width", "0"},       {"depth", "8"},          {"batches", "0"},
                                              {"offload", "0"},     {"checkpoint", ""},      {"model", "linear"},
-                                             {"batch", "8"},       {"nodes", "1"}};
+                                             {"batch", "8"},       {"nodes", "1"},          {"scale", "0"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -210,6 +212,21 @@ int main(int argc, char** argv) {
                                .enable_progress_bar = false,
                                .enable_model_summary = false};
   if (const double clip = std::stod(args["clip"]); clip > 0) options.gradient_clip_val = clip;
+  if (args["precision"] == "16-mixed") {
+    // No accelerator here runs 16-mixed: a fake one that declares it (CPU devices, Gloo), with trainer_precision_test's
+    // stand-in plugin, whose autocast runs bfloat16 while its GradScaler runs for real. scale= sets the scaler's
+    // first scale (a large one makes the first steps overflow, and be skipped).
+    options.accelerator = std::make_shared<kiln::testing::FakeAccelerator>(kiln::testing::FakeAcceleratorOptions{
+        .name = "fp16_chip", .device_count = 4, .process_group_backend = "fakeccl",
+        .precisions = {kiln::Precision::k32True, kiln::Precision::k16Mixed}});
+    options.process_group_backend = "gloo";
+    kiln::GradScalerOptions scaler;
+    if (const double scale = std::stod(args["scale"]); scale > 0) scaler.init_scale = scale;
+    options.precision_plugin = std::shared_ptr<kiln::MixedPrecision>(
+        kiln::MixedPrecision::Create(
+            {.precision = kiln::Precision::k16Mixed, .autocast_dtype = at::kBFloat16, .scaler = scaler})
+            .value());
+  }
   if (args["strategy"] == "fsdp") {
     absl::StatusOr<kiln::ShardingStrategy> sharding = kiln::ParseShardingStrategy(args["sharding"]);
     if (!sharding.ok()) {

@@ -62,6 +62,12 @@ for n in 2 4; do
   ranks_agree fsdp${n}_adam $n
   same ddp${n}_adam fsdp${n}_adam 1e-5
 done
+# 16-mixed on a fake accelerator that declares it (the scaler for real, autocast in bfloat16 as a stand-in): the
+# scaler's inf check is summed over the shard group; a first scale of 1e37 makes the first steps overflow and be
+# skipped, on every rank alike.
+train ddp2_16 strategy=ddp precision=16-mixed scale=1e37 optimizer=adam
+train fsdp2_16 precision=16-mixed scale=1e37 optimizer=adam
+same ddp2_16 fsdp2_16 1e-5
 train ddp2_bf16 strategy=ddp precision=bf16-mixed
 train fsdp2_bf16 precision=bf16-mixed
 same ddp2_bf16 fsdp2_bf16 1e-5

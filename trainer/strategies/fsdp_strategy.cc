@@ -64,11 +64,6 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
         "fsdp: cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD shards nothing; use "
         "FULL_SHARD or SHARD_GRAD_OP with it, or leave cpu_offload off");
   }
-  if (plan.precision == Precision::k16Mixed) {
-    return absl::UnimplementedError(
-        "fsdp: precision 16-mixed is not supported yet (its gradient scaler would have to agree on every rank's "
-        "shard); use bf16-mixed, or ddp");
-  }
   // The parameters go to the device one unit at a time, as shards: the whole model is never there at once.
   if (absl::Status joined = JoinProcessGroup(plan, model, /*move_model=*/false); !joined.ok()) return joined;
   shard_group_ = process_group();
@@ -374,6 +369,15 @@ void FSDPStrategy::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, 
   const at::Tensor total_norm = squares.sqrt();
   const at::Tensor coefficient = at::clamp(max_norm / (total_norm + 1e-6), c10::nullopt, 1.0);
   for (const at::Tensor& grad : grads) grad.detach().mul_(coefficient.to(grad.device(), grad.scalar_type()));
+}
+
+std::function<void(at::Tensor&)> FSDPStrategy::GradientOverflowAgreement() {
+  return [this](at::Tensor& found_inf) {
+    Collective("agreeing on the gradients' inf/NaN check", [&] {
+      std::vector<at::Tensor> tensors = {found_inf};
+      shard_group_->allreduce(tensors)->wait();
+    });
+  };
 }
 
 absl::Status FSDPStrategy::Finish() {

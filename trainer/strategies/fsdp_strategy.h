@@ -26,8 +26,7 @@
 // DDP's checkpoints have, so that ddp, one device, torch.load and Lightning read them, and fsdp resumes them on any
 // number of ranks.
 //
-// Not yet: sharded checkpoints and 16-mixed (its scaler would need every
-// rank's inf check); each is refused before training with what to do instead.
+// Not yet: sharded checkpoints.
 #ifndef KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 
@@ -87,6 +86,8 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   void OptimizerStep(torch::optim::Optimizer& optimizer) override;
   void ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) override;
   absl::Status Finish() override;
+  // The shards' inf/NaN flags summed over the shard group (PyTorch's ShardedGradScaler).
+  std::function<void(at::Tensor&)> GradientOverflowAgreement() override;
   // Full checkpoints: the units gathered, and each optimizer's state turned from its shards into PyTorch's layout
   // for the model's own parameters (all-gathers), and back.
   absl::Status WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,

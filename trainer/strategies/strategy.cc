@@ -25,6 +25,8 @@ absl::Status Strategy::Finish() { return absl::OkStatus(); }
 
 absl::Status Strategy::CheckCheckpointing() const { return absl::OkStatus(); }
 
+std::function<void(at::Tensor&)> Strategy::GradientOverflowAgreement() { return nullptr; }
+
 absl::Status Strategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                                      const OptimizerStateCodec& codec, bool restoring,
                                      absl::FunctionRef<absl::Status()> body) {

@@ -93,6 +93,11 @@ class Strategy : public StrategyDescriptor {
   // it saves or restores one, and before a fit whose checkpointing is on. Never throws.
   virtual absl::Status CheckCheckpointing() const;
 
+  // For a loss scaler (16-mixed): what makes one rank's inf/NaN flag (float32 [1], non-zero when seen) count on
+  // every rank that steps the same parameters, or null where every rank sees every gradient (the default). A
+  // collective, called by every rank after unscaling.
+  virtual std::function<void(at::Tensor&)> GradientOverflowAgreement();
+
   // How the trainer reads and writes an optimizer's state as a dictionary in PyTorch's state_dict layout ("state"
   // by parameter index, "param_groups"), so that a strategy that shards the optimizer state can convert it.
   struct OptimizerStateCodec {

@@ -111,6 +111,14 @@ void GradScaler::UnscaleGrads(torch::optim::Optimizer& optimizer, OptimizerState
     }
     NonFiniteCheckAndUnscale(group.tensors, found_inf->second, inv_scale.to(group.device));
   }
+  if (found_inf_reducer_) {
+    // Every rank takes part, also one whose part of the gradients is empty.
+    if (state.found_inf_per_device.empty()) {
+      state.found_inf_per_device.emplace_back(scale_.device(),
+                                              at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(scale_.device())));
+    }
+    for (auto& [device, found_inf] : state.found_inf_per_device) found_inf_reducer_(found_inf);
+  }
 }
 
 void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {

@@ -79,6 +79,11 @@ class GradScaler final {
   // was unscaled since the last update ("No inf checks were recorded prior to update.").
   void update();
 
+  // Called on each found_inf flag (float32 [1], on its device; non-zero when an inf/NaN was seen) after unscaling,
+  // before step() decides: a strategy whose ranks hold different parts of the gradients (FSDP's shards) makes every
+  // rank's flag count on all of them, as PyTorch's ShardedGradScaler all-reduces it. Null: none (the default).
+  void set_found_inf_reducer(std::function<void(at::Tensor&)> reducer) { found_inf_reducer_ = std::move(reducer); }
+
   // The current scale and growth tracker (init_scale and 0 before the first scale()). Reading them waits for the
   // device.
   double get_scale() const;
@@ -108,6 +113,7 @@ class GradScaler final {
   at::Tensor scale_;                // float32 [1], undefined until the first scale().
   at::Tensor growth_tracker_;       // int32 [1], on scale_'s device.
   std::unordered_map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
+  std::function<void(at::Tensor&)> found_inf_reducer_;
 };
 
 }  // namespace kiln

@@ -86,6 +86,32 @@ TEST(GradScalerTest, CreateRejectsBadOptions) {
   }
 }
 
+// A strategy whose ranks hold different parts of the gradients (FSDP) sums the inf/NaN flags over them: another
+// rank's inf skips this rank's step, with finite gradients here, and backs the scale off.
+TEST(GradScalerTest, TheFoundInfReducerDecidesTheStep) {
+  Problem scaled;
+  const at::Tensor before = scaled.Flat().clone();
+  torch::optim::SGD optimizer(scaled.layer->parameters(), torch::optim::SGDOptions(0.1));
+  GradScaler scaler = MakeScaler();
+  int calls = 0;
+  scaler.set_found_inf_reducer([&](at::Tensor& found_inf) {
+    ++calls;
+    EXPECT_EQ(found_inf.item<float>(), 0.0f);  // Finite here.
+    found_inf.fill_(1.0f);                      // An inf on another rank.
+  });
+  scaler.scale(scaled.Loss()).backward();
+  EXPECT_FALSE(scaler.step(optimizer));
+  scaler.update();
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(scaled.Flat().equal(before));
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+  // Cleared, the scaler decides on its own gradients again.
+  scaler.set_found_inf_reducer(nullptr);
+  optimizer.zero_grad();
+  scaler.scale(scaled.Loss()).backward();
+  EXPECT_TRUE(scaler.step(optimizer));
+}
+
 TEST(GradScalerTest, ScaleMultipliesTheLossAndKeepsItsShape) {
   GradScaler scaler = MakeScaler();
   EXPECT_EQ(scaler.get_scale(), 65536.0);  // Before the first scale(): init_scale.

@@ -56,6 +56,9 @@ class MixedPrecision final : public PrecisionPlugin {
   void UnscaleGradients(torch::optim::Optimizer& optimizer) override;
   bool OptimizerStep(torch::optim::Optimizer& optimizer, const std::function<void()>& step) override;
   void Update() override;
+  void SetOverflowAgreement(std::function<void(at::Tensor&)> agree) override {
+    if (scaler_) scaler_->set_found_inf_reducer(std::move(agree));
+  }
   // The GradScaler's state (16-mixed), else empty.
   PrecisionState state_dict() const override;
   absl::Status CheckStateDict(const PrecisionState& state) const override;

@@ -99,6 +99,10 @@ class PrecisionPlugin {
 
   // Ends an optimizer step of the loop (16-mixed: updates the loss scale).
   virtual void Update() {}
+  // A strategy whose ranks hold different parts of the gradients (FSDP) makes the inf/NaN check of a loss scaler count
+  // on every rank: `agree` is called on its found_inf flag after unscaling (GradScaler::set_found_inf_reducer). Null
+  // clears it. The default: nothing (no scaler).
+  virtual void SetOverflowAgreement(std::function<void(at::Tensor&)> agree) {}
 
   virtual PrecisionState state_dict() const { return {}; }
   // OK when `state` (non-empty, from a checkpoint) can be loaded; otherwise InvalidArgument naming the entry. A
