@@ -649,9 +649,7 @@ TEST_F(ConformanceTest, AMissingPeerFailsWithinTheTimeout) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   kiln::conformance::Config& config = kiln::conformance::GetConfig();
-  char self[4096];
-  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  config.self = length > 0 ? std::string(self, length) : std::string(argv[0]);
+  config.self = kiln::testing::ThisProgram(argv[0]);
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     int number = 0;

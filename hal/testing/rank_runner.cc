@@ -14,6 +14,12 @@
 
 namespace kiln::testing {
 
+std::string ThisProgram(const char* argv0) {
+  char self[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  return length > 0 ? std::string(self, length) : std::string(argv0);
+}
+
 int FreeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};

@@ -18,6 +18,10 @@ struct RankRun {
   double seconds = 0;   // From the start to its exit.
 };
 
+// The running program's own path (/proc/self/exe), for starting it again as a rank; `argv0` where that cannot be
+// read.
+std::string ThisProgram(const char* argv0);
+
 // A TCP port on loopback that was free a moment ago.
 int FreeLoopbackPort();
 

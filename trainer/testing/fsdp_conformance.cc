@@ -8,7 +8,6 @@
 //
 //   <test> --accelerator=<name> [--accelerator_plugin=<path>]... [--bitwise] [--one_rank_per_device]
 //   <test> ... --fsdp_rank=R --fsdp_port=P --fsdp_strategy=ddp|fsdp --fsdp_out=FILE     (one rank; the test starts it)
-#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -220,9 +219,7 @@ TEST(FsdpConformanceTest, FsdpTrainsWhereDdpDoesOnTheAcceleratorsCollectives) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   kiln::conformance::Config& config = kiln::conformance::GetConfig();
-  char self[4096];
-  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  config.self = length > 0 ? std::string(self, length) : std::string(argv[0]);
+  config.self = kiln::testing::ThisProgram(argv[0]);
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     int number = 0;
