@@ -18,7 +18,6 @@
 // The collective checks run 2 and 4 real processes: this binary starts itself again once per rank with
 // --collective_rank (and the arguments it was given), and each rank makes the accelerator's collective backend
 // (Accelerator::MakeCollectiveBackend) and checks every collective of hal/collectives.h on its device's tensors.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
