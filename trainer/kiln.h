@@ -25,6 +25,7 @@
 #include "trainer/loggers/tensorboard_logger.h"       // IWYU pragma: export
 #include "trainer/plugins/precision/precision_plugin.h"  // IWYU pragma: export
 #include "trainer/strategies/ddp_strategy.h"          // IWYU pragma: export
+#include "trainer/strategies/fsdp_strategy.h"         // IWYU pragma: export
 #include "trainer/strategies/strategy.h"              // IWYU pragma: export
 #include "trainer/trainer.h"                          // IWYU pragma: export
 

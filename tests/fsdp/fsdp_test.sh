@@ -204,6 +204,16 @@ done
   fail "fsdp resumed on 4 ranks does not end as ddp resumed on 4 ranks"
 timeout 300 "$fit" "${ckpt[@]}" --devices=2 "${sharded[@]}" --max_epochs=3 --ckpt_path="$(last ck_ddp)" \
   --default_root_dir=ck_from_ddp >ck_from_ddp.out 2>&1 || fail "fsdp resuming ddp's checkpoint: $(tail -3 ck_from_ddp.out)"
+# fit --mode=validate under fsdp from fsdp's checkpoint: the same metrics as ddp's validation of ddp's checkpoint.
+for strategy in ddp fsdp; do
+  [[ $strategy == ddp ]] && from=ck_ddp || from=ck_fsdp
+  timeout 300 "$fit" "${ckpt[@]}" --devices=2 --strategy=$strategy --mode=validate --ckpt_path="$(last $from)" \
+    --summary_json=validate_$strategy.json >validate_$strategy.out 2>&1 ||
+    fail "validating with $strategy: $(tail -3 validate_$strategy.out)"
+done
+awk -v a="$(val_loss validate_ddp.json)" -v b="$(val_loss validate_fsdp.json)" \
+  'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d < 1e-10) }' ||
+  fail "fsdp validates to val_loss $(val_loss validate_fsdp.json), ddp to $(val_loss validate_ddp.json)"
 # SIGKILL part-way (after a checkpoint inside an epoch), then --ckpt_path=last: bit for bit the uninterrupted run.
 long=("${ckpt[@]}" --devices=2 "${sharded[@]}" --max_epochs=3 --num_train=16384 --every_n_train_steps=40
   --log_every_n_steps=0)
