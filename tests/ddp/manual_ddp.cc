@@ -3,7 +3,7 @@
 // automatic optimization. Each rank writes its final parameters and learning rate, in hexadecimal floating point,
 // to DIR/<mode>_rank<R>.txt; tests/ddp/manual_ddp_test.sh compares them.
 //
-//   manual_ddp manual|automatic DIR
+//   manual_ddp manual|automatic DIR [STRATEGY]     (STRATEGY: ddp, the default, or fsdp: the same module sharded)
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -64,16 +64,17 @@ class Net final : public kiln::LightningModule {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[1]) != "manual" && std::string(argv[1]) != "automatic")) {
-    std::cerr << "usage: manual_ddp manual|automatic DIR\n";
+  if ((argc != 3 && argc != 4) || (std::string(argv[1]) != "manual" && std::string(argv[1]) != "automatic")) {
+    std::cerr << "usage: manual_ddp manual|automatic DIR [STRATEGY]\n";
     return 2;
   }
+  const std::string strategy = argc == 4 ? argv[3] : "ddp";
   const std::string mode = argv[1];
   Net model(mode == "automatic");
   Data data;
   kiln::Trainer trainer({.accelerator = "cpu",
                          .devices = 2,
-                         .strategy = "ddp",
+                         .strategy = strategy,
                          .max_epochs = 2,
                          .default_root_dir = argv[2],
                          .logger = false,

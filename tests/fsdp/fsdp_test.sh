@@ -214,6 +214,13 @@ done
 awk -v a="$(val_loss validate_ddp.json)" -v b="$(val_loss validate_fsdp.json)" \
   'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d < 1e-10) }' ||
   fail "fsdp validates to val_loss $(val_loss validate_fsdp.json), ddp to $(val_loss validate_ddp.json)"
+# fit --mode=predict under fsdp (the units gathered per forward, the predictions gathered to rank 0): ddp's file.
+for strategy in ddp fsdp; do
+  timeout 300 "$fit" "${ckpt[@]}" --devices=2 --strategy=$strategy --mode=predict --ckpt_path="$(last ck_fsdp)" \
+    --predictions="$work/predict_$strategy.csv" >predict_$strategy.out 2>&1 ||
+    fail "predicting with $strategy: $(tail -3 predict_$strategy.out)"
+done
+[[ -s predict_fsdp.csv ]] && cmp -s predict_ddp.csv predict_fsdp.csv || fail "fsdp's predictions are not ddp's"
 # SIGKILL part-way (after a checkpoint inside an epoch), then --ckpt_path=last: bit for bit the uninterrupted run.
 long=("${ckpt[@]}" --devices=2 "${sharded[@]}" --max_epochs=3 --num_train=16384 --every_n_train_steps=40
   --log_every_n_steps=0)
