@@ -1,5 +1,7 @@
 // Deliberately broken accelerators: "conformance_broken" breaks one rule of the contract for every check of the
-// conformance suite (its collective backend sums wrongly and waits for peers past any timeout), and "conformance_meta" keeps every rule but cannot compute. conformance_kit_test runs the suite
+// conformance suite (its collective backend sums wrongly and waits for peers past any timeout), "conformance_meta"
+// keeps every rule but cannot compute, and "conformance_scatter" keeps every rule but its flat reduce-scatter adds
+// one (what the kit's fsdp training must catch). conformance_kit_test runs the suite
 // against them and expects the checks to fail, so a suite that stopped checking something would not pass silently.
 // Test support only.
 #include <unistd.h>
@@ -21,25 +23,31 @@
 namespace kiln::testing {
 namespace {
 
-// A collective backend with two faults a vendor's could have: it waits for its peers with no bound (ignoring
-// CollectiveOptions::timeout), and its all-reduce adds one to the sum. Everything else is Gloo's.
+// A collective backend with faults a vendor's could have. kSumAndWait: it waits for its peers with no bound
+// (ignoring CollectiveOptions::timeout), and its all-reduce adds one to the sum. kScatter: its flat reduce-scatter
+// adds one. Everything else is Gloo's.
+enum class Fault { kSumAndWait, kScatter };
+
 class WrongCollectives final : public c10d::Backend {
  public:
-  static absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> Create(const CollectiveOptions& options) {
-    options.store->set(absl::StrCat("here_", options.rank), std::vector<uint8_t>{1});
-    for (int peer = 0; peer < options.world_size; ++peer) {
-      while (!options.store->check({absl::StrCat("here_", peer)})) ::usleep(100 * 1000);  // No bound: the fault.
+  static absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> Create(const CollectiveOptions& options, Fault fault) {
+    if (fault == Fault::kSumAndWait) {
+      options.store->set(absl::StrCat("here_", options.rank), std::vector<uint8_t>{1});
+      for (int peer = 0; peer < options.world_size; ++peer) {
+        while (!options.store->check({absl::StrCat("here_", peer)})) ::usleep(100 * 1000);  // No bound: the fault.
+      }
     }
     absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> gloo = MakeGlooCollectiveBackend(options);
     if (!gloo.ok()) return gloo.status();
     return c10::intrusive_ptr<c10d::Backend>(
-        c10::make_intrusive<WrongCollectives>(options.rank, options.world_size, *gloo));
+        c10::make_intrusive<WrongCollectives>(options.rank, options.world_size, *gloo, fault));
   }
-  WrongCollectives(int rank, int size, c10::intrusive_ptr<c10d::Backend> gloo)
-      : c10d::Backend(rank, size), gloo_(std::move(gloo)) {}
-  const std::string getBackendName() const override { return "wrong"; }
+  WrongCollectives(int rank, int size, c10::intrusive_ptr<c10d::Backend> gloo, Fault fault)
+      : c10d::Backend(rank, size), gloo_(std::move(gloo)), fault_(fault) {}
+  const std::string getBackendName() const override { return fault_ == Fault::kScatter ? "scatter" : "wrong"; }
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
+    if (fault_ != Fault::kSumAndWait) return gloo_->allreduce(tensors, opts);
     gloo_->allreduce(tensors, opts)->wait();
     for (at::Tensor& tensor : tensors) tensor.add_(1);  // The fault.
     return gloo_->barrier();
@@ -59,12 +67,16 @@ class WrongCollectives final : public c10d::Backend {
   }
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& opts) override {
-    return gloo_->_reduce_scatter_base(output, input, opts);
+    if (fault_ != Fault::kScatter) return gloo_->_reduce_scatter_base(output, input, opts);
+    gloo_->_reduce_scatter_base(output, input, opts)->wait();
+    output.add_(1);  // The fault.
+    return gloo_->barrier();
   }
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override { return gloo_->barrier(opts); }
 
  private:
   c10::intrusive_ptr<c10d::Backend> gloo_;
+  Fault fault_;
 };
 
 class BrokenAccelerator final : public Accelerator {
@@ -103,7 +115,7 @@ class BrokenAccelerator final : public Accelerator {
   // Sums wrongly, and waits for missing peers forever.
   absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice&,
                                                                           const CollectiveOptions& options) override {
-    return WrongCollectives::Create(options);
+    return WrongCollectives::Create(options, Fault::kSumAndWait);
   }
 
   // Lists a precision twice.
@@ -135,6 +147,39 @@ class MetaAccelerator final : public Accelerator {
   std::string ProcessGroupBackend() const override { return "gloo"; }
   std::vector<Precision> SupportedPrecisions() const override { return {Precision::k32True}; }
 };
+
+// Keeps every rule, on 2 CPU devices, but its collective backend's flat reduce-scatter adds one.
+class ScatterAccelerator final : public Accelerator {
+ public:
+  std::string name() const override { return "conformance_scatter"; }
+  absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const override {
+    return ParseDeviceCount(devices, 2, name());
+  }
+  int AutoDeviceCount() const override { return 2; }
+  absl::Status CheckAvailable() const override { return absl::OkStatus(); }
+  std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override {
+    return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::CPU));
+  }
+  absl::Status SetupDevice(const LogicalDevice&) override { return absl::OkStatus(); }
+  absl::Status TeardownDevice(const LogicalDevice&) override { return absl::OkStatus(); }
+  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice&) const override {
+    return DeviceStats{{"devices", 2.0}};
+  }
+  std::string ProcessGroupBackend() const override { return "scatter"; }
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice&,
+                                                                          const CollectiveOptions& options) override {
+    return WrongCollectives::Create(options, Fault::kScatter);
+  }
+  std::vector<Precision> SupportedPrecisions() const override { return {Precision::k32True}; }
+};
+
+KILN_REGISTER_ACCELERATOR({
+    .name = "conformance_scatter",
+    .description = "Its flat reduce-scatter adds one (tests/conformance only).",
+    .aliases = {},
+    .priority = -1000,
+    .factory = [] { return std::make_shared<ScatterAccelerator>(); },
+});
 
 KILN_REGISTER_ACCELERATOR({
     .name = "conformance_meta",

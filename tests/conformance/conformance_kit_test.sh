@@ -74,5 +74,13 @@ err=$($suite --accelerator=test_indexed --accelerator_plugin=hal/plugin/libtest_
 grep -qE "error: accelerator plugin 'hal/plugin/libtest_plugin_wrong_major.so' was built for plugin API version 2\.[0-9]+, \
 but this Kiln implements 1\.[0-9]+: major versions must be equal" <<<"$err" || fail "no loader error for an incompatible plugin: $err"
 
+# The kit's fsdp training (<name>_fsdp) fails a backend whose flat reduce-scatter is wrong, where ddp (all-reduce)
+# trains right.
+out=$(tests/conformance/broken_fsdp_conformance --accelerator=conformance_scatter 2>&1)
+code=$?
+echo "$out" | grep -E '^\[  (FAILED|PASSED|SKIPPED) ' | sort -u
+[[ $code -eq 1 ]] || fail "the fsdp training exited $code against a wrong reduce-scatter, wanted 1"
+grep -qF "fsdp did not end where ddp ends" <<<"$out" || fail "no 'fsdp did not end where ddp ends' in: $(tail -5 <<<"$out")"
+
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "the conformance suite fails every broken rule"
