@@ -5,7 +5,6 @@
 #include "ATen/ATen.h"
 #include "c10/core/Allocator.h"
 #include "c10/core/StorageImpl.h"
-#include "torch/csrc/autograd/generated/variable_factories.h"
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
 
 namespace kiln {
@@ -38,9 +37,7 @@ FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int 
     full_.narrow(0, offsets_[i], members_[i].parameter.numel()).copy_(members_[i].parameter.detach().reshape(-1));
   }
   if (sharded_) {
-    const int64_t chunk = padded_ / world_size_;
-    shard_ = full_.narrow(0, rank_ * chunk, chunk).to(offload_ ? c10::Device(c10::kCPU) : device, /*non_blocking=*/false,
-                                                      /*copy=*/true);
+    shard_ = ChunkOf(full_).to(offload_ ? c10::Device(c10::kCPU) : device, /*non_blocking=*/false, /*copy=*/true);
     shard_.set_requires_grad(requires_grad_count_ > 0);
   }
   // The members become views of the flat buffer: same tensors (the module's own), new memory.
@@ -115,11 +112,6 @@ void FlatParameter::PrepareGradients() {
   if (sharded_ && !shard_.grad().defined()) shard_.mutable_grad() = at::zeros_like(shard_);
 }
 
-void FlatParameter::ReduceGradients(c10d::ProcessGroup& group) {
-  StartReduceGradients(group);
-  FinishReduceGradients();
-}
-
 void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
   if (!full_grad_.defined() || reduce_work_) return;
   at::NoGradGuard no_grad;
@@ -133,7 +125,7 @@ void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
     reduce_work_ = group.allreduce(tensors);
     return;
   }
-  reduced_ = at::empty({padded_ / world_size_}, full_grad_.options());
+  reduced_ = at::empty({chunk()}, full_grad_.options());
   reduce_work_ = group._reduce_scatter_base(reduced_, full_grad_);
 }
 
@@ -162,7 +154,7 @@ void FlatParameter::UpdateShardFromFull() {
   if (!sharded_) return;
   TORCH_CHECK(gathered_, "fsdp unit '", name_, "': the shard can be updated only from gathered parameters");
   at::NoGradGuard no_grad;
-  shard_.detach().copy_(full_.narrow(0, rank_ * chunk(), chunk()));
+  shard_.detach().copy_(ChunkOf(full_));
 }
 
 void FlatParameter::Release() {

@@ -75,14 +75,14 @@ class FlatParameter {
   bool has_gradients() const { return full_grad_.defined(); }
   // Reduces the flat gradient over the ranks, averaged: into the shard's gradient (added to it) when sharded, in place
   // otherwise; then lets the flat gradient go. A collective. StartReduceGradients starts it (the members' gradients
-  // must not be read until FinishReduceGradients has waited for it), ReduceGradients does both.
-  void ReduceGradients(c10d::ProcessGroup& group);
+  // must not be read until FinishReduceGradients has waited for it).
   void StartReduceGradients(c10d::ProcessGroup& group);
   void FinishReduceGradients();
   // Where member `index` starts in the flat buffer; this rank's chunk (the shard's size when sharded).
   int64_t offset(size_t index) const { return offsets_[index]; }
   int64_t chunk() const { return sharded_ ? padded_ / world_size_ : padded_; }
-  int rank() const { return rank_; }
+  // This rank's chunk of `flat`, a tensor laid out as the flat buffer (padded_numel() elements): a view.
+  at::Tensor ChunkOf(const at::Tensor& flat) const { return flat.narrow(0, sharded_ ? rank_ * chunk() : 0, chunk()); }
   // Copies this rank's chunk of the whole parameters into the shard (after something wrote the whole parameters,
   // a checkpoint being restored). Needs them gathered.
   void UpdateShardFromFull();

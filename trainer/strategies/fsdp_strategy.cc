@@ -110,17 +110,14 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
                     "unit can be put around them; their parameters stay in the enclosing unit";
   }
   std::unordered_map<const c10::TensorImpl*, std::string> names;
-  for (const auto& item : model.named_parameters()) {
-    names.emplace(item.value().unsafeGetTensorImpl(), item.key());
-    model_parameters_.insert(item.value().unsafeGetTensorImpl());
-  }
+  for (const auto& item : model.named_parameters()) names.emplace(item.value().unsafeGetTensorImpl(), item.key());
   std::unordered_set<const c10::TensorImpl*> taken;
   const auto members_of = [&](torch::nn::Module& module) {
     std::vector<FlatParameter::Member> members;
     for (const at::Tensor& parameter : module.parameters()) {
       const c10::TensorImpl* impl = parameter.unsafeGetTensorImpl();
       if (!taken.insert(impl).second) continue;
-      members.push_back({names.count(impl) != 0 ? names[impl] : "?", parameter});
+      members.push_back({names.at(impl), parameter});  // A submodule's parameters are the model's.
     }
     return members;
   };
@@ -177,14 +174,6 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
 }
 
 absl::Status FSDPStrategy::ConnectOptimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) {
-  // Units that are not sharded (NO_SHARD, one rank) leave the optimizers on their members.
-  std::unordered_map<const c10::TensorImpl*, std::pair<int, const FlatParameter::Member*>> owner;
-  for (size_t unit = 0; unit < flats_.size(); ++unit) {
-    if (flats_[unit] == nullptr || !flats_[unit]->sharded()) continue;
-    for (const FlatParameter::Member& member : flats_[unit]->members()) {
-      owner[member.parameter.unsafeGetTensorImpl()] = {static_cast<int>(unit), &member};
-    }
-  }
   struct Place {
     size_t optimizer;
     size_t group;
@@ -202,17 +191,17 @@ absl::Status FSDPStrategy::ConnectOptimizers(const std::vector<std::shared_ptr<t
     for (size_t g = 0; g < optimizers[o]->param_groups().size(); ++g) {
       shards[o].emplace_back();
       for (const at::Tensor& parameter : optimizers[o]->param_groups()[g].params()) {
-        const auto found = owner.find(parameter.unsafeGetTensorImpl());
-        if (found == owner.end() && model_parameters_.count(parameter.unsafeGetTensorImpl()) != 0) {
-          shards[o][g].push_back(parameter);
-          continue;
-        }
-        if (found == owner.end()) {
+        const auto [unit, index] = Locate(parameter);
+        if (unit < 0) {
           return absl::InvalidArgumentError(absl::StrCat(
               "fsdp: optimizer ", o, " group ", g, " steps a tensor that is not one of the model's parameters; under "
               "fsdp an optimizer can step only the model's own parameters (build it from parameters())"));
         }
-        const auto [unit, member] = found->second;
+        if (!flats_[unit]->sharded()) {  // Units that are not sharded (NO_SHARD, one rank) keep their members.
+          shards[o][g].push_back(parameter);
+          continue;
+        }
+        const FlatParameter::Member* member = &flats_[unit]->members()[index];
         auto [place, added] = places.try_emplace(unit, Place{o, g, member->name});
         if (!added && (place->second.optimizer != o || place->second.group != g)) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -298,18 +287,23 @@ void FSDPStrategy::FinishUnitBackward(int unit) {
   // The reduction travels while the next unit's backward computes; one at a time, so that at most two units'
   // whole gradients exist (this one's, travelling, and the next one's, being computed).
   if (sync_gradients_) {
-    for (int previous : reducing_) flats_[previous]->FinishReduceGradients();
-    reducing_.clear();
+    FinishReduction();
     flat.StartReduceGradients(*shard_group_);
-    reducing_.push_back(unit);
+    reducing_ = unit;
   }
   if (static_cast<size_t>(unit) + 1 < flats_.size()) flat.Reshard();
+}
+
+void FSDPStrategy::FinishReduction() {
+  if (reducing_ < 0) return;
+  flats_[reducing_]->FinishReduceGradients();
+  reducing_ = -1;
 }
 
 void FSDPStrategy::Backward(const at::Tensor& loss, bool sync_gradients) {
   sync_gradients_ = sync_gradients;
   recording_ = false;  // The first step's forward order is the prefetching order.
-  reducing_.clear();
+  reducing_ = -1;
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
   if (flats_.back() != nullptr) flats_.back()->PrepareGradients();  // The root's parameters are always whole.
@@ -325,8 +319,7 @@ void FSDPStrategy::Backward(const at::Tensor& loss, bool sync_gradients) {
     for (size_t unit = 0; unit < flats_.size(); ++unit) {
       if (flats_[unit] != nullptr && flats_[unit]->has_gradients()) FinishUnitBackward(static_cast<int>(unit));
     }
-    for (int unit : reducing_) flats_[unit]->FinishReduceGradients();
-    reducing_.clear();
+    FinishReduction();
   });
 }
 
@@ -447,16 +440,21 @@ IValue Assemble(const StateDictParts& parts, const std::vector<size_t>& counts, 
   return IValue(top);
 }
 
+// Where each tensor of `groups` stands in a state dictionary's numbering (PyTorch's: group after group).
+std::unordered_map<const c10::TensorImpl*, int64_t> Numbering(const std::vector<std::vector<at::Tensor>>& groups) {
+  std::unordered_map<const c10::TensorImpl*, int64_t> numbering;
+  int64_t index = 0;
+  for (const auto& group : groups) {
+    for (const at::Tensor& tensor : group) numbering[tensor.unsafeGetTensorImpl()] = index++;
+  }
+  return numbering;
+}
+
 }  // namespace
 
 IValue FSDPStrategy::FullStateDict(const Connected& connected, const IValue& sharded_dict) {
   const StateDictParts parts = Parts(sharded_dict);
-  // Where each entry of the sharded groups stands in the dictionary's numbering.
-  std::unordered_map<const c10::TensorImpl*, int64_t> sharded_index;
-  int64_t index = 0;
-  for (const auto& group : connected.sharded) {
-    for (const at::Tensor& entry : group) sharded_index[entry.unsafeGetTensorImpl()] = index++;
-  }
+  const std::unordered_map<const c10::TensorImpl*, int64_t> sharded_index = Numbering(connected.sharded);
   // Every rank's chunk of a unit's per-element state, gathered once per unit and key, in the same order on every
   // rank (the groups' order, then the state's keys in the order the optimizer made them).
   std::map<std::pair<int, std::string>, at::Tensor> gathered;
@@ -510,11 +508,7 @@ IValue FSDPStrategy::FullStateDict(const Connected& connected, const IValue& sha
 
 IValue FSDPStrategy::ShardedStateDict(const Connected& connected, const IValue& full_dict) const {
   const StateDictParts parts = Parts(full_dict);
-  std::unordered_map<const c10::TensorImpl*, int64_t> full_index;
-  int64_t index = 0;
-  for (const auto& group : connected.original) {
-    for (const at::Tensor& parameter : group) full_index[parameter.unsafeGetTensorImpl()] = index++;
-  }
+  const std::unordered_map<const c10::TensorImpl*, int64_t> full_index = Numbering(connected.original);
   GenericDict state = AnyDict();
   std::vector<size_t> counts;
   int64_t sharded_index = 0;
@@ -556,7 +550,7 @@ IValue FSDPStrategy::ShardedStateDict(const Connected& connected, const IValue& 
             const at::Tensor value = saved->value().toGenericDict().at(item.key()).toTensor();
             laid_out.narrow(0, flat->offset(m), members[m].parameter.numel()).copy_(value.reshape(-1));
           }
-          values.insert(item.key(), IValue(laid_out.narrow(0, flat->rank() * flat->chunk(), flat->chunk()).clone()));
+          values.insert(item.key(), IValue(flat->ChunkOf(laid_out).clone()));
         }
         state.insert(IValue(sharded_index), IValue(values));
       }
@@ -649,7 +643,6 @@ void FSDPStrategy::Unwrap() {
     if (flat != nullptr) flat->Release();
   }
   flats_.clear();
-  model_parameters_.clear();
   location_.clear();
   connected_.clear();
 }

@@ -34,7 +34,6 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -108,6 +107,8 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   // Autograd's post-hook on each gradient: when a unit's are all there, it is reduced (and freed).
   void GradientReady(int unit);
   void FinishUnitBackward(int unit);
+  // Waits for the travelling gradient reduction, if any, and puts it in its unit's shard.
+  void FinishReduction();
   // Starts gathering the unit `step` places from `unit` in the first step's forward order (none past either end).
   void Prefetch(int unit, int step);
   bool ReshardsAfterForward() const { return options_.sharding_strategy == ShardingStrategy::kFullShard; }
@@ -136,7 +137,7 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   std::vector<int> order_;      // The units in the order of the first training step's forward.
   std::vector<int> position_;   // Each unit's place in order_ (-1: not seen).
   bool recording_ = true;       // Until the first backward.
-  std::vector<int> reducing_;   // Units whose gradient reduction was started in this backward.
+  int reducing_ = -1;           // The unit whose gradient reduction is travelling (at most one); -1: none.
   // The ranks a unit is sharded across (every rank; HYBRID_SHARD: this node's), and those that hold the same shard
   // (HYBRID_SHARD across nodes: this local rank's; null otherwise).
   c10::intrusive_ptr<c10d::ProcessGroup> shard_group_;
@@ -144,7 +145,6 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   bool in_backward_ = false;
   // Each gradient accumulator hooked, with its hook's key (kept alive: autograd holds them only weakly).
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
-  std::unordered_set<const c10::TensorImpl*> model_parameters_;
 };
 
 }  // namespace kiln
