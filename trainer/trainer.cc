@@ -7,9 +7,7 @@
 
 #include "ATen/Context.h"
 #include "ATen/Parallel.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "connector/connector.h"
 #include "glog/logging.h"
 #include "torch/utils.h"
@@ -166,8 +164,8 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
   const bool fsdp_options =
       ParseShardingStrategy(options_.sharding_strategy).value_or(ShardingStrategy::kFullShard) !=
           ShardingStrategy::kFullShard ||
-      !absl::StripAsciiWhitespace(options_.auto_wrap_policy).empty() || options_.auto_wrap_min_num_params != 0 ||
-      !absl::StripAsciiWhitespace(options_.activation_checkpointing_policy).empty();
+      !ModuleTypeNames(options_.auto_wrap_policy).empty() || options_.auto_wrap_min_num_params != 0 ||
+      !ModuleTypeNames(options_.activation_checkpointing_policy).empty();
   const bool fsdp_by_name =
       plan.strategy_instance == nullptr && (plan.strategy == kFsdpStrategy || plan.strategy == kFsdpCpuOffloadStrategy);
   if (fsdp_options && !fsdp_by_name) {
@@ -195,16 +193,12 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
           "it with StrategySpec::factory (connector/strategy_registry.h) or pass a kiln::Strategy instance as "
           "`strategy`"));
     }
-    StrategyArguments arguments{.process_group_timeout = options_.process_group_timeout,
-                                .sharding_strategy = options_.sharding_strategy,
-                                .auto_wrap_min_num_params = options_.auto_wrap_min_num_params};
-    for (absl::string_view type : absl::StrSplit(options_.auto_wrap_policy, ',', absl::SkipWhitespace())) {
-      arguments.auto_wrap_policy.emplace_back(absl::StripAsciiWhitespace(type));
-    }
-    for (absl::string_view type :
-         absl::StrSplit(options_.activation_checkpointing_policy, ',', absl::SkipWhitespace())) {
-      arguments.activation_checkpointing_policy.emplace_back(absl::StripAsciiWhitespace(type));
-    }
+    const StrategyArguments arguments{
+        .process_group_timeout = options_.process_group_timeout,
+        .sharding_strategy = options_.sharding_strategy,
+        .auto_wrap_policy = ModuleTypeNames(options_.auto_wrap_policy),
+        .auto_wrap_min_num_params = options_.auto_wrap_min_num_params,
+        .activation_checkpointing_policy = ModuleTypeNames(options_.activation_checkpointing_policy)};
     std::shared_ptr<StrategyDescriptor> made = spec->factory(arguments);
     strategy = std::dynamic_pointer_cast<Strategy>(made);
     if (strategy == nullptr) {

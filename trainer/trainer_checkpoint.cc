@@ -36,7 +36,6 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
     return absl::FailedPreconditionError(
         absl::StrCat("save_checkpoint('", path, "') was called outside fit; call it from a hook or callback"));
   }
-  if (absl::Status supported = strategy_->CheckCheckpointing(); !supported.ok()) return supported;
   // Never a checkpoint of a run that met a non-finite loss the device has not reported yet (RunTrainEpoch).
   if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
   // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
@@ -95,7 +94,6 @@ absl::StatusOr<std::string> Trainer::ResolveCheckpointPath(const std::string& ck
 
 absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
                                         DataModule* data) {
-  if (absl::Status supported = strategy_->CheckCheckpointing(); !supported.ok()) return supported;
   absl::StatusOr<std::string> path = ResolveCheckpointPath(ckpt_path);
   if (!path.ok()) return path.status();
   absl::StatusOr<LoopProgress> progress = absl::UnknownError("not restored");

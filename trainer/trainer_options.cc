@@ -147,9 +147,8 @@ OptionCheck SetTrainerOption_auto_wrap_policy(TrainerOptions& options, const std
 }
 // Module type names separated by commas, as LibTorch spells the classes.
 OptionCheck TypeNames(const std::string& value) {
-  for (absl::string_view name : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
-    name = absl::StripAsciiWhitespace(name);
-    const bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+  for (const std::string& name : ModuleTypeNames(value)) {
+    const bool valid = std::all_of(name.begin(), name.end(), [](char c) {
       return absl::ascii_isalnum(c) || c == '_' || c == ':';
     });
     if (!valid) {
@@ -397,6 +396,15 @@ absl::Status CheckTrainerOptions(const TrainerOptions& options) {
     }
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> ModuleTypeNames(absl::string_view list) {
+  std::vector<std::string> names;
+  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    name = absl::StripAsciiWhitespace(name);
+    if (!name.empty()) names.emplace_back(name);
+  }
+  return names;
 }
 
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace kiln {
 
@@ -43,6 +44,10 @@ const std::vector<TrainerOptionSpec>& TrainerOptionSpecs();
 // Every option's check, in the table's order: the first refused, as the library words it
 // (InvalidArgument "name=value is not valid; accepted"), or OK.
 absl::Status CheckTrainerOptions(const TrainerOptions& options);
+
+// The module type names of a comma-separated option (auto_wrap_policy, activation_checkpointing_policy), each without
+// the spaces around it; empty entries dropped.
+std::vector<std::string> ModuleTypeNames(absl::string_view list);
 
 }  // namespace kiln
 

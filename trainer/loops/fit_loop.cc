@@ -33,10 +33,6 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
     trainer.max_epochs_ = kDefaultMaxEpochs;
   }
   if (absl::Status status = ConfigureOptimizers(model); !status.ok()) return status;
-  // A strategy that cannot write checkpoints says so before training, not at the first one.
-  if (trainer.checkpoint_callback() != nullptr) {
-    if (absl::Status supported = trainer.strategy_->CheckCheckpointing(); !supported.ok()) return supported;
-  }
   if (absl::Status status = Restart(model, data, ckpt_path); !status.ok()) return status;
   for (const auto& optimizer : trainer.optimizers_.optimizers) ZeroGradToNone(*optimizer);
   // After every input check, so that a run refused for its input leaves no folder behind.

@@ -23,7 +23,6 @@ void Strategy::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, doub
 
 absl::Status Strategy::Finish() { return absl::OkStatus(); }
 
-absl::Status Strategy::CheckCheckpointing() const { return absl::OkStatus(); }
 
 std::function<void(at::Tensor&)> Strategy::GradientOverflowAgreement() { return nullptr; }
 

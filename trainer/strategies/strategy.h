@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "ATen/core/ivalue.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
 #include "connector/plan.h"
 #include "connector/strategy_descriptor.h"
@@ -89,9 +89,6 @@ class Strategy : public StrategyDescriptor {
   // Called after a run's loops succeeded, before Teardown: a strategy that sharded the model makes it whole again on
   // every rank (a collective). Not called after a failure.
   virtual absl::Status Finish();
-  // OK when this strategy can save and restore checkpoints; otherwise why not and what to do. The trainer asks before
-  // it saves or restores one, and before a fit whose checkpointing is on. Never throws.
-  virtual absl::Status CheckCheckpointing() const;
 
   // For a loss scaler (16-mixed): what makes one rank's inf/NaN flag (float32 [1], non-zero when seen) count on
   // every rank that steps the same parameters, or null where every rank sees every gradient (the default). A
