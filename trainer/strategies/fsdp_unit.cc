@@ -14,14 +14,20 @@
 namespace kiln {
 namespace {
 
+// A class name without its namespace and without LibTorch's "Impl": "torch::nn::LinearImpl" -> "Linear".
+absl::string_view ShortTypeName(absl::string_view name) {
+  if (const size_t colon = name.rfind("::"); colon != absl::string_view::npos) name.remove_prefix(colon + 2);
+  return absl::StripSuffix(name, "Impl");
+}
+
 std::string Join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : absl::StrCat(prefix, ".", name);
 }
 
 class Wrapper {
  public:
-  Wrapper(const FsdpWrapPolicy& policy, FsdpUnitHooks* hooks, int first_index, FsdpWrapping& out)
-      : policy_(policy), hooks_(hooks), next_index_(first_index), out_(out) {}
+  Wrapper(const FsdpWrapPolicy& policy, FsdpUnitHooks* hooks, FsdpWrapping& out)
+      : policy_(policy), hooks_(hooks), out_(out) {}
 
   void Visit(torch::nn::Module& module, const std::string& name) {
     for (const auto& child : module.named_children()) Visit(*child.value(), Join(name, child.key()));
@@ -64,12 +70,7 @@ class Wrapper {
   static bool OfType(const torch::nn::Module& module, const std::vector<std::string>& types) {
     const std::string type = FsdpTypeName(module);
     for (const std::string& wanted : types) {
-      absl::string_view short_name = wanted;
-      if (const size_t colon = short_name.rfind("::"); colon != absl::string_view::npos) {
-        short_name.remove_prefix(colon + 2);
-      }
-      short_name = absl::StripSuffix(short_name, "Impl");
-      if (short_name == type) return true;
+      if (ShortTypeName(wanted) == type) return true;
     }
     return false;
   }
@@ -89,7 +90,7 @@ class Wrapper {
 
   const FsdpWrapPolicy& policy_;
   FsdpUnitHooks* hooks_;
-  int next_index_;
+  int next_index_ = 0;
   FsdpWrapping& out_;
   std::unordered_set<const c10::TensorImpl*> in_units_;
 };
@@ -166,18 +167,14 @@ void FsdpWrapping::Restore() {
   for (Unit& unit : units) unit.unit->DetachHooks();
 }
 
-FsdpWrapping WrapForFsdp(torch::nn::Module& model, const FsdpWrapPolicy& policy, FsdpUnitHooks* hooks,
-                         int first_index) {
+FsdpWrapping WrapForFsdp(torch::nn::Module& model, const FsdpWrapPolicy& policy, FsdpUnitHooks* hooks) {
   FsdpWrapping wrapping;
-  Wrapper(policy, hooks, first_index, wrapping).Visit(model, "");
+  Wrapper(policy, hooks, wrapping).Visit(model, "");
   return wrapping;
 }
 
 std::string FsdpTypeName(const torch::nn::Module& module) {
-  const std::string& full = module.name();
-  absl::string_view name = full;
-  if (const size_t colon = name.rfind("::"); colon != absl::string_view::npos) name.remove_prefix(colon + 2);
-  return std::string(absl::StripSuffix(name, "Impl"));
+  return std::string(ShortTypeName(module.name()));
 }
 
 }  // namespace kiln

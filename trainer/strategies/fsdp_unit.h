@@ -93,9 +93,8 @@ struct FsdpWrapping {
   void Restore();
 };
 
-// Wraps the modules of `model` that `policy` picks (bottom-up), numbering units from `first_index`.
-FsdpWrapping WrapForFsdp(torch::nn::Module& model, const FsdpWrapPolicy& policy, FsdpUnitHooks* hooks,
-                         int first_index = 0);
+// Wraps the modules of `model` that `policy` picks (bottom-up), numbering units from 0 in the order made.
+FsdpWrapping WrapForFsdp(torch::nn::Module& model, const FsdpWrapPolicy& policy, FsdpUnitHooks* hooks);
 
 // The type name the policy matches: LibTorch's class name without its namespace and "Impl" ("Linear").
 std::string FsdpTypeName(const torch::nn::Module& module);
