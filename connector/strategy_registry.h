@@ -50,6 +50,7 @@ struct StrategyArguments {
   std::vector<std::string> auto_wrap_policy;
   int64_t auto_wrap_min_num_params = 0;
   std::vector<std::string> activation_checkpointing_policy;  // Split at commas, as auto_wrap_policy.
+  std::string state_dict_type = "full";                      // "full" or "sharded".
 };
 
 // Makes a strategy for one trainer. It returns a kiln::Strategy (trainer/strategies/strategy.h) as its

@@ -165,13 +165,13 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
       ParseShardingStrategy(options_.sharding_strategy).value_or(ShardingStrategy::kFullShard) !=
           ShardingStrategy::kFullShard ||
       !ModuleTypeNames(options_.auto_wrap_policy).empty() || options_.auto_wrap_min_num_params != 0 ||
-      !ModuleTypeNames(options_.activation_checkpointing_policy).empty();
+      !ModuleTypeNames(options_.activation_checkpointing_policy).empty() || options_.state_dict_type != "full";
   const bool fsdp_by_name =
       plan.strategy_instance == nullptr && (plan.strategy == kFsdpStrategy || plan.strategy == kFsdpCpuOffloadStrategy);
   if (fsdp_options && !fsdp_by_name) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sharding_strategy, auto_wrap_policy, auto_wrap_min_num_params and activation_checkpointing_policy are fsdp's "
-        "options, but the strategy is '",
+        "sharding_strategy, auto_wrap_policy, auto_wrap_min_num_params, activation_checkpointing_policy and "
+        "state_dict_type are fsdp's options, but the strategy is '",
         plan.strategy, "'",
         plan.strategy_instance != nullptr ? " (an instance): set them in its own options (FSDPOptions)"
                                           : ": use strategy fsdp, or leave them unset"));
@@ -198,7 +198,8 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
         .sharding_strategy = options_.sharding_strategy,
         .auto_wrap_policy = ModuleTypeNames(options_.auto_wrap_policy),
         .auto_wrap_min_num_params = options_.auto_wrap_min_num_params,
-        .activation_checkpointing_policy = ModuleTypeNames(options_.activation_checkpointing_policy)};
+        .activation_checkpointing_policy = ModuleTypeNames(options_.activation_checkpointing_policy),
+        .state_dict_type = options_.state_dict_type};
     std::shared_ptr<StrategyDescriptor> made = spec->factory(arguments);
     strategy = std::dynamic_pointer_cast<Strategy>(made);
     if (strategy == nullptr) {

@@ -90,6 +90,7 @@ struct TrainerOptions {
   std::string auto_wrap_policy;
   int64_t auto_wrap_min_num_params = 0;
   std::string activation_checkpointing_policy;  // fsdp: module types, comma-separated, as auto_wrap_policy.
+  std::string state_dict_type = "full";          // fsdp: "full" or "sharded" checkpoints (Lightning's name).
   std::string precision = "32-true";
   int num_nodes = 1;
 

@@ -3,13 +3,16 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/checkpoint/checkpoint_connector.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/distributed_checkpoint.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/strategies/strategy.h"
@@ -29,6 +32,27 @@ Strategy::OptimizerStateCodec CheckpointCodec() {
           }};
 }
 
+// A sharded checkpoint (distributed_checkpoint.h) of `state`, made whole on every rank: each writes its part.
+absl::Status SaveSharded(const std::string& path, const TrainingState& state, const LoopProgress& progress,
+                         Strategy& strategy) {
+  std::unordered_map<const c10::TensorImpl*, std::string> names;
+  for (const auto& parameter : state.model.named_parameters()) {
+    names.emplace(parameter.value().unsafeGetTensorImpl(), parameter.key());
+  }
+  ShardedCheckpointRanks ranks{.rank = strategy.global_rank(), .world_size = strategy.world_size()};
+  for (const auto& optimizer : state.optimizers.optimizers) {
+    std::vector<std::string>& numbered = ranks.optimizer_parameter_names.emplace_back();
+    for (const auto& group : optimizer->param_groups()) {
+      for (const at::Tensor& parameter : group.params()) {
+        const auto found = names.find(parameter.unsafeGetTensorImpl());
+        numbered.push_back(found != names.end() ? found->second : absl::StrCat(numbered.size()));
+      }
+    }
+  }
+  ranks.all_gather = [&strategy](const std::string& mine) { return AllGatherText(strategy, mine); };
+  return WriteShardedCheckpoint(path, SnapshotTrainingState(path, state, progress), ranks);
+}
+
 }  // namespace
 
 absl::Status Trainer::save_checkpoint(const std::string& path) {
@@ -38,15 +62,8 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   }
   // Never a checkpoint of a run that met a non-finite loss the device has not reported yet (RunTrainEpoch).
   if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
-  // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
-  absl::Status status = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, [&] {
-    absl::Status taken = absl::OkStatus();
-    if (is_global_zero()) {
-      // Only the snapshot (copies of the tensors and values) is taken here, at the step; the dictionary, pickling, the
-      // zip and its CRCs are made on the writer's thread, so the loop does not wait for them.
-      absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(
-          path, TrainingState{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_},
-          LoopProgress{.epoch = next_epoch_,
+  const TrainingState state{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_};
+  const LoopProgress progress{.epoch = next_epoch_,
                        .batch_in_epoch = next_batch_in_epoch_,
                        .global_step = global_step_,
                        .current_epoch = current_epoch_,
@@ -58,7 +75,15 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
                                      .scheduler_steps_in_epoch = scheduler_steps_in_epoch_,
                                      .val_batches_in_epoch = val_batches_in_epoch_,
                                      .val_batches_last_run = val_batches_last_run_},
-                       .train_loader = next_batch_in_epoch_ > 0 ? train_loader_state_ : c10::IValue()});
+                       .train_loader = next_batch_in_epoch_ > 0 ? train_loader_state_ : c10::IValue()};
+  // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
+  absl::Status status = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, [&] {
+    if (strategy_->SavesShardedCheckpoints()) return SaveSharded(path, state, progress, *strategy_);
+    absl::Status taken = absl::OkStatus();
+    if (is_global_zero()) {
+      // Only the snapshot (copies of the tensors and values) is taken here, at the step; the dictionary, pickling, the
+      // zip and its CRCs are made on the writer's thread, so the loop does not wait for them.
+      absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress);
       if (!snapshot.ok()) {
         taken = snapshot.status();
       } else {

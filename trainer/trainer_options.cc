@@ -141,6 +141,15 @@ OptionCheck CheckTrainerOption_sharding_strategy(const TrainerOptions& options) 
   return Refuse(options.sharding_strategy, "pass FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
 }
 
+OptionCheck SetTrainerOption_state_dict_type(TrainerOptions& options, const std::string& value) {
+  options.state_dict_type = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_state_dict_type(const TrainerOptions& options) {
+  if (options.state_dict_type == "full" || options.state_dict_type == "sharded") return std::nullopt;
+  return Refuse(options.state_dict_type, "pass full or sharded");
+}
+
 OptionCheck SetTrainerOption_auto_wrap_policy(TrainerOptions& options, const std::string& value) {
   options.auto_wrap_policy = value;
   return std::nullopt;

@@ -15,6 +15,9 @@ set -uo pipefail
 run=$PWD/tests/fsdp/fsdp_run
 fit=$PWD/trainer/cli/fit
 compare=$PWD/tests/ddp/compare_checkpoints
+check_dcp=$PWD/tests/fsdp/check_dcp.py
+python=$PWD/../lightning_python/python  # PyTorch from PyPI (tools/setup.sh), to read sharded checkpoints with.
+python_where=$PWD/../lightning_python/where.txt
 work=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$work" || exit 1
 failures=0
@@ -244,6 +247,60 @@ grep -q "Restored from checkpoint" kill_b2.out || fail "the killed run did not r
 [[ -n $(sha kill_a.json) && $(sha kill_b.json) == $(sha kill_a.json) ]] ||
   fail "resumed after SIGKILL, fsdp ends with $(sha kill_b.json), not the uninterrupted $(sha kill_a.json)"
 
+echo "== sharded checkpoints: every rank writes its part (torch.distributed.checkpoint's layout), any number resumes"
+shard=(--state_dict_type=sharded)
+timeout 300 "$fit" "${ckpt[@]}" --devices=2 "${sharded[@]}" "${shard[@]}" --max_epochs=2 --default_root_dir=sh_fsdp \
+  >sh_fsdp.out 2>&1 || fail "fsdp with sharded checkpoints: $(tail -3 sh_fsdp.out)"
+ls "$(last sh_fsdp)"/__0_0.distcp "$(last sh_fsdp)"/__1_0.distcp "$(last sh_fsdp)"/.metadata "$(last sh_fsdp)"/meta.pt \
+  >/dev/null 2>&1 || fail "the sharded checkpoint folder lacks a rank's file or an index: $(ls -A "$(last sh_fsdp)")"
+[[ -z $(find sh_fsdp -name '*.tmp-*') ]] || fail "a sharded save left temporary files: $(find sh_fsdp -name '*.tmp-*')"
+# Kiln reads it back as the full checkpoint of the same training, bit for bit (the checkpoint's kind changes nothing
+# in training).
+"$compare" "$(last ck_fsdp)" "$(last sh_fsdp)" 0 --with_optimizer >sh_compare.out 2>&1 ||
+  fail "the sharded checkpoint is not the full one: $(cat sh_compare.out)"
+echo "  sharded against full: $(cat sh_compare.out)"
+# PyTorch reads it: dcp.load of the model, and everything through its converter, against the full checkpoint; and the
+# check fails against another run's checkpoint.
+if "$python" -c "import torch.distributed.checkpoint" >dcp_import.err 2>&1; then
+  "$python" "$check_dcp" "$(last sh_fsdp)" "$(last ck_fsdp)" >dcp.out 2>&1 ||
+    fail "PyTorch's torch.distributed.checkpoint does not read it as the full checkpoint: $(grep -v Warn dcp.out | tail -4)"
+  echo "  $(tail -1 dcp.out)"
+  "$python" "$check_dcp" "$(last sh_fsdp)" "$(last ck_e1)" >dcp_other.out 2>&1 &&
+    fail "the PyTorch check passed against another run's checkpoint"
+else
+  echo "  SKIPPED (this part only): no PyTorch at $(cat "$python_where") to read it with (tools/setup.sh installs it):" \
+    "$(tail -1 dcp_import.err)"
+fi
+# Saved by 2 ranks, resumed by 2 and 4 under fsdp and 4 under ddp: each ends bit for bit as from the full checkpoint.
+timeout 300 "$fit" "${ckpt[@]}" --devices=2 "${sharded[@]}" "${shard[@]}" --max_epochs=1 --default_root_dir=sh_e1 \
+  >sh_e1.out 2>&1 || fail "fsdp, one epoch, sharded: $(tail -3 sh_e1.out)"
+for spec in "fsdp2 --devices=2 ${sharded[*]}" "fsdp4 --devices=4 ${sharded[*]}" "ddp4 --devices=4 --strategy=ddp"; do
+  set -- $spec
+  timeout 300 "$fit" "${ckpt[@]}" "${@:2}" --max_epochs=2 --ckpt_path="$(last sh_e1)" --default_root_dir=sh_r_$1 \
+    >sh_r_$1.out 2>&1 || fail "resuming the sharded checkpoint with $1: $(tail -3 sh_r_$1.out)"
+  "$compare" "$(last ck_r_$1)" "$(last sh_r_$1)" 0 --with_optimizer >/dev/null ||
+    fail "$1 resumed from the sharded checkpoint does not end as from the full one"
+done
+# SIGKILL part-way, then --ckpt_path=last: bit for bit the uninterrupted run (whose checkpoints were full ones).
+"$fit" "${long[@]}" "${shard[@]}" --default_root_dir=kill_s >kill_s1.out 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do
+  [[ -f $(last kill_s)/meta.pt ]] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.01
+done
+sleep 0.3
+kill -0 $pid 2>/dev/null || fail "the long sharded run ended before it could be killed"
+pkill -KILL -P $pid
+kill -KILL $pid
+wait $pid 2>/dev/null
+timeout 300 "$fit" "${long[@]}" "${shard[@]}" --default_root_dir=kill_s --ckpt_path=last --summary_json=kill_s.json \
+  >kill_s2.out 2>&1 || fail "resuming a sharded checkpoint after SIGKILL: $(tail -3 kill_s2.out)"
+grep -q "Restored from checkpoint" kill_s2.out || fail "the killed sharded run did not resume from a checkpoint"
+[[ -n $(sha kill_a.json) && $(sha kill_s.json) == $(sha kill_a.json) ]] ||
+  fail "resumed after SIGKILL from a sharded checkpoint, fsdp ends with $(sha kill_s.json), not $(sha kill_a.json)"
+[[ -z $(find kill_s -name '*.tmp-*') ]] || fail "the resumed run left the killed run's temporaries: $(find kill_s -name '*.tmp-*')"
+
 echo "== what is not built yet is refused before training, with what to do"
 refused() {  # NAME EXPECTED ARGS...
   local name=$1 expected=$2
@@ -263,9 +320,20 @@ grep -q "^Trained on cpu (fsdp_cpu_offload, 32-true)" fit_offload.out ||
 refused not_fsdp "are fsdp's options, but the strategy is 'ddp'" --devices=2 --strategy=ddp --auto_wrap_policy=Linear
 refused hybrid "--sharding_strategy='HYBRID' is not valid; pass FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD" \
   --devices=2 --strategy=fsdp --sharding_strategy=HYBRID
+refused dict_type "--state_dict_type='shard' is not valid; pass full or sharded" --devices=2 --strategy=fsdp \
+  --state_dict_type=shard
+refused sharded_ddp "are fsdp's options, but the strategy is 'ddp'" --devices=2 --strategy=ddp --state_dict_type=sharded
+# A folder that is not a sharded checkpoint, and one whose rank file is missing: refused, naming what is wrong.
+mkdir -p not_sharded.ckpt
+refused not_sharded "is a folder without meta.pt, so not a sharded checkpoint" --devices=2 "${sharded[@]}" \
+  --ckpt_path="$work/not_sharded.ckpt"
+cp -r "$(last sh_e1)" missing_rank.ckpt && rm missing_rank.ckpt/__1_0.distcp
+refused missing_rank "sharded checkpoint $work/missing_rank.ckpt is damaged or incomplete" --devices=2 "${sharded[@]}" \
+  --ckpt_path="$work/missing_rank.ckpt"
 
 if ((failures > 0)); then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "PASS: fsdp ends as ddp within the stated bound (bit for bit with 1 rank, and NO_SHARD at 2), on the CPU and the virtual NPU"
+echo "PASS: fsdp ends as ddp within the stated bound (bit for bit with 1 rank, and NO_SHARD at 2), on the CPU and the virtual NPU;" \
+  "sharded checkpoints resume on 2 and 4 ranks as full ones do"

@@ -18,11 +18,11 @@ import torch
 import yaml
 from lightning.pytorch.cli import LightningCLI
 
-# fit's keys that Lightning has no counterpart for: fit's own trainer settings and its run outputs. (fsdp's four
+# fit's keys that Lightning has no counterpart for: fit's own trainer settings and its run outputs. (fsdp's five
 # are Lightning's FSDPStrategy arguments, which a LightningCLI config gives under trainer.strategy.init_args.)
 KILN_ONLY = {
     "trainer": {"process_group_timeout", "process_group_backend", "on_nonfinite_loss", "sharding_strategy",
-                "auto_wrap_policy", "auto_wrap_min_num_params", "activation_checkpointing_policy"},
+                "auto_wrap_policy", "auto_wrap_min_num_params", "activation_checkpointing_policy", "state_dict_type"},
     "": {"mode", "predict_data", "predictions", "report", "summary_json", "verbose"},
 }
 

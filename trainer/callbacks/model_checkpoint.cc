@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/strategies/strategy.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
@@ -97,7 +98,15 @@ absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
 void ModelCheckpoint::on_fit_start(Trainer& trainer, LightningModule& module) {
   // Here rather than in setup (where Lightning resolves it): setup runs before the loggers claim the run's folder,
   // and the folder a logger would name then could be the one another run is about to claim.
-  if (dirpath_.empty()) dirpath_ = options_.dirpath.empty() ? trainer.checkpoint_dir() : options_.dirpath;
+  if (dirpath_.empty()) {
+    // Rank 0's folder, on every rank (Lightning broadcasts it): another rank's loggers claim no run folder, and every
+    // rank writes into this one for a sharded checkpoint.
+    const bool several = trainer.strategy() != nullptr && trainer.strategy()->world_size() > 1;
+    if (!several || trainer.is_global_zero()) {
+      dirpath_ = options_.dirpath.empty() ? trainer.checkpoint_dir() : options_.dirpath;
+    }
+    if (several) dirpath_ = AllGatherText(*trainer.strategy(), dirpath_).at(0);
+  }
   ApplyRestored();
   // What a killed run's interrupted writes left behind (rank zero alone writes, so it alone cleans).
   if (trainer.is_global_zero()) RemoveStaleTemporaryFiles(dirpath_);

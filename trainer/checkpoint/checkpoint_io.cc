@@ -18,6 +18,7 @@
 #include "c10/util/Exception.h"
 #include "caffe2/serialize/inline_container.h"
 #include "glog/logging.h"
+#include "trainer/checkpoint/distributed_checkpoint.h"
 #include "trainer/checkpoint/pickle_writer.h"
 #include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
@@ -159,8 +160,11 @@ absl::Status ReadFormat1(const std::string& path, Checkpoint& checkpoint) {
 }
 
 // Formats 2 and 0: a torch.save dictionary.
+// `sharded_folder` set: `path` is that sharded checkpoint's meta.pt (distributed_checkpoint.h), which the state
+// read from the folder's records completes.
 absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchStreamReader& reader,
-                            const TorchFileBytes& bytes, Checkpoint& checkpoint) {
+                            const TorchFileBytes& bytes, Checkpoint& checkpoint,
+                            const std::string* sharded_folder = nullptr) {
   absl::StatusOr<c10::IValue> value = ReadTorchFile(reader, &bytes);
   if (!value.ok()) return Damaged(path, value.status().message());
   if (!value->isGenericDict()) {
@@ -190,6 +194,10 @@ absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchS
   } else {
     checkpoint.format_version = 0;
   }
+  if (sharded_folder != nullptr) {
+    if (checkpoint.format_version != kCheckpointFormatVersion) return Damaged(path, "it has no 'kiln' section");
+    if (absl::Status status = ReadShardedState(*sharded_folder, checkpoint.contents); !status.ok()) return status;
+  }
   const c10::IValue state_key{std::string("state_dict")};
   if (!checkpoint.contents.contains(state_key) || !checkpoint.contents.at(state_key).isGenericDict()) {
     return absl::InvalidArgumentError(
@@ -202,12 +210,20 @@ absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchS
 
 }  // namespace
 
-absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& folder_or_file) {
   std::error_code error;
-  if (!fs::exists(path, error)) {
-    return absl::NotFoundError(
-        absl::StrCat("checkpoint ", path, " does not exist; pass an existing .ckpt file, ", "\"last\" or \"best\""));
+  if (!fs::exists(folder_or_file, error)) {
+    return absl::NotFoundError(absl::StrCat("checkpoint ", folder_or_file, " does not exist; pass an existing .ckpt ",
+                                            "file or sharded checkpoint folder, \"last\" or \"best\""));
   }
+  // A sharded checkpoint (a folder): its meta.pt is read as a checkpoint file, and its records complete it.
+  const bool sharded = fs::is_directory(folder_or_file, error);
+  if (sharded && !IsShardedCheckpoint(folder_or_file)) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", folder_or_file, " is a folder without ",
+                                                   kShardedMetaFile, ", so not a sharded checkpoint; pass a .ckpt ",
+                                                   "file or a folder a sharded save wrote"));
+  }
+  const std::string path = sharded ? (fs::path(folder_or_file) / kShardedMetaFile).string() : folder_or_file;
   if (!fs::is_regular_file(path, error)) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is not a regular file"));
   }
@@ -234,8 +250,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   } catch (const std::exception& e) {
     return Damaged(path, e.what());
   }
-  absl::Status status =
-      torchscript ? ReadFormat1(path, checkpoint) : ReadDictionary(path, *reader, *bytes, checkpoint);
+  if (torchscript && sharded) return Damaged(path, "a LibTorch archive where a torch.save file belongs");
+  absl::Status status = torchscript ? ReadFormat1(path, checkpoint)
+                                    : ReadDictionary(path, *reader, *bytes, checkpoint, sharded ? &folder_or_file : nullptr);
   if (!status.ok()) return status;
   return checkpoint;
 }
@@ -277,7 +294,8 @@ int RemoveStaleTemporaryFiles(const std::string& dir) {
     // Still running (or not ours to ask about): its write may be in progress.
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
     std::error_code ignored;
-    if (fs::remove(it->path(), ignored)) {
+    // A folder: a sharded checkpoint's (distributed_checkpoint.h).
+    if (fs::remove_all(it->path(), ignored) > 0) {
       LOG(INFO) << "removed " << it->path().string() << ", left by a checkpoint write of process " << pid
                 << " that no longer runs";
       ++removed;
@@ -293,7 +311,12 @@ absl::StatusOr<std::string> FindLastCheckpoint(const std::string& root) {
     for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, error);
          !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
       const std::string file = it->path().string();
-      if (!it->is_regular_file(error) || !absl::EndsWith(file, kCheckpointExtension)) continue;
+      if (!absl::EndsWith(file, kCheckpointExtension)) continue;
+      if (it->is_directory(error)) {
+        it.disable_recursion_pending();  // A sharded checkpoint: a candidate as a whole.
+      } else if (!it->is_regular_file(error)) {
+        continue;
+      }
       candidates.emplace_back(it->last_write_time(error), file);
     }
   }
@@ -455,7 +478,11 @@ void CheckpointWriter::Run() {
     absl::Status status;
     if (!skip && task->remove) {
       std::error_code ignored;
-      fs::remove(task->path, ignored);
+      if (IsShardedCheckpoint(task->path)) {
+        fs::remove_all(task->path, ignored);
+      } else {
+        fs::remove(task->path, ignored);
+      }
     } else if (!skip) {
       if (task->pickle != nullptr) {
         status = PickleAndWrite(task->path, task->pickle);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <memory>
 #include <utility>
 #include <unordered_set>
@@ -42,6 +43,11 @@ absl::Status Damaged(absl::string_view why) { return absl::InvalidArgumentError(
 class File {
  public:
   explicit File(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  // The `length` bytes at `base` in `path`, read as if they were the whole file.
+  File(const std::string& path, uint64_t base, uint64_t length) : File(path) {
+    base_ = base;
+    window_ = length;
+  }
   ~File() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -55,7 +61,15 @@ class File {
     if (::fstat(fd_, &info) != 0) {
       return absl::InvalidArgumentError(absl::StrCat("cannot stat it: ", std::strerror(errno)));
     }
-    return static_cast<uint64_t>(info.st_size);
+    const uint64_t size = static_cast<uint64_t>(info.st_size);
+    if (window_.has_value()) {
+      if (base_ > size || *window_ > size - base_) {
+        return absl::InvalidArgumentError(absl::StrCat("its ", *window_, " bytes at offset ", base_,
+                                                       " run past the end of the file (", size, " bytes)"));
+      }
+      return *window_;
+    }
+    return size;
   }
   bool reading_through() const { return image_ != nullptr; }
   // From now on, reads land in `image` (`size` bytes, the file's size) too.
@@ -97,7 +111,7 @@ class File {
   bool Pread(uint64_t offset, size_t size, uint8_t* out) const {
     size_t done = 0;
     while (done < size) {
-      const ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
+      const ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(base_ + offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       done += static_cast<size_t>(n);
@@ -106,6 +120,8 @@ class File {
   }
 
   int fd_ = -1;
+  uint64_t base_ = 0;                // Where the file read begins in `path`.
+  std::optional<uint64_t> window_;  // Set: how many bytes from base_ the file read is.
   uint8_t* image_ = nullptr;  // Reading through: the image, of the file's `size_` bytes.
   uint64_t size_ = 0;
   std::vector<std::pair<uint64_t, uint64_t>> loaded_;  // The image's ranges read so far, [begin, end).
@@ -347,17 +363,8 @@ absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status VerifyZipChecksums(const std::string& path) {
-  File file(path);
-  absl::StatusOr<uint64_t> size = file.Size(path);
-  if (!size.ok()) return size.status();
-  return Verify(file, *size, nullptr);
-}
-
-absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path) {
-  File file(path);
+// Reads `file` into memory while checking it (ReadVerifiedZip).
+absl::StatusOr<ArchiveBytes> ReadVerified(File& file, const std::string& path) {
   absl::StatusOr<uint64_t> size = file.Size(path);
   if (!size.ok()) return size.status();
   ArchiveBytes bytes;
@@ -374,5 +381,25 @@ absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path) {
   if (!file.ReadTheRest()) return Damaged("it cannot be read whole (shortened while read?)");
   return bytes;
 }
+
+}  // namespace
+
+absl::Status VerifyZipChecksums(const std::string& path) {
+  File file(path);
+  absl::StatusOr<uint64_t> size = file.Size(path);
+  if (!size.ok()) return size.status();
+  return Verify(file, *size, nullptr);
+}
+
+absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path) {
+  File file(path);
+  return ReadVerified(file, path);
+}
+
+absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path, uint64_t offset, uint64_t length) {
+  File file(path, offset, length);
+  return ReadVerified(file, path);
+}
+
 
 }  // namespace kiln

@@ -53,6 +53,9 @@ struct ArchiveBytes {
 // into place and their CRC computed while they are in the cache. The same errors, and NotFound when the file cannot
 // be opened; ResourceExhausted when it does not fit in memory.
 absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path);
+// The same for the archive that is the `length` bytes at `offset` in `path` (a record of a sharded checkpoint's
+// .distcp file, distributed_checkpoint.h); InvalidArgument when they run past the file's end.
+absl::StatusOr<ArchiveBytes> ReadVerifiedZip(const std::string& path, uint64_t offset, uint64_t length);
 
 }  // namespace kiln
 

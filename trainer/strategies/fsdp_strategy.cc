@@ -64,6 +64,10 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
         "fsdp: cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD shards nothing; use "
         "FULL_SHARD or SHARD_GRAD_OP with it, or leave cpu_offload off");
   }
+  if (options_.state_dict_type != "full" && options_.state_dict_type != "sharded") {
+    return absl::InvalidArgumentError(absl::StrCat("fsdp: state_dict_type \"", options_.state_dict_type,
+                                                   "\" is not one; pass \"full\" or \"sharded\""));
+  }
   // The parameters go to the device one unit at a time, as shards: the whole model is never there at once.
   if (absl::Status joined = JoinProcessGroup(plan, model, /*move_model=*/false); !joined.ok()) return joined;
   shard_group_ = process_group();

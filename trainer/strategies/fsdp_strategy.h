@@ -22,11 +22,12 @@
 // After a run that succeeded, the model is whole again on every rank (the parameters gathered, the units unwrapped):
 // the module is as it was, trained. After a failure, parameters of units that were freed cannot be read.
 //
-// Checkpoints are full ones (WithFullState): rank 0 writes the model and the optimizers' state whole, in the layout
-// DDP's checkpoints have, so that ddp, one device, torch.load and Lightning read them, and fsdp resumes them on any
-// number of ranks.
-//
-// Not yet: sharded checkpoints.
+// Checkpoints are full ones by default (WithFullState): rank 0 writes the model and the optimizers' state whole, in
+// the layout DDP's checkpoints have, so that ddp, one device, torch.load and Lightning read them, and fsdp resumes
+// them on any number of ranks. With state_dict_type "sharded", every rank writes its part of the same state at once,
+// in torch.distributed.checkpoint's layout (trainer/checkpoint/distributed_checkpoint.h); any number of ranks resumes
+// it. Both are made from the state made whole on every rank first (WithFullState), so a checkpoint needs the room
+// of the whole model and optimizer state on each rank's host for a moment.
 #ifndef KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 
@@ -70,6 +71,9 @@ struct FSDPOptions {
   // Lightning's activation_checkpointing_policy: module types whose activations are made again in the backward pass
   // instead of kept (they become units too; fsdp_unit.h).
   std::vector<std::string> activation_checkpointing_policy;
+  // Lightning's state_dict_type: "full" (rank 0 writes the whole model and optimizer state, in ddp's layout) or
+  // "sharded" (every rank writes its part, in torch.distributed.checkpoint's layout; distributed_checkpoint.h).
+  std::string state_dict_type = "full";
 };
 
 class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
@@ -92,6 +96,8 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   absl::Status WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                              const OptimizerStateCodec& codec, bool restoring,
                              absl::FunctionRef<absl::Status()> body) override;
+
+  bool SavesShardedCheckpoints() const override { return options_.state_dict_type == "sharded"; }
 
   const FSDPOptions& options() const { return options_; }
   // The units, root last (valid after Setup, until Teardown). For tests and the README's memory figures.

@@ -1,5 +1,7 @@
 #include "trainer/strategies/strategy.h"
 
+#include <cstring>
+
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "hal/compat/error_message.h"
@@ -69,5 +71,16 @@ Batch SingleDeviceStrategy::BatchToDevice(const Batch& batch) const { return Mov
 void SingleDeviceStrategy::Backward(const at::Tensor& loss, bool sync_gradients) { loss.backward(); }
 
 void SingleDeviceStrategy::OptimizerStep(torch::optim::Optimizer& optimizer) { optimizer.step(); }
+
+std::vector<std::string> AllGatherText(Strategy& strategy, const std::string& text) {
+  at::Tensor bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  std::vector<std::string> all;
+  for (const at::Tensor& theirs : strategy.AllGather(bytes)) {
+    const at::Tensor local = theirs.cpu().contiguous();
+    all.emplace_back(static_cast<const char*>(local.data_ptr()), static_cast<size_t>(local.numel()));
+  }
+  return all;
+}
 
 }  // namespace kiln

@@ -95,6 +95,11 @@ class Strategy : public StrategyDescriptor {
   // collective, called by every rank after unscaling.
   virtual std::function<void(at::Tensor&)> GradientOverflowAgreement();
 
+  // Whether a checkpoint is saved sharded: every rank writes its part of it, in torch.distributed.checkpoint's layout
+  // (trainer/checkpoint/distributed_checkpoint.h), rather than rank 0 the whole file. The default: false (fsdp with
+  // state_dict_type "sharded": true).
+  virtual bool SavesShardedCheckpoints() const { return false; }
+
   // How the trainer reads and writes an optimizer's state as a dictionary in PyTorch's state_dict layout ("state"
   // by parameter index, "param_groups"), so that a strategy that shards the optimizer state can convert it.
   struct OptimizerStateCodec {
@@ -142,6 +147,10 @@ class SingleDeviceStrategy final : public Strategy {
 // whether the device needs a teardown, also when moving the model failed.
 absl::Status SetupDeviceAndModel(Accelerator& accelerator, const LogicalDevice& device, torch::nn::Module& model,
                                  bool* device_set_up);
+
+// Every process's `text`, in rank order (Strategy::AllGather of its bytes): for what rank 0 decided, such as a
+// folder's name. A collective, as AllGather.
+std::vector<std::string> AllGatherText(Strategy& strategy, const std::string& text);
 
 }  // namespace kiln
 

@@ -26,6 +26,7 @@ StrategyFactory Fsdp(bool cpu_offload) {
     options.auto_wrap_policy = {.module_types = arguments.auto_wrap_policy,
                                 .min_num_params = arguments.auto_wrap_min_num_params};
     options.activation_checkpointing_policy = arguments.activation_checkpointing_policy;
+    options.state_dict_type = arguments.state_dict_type;
     return std::make_shared<FSDPStrategy>(std::move(options));
   };
 }
