@@ -1,0 +1,215 @@
+// Sharded checkpoints written by three ranks (threads of this process, gathering through a barrier) and read back
+// whole; damage, a missing rank file and a rank that fails are refused without a checkpoint under the name.
+#include "trainer/checkpoint/distributed_checkpoint.h"
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ATen/ATen.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/testing/test_support.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using c10::IValue;
+using c10::impl::GenericDict;
+using c10::impl::GenericList;
+using ::testing::HasSubstr;
+
+GenericDict AnyDict() { return GenericDict(c10::AnyType::get(), c10::AnyType::get()); }
+
+// Every rank's text, in rank order, once all have given theirs: the collective the ranks share.
+class Gather {
+ public:
+  explicit Gather(int ranks) : slots_(ranks) {}
+  std::vector<std::string> operator()(int rank, const std::string& mine) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int generation = generation_;
+    slots_[rank] = mine;
+    if (++arrived_ == static_cast<int>(slots_.size())) {
+      arrived_ = 0;
+      ++generation_;
+      result_ = slots_;
+      changed_.notify_all();
+    } else {
+      changed_.wait(lock, [&] { return generation_ != generation; });
+    }
+    return result_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::string> slots_;
+  std::vector<std::string> result_;
+  int arrived_ = 0;
+  int generation_ = 0;
+};
+
+// A checkpoint's dictionary: tensors of every kind of shape, an optimizer's state and groups, other values.
+GenericDict Contents(float scale) {
+  GenericDict state_dict = AnyDict();
+  state_dict.insert(IValue(std::string("net.0.weight")), IValue(at::arange(15, at::kFloat).reshape({5, 3}) * scale));
+  state_dict.insert(IValue(std::string("net.0.bias")), IValue(at::arange(2, at::kFloat) * scale));  // Rows < ranks.
+  state_dict.insert(IValue(std::string("count")), IValue(at::scalar_tensor(7, at::kLong)));
+  state_dict.insert(IValue(std::string("empty")), IValue(at::empty({0, 2}, at::kDouble)));
+  GenericDict momentum = AnyDict();
+  momentum.insert(IValue(std::string("momentum_buffer")), IValue(at::ones({5, 3}) * scale));
+  momentum.insert(IValue(std::string("step")), IValue(at::scalar_tensor(4.0)));
+  GenericDict state = AnyDict();
+  state.insert(IValue(int64_t{1}), IValue(momentum));  // Only the second parameter has state.
+  GenericDict group = AnyDict();
+  group.insert(IValue(std::string("lr")), IValue(0.5));
+  GenericList params(c10::AnyType::get());
+  params.push_back(IValue(int64_t{0}));
+  params.push_back(IValue(int64_t{1}));
+  group.insert(IValue(std::string("params")), IValue(params));
+  GenericList groups(c10::AnyType::get());
+  groups.push_back(IValue(group));
+  GenericDict optimizer = AnyDict();
+  optimizer.insert(IValue(std::string("state")), IValue(state));
+  optimizer.insert(IValue(std::string("param_groups")), IValue(groups));
+  GenericList optimizers(c10::AnyType::get());
+  optimizers.push_back(IValue(optimizer));
+  GenericDict contents = AnyDict();
+  contents.insert(IValue(std::string("epoch")), IValue(int64_t{3}));
+  contents.insert(IValue(std::string("state_dict")), IValue(state_dict));
+  contents.insert(IValue(std::string("optimizer_states")), IValue(optimizers));
+  return contents;
+}
+
+// Writes `contents` as the sharded checkpoint `path` from `ranks` threads; each rank's status.
+std::vector<absl::Status> WriteFromRanks(const std::string& path, int ranks,
+                                         const std::function<absl::StatusOr<GenericDict>(int)>& contents) {
+  Gather gather(ranks);
+  std::vector<absl::Status> statuses(ranks);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      ShardedCheckpointRanks context{.rank = rank,
+                                     .world_size = ranks,
+                                     .optimizer_parameter_names = {{"net.0.weight", "net.0.bias"}},
+                                     .all_gather = [&](const std::string& mine) { return gather(rank, mine); }};
+      statuses[rank] = WriteShardedCheckpoint(path, contents(rank), context);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return statuses;
+}
+
+std::vector<std::string> Listing(const std::string& folder) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(folder)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(DistributedCheckpointTest, ThreeRanksWriteTheirPartsAndItReadsBackWhole) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/three.ckpt";
+  for (const absl::Status& status : WriteFromRanks(path, 3, [](int) { return Contents(1.0f); })) {
+    ASSERT_TRUE(status.ok()) << status;
+  }
+  // Rows of a 5-row tensor in chunks of 2: every rank has a part.
+  EXPECT_EQ(Listing(path), (std::vector<std::string>{".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp",
+                                                     "meta.pt"}));
+  EXPECT_EQ(Listing(dir), (std::vector<std::string>{"three.ckpt"}));  // No temporary left.
+  ASSERT_TRUE(IsShardedCheckpoint(path));
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const GenericDict expected = Contents(1.0f);
+  EXPECT_EQ(read->contents.at(IValue(std::string("epoch"))).toInt(), 3);
+  const GenericDict state_dict = read->contents.at(IValue(std::string("state_dict"))).toGenericDict();
+  const GenericDict expected_state = expected.at(IValue(std::string("state_dict"))).toGenericDict();
+  ASSERT_EQ(state_dict.size(), expected_state.size());
+  for (const auto& entry : expected_state) {
+    const at::Tensor got = state_dict.at(entry.key()).toTensor();
+    EXPECT_TRUE(got.equal(entry.value().toTensor()) && got.scalar_type() == entry.value().toTensor().scalar_type() &&
+                got.sizes() == entry.value().toTensor().sizes())
+        << entry.key().toStringRef();
+  }
+  const GenericDict optimizer =
+      read->contents.at(IValue(std::string("optimizer_states"))).toListRef()[0].toGenericDict();
+  const GenericDict state = optimizer.at(IValue(std::string("state"))).toGenericDict();
+  ASSERT_EQ(state.size(), 1u);
+  const GenericDict momentum = state.at(IValue(int64_t{1})).toGenericDict();  // By index again.
+  EXPECT_TRUE(momentum.at(IValue(std::string("momentum_buffer"))).toTensor().equal(at::ones({5, 3})));
+  EXPECT_EQ(momentum.at(IValue(std::string("step"))).toTensor().item<double>(), 4.0);
+  const GenericDict group = optimizer.at(IValue(std::string("param_groups"))).toListRef()[0].toGenericDict();
+  EXPECT_EQ(group.at(IValue(std::string("lr"))).toDouble(), 0.5);
+  const auto params = group.at(IValue(std::string("params"))).toListRef();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].toInt(), 0);
+  EXPECT_EQ(params[1].toInt(), 1);
+  // Kiln's index is not left in what the trainer reads.
+  EXPECT_FALSE(read->contents.at(IValue(std::string("kiln"))).toGenericDict().contains(IValue(std::string("sharded"))));
+}
+
+TEST(DistributedCheckpointTest, ASecondSaveReplacesTheFirstAndOneRankReadsWhatThreeWrote) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/again.ckpt";
+  for (const absl::Status& status : WriteFromRanks(path, 3, [](int) { return Contents(1.0f); })) ASSERT_TRUE(status.ok());
+  for (const absl::Status& status : WriteFromRanks(path, 1, [](int) { return Contents(2.0f); })) ASSERT_TRUE(status.ok());
+  EXPECT_EQ(Listing(path), (std::vector<std::string>{".metadata", "__0_0.distcp", "meta.pt"}));
+  EXPECT_EQ(Listing(dir), (std::vector<std::string>{"again.ckpt"}));
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->contents.at(IValue(std::string("state_dict")))
+                  .toGenericDict()
+                  .at(IValue(std::string("net.0.weight")))
+                  .toTensor()
+                  .equal(at::arange(15, at::kFloat).reshape({5, 3}) * 2.0f));
+}
+
+TEST(DistributedCheckpointTest, DamageAndAMissingRankFileAreRefused) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/damaged.ckpt";
+  for (const absl::Status& status : WriteFromRanks(path, 3, [](int) { return Contents(1.0f); })) ASSERT_TRUE(status.ok());
+  const std::string file = path + "/__1_0.distcp";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // A byte of the first record's tensor data (its stored record lies before the zip's directory).
+  std::string damaged = bytes;
+  damaged[damaged.size() / 4] ^= 0x40;
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("is damaged or incomplete"));
+  fs::remove(file);
+  read = ReadCheckpoint(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("__1_0.distcp"));
+  fs::create_directories(dir + "/folder.ckpt");
+  read = ReadCheckpoint(dir + "/folder.ckpt");
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("is a folder without meta.pt, so not a sharded checkpoint"));
+}
+
+TEST(DistributedCheckpointTest, ARankThatFailsFailsEveryRankAndNothingIsPublished) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/failed.ckpt";
+  const std::vector<absl::Status> statuses = WriteFromRanks(path, 3, [](int rank) -> absl::StatusOr<GenericDict> {
+    if (rank == 1) return absl::InternalError("rank one's snapshot failed");
+    return Contents(1.0f);
+  });
+  for (const absl::Status& status : statuses) {
+    ASSERT_FALSE(status.ok());
+    EXPECT_THAT(status.message(), HasSubstr("rank 1: rank one's snapshot failed"));
+  }
+  EXPECT_TRUE(Listing(dir).empty()) << Listing(dir)[0];
+}
+
+}  // namespace
+}  // namespace kiln
