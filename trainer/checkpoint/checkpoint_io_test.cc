@@ -126,7 +126,8 @@ TEST(CheckpointIoTest, RefusesMissingForeignTruncatedAndDamagedFiles) {
 
   const std::string folder = dir + "/folder.ckpt";
   fs::create_directory(folder);
-  EXPECT_THAT(ReadCheckpoint(folder).status().message(), HasSubstr("is not a regular file"));
+  EXPECT_THAT(ReadCheckpoint(folder).status().message(),
+              HasSubstr("is a folder without meta.pt, so not a sharded checkpoint"));
 }
 
 TEST(CheckpointIoTest, NewerFormatVersionIsRefused) {

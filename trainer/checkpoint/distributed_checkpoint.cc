@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
 #include "caffe2/serialize/inline_container.h"
+#include "hal/compat/error_message.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/torch_file.h"
 #include "trainer/checkpoint/zip_checksums.h"
@@ -71,11 +72,11 @@ absl::StatusOr<std::vector<Item>> Flatten(GenericDict& contents,
     const std::string name = entry.key().toStringRef();
     items.push_back({absl::StrCat("model.", name), {IValue(std::string("model")), IValue(name)}, entry.value()});
   }
-  contents.erase(state_key);
+  (void)contents.erase(state_key);
   const IValue optimizers_key{std::string("optimizer_states")};
   if (!contents.contains(optimizers_key)) return items;
   const IValue optimizers = contents.at(optimizers_key);
-  contents.erase(optimizers_key);
+  (void)contents.erase(optimizers_key);
   if (!optimizers.isList()) return absl::InternalError("the checkpoint's optimizer_states is not a list");
   const c10::ArrayRef<IValue> states = optimizers.toListRef();
   for (size_t i = 0; i < states.size(); ++i) {
@@ -407,6 +408,201 @@ absl::Status Publish(const fs::path& from, const fs::path& to) {
   return SyncFolder(parent.empty() ? fs::path(".") : parent);
 }
 
+// ReadShardedState, which catches what LibTorch throws here.
+absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
+  const auto damaged = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sharded checkpoint ", path, " is damaged or incomplete: ", what));
+  };
+  const IValue kiln_key{std::string(kKilnSectionKey)};
+  if (!contents.contains(kiln_key) || !contents.at(kiln_key).isGenericDict() ||
+      !contents.at(kiln_key).toGenericDict().contains(IValue(std::string("sharded")))) {
+    return damaged(absl::StrCat("its ", kShardedMetaFile, " has no kiln.sharded index (not written by Kiln?)"));
+  }
+  const IValue index = contents.at(kiln_key).toGenericDict().at(IValue(std::string("sharded")));
+  (void)contents.at(kiln_key).toGenericDict().erase(IValue(std::string("sharded")));
+  if (!index.isGenericDict() || !index.toGenericDict().contains(IValue(std::string("records"))) ||
+      !index.toGenericDict().at(IValue(std::string("records"))).isList()) {
+    return damaged("its index is not a dictionary with a list of records");
+  }
+  // Every element a tensor declares lies in a stored record of a rank's file: a size past the files' bytes is damage,
+  // refused before it is allocated.
+  uint64_t stored_bytes = 0;
+  std::error_code error;
+  for (auto it = fs::directory_iterator(path, error); !error && it != fs::directory_iterator(); it.increment(error)) {
+    if (it->path().extension() == ".distcp") stored_bytes += it->file_size(error);
+  }
+  struct Whole {
+    std::vector<IValue> path;
+    IValue value;
+    int64_t filled = 0;
+  };
+  std::vector<std::string> order;
+  std::unordered_map<std::string, Whole> wholes;
+  for (const IValue& entry_value : index.toGenericDict().at(IValue(std::string("records"))).toListRef()) {
+    if (!entry_value.isGenericDict()) return damaged("a record's entry is not a dictionary");
+    const GenericDict entry = entry_value.toGenericDict();
+    const auto get = [&](const char* name) { return entry.contains(IValue(std::string(name))) ? entry.at(IValue(std::string(name))) : IValue(); };
+    const IValue key = get("key");
+    const IValue path_value = get("path");
+    const IValue file = get("file");
+    const IValue offset = get("offset");
+    const IValue length = get("length");
+    if (!key.isString() || !path_value.isList() || path_value.toListRef().empty() || !file.isString() ||
+        !offset.isInt() || !length.isInt() || offset.toInt() < 0 || length.toInt() <= 0 ||
+        file.toStringRef().find('/') != std::string::npos || file.toStringRef().rfind("__", 0) != 0) {
+      return damaged("a record's entry lacks its key, path, file, offset or length");
+    }
+    const std::string record_path = (fs::path(path) / file.toStringRef()).string();
+    absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(record_path, static_cast<uint64_t>(offset.toInt()),
+                                                           static_cast<uint64_t>(length.toInt()));
+    if (!bytes.ok()) return damaged(absl::StrCat("the record of ", key.toStringRef(), ": ", bytes.status().message()));
+    absl::StatusOr<IValue> value;
+    try {
+      caffe2::serialize::PyTorchStreamReader reader(MemoryReadAdapter(*bytes));
+      value = ReadTorchFile(reader, &*bytes);
+    } catch (const std::exception& e) {
+      value = absl::InvalidArgumentError(e.what());
+    }
+    if (!value.ok()) return damaged(absl::StrCat("the record of ", key.toStringRef(), ": ", value.status().message()));
+    auto [it, added] = wholes.try_emplace(key.toStringRef());
+    Whole& whole = it->second;
+    if (added) {
+      order.push_back(key.toStringRef());
+      whole.path = path_value.toListRef().vec();
+    }
+    const IValue size = get("size");
+    if (size.isNone()) {  // A value, whole.
+      if (!added) return damaged(absl::StrCat(key.toStringRef(), " has two records"));
+      whole.value = *value;
+      continue;
+    }
+    const IValue offsets = get("offsets");
+    if (!size.isIntList() && !size.isList()) return damaged(absl::StrCat(key.toStringRef(), "'s size is not a list"));
+    if (!value->isTensor()) return damaged(absl::StrCat("the record of ", key.toStringRef(), " is not a tensor"));
+    const at::Tensor piece = value->toTensor();
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> starts;
+    for (const IValue& dim : size.toListRef()) sizes.push_back(dim.isInt() ? dim.toInt() : -1);
+    if (offsets.isList() || offsets.isIntList()) {
+      for (const IValue& dim : offsets.toListRef()) starts.push_back(dim.isInt() ? dim.toInt() : -1);
+    }
+    if (starts.size() != sizes.size() || piece.dim() != static_cast<int64_t>(sizes.size())) {
+      return damaged(absl::StrCat("a piece of ", key.toStringRef(), " has ", piece.dim(), " dimensions, not ",
+                                  sizes.size()));
+    }
+    at::Tensor target_view;
+    if (added) {
+      uint64_t bytes = piece.element_size();
+      for (int64_t dim : sizes) {
+        if (dim < 0) return damaged(absl::StrCat(key.toStringRef(), " has a negative size"));
+        if (dim > 0 && bytes > stored_bytes / static_cast<uint64_t>(dim)) {
+          return damaged(absl::StrCat(key.toStringRef(), "'s size [", absl::StrJoin(sizes, ", "), "] holds more than the ",
+                                      stored_bytes, " bytes its files store"));
+        }
+        bytes *= std::max<uint64_t>(static_cast<uint64_t>(dim), 1);
+      }
+      whole.value = IValue(at::empty(sizes, piece.options()));
+    }
+    at::Tensor target = whole.value.toTensor();
+    if (target.scalar_type() != piece.scalar_type() || target.sizes().vec() != sizes) {
+      return damaged(absl::StrCat("the pieces of ", key.toStringRef(), " disagree on its type or size"));
+    }
+    target_view = target;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (starts[d] < 0 || starts[d] > sizes[d] || piece.size(d) > sizes[d] - starts[d]) {
+        return damaged(absl::StrCat("a piece of ", key.toStringRef(), " lies outside it"));
+      }
+      target_view = target_view.narrow(d, starts[d], piece.size(d));
+    }
+    target_view.copy_(piece);
+    whole.filled += piece.numel();
+  }
+  // Everything back in place: the state_dict, and each optimizer's state by index again.
+  GenericDict state_dict = AnyDict();
+  std::map<int64_t, GenericDict> optimizers;  // By number.
+  for (const std::string& key : order) {
+    const Whole& whole = wholes.at(key);
+    if (whole.value.isTensor() && whole.filled != whole.value.toTensor().numel()) {
+      return damaged(absl::StrCat(key, " has ", whole.filled, " of its ", whole.value.toTensor().numel(),
+                                  " elements (a rank's file missing?)"));
+    }
+    const std::vector<IValue>& steps = whole.path;
+    if (!steps[0].isString()) return damaged(absl::StrCat(key, "'s path does not start with a name"));
+    const std::string& top = steps[0].toStringRef();
+    if (top == "model" && steps.size() == 2 && steps[1].isString()) {
+      state_dict.insert(steps[1], whole.value);
+      continue;
+    }
+    int64_t number = 0;
+    if (top.rfind("optimizer_", 0) != 0 || !absl::SimpleAtoi(top.substr(10), &number) || number < 0 ||
+        steps.size() < 2 || !steps[1].isString()) {
+      return damaged(absl::StrCat(key, " is neither the model's nor an optimizer's"));
+    }
+    auto [it, added] = optimizers.try_emplace(number, AnyDict());
+    GenericDict& optimizer = it->second;
+    const IValue part = steps[1];
+    if (steps.size() == 4 && part.toStringRef() == "state" && steps[2].isString() && steps[3].isString()) {
+      if (!optimizer.contains(part)) optimizer.insert(part, AnyDict());
+      GenericDict by_name = optimizer.at(part).toGenericDict();
+      if (!by_name.contains(steps[2])) by_name.insert(steps[2], AnyDict());
+      by_name.at(steps[2]).toGenericDict().insert_or_assign(steps[3], whole.value);
+    } else if (steps.size() == 4 && part.toStringRef() == "param_groups" && steps[2].isInt() && steps[3].isString()) {
+      if (!optimizer.contains(part)) optimizer.insert(part, AnyList());
+      GenericList groups = optimizer.at(part).toList();
+      const int64_t g = steps[2].toInt();
+      if (g < 0 || g > static_cast<int64_t>(groups.size())) return damaged(absl::StrCat(key, ": a group out of order"));
+      if (g == static_cast<int64_t>(groups.size())) groups.push_back(IValue(AnyDict()));
+      groups.get(g).toGenericDict().insert_or_assign(steps[3], whole.value);
+    } else if (steps.size() == 2) {
+      optimizer.insert_or_assign(part, whole.value);
+    } else {
+      return damaged(absl::StrCat(key, " is not where an optimizer's state goes"));
+    }
+  }
+  // Parameter names back to PyTorch's numbering: the groups' "params", in order.
+  GenericList states = AnyList();
+  for (auto& [number, optimizer] : optimizers) {
+    if (number != static_cast<int64_t>(states.size())) return damaged(absl::StrCat("optimizer_", states.size(), " is missing"));
+    const IValue state_key{std::string("state")};
+    const IValue groups_key{std::string("param_groups")};
+    std::unordered_map<std::string, int64_t> numbers;
+    if (optimizer.contains(groups_key)) {
+      int64_t next = 0;
+      for (const IValue& group : optimizer.at(groups_key).toListRef()) {
+        GenericDict settings = group.toGenericDict();
+        const IValue params_key{std::string("params")};
+        if (!settings.contains(params_key) || !settings.at(params_key).isList()) continue;
+        GenericList indices = AnyList();
+        for (const IValue& name : settings.at(params_key).toListRef()) {
+          if (name.isString()) numbers.emplace(name.toStringRef(), next);
+          indices.push_back(IValue(next++));
+        }
+        settings.insert_or_assign(params_key, IValue(indices));
+      }
+    }
+    if (optimizer.contains(state_key)) {
+      GenericDict by_index = AnyDict();
+      for (const auto& entry : optimizer.at(state_key).toGenericDict()) {
+        const auto found = numbers.find(entry.key().toStringRef());
+        int64_t index = 0;
+        if (found != numbers.end()) {
+          index = found->second;
+        } else if (!absl::SimpleAtoi(entry.key().toStringRef(), &index)) {
+          return damaged(absl::StrCat("optimizer_", number, " has state for '", entry.key().toStringRef(),
+                                      "', which none of its groups holds"));
+        }
+        by_index.insert(IValue(index), entry.value());
+      }
+      optimizer.insert_or_assign(state_key, IValue(by_index));
+    }
+    states.push_back(IValue(optimizer));
+  }
+  contents.insert_or_assign(IValue(std::string("state_dict")), IValue(state_dict));
+  if (!optimizers.empty()) contents.insert_or_assign(IValue(std::string("optimizer_states")), IValue(states));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status WriteShardedCheckpoint(const std::string& path, absl::StatusOr<GenericDict> snapshot,
@@ -526,184 +722,12 @@ bool IsShardedCheckpoint(const std::string& path) {
 }
 
 absl::Status ReadShardedState(const std::string& path, GenericDict& contents) {
-  const auto damaged = [&](absl::string_view what) {
+  try {
+    return ReadSharded(path, contents);
+  } catch (const std::exception& e) {  // LibTorch's, on a value of an unexpected kind.
     return absl::InvalidArgumentError(
-        absl::StrCat("sharded checkpoint ", path, " is damaged or incomplete: ", what));
-  };
-  const IValue kiln_key{std::string(kKilnSectionKey)};
-  if (!contents.contains(kiln_key) || !contents.at(kiln_key).isGenericDict() ||
-      !contents.at(kiln_key).toGenericDict().contains(IValue(std::string("sharded")))) {
-    return damaged(absl::StrCat("its ", kShardedMetaFile, " has no kiln.sharded index (not written by Kiln?)"));
+        absl::StrCat("sharded checkpoint ", path, " is damaged or incomplete: ", compat::ExceptionMessage(e)));
   }
-  const IValue index = contents.at(kiln_key).toGenericDict().at(IValue(std::string("sharded")));
-  contents.at(kiln_key).toGenericDict().erase(IValue(std::string("sharded")));
-  if (!index.isGenericDict() || !index.toGenericDict().contains(IValue(std::string("records"))) ||
-      !index.toGenericDict().at(IValue(std::string("records"))).isList()) {
-    return damaged("its index is not a dictionary with a list of records");
-  }
-  struct Whole {
-    std::vector<IValue> path;
-    IValue value;
-    int64_t filled = 0;
-  };
-  std::vector<std::string> order;
-  std::unordered_map<std::string, Whole> wholes;
-  for (const IValue& entry_value : index.toGenericDict().at(IValue(std::string("records"))).toListRef()) {
-    if (!entry_value.isGenericDict()) return damaged("a record's entry is not a dictionary");
-    const GenericDict entry = entry_value.toGenericDict();
-    const auto get = [&](const char* name) { return entry.contains(IValue(std::string(name))) ? entry.at(IValue(std::string(name))) : IValue(); };
-    const IValue key = get("key");
-    const IValue path_value = get("path");
-    const IValue file = get("file");
-    const IValue offset = get("offset");
-    const IValue length = get("length");
-    if (!key.isString() || !path_value.isList() || path_value.toListRef().empty() || !file.isString() ||
-        !offset.isInt() || !length.isInt() || offset.toInt() < 0 || length.toInt() <= 0 ||
-        file.toStringRef().find('/') != std::string::npos || file.toStringRef().rfind("__", 0) != 0) {
-      return damaged("a record's entry lacks its key, path, file, offset or length");
-    }
-    const std::string record_path = (fs::path(path) / file.toStringRef()).string();
-    absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(record_path, static_cast<uint64_t>(offset.toInt()),
-                                                           static_cast<uint64_t>(length.toInt()));
-    if (!bytes.ok()) return damaged(absl::StrCat("the record of ", key.toStringRef(), ": ", bytes.status().message()));
-    absl::StatusOr<IValue> value;
-    try {
-      caffe2::serialize::PyTorchStreamReader reader(MemoryReadAdapter(*bytes));
-      value = ReadTorchFile(reader, &*bytes);
-    } catch (const std::exception& e) {
-      value = absl::InvalidArgumentError(e.what());
-    }
-    if (!value.ok()) return damaged(absl::StrCat("the record of ", key.toStringRef(), ": ", value.status().message()));
-    auto [it, added] = wholes.try_emplace(key.toStringRef());
-    Whole& whole = it->second;
-    if (added) {
-      order.push_back(key.toStringRef());
-      whole.path = path_value.toListRef().vec();
-    }
-    const IValue size = get("size");
-    if (size.isNone()) {  // A value, whole.
-      if (!added) return damaged(absl::StrCat(key.toStringRef(), " has two records"));
-      whole.value = *value;
-      continue;
-    }
-    const IValue offsets = get("offsets");
-    if (!size.isIntList() && !size.isList()) return damaged(absl::StrCat(key.toStringRef(), "'s size is not a list"));
-    if (!value->isTensor()) return damaged(absl::StrCat("the record of ", key.toStringRef(), " is not a tensor"));
-    const at::Tensor piece = value->toTensor();
-    std::vector<int64_t> sizes;
-    std::vector<int64_t> starts;
-    for (const IValue& dim : size.toListRef()) sizes.push_back(dim.isInt() ? dim.toInt() : -1);
-    if (offsets.isList() || offsets.isIntList()) {
-      for (const IValue& dim : offsets.toListRef()) starts.push_back(dim.isInt() ? dim.toInt() : -1);
-    }
-    if (starts.size() != sizes.size() || piece.dim() != static_cast<int64_t>(sizes.size())) {
-      return damaged(absl::StrCat("a piece of ", key.toStringRef(), " has ", piece.dim(), " dimensions, not ",
-                                  sizes.size()));
-    }
-    at::Tensor target_view;
-    if (added) {
-      for (int64_t dim : sizes) {
-        if (dim < 0) return damaged(absl::StrCat(key.toStringRef(), " has a negative size"));
-      }
-      whole.value = IValue(at::empty(sizes, piece.options()));
-    }
-    at::Tensor target = whole.value.toTensor();
-    if (target.scalar_type() != piece.scalar_type() || target.sizes().vec() != sizes) {
-      return damaged(absl::StrCat("the pieces of ", key.toStringRef(), " disagree on its type or size"));
-    }
-    target_view = target;
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      if (starts[d] < 0 || starts[d] > sizes[d] || piece.size(d) > sizes[d] - starts[d]) {
-        return damaged(absl::StrCat("a piece of ", key.toStringRef(), " lies outside it"));
-      }
-      target_view = target_view.narrow(d, starts[d], piece.size(d));
-    }
-    target_view.copy_(piece);
-    whole.filled += piece.numel();
-  }
-  // Everything back in place: the state_dict, and each optimizer's state by index again.
-  GenericDict state_dict = AnyDict();
-  std::map<int64_t, GenericDict> optimizers;  // By number.
-  for (const std::string& key : order) {
-    const Whole& whole = wholes.at(key);
-    if (whole.value.isTensor() && whole.filled != whole.value.toTensor().numel()) {
-      return damaged(absl::StrCat(key, " has ", whole.filled, " of its ", whole.value.toTensor().numel(),
-                                  " elements (a rank's file missing?)"));
-    }
-    const std::vector<IValue>& steps = whole.path;
-    if (!steps[0].isString()) return damaged(absl::StrCat(key, "'s path does not start with a name"));
-    const std::string& top = steps[0].toStringRef();
-    if (top == "model" && steps.size() == 2 && steps[1].isString()) {
-      state_dict.insert(steps[1], whole.value);
-      continue;
-    }
-    int64_t number = 0;
-    if (top.rfind("optimizer_", 0) != 0 || !absl::SimpleAtoi(top.substr(10), &number) || number < 0 ||
-        steps.size() < 2 || !steps[1].isString()) {
-      return damaged(absl::StrCat(key, " is neither the model's nor an optimizer's"));
-    }
-    auto [it, added] = optimizers.try_emplace(number, AnyDict());
-    GenericDict& optimizer = it->second;
-    const IValue part = steps[1];
-    if (steps.size() == 4 && part.toStringRef() == "state" && steps[2].isString() && steps[3].isString()) {
-      if (!optimizer.contains(part)) optimizer.insert(part, AnyDict());
-      GenericDict by_name = optimizer.at(part).toGenericDict();
-      if (!by_name.contains(steps[2])) by_name.insert(steps[2], AnyDict());
-      by_name.at(steps[2]).toGenericDict().insert_or_assign(steps[3], whole.value);
-    } else if (steps.size() == 4 && part.toStringRef() == "param_groups" && steps[2].isInt() && steps[3].isString()) {
-      if (!optimizer.contains(part)) optimizer.insert(part, AnyList());
-      GenericList groups = optimizer.at(part).toList();
-      const int64_t g = steps[2].toInt();
-      if (g < 0 || g > static_cast<int64_t>(groups.size())) return damaged(absl::StrCat(key, ": a group out of order"));
-      if (g == static_cast<int64_t>(groups.size())) groups.push_back(IValue(AnyDict()));
-      groups.get(g).toGenericDict().insert_or_assign(steps[3], whole.value);
-    } else if (steps.size() == 2) {
-      optimizer.insert_or_assign(part, whole.value);
-    } else {
-      return damaged(absl::StrCat(key, " is not where an optimizer's state goes"));
-    }
-  }
-  // Parameter names back to PyTorch's numbering: the groups' "params", in order.
-  GenericList states = AnyList();
-  for (auto& [number, optimizer] : optimizers) {
-    if (number != static_cast<int64_t>(states.size())) return damaged(absl::StrCat("optimizer_", states.size(), " is missing"));
-    const IValue state_key{std::string("state")};
-    const IValue groups_key{std::string("param_groups")};
-    std::unordered_map<std::string, int64_t> numbers;
-    if (optimizer.contains(groups_key)) {
-      int64_t next = 0;
-      for (const IValue& group : optimizer.at(groups_key).toListRef()) {
-        GenericDict settings = group.toGenericDict();
-        const IValue params_key{std::string("params")};
-        if (!settings.contains(params_key) || !settings.at(params_key).isList()) continue;
-        GenericList indices = AnyList();
-        for (const IValue& name : settings.at(params_key).toListRef()) {
-          if (name.isString()) numbers.emplace(name.toStringRef(), next);
-          indices.push_back(IValue(next++));
-        }
-        settings.insert_or_assign(params_key, IValue(indices));
-      }
-    }
-    if (optimizer.contains(state_key)) {
-      GenericDict by_index = AnyDict();
-      for (const auto& entry : optimizer.at(state_key).toGenericDict()) {
-        const auto found = numbers.find(entry.key().toStringRef());
-        int64_t index = 0;
-        if (found != numbers.end()) {
-          index = found->second;
-        } else if (!absl::SimpleAtoi(entry.key().toStringRef(), &index)) {
-          return damaged(absl::StrCat("optimizer_", number, " has state for '", entry.key().toStringRef(),
-                                      "', which none of its groups holds"));
-        }
-        by_index.insert(IValue(index), entry.value());
-      }
-      optimizer.insert_or_assign(state_key, IValue(by_index));
-    }
-    states.push_back(IValue(optimizer));
-  }
-  contents.insert_or_assign(IValue(std::string("state_dict")), IValue(state_dict));
-  if (!optimizers.empty()) contents.insert_or_assign(IValue(std::string("optimizer_states")), IValue(states));
-  return absl::OkStatus();
 }
 
 }  // namespace kiln

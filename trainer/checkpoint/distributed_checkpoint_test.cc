@@ -13,7 +13,9 @@
 #include "ATen/ATen.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "caffe2/serialize/inline_container.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/torch_file.h"
 #include "trainer/testing/test_support.h"
 
 namespace kiln {
@@ -195,6 +197,25 @@ TEST(DistributedCheckpointTest, DamageAndAMissingRankFileAreRefused) {
   read = ReadCheckpoint(dir + "/folder.ckpt");
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(read.status().message(), HasSubstr("is a folder without meta.pt, so not a sharded checkpoint"));
+}
+
+TEST(DistributedCheckpointTest, AnIndexThatDeclaresMoreThanTheFilesHoldIsRefusedBeforeAllocating) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/huge.ckpt";
+  for (const absl::Status& status : WriteFromRanks(path, 2, [](int) { return Contents(1.0f); })) ASSERT_TRUE(status.ok());
+  absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(path + "/meta.pt");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  caffe2::serialize::PyTorchStreamReader reader(MemoryReadAdapter(*bytes));
+  absl::StatusOr<IValue> meta = ReadTorchFile(reader, &*bytes);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  const GenericDict index =
+      meta->toGenericDict().at(IValue(std::string("kiln"))).toGenericDict().at(IValue(std::string("sharded"))).toGenericDict();
+  GenericDict first = index.at(IValue(std::string("records"))).toListRef()[0].toGenericDict();
+  first.insert_or_assign(IValue(std::string("size")), IValue(std::vector<int64_t>{int64_t{1} << 40, 3}));
+  ASSERT_TRUE(WriteCheckpoint(path + "/meta.pt", meta->toGenericDict()).ok());
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("bytes its files store"));
 }
 
 TEST(DistributedCheckpointTest, ARankThatFailsFailsEveryRankAndNothingIsPublished) {
