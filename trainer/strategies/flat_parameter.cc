@@ -119,8 +119,9 @@ void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
   // Divided first, then summed, as DDP's reducer does: the same rounding of each rank's part.
   const int64_t ranks = world_size_ * (replicate_ != nullptr ? replicate_->getSize() : 1);
   if (ranks > 1) full_grad_.div_(ranks);
-  if (!sharded_) {
-    // The optimizer steps the members themselves, whose gradients are views of the buffer: reduced in place.
+  if (!sharded_ || reduce_by_all_reduce_) {
+    // The optimizer steps the members themselves, whose gradients are views of the buffer: reduced in place. (Or the
+    // whole buffer is reduced and the shard's chunk kept: FinishReduceGradients.)
     std::vector<at::Tensor> tensors = {full_grad_};
     reduce_work_ = group.allreduce(tensors);
     return;
@@ -136,6 +137,7 @@ void FlatParameter::FinishReduceGradients() {
     reduce_work_.reset();
     work->wait();
   }
+  if (sharded_ && reduce_by_all_reduce_) reduced_ = ChunkOf(full_grad_);
   if (sharded_ && replicate_ != nullptr) {
     // The same shard's part from every node.
     std::vector<at::Tensor> tensors = {reduced_};

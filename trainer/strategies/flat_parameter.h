@@ -78,6 +78,11 @@ class FlatParameter {
   // must not be read until FinishReduceGradients has waited for it).
   void StartReduceGradients(c10d::ProcessGroup& group);
   void FinishReduceGradients();
+  // Reduces a sharded unit's gradient by an all-reduce of the whole buffer, this rank keeping its chunk, instead of a
+  // reduce-scatter: for a backend whose reduce-scatter costs more than its all-reduce (Gloo's is a copy of the buffer,
+  // an all-reduce and a copy of the chunk: the same sums, later). Off by default.
+  void set_reduce_by_all_reduce(bool on) { reduce_by_all_reduce_ = on; }
+  bool reduce_by_all_reduce() const { return reduce_by_all_reduce_; }
   // Where member `index` starts in the flat buffer; this rank's chunk (the shard's size when sharded).
   int64_t offset(size_t index) const { return offsets_[index]; }
   int64_t chunk() const { return sharded_ ? padded_ / world_size_ : padded_; }
@@ -113,6 +118,7 @@ class FlatParameter {
   c10::intrusive_ptr<c10d::Work> gather_work_;  // A started all-gather into full_.
   c10::intrusive_ptr<c10d::Work> reduce_work_;  // A started reduction of full_grad_.
   at::Tensor reduced_;                          // Its output, when sharded.
+  bool reduce_by_all_reduce_ = false;
 };
 
 }  // namespace kiln

@@ -46,6 +46,13 @@
 
 namespace kiln {
 
+// How a sharded unit's gradients are reduced (FSDPOptions::gradient_reduction).
+enum class GradientReduction {
+  kAuto,           // All-reduce on Gloo (whose reduce-scatter is an all-reduce of a copy), reduce-scatter elsewhere.
+  kReduceScatter,  // PyTorch's: each rank receives its shard's sum (half an all-reduce's traffic).
+  kAllReduce,      // The whole sum on every rank, each keeping its shard.
+};
+
 // Lightning's and PyTorch's names (ShardingStrategy).
 enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
 
@@ -74,6 +81,10 @@ struct FSDPOptions {
   // Lightning's state_dict_type: "full" (rank 0 writes the whole model and optimizer state, in ddp's layout) or
   // "sharded" (every rank writes its part, in torch.distributed.checkpoint's layout; distributed_checkpoint.h).
   std::string state_dict_type = "full";
+  // Kiln's (PyTorch always reduce-scatters): how a sharded unit's gradients are reduced. kAuto all-reduces on Gloo,
+  // whose reduce-scatter is an all-reduce of a copy of the buffer (so the sums are the same, without the copies), and
+  // reduce-scatters on every other backend.
+  GradientReduction gradient_reduction = GradientReduction::kAuto;
 };
 
 class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
@@ -117,6 +128,8 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   void FinishReduction();
   // Starts gathering the unit `step` places from `unit` in the first step's forward order (none past either end).
   void Prefetch(int unit, int step);
+  // Sets each sharded unit's reduction (gradient_reduction).
+  void ChooseGradientReduction();
   bool ReshardsAfterForward() const { return options_.sharding_strategy == ShardingStrategy::kFullShard; }
 
   // An optimizer ConnectOptimizers pointed at the shards: its groups as configure_optimizers made them and as they

@@ -103,7 +103,10 @@ int RunRank(const Config& config) {
                          .enable_model_summary = false};
   if (config.strategy == "fsdp") {
     options.strategy = std::make_shared<FSDPStrategy>(
-        FSDPOptions{.timeout = absl::Seconds(60), .auto_wrap_policy = {.module_types = {"Linear"}}});
+        // Reduce-scatter always, not as measured: the suite checks the backend's reduce-scatter too.
+        FSDPOptions{.timeout = absl::Seconds(60),
+                    .auto_wrap_policy = {.module_types = {"Linear"}},
+                    .gradient_reduction = GradientReduction::kReduceScatter});
   } else {
     options.strategy = "ddp";
   }
