@@ -20,7 +20,7 @@ case "$part" in
   *) echo "tools/bench_instructions.sh: unknown part '$part'; accepted: overhead, optimizers (default: both)" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
-binary=${KILN_STEP_INSTRUCTIONS:-bazel-bin/tests/bench/step_instructions}  # Or a copy built elsewhere.
+binary=${KILN_STEP_INSTRUCTIONS:-bazel-out/k8-opt/bin/tests/bench/step_instructions}  # -c opt's; or a copy built elsewhere.
 command -v valgrind >/dev/null || { echo "valgrind is missing: apt-get install valgrind" >&2; exit 1; }
 [[ -x $binary ]] || { echo "build it first: bazel build -c opt //tests/bench:step_instructions" >&2; exit 1; }
 # count <mode> <steps> [metrics|every]: instructions of the whole run, every thread's; with THREAD=1, the first

@@ -6,8 +6,8 @@
 
 Sources, each optional (--only picks some; the default is all four):
 
-  step          bazel-bin/tests/bench/step_bench --benchmark_format=json (--step-bench PATH)
-  checkpoint    bazel-bin/tests/bench/checkpoint_bench --benchmark_format=json (--checkpoint-bench PATH)
+  step          bazel-out/k8-opt/bin/tests/bench/step_bench --benchmark_format=json (--step-bench PATH)
+  checkpoint    bazel-out/k8-opt/bin/tests/bench/checkpoint_bench --benchmark_format=json (--checkpoint-bench PATH)
   python        tests/bench/python_step.py in the Python with Lightning (--python PATH; default $KILN_LIGHTNING_PYTHON,
                 else ~/.cache/kiln/lightning-venv/bin/python); without that Python its block says it was skipped
   instructions  tools/bench_instructions.sh, callgrind's counts (~25 minutes; --step-instructions PATH)
@@ -596,8 +596,7 @@ def run_sources(args, chosen, out_dir):
             metas["instructions"] = {"error": f"{binary} is not built: bazel build -c opt "
                                               "//tests/bench:step_instructions"}
         else:
-            # The script runs the binary from the repository's root, where the default path is.
-            env_extra = {"KILN_STEP_INSTRUCTIONS": binary} if args.step_instructions else {}
+            env_extra = {"KILN_STEP_INSTRUCTIONS": binary}
             metas["instructions"] = run_program("instructions", ["tools/bench_instructions.sh"] +
                                                 shlex.split(args.instructions_args), env_extra, out_dir, False)
             metas["instructions"]["libtorch"] = libtorch_version(binary)
@@ -700,9 +699,11 @@ def block_lines(name, results, report_command, from_dir):
     return prose(stamp(TITLES[name], result["meta"], report_command, from_dir) + [""] + body)
 
 
-STEP_BENCH = "bazel-bin/tests/bench/step_bench"
-CHECKPOINT_BENCH = "bazel-bin/tests/bench/checkpoint_bench"
-STEP_INSTRUCTIONS = "bazel-bin/tests/bench/step_instructions"
+# The `-c opt` outputs: bazel-bin follows whichever configuration built last (a plain `bazel test` makes it fastbuild).
+OPT_BIN = "bazel-out/k8-opt/bin"
+STEP_BENCH = f"{OPT_BIN}/tests/bench/step_bench"
+CHECKPOINT_BENCH = f"{OPT_BIN}/tests/bench/checkpoint_bench"
+STEP_INSTRUCTIONS = f"{OPT_BIN}/tests/bench/step_instructions"
 
 
 def parse_args(argv):
