@@ -229,18 +229,25 @@ long=("${ckpt[@]}" --devices=2 "${sharded[@]}" --max_epochs=3 --num_train=16384 
   --log_every_n_steps=0)
 timeout 300 "$fit" "${long[@]}" --default_root_dir=kill_a --summary_json=kill_a.json >kill_a.out 2>&1 ||
   fail "the uninterrupted long run: $(tail -3 kill_a.out)"
-"$fit" "${long[@]}" --default_root_dir=kill_b >kill_b1.out 2>&1 &
-pid=$!
-for _ in $(seq 1 3000); do
-  [[ -f $(last kill_b) ]] && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.01
-done
-sleep 0.3
-kill -0 $pid 2>/dev/null || fail "the long run ended before it could be killed"
-pkill -KILL -P $pid
-kill -KILL $pid
-wait $pid 2>/dev/null
+# kill_after_checkpoint NAME FILE ARGS...: runs fit ARGS in the background (output in NAME.out) and SIGKILLs it and its
+# children once FILE exists (a checkpoint inside an epoch); fails when the run ends first.
+kill_after_checkpoint() {
+  local name=$1 file=$2 pid
+  shift 2
+  "$fit" "$@" >"$name.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 3000); do
+    [[ -e $file ]] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.01
+  done
+  sleep 0.3
+  kill -0 $pid 2>/dev/null || fail "$name ended before it could be killed"
+  pkill -KILL -P $pid
+  kill -KILL $pid
+  wait $pid 2>/dev/null
+}
+kill_after_checkpoint kill_b1 "$(last kill_b)" "${long[@]}" --default_root_dir=kill_b
 timeout 300 "$fit" "${long[@]}" --default_root_dir=kill_b --ckpt_path=last --summary_json=kill_b.json >kill_b2.out 2>&1 ||
   fail "resuming after SIGKILL: $(tail -3 kill_b2.out)"
 grep -q "Restored from checkpoint" kill_b2.out || fail "the killed run did not resume from a checkpoint"
@@ -282,18 +289,7 @@ for spec in "fsdp2 --devices=2 ${sharded[*]}" "fsdp4 --devices=4 ${sharded[*]}" 
     fail "$1 resumed from the sharded checkpoint does not end as from the full one"
 done
 # SIGKILL part-way, then --ckpt_path=last: bit for bit the uninterrupted run (whose checkpoints were full ones).
-"$fit" "${long[@]}" "${shard[@]}" --default_root_dir=kill_s >kill_s1.out 2>&1 &
-pid=$!
-for _ in $(seq 1 3000); do
-  [[ -f $(last kill_s)/meta.pt ]] && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.01
-done
-sleep 0.3
-kill -0 $pid 2>/dev/null || fail "the long sharded run ended before it could be killed"
-pkill -KILL -P $pid
-kill -KILL $pid
-wait $pid 2>/dev/null
+kill_after_checkpoint kill_s1 "$(last kill_s)/meta.pt" "${long[@]}" "${shard[@]}" --default_root_dir=kill_s
 timeout 300 "$fit" "${long[@]}" "${shard[@]}" --default_root_dir=kill_s --ckpt_path=last --summary_json=kill_s.json \
   >kill_s2.out 2>&1 || fail "resuming a sharded checkpoint after SIGKILL: $(tail -3 kill_s2.out)"
 grep -q "Restored from checkpoint" kill_s2.out || fail "the killed sharded run did not resume from a checkpoint"
