@@ -194,6 +194,10 @@ class Reader {
         if (absl::Status read = ReadCallbacks(item.second); !read.ok()) return read;
         continue;
       }
+      if (section == Section::kTrainer && *key == "strategy" && item.second.IsMap()) {
+        if (absl::Status read = ReadStrategy(item.second); !read.ok()) return read;
+        continue;
+      }
       if (section == Section::kTrainer && *key == "logger" && IsLoggerClasses(item.second)) {
         ReadLoggers(item.second);
         continue;
@@ -242,6 +246,35 @@ class Reader {
       }
     }
     return absl::OkStatus();
+  }
+
+  // trainer.strategy as LightningCLI writes a strategy object: {class_path: FSDPStrategy, init_args: {...}}. A switch
+  // that is a strategy name in fit (DDP's find_unused_parameters, FSDP's cpu_offload: true or false) picks that name.
+  absl::Status ReadStrategy(const YAML::Node& node) {
+    absl::StatusOr<ClassRead> found = ClassEntry(ClassKind::kStrategy, node, "trainer.strategy");
+    if (!found.ok()) return found.status();
+    if (found->named == nullptr) return absl::OkStatus();  // Reported.
+    const LightningClass& strategy = *found->named;
+    const bool fsdp = absl::string_view(strategy.name) == "FSDPStrategy";
+    const char* switch_name = fsdp ? "cpu_offload" : "find_unused_parameters";
+    const std::string where = "trainer.strategy.init_args";
+    YAML::Node init_args = found->init_args ? YAML::Clone(found->init_args) : YAML::Node();
+    if (init_args.IsMap() && init_args[switch_name]) {
+      const std::string text = NodeText(init_args[switch_name]);
+      if (text == "true" || text == "True") {
+        args_.push_back(absl::StrCat("--strategy=", fsdp ? "fsdp_cpu_offload" : "ddp_find_unused_parameters_true"));
+      } else if (text != "false" && text != "False" && text != "null") {
+        return Error(absl::StrCat(where, ".", switch_name),
+                     absl::StrCat(text, " is not read; write true or false (", fsdp ? "true: strategy fsdp_cpu_offload"
+                                                                                 : "true: strategy "
+                                                                                   "ddp_find_unused_parameters_true",
+                                  ")"));
+      }
+      if (absl::Status seen = Claim(absl::StrCat(where, ".", switch_name)); !seen.ok()) return seen;
+      init_args.remove(switch_name);
+    }
+    std::map<std::string, std::string> given;
+    return ReadClass(strategy, init_args, where, &given);
   }
 
   // A class a config names, and its init_args (absent when the entry names the class alone).

@@ -197,6 +197,34 @@ ckpt_path: null
                           "--early_stopping_mode=min", "--hidden_sizes=16", "--ckpt_path=", "--max_epochs=1000"));
 }
 
+// trainer.strategy as LightningCLI writes a strategy object: its class is fit's strategy name, its arguments fit's
+// flags, and a switch that fit spells as a strategy name picks that name.
+TEST_F(ConfigFileTest, ReadsLightningsStrategyObjects) {
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(R"(trainer:
+  strategy:
+    class_path: lightning.pytorch.strategies.FSDPStrategy
+    init_args:
+      sharding_strategy: SHARD_GRAD_OP
+      state_dict_type: sharded
+      cpu_offload: true
+      timeout: 0:30:00
+)",
+                                                                      "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("--strategy=fsdp", "--strategy=fsdp_cpu_offload", "--sharding_strategy=SHARD_GRAD_OP",
+                                 "--state_dict_type=sharded"));
+  args = ConfigFileArguments("trainer: {strategy: {class_path: DDPStrategy, init_args: {find_unused_parameters: true, "
+                             "process_group_backend: gloo}}}",
+                             "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("--strategy=ddp", "--strategy=ddp_find_unused_parameters_true",
+                                 "--process_group_backend=gloo"));
+  // Arguments left out are Lightning's defaults.
+  args = ConfigFileArguments("trainer: {strategy: {class_path: FSDPStrategy}}", "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("--strategy=fsdp", "--sharding_strategy=FULL_SHARD", "--state_dict_type=full"));
+}
+
 TEST_F(ConfigFileTest, ReadingChangesNoFlag) {
   const std::string before = Value("max_epochs");
   ASSERT_TRUE(ConfigFileArguments("trainer: {max_epochs: 99}", "run.yaml").ok());
@@ -229,6 +257,12 @@ TEST_F(ConfigFileTest, MistakesNameTheKeyAndTheFix) {
       {"trainer: {callbacks: [{class_path: StochasticWeightAveraging}]}",
        "class_path 'StochasticWeightAveraging' is not one fit has; it has ModelCheckpoint, EarlyStopping"},
       {"trainer: {callbacks: [{class_path: EarlyStopping, init_args: {patience: 1}}]}", "EarlyStopping needs monitor"},
+      {"trainer: {strategy: {class_path: DeepSpeedStrategy}}",
+       "trainer.strategy: class_path 'DeepSpeedStrategy' is not one fit has; it has DDPStrategy, FSDPStrategy"},
+      {"trainer: {strategy: {class_path: FSDPStrategy, init_args: {cpu_offload: sometimes}}}",
+       "trainer.strategy.init_args.cpu_offload: sometimes is not read; write true or false"},
+      {"trainer: {strategy: {class_path: FSDPStrategy, init_args: {mixed_precision: {param_dtype: bf16}}}}",
+       "trainer.strategy.init_args.mixed_precision: {param_dtype: bf16} is not supported"},
       {"trainer: {callbacks: [{class_path: ModelCheckpoint}, {class_path: ModelCheckpoint}]}",
        "ModelCheckpoint is listed twice"},
       {"trainer: {callbacks: [{class_path: ModelCheckpoint, init_args: {monitr: x}}]}",

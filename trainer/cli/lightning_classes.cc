@@ -157,6 +157,39 @@ std::vector<LightningClass> MakeClasses() {
         {"logdir", nullptr, "null", nullptr, /*written=*/false},
         {"write_to_disk", nullptr, "true", nullptr, /*written=*/false},
         {"comet_config", nullptr, "{disabled: true}", nullptr, /*written=*/false}}},
+      // Strategies (lightning.pytorch.strategies), as a LightningCLI config names one under trainer.strategy, with
+      // their init arguments in Lightning 2.6's order and defaults. What picks hardware or plugins is the trainer's
+      // in Kiln (accelerator, devices, plugins), timeout is fit's --process_group_timeout, and DDP's
+      // find_unused_parameters and FSDP's cpu_offload, when true, are the strategy names
+      // ddp_find_unused_parameters_true and fsdp_cpu_offload (config_file.cc).
+      {ClassKind::kStrategy, "DDPStrategy", "lightning.pytorch.strategies", "strategy", "ddp",
+       {{"accelerator", nullptr, "null"},
+        {"parallel_devices", nullptr, "null"},
+        {"cluster_environment", nullptr, "null"},
+        {"checkpoint_io", nullptr, "null"},
+        {"precision_plugin", nullptr, "null"},
+        {"ddp_comm_state", nullptr, "null"},
+        {"ddp_comm_hook", nullptr, "null"},
+        {"ddp_comm_wrapper", nullptr, "null"},
+        {"model_averaging_period", nullptr, "null"},
+        {"process_group_backend", "process_group_backend", "null"},
+        {"timeout", nullptr, "0:30:00"},
+        {"start_method", nullptr, "popen"}}},
+      {ClassKind::kStrategy, "FSDPStrategy", "lightning.pytorch.strategies", "strategy", "fsdp",
+       {{"accelerator", nullptr, "null"},
+        {"parallel_devices", nullptr, "null"},
+        {"cluster_environment", nullptr, "null"},
+        {"checkpoint_io", nullptr, "null"},
+        {"precision_plugin", nullptr, "null"},
+        {"process_group_backend", "process_group_backend", "null"},
+        {"timeout", nullptr, "0:30:00"},
+        {"mixed_precision", nullptr, "null"},
+        {"auto_wrap_policy", nullptr, "null"},
+        {"activation_checkpointing", nullptr, "null"},
+        {"activation_checkpointing_policy", nullptr, "null"},
+        {"sharding_strategy", "sharding_strategy", "FULL_SHARD"},
+        {"state_dict_type", "state_dict_type", "full"},
+        {"device_mesh", nullptr, "null"}}},
   };
 }
 

@@ -29,7 +29,7 @@ struct ClassArgument {
   bool written = true;  // false: read, but not written by --print_config.
 };
 
-enum class ClassKind { kOptimizer, kScheduler, kCallback, kLogger };
+enum class ClassKind { kOptimizer, kScheduler, kCallback, kLogger, kStrategy };
 
 struct LightningClass {
   ClassKind kind;
