@@ -5,7 +5,8 @@
 #      run: trainer, optimizer and scheduler classes with their arguments, callbacks, loggers, model, data;
 #   2. a config LightningCLI's --print_config wrote (every Trainer argument, the classes with all their init_args,
 #      seed_everything, weights_only) runs in fit as written, and fit's config of it goes back to LightningCLI as
-#      the same run.
+#      the same run;
+#   3. LightningCLI's config with an FSDPStrategy object is fit's fsdp with those settings.
 set -uo pipefail
 cli=$PWD/tests/lightning/lightning_cli.py
 lightning_modules="lightning, jsonargparse"
@@ -38,6 +39,17 @@ grep -q "Trained on cpu (single_device, 32-true) for 2 epochs, 16 steps" run.out
 logs=lightning_run/lightning_logs
 [[ -f $logs/version_0/metrics.csv && -n "$(ls $logs/version_1/events.*)" ]] ||
   fail "the loggers' save_dir was not where the run wrote: $(find lightning_run | head)"
+
+# 3. A strategy object as LightningCLI writes it (FSDPStrategy with every init argument) is that strategy in fit.
+lightning "$cli" print --trainer.strategy=FSDPStrategy --trainer.strategy.sharding_strategy=SHARD_GRAD_OP \
+  --trainer.strategy.state_dict_type=sharded >strategy.yaml || fail "LightningCLI --print_config of FSDPStrategy failed"
+grep -q "class_path: lightning.pytorch.strategies.FSDPStrategy" strategy.yaml ||
+  fail "LightningCLI's config has no FSDPStrategy object: $(grep -A2 ' strategy:' strategy.yaml)"
+"$fit" --config=strategy.yaml --print_config >from_strategy.yaml 2>strategy.err ||
+  { cat strategy.err; fail "fit did not read LightningCLI's FSDPStrategy object"; }
+for line in "strategy: fsdp" "sharding_strategy: SHARD_GRAD_OP" "state_dict_type: sharded"; do
+  grep -q "^  $line\$" from_strategy.yaml || fail "fit's config of LightningCLI's FSDPStrategy lacks '$line'"
+done
 
 finish "LightningCLI $("$python" -c 'import lightning; print(lightning.__version__)') runs Kiln's config, and fit" \
   "runs LightningCLI's as written"
