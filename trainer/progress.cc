@@ -68,10 +68,12 @@ void ProgressReporter::StartEpoch(int64_t epoch, int64_t max_epochs, int64_t num
   num_batches_ = num_batches;
   epoch_start_ = absl::Now();
   last_draw_ = absl::InfinitePast();
+  batches_seen_ = 0;
 }
 
 void ProgressReporter::Step(int64_t batch_idx, int64_t global_step, absl::FunctionRef<MetricMap()> metrics) {
   if (!enabled_) return;
+  batches_seen_ = batch_idx + 1;
   if (!terminal_) {
     if (log_every_n_steps_ > 0 && global_step % log_every_n_steps_ == 0) {
       LOG(INFO) << "epoch " << epoch_ << " step " << global_step << FormatMetrics(metrics());
@@ -139,12 +141,15 @@ void ProgressReporter::EndEvaluation() {
 
 void ProgressReporter::EndEpoch(int64_t epoch, const MetricMap& metrics) {
   if (!enabled_) return;
+  // A stream's bar is redrawn at most every 100 ms and has no last batch to force a draw: the count it reached is
+  // said here (a bar of known length reached its total at its last batch).
+  const std::string count = num_batches_ < 0 ? absl::StrCat(" (", batches_seen_, " batches)") : "";
   if (terminal_) {
-    std::fprintf(stderr, "\r\033[KEpoch %lld done in %.2fs:%s\n", static_cast<long long>(epoch),
-                 absl::ToDoubleSeconds(absl::Now() - epoch_start_), FormatMetrics(metrics).c_str());
+    std::fprintf(stderr, "\r\033[KEpoch %lld done in %.2fs%s:%s\n", static_cast<long long>(epoch),
+                 absl::ToDoubleSeconds(absl::Now() - epoch_start_), count.c_str(), FormatMetrics(metrics).c_str());
   } else {
-    LOG(INFO) << "epoch " << epoch << " done in " << absl::ToDoubleSeconds(absl::Now() - epoch_start_)
-              << "s:" << FormatMetrics(metrics);
+    LOG(INFO) << "epoch " << epoch << " done in " << absl::ToDoubleSeconds(absl::Now() - epoch_start_) << "s"
+              << count << ":" << FormatMetrics(metrics);
   }
 }
 

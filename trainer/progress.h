@@ -42,6 +42,7 @@ class ProgressReporter {
   int64_t epoch_ = 0;
   int64_t max_epochs_ = 0;
   int64_t num_batches_ = 0;
+  int64_t batches_seen_ = 0;  // This epoch's batches so far: a stream's count, said when it ends.
   absl::Time epoch_start_;
   absl::Time last_draw_;
   const char* evaluation_ = nullptr;  // While an evaluation runs: its name.

@@ -63,6 +63,9 @@ script -qec "stty cols 200 rows 50; $fit --data=stream.csv --streaming --max_epo
 tr '\r' '\n' <stream.raw | sed 's/\x1b\[K//g' >stream.txt
 grep -Eq '^Epoch [01]/1: [0-9]+it \[[0-9]{2}:[0-9]{2}, [0-9.]+it/s\] step [0-9]+ ' stream.txt ||
   fail "no stream progress line like 'Epoch 1/1: 100it [00:01, 95.2it/s] step 200': $(grep Epoch stream.txt | tail -2)"
+# Its end says how many batches the epoch had (6400 rows in batches of 64), whenever the bar was last drawn.
+grep -Eq '^Epoch 1 done in [0-9.]+s \(100 batches\):' stream.txt ||
+  fail "the stream's end-of-epoch line does not say its 100 batches: $(grep 'done in' stream.txt | tail -1)"
 
 # Off.
 script -qec "$fit $args --enable_progress_bar=false --default_root_dir=$work/off" /dev/null >off.raw 2>&1 ||
