@@ -165,7 +165,8 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
       ParseShardingStrategy(options_.sharding_strategy).value_or(ShardingStrategy::kFullShard) !=
           ShardingStrategy::kFullShard ||
       !ModuleTypeNames(options_.auto_wrap_policy).empty() || options_.auto_wrap_min_num_params != 0 ||
-      !ModuleTypeNames(options_.activation_checkpointing_policy).empty() || options_.state_dict_type != "full";
+      !ModuleTypeNames(options_.activation_checkpointing_policy).empty() ||
+      ParseStateDictType(options_.state_dict_type).value_or(StateDictType::kFull) != StateDictType::kFull;
   const bool fsdp_by_name =
       plan.strategy_instance == nullptr && (plan.strategy == kFsdpStrategy || plan.strategy == kFsdpCpuOffloadStrategy);
   if (fsdp_options && !fsdp_by_name) {

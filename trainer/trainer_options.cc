@@ -146,7 +146,7 @@ OptionCheck SetTrainerOption_state_dict_type(TrainerOptions& options, const std:
   return std::nullopt;
 }
 OptionCheck CheckTrainerOption_state_dict_type(const TrainerOptions& options) {
-  if (options.state_dict_type == "full" || options.state_dict_type == "sharded") return std::nullopt;
+  if (ParseStateDictType(options.state_dict_type).ok()) return std::nullopt;
   return Refuse(options.state_dict_type, "pass full or sharded");
 }
 

@@ -82,7 +82,6 @@ class FlatParameter {
   // reduce-scatter: for a backend whose reduce-scatter costs more than its all-reduce (Gloo's is a copy of the buffer,
   // an all-reduce and a copy of the chunk: the same sums, later). Off by default.
   void set_reduce_by_all_reduce(bool on) { reduce_by_all_reduce_ = on; }
-  bool reduce_by_all_reduce() const { return reduce_by_all_reduce_; }
   // Where member `index` starts in the flat buffer; this rank's chunk (the shard's size when sharded).
   int64_t offset(size_t index) const { return offsets_[index]; }
   int64_t chunk() const { return sharded_ ? padded_ / world_size_ : padded_; }

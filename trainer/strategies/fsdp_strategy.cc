@@ -8,7 +8,6 @@
 #include "ATen/ATen.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
 #include "hal/compat/error_message.h"
@@ -53,6 +52,12 @@ absl::StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& text) 
 
 const char* ShardingStrategyName(ShardingStrategy strategy) { return kShardingNames[static_cast<int>(strategy)]; }
 
+absl::StatusOr<StateDictType> ParseStateDictType(const std::string& text) {
+  if (text == "full") return StateDictType::kFull;
+  if (text == "sharded") return StateDictType::kSharded;
+  return absl::InvalidArgumentError(absl::StrCat("state_dict_type '", text, "' is not full or sharded"));
+}
+
 FSDPStrategy::FSDPStrategy(FSDPOptions options)
     : ParallelStrategy(options.timeout, options.process_group_backend), options_(std::move(options)) {}
 
@@ -64,10 +69,6 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     return absl::InvalidArgumentError(
         "fsdp: cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD shards nothing; use "
         "FULL_SHARD or SHARD_GRAD_OP with it, or leave cpu_offload off");
-  }
-  if (options_.state_dict_type != "full" && options_.state_dict_type != "sharded") {
-    return absl::InvalidArgumentError(absl::StrCat("fsdp: state_dict_type \"", options_.state_dict_type,
-                                                   "\" is not one; pass \"full\" or \"sharded\""));
   }
   // The parameters go to the device one unit at a time, as shards: the whole model is never there at once.
   if (absl::Status joined = JoinProcessGroup(plan, model, /*move_model=*/false); !joined.ok()) return joined;

@@ -60,6 +60,13 @@ enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard }
 absl::StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& text);
 const char* ShardingStrategyName(ShardingStrategy strategy);
 
+// Lightning's state_dict_type: full checkpoints (rank 0 writes the whole model and optimizer state, in ddp's layout)
+// or sharded ones (every rank writes its part, in torch.distributed.checkpoint's layout; distributed_checkpoint.h).
+enum class StateDictType { kFull, kSharded };
+
+// "full" or "sharded", as Lightning spells them; InvalidArgument naming them otherwise.
+absl::StatusOr<StateDictType> ParseStateDictType(const std::string& text);
+
 struct FSDPOptions {
   absl::Duration timeout = absl::Minutes(30);  // For joining and for each collective.
   std::optional<std::string> process_group_backend;  // Unset: the accelerator's preference.
@@ -78,9 +85,8 @@ struct FSDPOptions {
   // Lightning's activation_checkpointing_policy: module types whose activations are made again in the backward pass
   // instead of kept (they become units too; fsdp_unit.h).
   std::vector<std::string> activation_checkpointing_policy;
-  // Lightning's state_dict_type: "full" (rank 0 writes the whole model and optimizer state, in ddp's layout) or
-  // "sharded" (every rank writes its part, in torch.distributed.checkpoint's layout; distributed_checkpoint.h).
-  std::string state_dict_type = "full";
+  // Lightning's state_dict_type (StateDictType).
+  StateDictType state_dict_type = StateDictType::kFull;
   // Kiln's (PyTorch always reduce-scatters): how a sharded unit's gradients are reduced. kAuto all-reduces on Gloo,
   // whose reduce-scatter is an all-reduce of a copy of the buffer (so the sums are the same, without the copies), and
   // reduce-scatters on every other backend.
@@ -108,7 +114,7 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
                              const OptimizerStateCodec& codec, bool restoring,
                              absl::FunctionRef<absl::Status()> body) override;
 
-  bool SavesShardedCheckpoints() const override { return options_.state_dict_type == "sharded"; }
+  bool SavesShardedCheckpoints() const override { return options_.state_dict_type == StateDictType::kSharded; }
 
   const FSDPOptions& options() const { return options_; }
   // The units, root last (valid after Setup, until Teardown). For tests and the README's memory figures.

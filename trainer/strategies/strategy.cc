@@ -25,7 +25,6 @@ void Strategy::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, doub
 
 absl::Status Strategy::Finish() { return absl::OkStatus(); }
 
-
 std::function<void(at::Tensor&)> Strategy::GradientOverflowAgreement() { return nullptr; }
 
 absl::Status Strategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,

@@ -21,12 +21,12 @@ StrategyFactory Ddp(bool find_unused_parameters) {
 StrategyFactory Fsdp(bool cpu_offload) {
   return [cpu_offload](const StrategyArguments& arguments) -> std::shared_ptr<StrategyDescriptor> {
     FSDPOptions options{.timeout = arguments.process_group_timeout, .cpu_offload = cpu_offload};
-    // The trainer checked the name (TrainerOptions' check); FULL_SHARD, the default, stands for anything else.
+    // The trainer checked the names (TrainerOptions' checks); the defaults stand for anything else.
     options.sharding_strategy = ParseShardingStrategy(arguments.sharding_strategy).value_or(options.sharding_strategy);
     options.auto_wrap_policy = {.module_types = arguments.auto_wrap_policy,
                                 .min_num_params = arguments.auto_wrap_min_num_params};
     options.activation_checkpointing_policy = arguments.activation_checkpointing_policy;
-    options.state_dict_type = arguments.state_dict_type;
+    options.state_dict_type = ParseStateDictType(arguments.state_dict_type).value_or(options.state_dict_type);
     return std::make_shared<FSDPStrategy>(std::move(options));
   };
 }
