@@ -34,9 +34,6 @@ constexpr char kFormatKey[] = "kiln_format";
 constexpr char kFormatValue[] = "kiln.checkpoint";
 constexpr char kVersionKey[] = "kiln_format_version";
 
-// A checkpoint replaces a symbolic link at its name rather than writing into what the link points to.
-constexpr DurableWriteOptions kCheckpointWrite{.what = "checkpoint", .follow_links = false};
-
 }  // namespace
 
 namespace {
@@ -251,8 +248,9 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& folder_or_file) {
     return Damaged(path, e.what());
   }
   if (torchscript && sharded) return Damaged(path, "a LibTorch archive where a torch.save file belongs");
-  absl::Status status = torchscript ? ReadFormat1(path, checkpoint)
-                                    : ReadDictionary(path, *reader, *bytes, checkpoint, sharded ? &folder_or_file : nullptr);
+  absl::Status status =
+      torchscript ? ReadFormat1(path, checkpoint)
+                  : ReadDictionary(path, *reader, *bytes, checkpoint, sharded ? &folder_or_file : nullptr);
   if (!status.ok()) return status;
   return checkpoint;
 }

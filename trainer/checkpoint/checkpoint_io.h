@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "torch/serialize/input-archive.h"
+#include "trainer/io/durable_file.h"
 
 namespace kiln {
 
@@ -43,6 +44,9 @@ class ValueBuilder;  // trainer/checkpoint/snapshot_dict.h
 inline constexpr int64_t kCheckpointFormatVersion = 2;
 inline constexpr char kCheckpointExtension[] = ".ckpt";
 inline constexpr char kKilnSectionKey[] = "kiln";
+// How every checkpoint file is written (WriteFileDurably): named a checkpoint in errors, and a symbolic link at its
+// path replaced rather than written through.
+inline constexpr DurableWriteOptions kCheckpointWrite{.what = "checkpoint", .follow_links = false};
 
 // A checkpoint as read.
 struct Checkpoint {

@@ -23,6 +23,7 @@
 #include "caffe2/serialize/inline_container.h"
 #include "hal/compat/error_message.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
 #include "trainer/checkpoint/zip_checksums.h"
 #include "trainer/io/durable_file.h"
@@ -35,12 +36,9 @@ using c10::IValue;
 using c10::impl::GenericDict;
 using c10::impl::GenericList;
 
-GenericDict AnyDict() { return GenericDict(c10::AnyType::get(), c10::AnyType::get()); }
-GenericList AnyList() { return GenericList(c10::AnyType::get()); }
-
 // One key of the flattened checkpoint: a tensor or another value, and where it sits in the nested dictionary (DCP's
 // planner_data: strings and group indices).
-struct Item {
+struct FlatItem {
   std::string key;
   std::vector<IValue> path;
   IValue value;
@@ -61,9 +59,9 @@ std::string RankFile(int rank) { return absl::StrCat("__", rank, "_0.distcp"); }
 std::string OptimizerKey(size_t index) { return absl::StrCat("optimizer_", index); }
 
 // The checkpoint's state_dict and optimizer_states as DCP items (Lightning's keys), the rest left in `contents`.
-absl::StatusOr<std::vector<Item>> Flatten(GenericDict& contents,
+absl::StatusOr<std::vector<FlatItem>> Flatten(GenericDict& contents,
                                           const std::vector<std::vector<std::string>>& parameter_names) {
-  std::vector<Item> items;
+  std::vector<FlatItem> items;
   const IValue state_key{std::string("state_dict")};
   if (!contents.contains(state_key) || !contents.at(state_key).isGenericDict()) {
     return absl::InternalError("the checkpoint has no state_dict dictionary");
@@ -110,7 +108,7 @@ absl::StatusOr<std::vector<Item>> Flatten(GenericDict& contents,
             const std::string key = setting.key().toStringRef();
             IValue value = setting.value();
             if (key == "params" && value.isList()) {
-              GenericList named(c10::AnyType::get());
+              GenericList named = NewList();
               for (const IValue& index : value.toListRef()) {
                 named.push_back(index.isInt() ? IValue(name_of(index.toInt())) : index);
               }
@@ -233,7 +231,7 @@ absl::StatusOr<std::string> DtypeName(at::ScalarType type) {
   }
 }
 
-absl::StatusOr<std::string> MetadataBytes(const std::vector<Item>& items, const std::vector<Record>& records) {
+absl::StatusOr<std::string> MetadataBytes(const std::vector<FlatItem>& items, const std::vector<Record>& records) {
   MetadataPickle out;
   out.DcpObject("Metadata");
   out.EmptyDict();
@@ -296,7 +294,7 @@ absl::StatusOr<std::string> MetadataBytes(const std::vector<Item>& items, const 
   out.String("planner_data");
   out.EmptyDict();
   out.Mark();
-  for (const Item& item : items) {
+  for (const FlatItem& item : items) {
     out.String(item.key);
     out.Mark();
     for (const IValue& step : item.path) {
@@ -358,13 +356,13 @@ absl::StatusOr<std::string> MetadataBytes(const std::vector<Item>& items, const 
 }
 
 // Kiln's index of the records (meta.pt's kiln.sharded).
-IValue IndexValue(const std::vector<Item>& items, const std::vector<Record>& records, int world_size) {
-  GenericList list = AnyList();
+IValue IndexValue(const std::vector<FlatItem>& items, const std::vector<Record>& records, int world_size) {
+  GenericList list = NewList();
   for (const Record& record : records) {
-    const Item& item = items[record.item];
-    GenericDict entry = AnyDict();
+    const FlatItem& item = items[record.item];
+    GenericDict entry = NewDict();
     entry.insert(IValue(std::string("key")), IValue(item.key));
-    GenericList path = AnyList();
+    GenericList path = NewList();
     for (const IValue& step : item.path) path.push_back(step);
     entry.insert(IValue(std::string("path")), IValue(path));
     entry.insert(IValue(std::string("file")), IValue(RankFile(record.rank)));
@@ -376,19 +374,10 @@ IValue IndexValue(const std::vector<Item>& items, const std::vector<Record>& rec
     }
     list.push_back(IValue(entry));
   }
-  GenericDict index = AnyDict();
+  GenericDict index = NewDict();
   index.insert(IValue(std::string("world_size")), IValue(static_cast<int64_t>(world_size)));
   index.insert(IValue(std::string("records")), IValue(list));
   return IValue(index);
-}
-
-absl::Status SyncFolder(const fs::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open folder ", folder.string()));
-  const int synced = ::fsync(fd);
-  ::close(fd);
-  if (synced != 0) return absl::InternalError(absl::StrCat("cannot flush folder ", folder.string()));
-  return absl::OkStatus();
 }
 
 // Puts the complete folder `from` at `to`: an atomic exchange with what is there (then removed), or a rename.
@@ -404,8 +393,7 @@ absl::Status Publish(const fs::path& from, const fs::path& to) {
     return absl::InternalError(
         absl::StrCat("cannot rename ", from.string(), " to ", to.string(), ": ", std::strerror(errno)));
   }
-  fs::path parent = to.parent_path();
-  return SyncFolder(parent.empty() ? fs::path(".") : parent);
+  return SyncFolder(to.parent_path().string());
 }
 
 // ReadShardedState, which catches what LibTorch throws here.
@@ -442,7 +430,10 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
   for (const IValue& entry_value : index.toGenericDict().at(IValue(std::string("records"))).toListRef()) {
     if (!entry_value.isGenericDict()) return damaged("a record's entry is not a dictionary");
     const GenericDict entry = entry_value.toGenericDict();
-    const auto get = [&](const char* name) { return entry.contains(IValue(std::string(name))) ? entry.at(IValue(std::string(name))) : IValue(); };
+    const auto get = [&](const char* name) {
+      const IValue key{std::string(name)};
+      return entry.contains(key) ? entry.at(key) : IValue();
+    };
     const IValue key = get("key");
     const IValue path_value = get("path");
     const IValue file = get("file");
@@ -497,8 +488,8 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
       for (int64_t dim : sizes) {
         if (dim < 0) return damaged(absl::StrCat(key.toStringRef(), " has a negative size"));
         if (dim > 0 && bytes > stored_bytes / static_cast<uint64_t>(dim)) {
-          return damaged(absl::StrCat(key.toStringRef(), "'s size [", absl::StrJoin(sizes, ", "), "] holds more than the ",
-                                      stored_bytes, " bytes its files store"));
+          return damaged(absl::StrCat(key.toStringRef(), "'s size [", absl::StrJoin(sizes, ", "),
+                                      "] holds more than the ", stored_bytes, " bytes its files store"));
         }
         bytes *= std::max<uint64_t>(static_cast<uint64_t>(dim), 1);
       }
@@ -519,7 +510,7 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
     whole.filled += piece.numel();
   }
   // Everything back in place: the state_dict, and each optimizer's state by index again.
-  GenericDict state_dict = AnyDict();
+  GenericDict state_dict = NewDict();
   std::map<int64_t, GenericDict> optimizers;  // By number.
   for (const std::string& key : order) {
     const Whole& whole = wholes.at(key);
@@ -539,20 +530,20 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
         steps.size() < 2 || !steps[1].isString()) {
       return damaged(absl::StrCat(key, " is neither the model's nor an optimizer's"));
     }
-    auto [it, added] = optimizers.try_emplace(number, AnyDict());
+    auto [it, added] = optimizers.try_emplace(number, NewDict());
     GenericDict& optimizer = it->second;
     const IValue part = steps[1];
     if (steps.size() == 4 && part.toStringRef() == "state" && steps[2].isString() && steps[3].isString()) {
-      if (!optimizer.contains(part)) optimizer.insert(part, AnyDict());
+      if (!optimizer.contains(part)) optimizer.insert(part, NewDict());
       GenericDict by_name = optimizer.at(part).toGenericDict();
-      if (!by_name.contains(steps[2])) by_name.insert(steps[2], AnyDict());
+      if (!by_name.contains(steps[2])) by_name.insert(steps[2], NewDict());
       by_name.at(steps[2]).toGenericDict().insert_or_assign(steps[3], whole.value);
     } else if (steps.size() == 4 && part.toStringRef() == "param_groups" && steps[2].isInt() && steps[3].isString()) {
-      if (!optimizer.contains(part)) optimizer.insert(part, AnyList());
+      if (!optimizer.contains(part)) optimizer.insert(part, NewList());
       GenericList groups = optimizer.at(part).toList();
       const int64_t g = steps[2].toInt();
       if (g < 0 || g > static_cast<int64_t>(groups.size())) return damaged(absl::StrCat(key, ": a group out of order"));
-      if (g == static_cast<int64_t>(groups.size())) groups.push_back(IValue(AnyDict()));
+      if (g == static_cast<int64_t>(groups.size())) groups.push_back(IValue(NewDict()));
       groups.get(g).toGenericDict().insert_or_assign(steps[3], whole.value);
     } else if (steps.size() == 2) {
       optimizer.insert_or_assign(part, whole.value);
@@ -561,9 +552,11 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
     }
   }
   // Parameter names back to PyTorch's numbering: the groups' "params", in order.
-  GenericList states = AnyList();
+  GenericList states = NewList();
   for (auto& [number, optimizer] : optimizers) {
-    if (number != static_cast<int64_t>(states.size())) return damaged(absl::StrCat("optimizer_", states.size(), " is missing"));
+    if (number != static_cast<int64_t>(states.size())) {
+      return damaged(absl::StrCat("optimizer_", states.size(), " is missing"));
+    }
     const IValue state_key{std::string("state")};
     const IValue groups_key{std::string("param_groups")};
     std::unordered_map<std::string, int64_t> numbers;
@@ -573,7 +566,7 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
         GenericDict settings = group.toGenericDict();
         const IValue params_key{std::string("params")};
         if (!settings.contains(params_key) || !settings.at(params_key).isList()) continue;
-        GenericList indices = AnyList();
+        GenericList indices = NewList();
         for (const IValue& name : settings.at(params_key).toListRef()) {
           if (name.isString()) numbers.emplace(name.toStringRef(), next);
           indices.push_back(IValue(next++));
@@ -582,7 +575,7 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
       }
     }
     if (optimizer.contains(state_key)) {
-      GenericDict by_index = AnyDict();
+      GenericDict by_index = NewDict();
       for (const auto& entry : optimizer.at(state_key).toGenericDict()) {
         const auto found = numbers.find(entry.key().toStringRef());
         int64_t index = 0;
@@ -614,8 +607,8 @@ absl::Status WriteShardedCheckpoint(const std::string& path, absl::StatusOr<Gene
   const std::vector<std::string> pids = ranks.all_gather(absl::StrCat(::getpid()));
   const fs::path folder = absl::StrCat(path, ".tmp-", pids.at(0));
   std::string mine = "ok\n";
-  GenericDict contents = snapshot.ok() ? *snapshot : AnyDict();
-  absl::StatusOr<std::vector<Item>> items =
+  GenericDict contents = snapshot.ok() ? *snapshot : NewDict();
+  absl::StatusOr<std::vector<FlatItem>> items =
       snapshot.ok() ? Flatten(contents, ranks.optimizer_parameter_names) : snapshot.status();
   std::vector<TorchFilePieces> files;  // What the file's pieces point into, until it is written.
   std::vector<Record> records;
@@ -652,8 +645,8 @@ absl::Status WriteShardedCheckpoint(const std::string& path, absl::StatusOr<Gene
     std::error_code error;
     fs::create_directories(folder, error);
     if (mine == "ok\n") {
-      absl::Status written = WriteFileDurably((folder / RankFile(ranks.rank)).string(), absl::MakeConstSpan(pieces),
-                                              {.what = "checkpoint", .follow_links = false});
+      absl::Status written =
+          WriteFileDurably((folder / RankFile(ranks.rank)).string(), absl::MakeConstSpan(pieces), kCheckpointWrite);
       if (!written.ok()) mine = absl::StrCat("error\t", written.message());
     }
     for (const Record& record : records) {
@@ -698,15 +691,14 @@ absl::Status WriteShardedCheckpoint(const std::string& path, absl::StatusOr<Gene
   absl::StatusOr<std::string> metadata = MetadataBytes(*items, merged);
   if (!metadata.ok()) return failed(metadata.status().message());
   const IValue kiln_key{std::string(kKilnSectionKey)};
-  if (!contents.contains(kiln_key)) contents.insert(kiln_key, AnyDict());
+  if (!contents.contains(kiln_key)) contents.insert(kiln_key, NewDict());
   contents.at(kiln_key).toGenericDict().insert_or_assign(IValue(std::string("sharded")),
                                                          IndexValue(*items, merged, ranks.world_size));
   absl::Status status = WriteCheckpoint((folder / kShardedMetaFile).string(), contents);
   if (status.ok()) {
-    status = WriteFileDurably((folder / kDcpMetadataFile).string(), *metadata,
-                              {.what = "checkpoint", .follow_links = false});
+    status = WriteFileDurably((folder / kDcpMetadataFile).string(), *metadata, kCheckpointWrite);
   }
-  if (status.ok()) status = SyncFolder(folder);
+  if (status.ok()) status = SyncFolder(folder.string());
   if (status.ok()) status = Publish(folder, path);
   if (!status.ok()) {
     std::error_code ignored;

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "caffe2/serialize/inline_container.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
 #include "trainer/testing/test_support.h"
 
@@ -26,8 +27,6 @@ using c10::IValue;
 using c10::impl::GenericDict;
 using c10::impl::GenericList;
 using ::testing::HasSubstr;
-
-GenericDict AnyDict() { return GenericDict(c10::AnyType::get(), c10::AnyType::get()); }
 
 // Every rank's text, in rank order, once all have given theirs: the collective the ranks share.
 class Gather {
@@ -59,30 +58,30 @@ class Gather {
 
 // A checkpoint's dictionary: tensors of every kind of shape, an optimizer's state and groups, other values.
 GenericDict Contents(float scale) {
-  GenericDict state_dict = AnyDict();
+  GenericDict state_dict = NewDict();
   state_dict.insert(IValue(std::string("net.0.weight")), IValue(at::arange(15, at::kFloat).reshape({5, 3}) * scale));
   state_dict.insert(IValue(std::string("net.0.bias")), IValue(at::arange(2, at::kFloat) * scale));  // Rows < ranks.
   state_dict.insert(IValue(std::string("count")), IValue(at::scalar_tensor(7, at::kLong)));
   state_dict.insert(IValue(std::string("empty")), IValue(at::empty({0, 2}, at::kDouble)));
-  GenericDict momentum = AnyDict();
+  GenericDict momentum = NewDict();
   momentum.insert(IValue(std::string("momentum_buffer")), IValue(at::ones({5, 3}) * scale));
   momentum.insert(IValue(std::string("step")), IValue(at::scalar_tensor(4.0)));
-  GenericDict state = AnyDict();
+  GenericDict state = NewDict();
   state.insert(IValue(int64_t{1}), IValue(momentum));  // Only the second parameter has state.
-  GenericDict group = AnyDict();
+  GenericDict group = NewDict();
   group.insert(IValue(std::string("lr")), IValue(0.5));
-  GenericList params(c10::AnyType::get());
+  GenericList params = NewList();
   params.push_back(IValue(int64_t{0}));
   params.push_back(IValue(int64_t{1}));
   group.insert(IValue(std::string("params")), IValue(params));
-  GenericList groups(c10::AnyType::get());
+  GenericList groups = NewList();
   groups.push_back(IValue(group));
-  GenericDict optimizer = AnyDict();
+  GenericDict optimizer = NewDict();
   optimizer.insert(IValue(std::string("state")), IValue(state));
   optimizer.insert(IValue(std::string("param_groups")), IValue(groups));
-  GenericList optimizers(c10::AnyType::get());
+  GenericList optimizers = NewList();
   optimizers.push_back(IValue(optimizer));
-  GenericDict contents = AnyDict();
+  GenericDict contents = NewDict();
   contents.insert(IValue(std::string("epoch")), IValue(int64_t{3}));
   contents.insert(IValue(std::string("state_dict")), IValue(state_dict));
   contents.insert(IValue(std::string("optimizer_states")), IValue(optimizers));
@@ -108,6 +107,13 @@ std::vector<absl::Status> WriteFromRanks(const std::string& path, int ranks,
   return statuses;
 }
 
+// WriteFromRanks with Contents(scale) on every rank, each of which must succeed.
+void WriteAll(const std::string& path, int ranks, float scale) {
+  for (const absl::Status& status : WriteFromRanks(path, ranks, [scale](int) { return Contents(scale); })) {
+    ASSERT_TRUE(status.ok()) << status;
+  }
+}
+
 std::vector<std::string> Listing(const std::string& folder) {
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(folder)) names.push_back(entry.path().filename().string());
@@ -118,9 +124,7 @@ std::vector<std::string> Listing(const std::string& folder) {
 TEST(DistributedCheckpointTest, ThreeRanksWriteTheirPartsAndItReadsBackWhole) {
   const std::string dir = testing::TempDir();
   const std::string path = dir + "/three.ckpt";
-  for (const absl::Status& status : WriteFromRanks(path, 3, [](int) { return Contents(1.0f); })) {
-    ASSERT_TRUE(status.ok()) << status;
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteAll(path, 3, 1.0f));
   // Rows of a 5-row tensor in chunks of 2: every rank has a part.
   EXPECT_EQ(Listing(path), (std::vector<std::string>{".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp",
                                                      "meta.pt"}));
@@ -159,8 +163,8 @@ TEST(DistributedCheckpointTest, ThreeRanksWriteTheirPartsAndItReadsBackWhole) {
 TEST(DistributedCheckpointTest, ASecondSaveReplacesTheFirstAndOneRankReadsWhatThreeWrote) {
   const std::string dir = testing::TempDir();
   const std::string path = dir + "/again.ckpt";
-  for (const absl::Status& status : WriteFromRanks(path, 3, [](int) { return Contents(1.0f); })) ASSERT_TRUE(status.ok());
-  for (const absl::Status& status : WriteFromRanks(path, 1, [](int) { return Contents(2.0f); })) ASSERT_TRUE(status.ok());
+  ASSERT_NO_FATAL_FAILURE(WriteAll(path, 3, 1.0f));
+  ASSERT_NO_FATAL_FAILURE(WriteAll(path, 1, 2.0f));
   EXPECT_EQ(Listing(path), (std::vector<std::string>{".metadata", "__0_0.distcp", "meta.pt"}));
   EXPECT_EQ(Listing(dir), (std::vector<std::string>{"again.ckpt"}));
   absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
@@ -175,7 +179,7 @@ TEST(DistributedCheckpointTest, ASecondSaveReplacesTheFirstAndOneRankReadsWhatTh
 TEST(DistributedCheckpointTest, DamageAndAMissingRankFileAreRefused) {
   const std::string dir = testing::TempDir();
   const std::string path = dir + "/damaged.ckpt";
-  for (const absl::Status& status : WriteFromRanks(path, 3, [](int) { return Contents(1.0f); })) ASSERT_TRUE(status.ok());
+  ASSERT_NO_FATAL_FAILURE(WriteAll(path, 3, 1.0f));
   const std::string file = path + "/__1_0.distcp";
   std::string bytes;
   {
@@ -202,14 +206,14 @@ TEST(DistributedCheckpointTest, DamageAndAMissingRankFileAreRefused) {
 TEST(DistributedCheckpointTest, AnIndexThatDeclaresMoreThanTheFilesHoldIsRefusedBeforeAllocating) {
   const std::string dir = testing::TempDir();
   const std::string path = dir + "/huge.ckpt";
-  for (const absl::Status& status : WriteFromRanks(path, 2, [](int) { return Contents(1.0f); })) ASSERT_TRUE(status.ok());
+  ASSERT_NO_FATAL_FAILURE(WriteAll(path, 2, 1.0f));
   absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(path + "/meta.pt");
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   caffe2::serialize::PyTorchStreamReader reader(MemoryReadAdapter(*bytes));
   absl::StatusOr<IValue> meta = ReadTorchFile(reader, &*bytes);
   ASSERT_TRUE(meta.ok()) << meta.status();
-  const GenericDict index =
-      meta->toGenericDict().at(IValue(std::string("kiln"))).toGenericDict().at(IValue(std::string("sharded"))).toGenericDict();
+  const GenericDict kiln = meta->toGenericDict().at(IValue(std::string("kiln"))).toGenericDict();
+  const GenericDict index = kiln.at(IValue(std::string("sharded"))).toGenericDict();
   GenericDict first = index.at(IValue(std::string("records"))).toListRef()[0].toGenericDict();
   first.insert_or_assign(IValue(std::string("size")), IValue(std::vector<int64_t>{int64_t{1} << 40, 3}));
   ASSERT_TRUE(WriteCheckpoint(path + "/meta.pt", meta->toGenericDict()).ok());

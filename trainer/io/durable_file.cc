@@ -68,14 +68,6 @@ absl::Status WriteAll(int fd, absl::Span<const absl::string_view> pieces, absl::
   return absl::OkStatus();
 }
 
-// So that the rename itself survives a power loss.
-void SyncFolder(const fs::path& folder) {
-  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 // The file a chain of symbolic links ends at (itself when `path` is no link); relative targets are relative to the
 // link's folder. Stops after 40 links, as the kernel does (ELOOP), and the rename then reports the loop.
 std::string FollowLinks(const std::string& path) {
@@ -123,7 +115,19 @@ absl::Status WriteFileDurably(const std::string& path_or_link, absl::Span<const 
     return absl::Status(status.code(), absl::StrCat(status.message(), "; the previous ", options.what,
                                                     " (if any) is intact"));
   }
-  SyncFolder(target.parent_path());
+  // So that the rename itself survives a power loss; best effort: the file's own fsync made it durable.
+  (void)SyncFolder(target.parent_path().string());
+  return absl::OkStatus();
+}
+
+absl::Status SyncFolder(const std::string& folder) {
+  const std::string name = folder.empty() ? "." : folder;
+  const int fd = ::open(name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open folder ", name, ": ", std::strerror(errno)));
+  const int synced = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (synced != 0) return absl::InternalError(absl::StrCat("cannot flush folder ", name, ": ", std::strerror(error)));
   return absl::OkStatus();
 }
 

@@ -39,6 +39,11 @@ absl::Status WriteFileDurably(const std::string& path, absl::string_view content
 absl::Status WriteFileDurably(const std::string& path, absl::Span<const absl::string_view> pieces,
                               const DurableWriteOptions& options = {});
 
+// Flushes `folder`'s entries to the disk (a file created or renamed in it), so that they survive a power loss; ""
+// is the current folder. Internal, naming the folder and the system's reason, when it cannot be opened or flushed.
+// (WriteFileDurably calls it on the file's folder, and goes on when it fails.)
+absl::Status SyncFolder(const std::string& folder);
+
 }  // namespace kiln
 
 #endif  // KILN_TRAINER_IO_DURABLE_FILE_H_
