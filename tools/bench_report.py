@@ -215,6 +215,10 @@ def divide(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
 
+def multiply(a, b):
+    return None if a is None or b is None else a * b
+
+
 def prose(lines):
     """Lines of Markdown with each paragraph wrapped at the page's 120 columns (tables and blank lines as they are)."""
     wrapped = []
@@ -362,6 +366,13 @@ def checkpoint_block(checkpoint):
                      count_mb(counters.get("kiln_MB_per_s")),
                      f"{count_mb(counters.get('raw_fsync_MB_per_s'))} (torch.save's writer and fsync)",
                      ratio(counters.get("kiln_over_raw_fsync_throughput"), 2), "", "", str(rounds)])
+    if "kiln_with_removal_over_raw_throughput" in benchmarks.get("BM_CheckpointWrite", ({},))[0]:
+        counters, rounds = benchmarks["BM_CheckpointWrite"]
+        with_removal = counters["kiln_with_removal_over_raw_throughput"]
+        rows.append(["checkpoint write, durable (fsync), with the removal of the checkpoint it replaced",
+                     count_mb(multiply(counters.get("raw_MB_per_s"), with_removal)),
+                     f"{count_mb(counters.get('raw_MB_per_s'))} (torch.save's writer, no fsync)",
+                     ratio(with_removal, 2), "", "", str(rounds)])
     if "BM_CheckpointWriteDurableAndAsync" in benchmarks:
         counters, rounds = benchmarks["BM_CheckpointWriteDurableAndAsync"]
         wait, raw = counters.get("trainer_wait_MB_per_s"), counters.get("raw_fsync_MB_per_s")

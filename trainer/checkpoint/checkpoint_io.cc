@@ -460,7 +460,10 @@ absl::Status CheckpointWriter::SubmitRemove(std::string path) {
 absl::Status CheckpointWriter::Flush() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
-  return error_;
+  const absl::Status error = error_;
+  lock.unlock();
+  WaitForReplacedFiles();  // So that the folder holds no temporary once this returns.
+  return error;
 }
 
 void CheckpointWriter::Run() {

@@ -44,9 +44,10 @@ class ValueBuilder;  // trainer/checkpoint/snapshot_dict.h
 inline constexpr int64_t kCheckpointFormatVersion = 2;
 inline constexpr char kCheckpointExtension[] = ".ckpt";
 inline constexpr char kKilnSectionKey[] = "kiln";
-// How every checkpoint file is written (WriteFileDurably): named a checkpoint in errors, and a symbolic link at its
-// path replaced rather than written through.
-inline constexpr DurableWriteOptions kCheckpointWrite{.what = "checkpoint", .follow_links = false};
+// How every checkpoint file is written (WriteFileDurably): named a checkpoint in errors, a symbolic link at its path
+// replaced rather than written through, and the checkpoint it replaces removed after the write returns.
+inline constexpr DurableWriteOptions kCheckpointWrite{
+    .what = "checkpoint", .follow_links = false, .remove_replaced_later = true};
 
 // A checkpoint as read.
 struct Checkpoint {
@@ -136,7 +137,7 @@ class CheckpointWriter {
   // reads must be the writer's own.
   absl::Status SubmitSnapshot(std::string path, CheckpointSnapshot snapshot);
   absl::Status SubmitRemove(std::string path);
-  // Waits until everything queued is on disk; returns the first error.
+  // Waits until everything queued is on disk and the files it replaced are removed; returns the first error.
   absl::Status Flush();
 
  private:

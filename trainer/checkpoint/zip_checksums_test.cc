@@ -114,6 +114,38 @@ TEST(ZipChecksumsTest, EveryTruncationIsRefused) {
   }
 }
 
+// From 2 MiB of stored records on, a second thread reads and checks the second half of the bytes, and the record
+// that straddles the middle is checked by combining its two halves' CRCs: the image read is the file, byte for
+// byte, and damage anywhere (the first thread's part, either side of the split, the second thread's part) is
+// refused by ReadVerifiedZip as by VerifyZipChecksums (one thread, reading nothing into memory).
+TEST(ZipChecksumsTest, ALargeArchiveIsReadByTwoThreadsAndDamageAnywhereIsRefused) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/large.ckpt";
+  c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+  for (int i = 0; i < 3; ++i) state.insert("t" + std::to_string(i), at::arange(i, i + 300000, at::kFloat));
+  c10::impl::GenericDict contents(c10::StringType::get(), c10::AnyType::get());
+  contents.insert(std::string("state_dict"), state);
+  ASSERT_TRUE(WriteCheckpoint(path, contents).ok());
+  const std::string bytes = FileBytes(path);
+  ASSERT_GT(bytes.size(), 3u * 1200000);
+  absl::StatusOr<ArchiveBytes> read = ReadVerifiedZip(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size, bytes.size());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(read->data.get()), read->size), bytes);
+  const std::string damaged = dir + "/damaged.ckpt";
+  for (const double where : {0.05, 0.3, 0.49, 0.5, 0.51, 0.7, 0.95}) {
+    std::string copy = bytes;
+    const size_t at = static_cast<size_t>(where * static_cast<double>(bytes.size()));
+    copy[at] = static_cast<char>(copy[at] ^ 0x10);
+    Overwrite(damaged, copy);
+    absl::StatusOr<ArchiveBytes> refused = ReadVerifiedZip(damaged);
+    ASSERT_FALSE(refused.ok()) << "byte " << at << " of " << bytes.size() << " damaged";
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("fails its CRC-32 check")) << refused.status();
+    const absl::Status serial = VerifyZipChecksums(damaged);
+    EXPECT_EQ(serial.message(), refused.status().message());
+  }
+}
+
 // Every single damaged byte is either refused, or lands where it changes nothing that is read (a timestamp, the
 // gaps LibTorch leaves between records): then the checkpoint still reads back exactly.
 void CheckEverySingleByteOfDamage(int nested) {

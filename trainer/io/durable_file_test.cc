@@ -1,5 +1,7 @@
 #include "trainer/io/durable_file.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -52,7 +54,7 @@ TEST(DurableFileTest, ReplacesTheFileWholeAndCreatesItsFolders) {
 }
 
 // Pieces are written in order, empty ones too, more of them than one writev takes (IOV_MAX, 1024 on Linux), and
-// more bytes than the few MiB after which the disk is told to start writing.
+// and pieces longer than the 256 KiB after which the disk is told to start writing, split across writes.
 TEST(DurableFileTest, WritesPiecesInOrder) {
   const fs::path dir = Fresh("pieces");
   std::vector<std::string> owned;
@@ -97,6 +99,44 @@ TEST(DurableFileTest, ALinkIsWrittenThroughOrReplacedAsAsked) {
   EXPECT_FALSE(fs::is_symlink(dir / "link.txt"));
   EXPECT_EQ(Read(dir / "link.txt"), "replaced");
   EXPECT_EQ(Read(dir / "target.txt"), "through");
+}
+
+// remove_replaced_later: the new file takes the name at once; the old one is removed by the process's thread (a hard
+// link to it shows its inode lose the name it had), and nothing else is left once WaitForReplacedFiles returns.
+TEST(DurableFileTest, TheReplacedFileIsRemovedLater) {
+  const fs::path dir = Fresh("later");
+  const DurableWriteOptions later{.remove_replaced_later = true};
+  const std::string path = (dir / "out.ckpt").string();
+  ASSERT_TRUE(WriteFileDurably(path, "first", later).ok());  // Nothing to replace.
+  fs::create_hard_link(path, dir / "keep");
+  EXPECT_EQ(fs::hard_link_count(dir / "keep"), 2u);
+  // Written again and again at once: each write waits for the last one's removal under the same temporary name.
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(WriteFileDurably(path, std::string(1000 + i, 'a' + i), later).ok());
+  EXPECT_EQ(Read(path), std::string(1019, 'a' + 19));
+  WaitForReplacedFiles();
+  EXPECT_EQ(Read(dir / "keep"), "first");
+  EXPECT_EQ(fs::hard_link_count(dir / "keep"), 1u);
+  EXPECT_THAT(Names(dir), ::testing::ElementsAre("keep", "out.ckpt"));
+  // A link at the path is replaced by the file (follow_links = false), not exchanged with it.
+  fs::create_symlink("keep", dir / "link.ckpt");
+  const DurableWriteOptions replace_link{.follow_links = false, .remove_replaced_later = true};
+  ASSERT_TRUE(WriteFileDurably((dir / "link.ckpt").string(), "new", replace_link).ok());
+  WaitForReplacedFiles();
+  EXPECT_FALSE(fs::is_symlink(dir / "link.ckpt"));
+  EXPECT_EQ(Read(dir / "keep"), "first");
+  EXPECT_THAT(Names(dir), ::testing::ElementsAre("keep", "link.ckpt", "out.ckpt"));
+  // A process forked after the removing thread started has no such thread: its writes remove at once, and its exit
+  // does not wait for the parent's thread.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const bool ok = WriteFileDurably(path, "child", later).ok() && Names(dir).size() == 3;
+    std::exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_EQ(Read(path), "child");
 }
 
 }  // namespace
