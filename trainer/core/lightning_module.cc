@@ -34,6 +34,7 @@ inline int64_t BatchSize(std::string_view name, const LogOptions& options, int64
 }  // namespace
 
 void LightningModule::log(std::string_view name, const at::Tensor& value, LogOptions options) {
+  if (C10_LIKELY(sink_ != nullptr) && sink_->TryLogStep(name, value, options)) return;
   if (C10_UNLIKELY(sink_ == nullptr)) NoSink(name);
   sink_->Log(name, value, options, BatchSize(name, options, batch_size_));
 }

@@ -90,34 +90,6 @@ MetricMap ReadSlots(const std::vector<Slot>& slots, ValueOf value_of, NameOf nam
   return metrics;
 }
 
-// Whether `a` and `b` hold the same characters: a few word compares for the short names metrics have, without
-// the call into memcmp that std::string's == makes.
-inline bool SameName(const std::string& a, std::string_view b) {
-  const size_t size = a.size();
-  if (size != b.size()) return false;
-  const char* x = a.data();
-  const char* y = b.data();
-  const auto word = [](const char* at) {
-    uint64_t value;
-    std::memcpy(&value, at, sizeof(value));
-    return value;
-  };
-  if (size >= 8) {
-    for (size_t i = 0; i + 8 < size; i += 8) {
-      if (word(x + i) != word(y + i)) return false;
-    }
-    return word(x + size - 8) == word(y + size - 8);  // The last 8 bytes, overlapping the words before.
-  }
-  for (size_t i = 0; i < size; ++i) {
-    if (x[i] != y[i]) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-namespace {
-
 [[noreturn]] void NotAScalar(std::string_view name, const at::Tensor& value) {
   TORCH_CHECK(false, "log('", name, "'): expected a scalar, got a tensor of shape ", value.sizes());
   __builtin_unreachable();

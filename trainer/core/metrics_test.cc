@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -127,6 +128,53 @@ TEST(MetricCollectorTest, SyncedStepValuesAreOnlyThoseLoggedWithSyncDist) {
   metrics.Log("global", at::scalar_tensor(2.0), {.sync_dist = true}, 1);
   EXPECT_TRUE(metrics.HasSyncedStepValues());
   EXPECT_EQ(metrics.SyncedStepValues(), (MetricMap{{"global", 2.0}}));
+}
+
+// TryLogStep (what LightningModule::log tries first) records what Log records, and leaves every call it does not
+// take to Log: two collectors given the same steps, one through Log alone and one through TryLogStep first, read the
+// same after every step, whatever the order of names, the options, or the values' shapes.
+TEST(MetricCollectorTest, TheInlineStepPathRecordsWhatLogRecords) {
+  for (const bool training : {true, false}) {
+    MetricCollector slow(training);
+    MetricCollector fast(training);
+    int taken = 0;
+    int refused = 0;
+    const auto log = [&](std::string_view name, const at::Tensor& value, const LogOptions& options) {
+      slow.Log(name, value, options, 4);
+      if (fast.TryLogStep(name, value, options)) {
+        ++taken;
+      } else {
+        ++refused;
+        fast.Log(name, value, options, 4);
+      }
+    };
+    for (int step = 0; step < 6; ++step) {
+      const double x = 1.0 + step;
+      log("loss", at::scalar_tensor(x), {});
+      log("acc", at::scalar_tensor(x / 10), {.sync_dist = step % 2 == 0, .reduce_fx = Reduce::kMax});
+      if (step >= 2) log("late", at::scalar_tensor(x * 3), {});  // A name first logged later: a new slot.
+      log("both", at::scalar_tensor(x * 2), {.on_step = true, .on_epoch = true});
+      log("shown", at::scalar_tensor(x * 5), {.prog_bar = true});
+      log("weighted", at::scalar_tensor(x * 7), {.batch_size = 2});
+      log("explicit", at::scalar_tensor(x * 11), {.on_step = true, .on_epoch = false});
+      if (step == 4) log("loss_again", at::full({1, 1}, x), {});  // One element, another shape.
+      // Logged twice in a step, out of order.
+      if (step % 3 == 2) log("acc", at::scalar_tensor(-x), {.reduce_fx = Reduce::kMax});
+      EXPECT_EQ(fast.StepMetrics(), slow.StepMetrics()) << "training " << training << ", step " << step;
+      EXPECT_EQ(fast.SyncedStepValues(), slow.SyncedStepValues()) << "training " << training << ", step " << step;
+      EXPECT_EQ(fast.SyncedStepReduces(), slow.SyncedStepReduces()) << "training " << training << ", step " << step;
+      EXPECT_EQ(fast.ProgressBarMetrics(), slow.ProgressBarMetrics()) << "training " << training << ", step " << step;
+      EXPECT_EQ(fast.EpochMetrics(), slow.EpochMetrics()) << "training " << training << ", step " << step;
+    }
+    EXPECT_THROW(fast.Log("matrix", at::ones({2, 2}), {}, 4), c10::Error);
+    EXPECT_FALSE(fast.TryLogStep("matrix", at::ones({2, 2}), {}));  // Not a scalar: refused, for Log to report.
+    if (training) {
+      EXPECT_GE(taken, 10) << "the inline path took too few calls to be tested";
+    } else {
+      EXPECT_EQ(taken, 0) << "outside training, every value is an epoch value by default";
+    }
+    EXPECT_GE(refused, 20);
+  }
 }
 
 // A step value is kept as logged, autograd history included; reading it neither needs nor records a graph.
