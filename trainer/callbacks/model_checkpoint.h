@@ -87,6 +87,9 @@ class ModelCheckpoint final : public Callback {
   ModelCheckpointOptions options_;
   MonitorMode mode_ = MonitorMode::kMin;
   std::string dirpath_;
+  // dirpath_ made absolute (state_dict), and the dirpath_ it was made from.
+  mutable std::string absolute_dirpath_;
+  mutable std::string absolute_dirpath_of_;
   int64_t last_saved_step_ = -1;
   std::string best_model_path_;
   std::optional<double> best_model_score_;

@@ -156,6 +156,15 @@ class Remover {
   std::string removing_;
 };
 
+// The folder `path` names a file in, as fs::path's parent_path gives it ("" for a bare name), without parsing the
+// path into its parts.
+std::string FolderOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  const size_t end = path.find_last_not_of('/', slash);  // "a//b": "a"; "/b": "/".
+  return end == std::string::npos ? "/" : path.substr(0, end + 1);
+}
+
 // The file a chain of symbolic links ends at (itself when `path` is no link); relative targets are relative to the
 // link's folder. Stops after 40 links, as the kernel does (ELOOP), and the rename then reports the loop.
 std::string FollowLinks(const std::string& path) {
@@ -180,19 +189,23 @@ absl::Status WriteFileDurably(const std::string& path, absl::string_view content
 absl::Status WriteFileDurably(const std::string& path_or_link, absl::Span<const absl::string_view> pieces,
                               const DurableWriteOptions& options) {
   const std::string path = options.follow_links ? FollowLinks(path_or_link) : path_or_link;
-  const fs::path target(path);
-  if (options.create_folders && target.has_parent_path()) {
+  const std::string folder = FolderOf(path);
+  const std::string temporary = absl::StrCat(path, ".tmp-", ::getpid());
+  // An earlier write's replaced file may still be waiting under this name.
+  if (options.remove_replaced_later) Remover::Get().WaitFor(temporary);
+  const auto create = [&] { return ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); };
+  int fd = create();
+  // The folders are made when the file cannot be made for want of them (making sure first that they exist parses
+  // the path and asks the file system about each part, on every write).
+  if (fd < 0 && (errno == ENOENT || errno == ENOTDIR) && options.create_folders && !folder.empty()) {
     std::error_code error;
-    fs::create_directories(target.parent_path(), error);
+    fs::create_directories(folder, error);
     if (error) {
       return absl::InternalError(
           absl::StrCat("cannot create the folder of ", options.what, " ", path, ": ", error.message()));
     }
+    fd = create();
   }
-  const std::string temporary = absl::StrCat(path, ".tmp-", ::getpid());
-  // An earlier write's replaced file may still be waiting under this name.
-  if (options.remove_replaced_later) Remover::Get().WaitFor(temporary);
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", options.what, temporary, errno);
   absl::Status status = WriteAll(fd, pieces, options.what, temporary);
   if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("cannot flush", options.what, temporary, errno);
@@ -212,7 +225,7 @@ absl::Status WriteFileDurably(const std::string& path_or_link, absl::Span<const 
                                                     " (if any) is intact"));
   }
   // So that the rename itself survives a power loss; best effort: the file's own fsync made it durable.
-  (void)SyncFolder(target.parent_path().string());
+  (void)SyncFolder(folder);
   if (exchanged) Remover::Get().Remove(temporary);
   return absl::OkStatus();
 }

@@ -1,7 +1,8 @@
 // Writing a file whole, once, for every output Kiln writes (checkpoints, metrics, hparams.yaml, config.yaml,
 // report.html, run summaries, predictions): through a temporary file beside it (`<name>.tmp-<pid>`), flushed to the
-// disk, renamed over the name, and the folder flushed, so that neither a reader nor a crash, a kill or a power loss
-// ever sees half a file. A write that fails leaves the previous file as it was and removes its temporary; one a kill
+// disk, renamed over the name (or exchanged with the file there, which a thread then removes:
+// remove_replaced_later), and the folder flushed, so that neither a reader nor a crash, a kill or a power loss ever
+// sees half a file. A write that fails leaves the previous file as it was and removes its temporary; one a kill
 // interrupted leaves a temporary that RemoveStaleTemporaryFiles (trainer/checkpoint/checkpoint_io.h) removes later.
 //
 // Thread-safety: concurrent writes of different paths are safe; two threads of one process writing one path at
