@@ -36,8 +36,8 @@ absl::Status ErrnoError(absl::string_view doing, absl::string_view what, const s
 
 // Writes `pieces` in order, kChunk bytes a writev at most, and tells the disk to start writing each chunk as soon as
 // it is written, so that the disk writes while the rest is written and the closing fsync waits for the last chunks
-// only (6.4 MB here: fsync 1.8 to 2.2 ms after 256 KiB chunks, 3.8 to 4.5 ms after one writev and one
-// sync_file_range; tests/bench:checkpoint_bench).
+// only (6.4 MB here: fsync 1.3 to 2.2 ms after 256 KiB chunks, 3.0 to 4.5 ms after one writev and one
+// sync_file_range, timed with strace on tests/bench:checkpoint_bench's writes, 2026-12-05).
 absl::Status WriteAll(int fd, absl::Span<const absl::string_view> pieces, absl::string_view what,
                       const std::string& path) {
   constexpr size_t kChunk = size_t{256} << 10;
