@@ -768,6 +768,13 @@ def main(argv):
         return 1
     report_command = shell_join(["tools/bench_report.py"] + argv)
     written = []
+    # Read again: the page may have been edited while the benchmarks ran (minutes), and only the blocks are ours.
+    try:
+        with open(args.page, encoding="utf-8") as page_file:
+            page = page_file.read()
+    except OSError as error:
+        print(f"bench_report: {error}", file=sys.stderr)
+        return 2
     for name in chosen:
         if name not in results:
             continue
