@@ -249,8 +249,8 @@ void ModelCheckpoint::Save(Trainer& trainer) {
 }
 
 CallbackState ModelCheckpoint::state_dict() const {
-  // Absolute, so that a resume from another folder still matches; made once for each folder (parsing the path took
-  // a fifth of a small model's checkpoint on the training thread).
+  // Absolute, so that a resume from another folder still matches; made once for each folder (made at every save,
+  // with the rest of this state it cost about 9 k instructions a checkpoint on the training thread, callgrind).
   if (absolute_dirpath_of_ != dirpath_ || absolute_dirpath_.empty()) {
     std::error_code error;
     const fs::path absolute = fs::absolute(dirpath_, error);

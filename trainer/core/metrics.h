@@ -57,6 +57,7 @@ class MetricCollector {
 
   // Records `value` (a scalar tensor or a number) for the current batch of `batch_size` examples.
   void Log(std::string_view name, const at::Tensor& value, const LogOptions& options, int64_t batch_size);
+  void Log(std::string_view name, double value, const LogOptions& options, int64_t batch_size);
   // Log's commonest call, inline where it is made (LightningModule::log): in training, a scalar tensor logged as a
   // step value only (on_step, not on_epoch, no prog_bar, no batch_size), under the name that the step before logged
   // at this point. Records it as Log would and returns true; returns false, having recorded nothing, for every other
@@ -76,7 +77,6 @@ class MetricCollector {
     ++next_slot_;
     return true;
   }
-  void Log(std::string_view name, double value, const LogOptions& options, int64_t batch_size);
 
   // The latest value of each metric logged on_step. Reading converts tensors to numbers (a device sync).
   MetricMap StepMetrics() const;
