@@ -41,7 +41,8 @@ absl::Status VerifyZipChecksums(const std::string& path);
 // Where the stored (not deflated) records of an archive lie: the offset of each one's first byte, and its size.
 using StoredRanges = std::unordered_map<uint64_t, uint64_t>;
 
-// An archive read whole into memory, at a 64-byte boundary, and where its stored records lie. The bytes are shared:
+// An archive read whole into memory, at a 64-byte boundary (from 2 MiB on, at a 2 MiB boundary in memory whose pages
+// the kernel is asked to make huge), and where its stored records lie. The bytes are shared:
 // they live as long as the last holder (a tensor read from them in place, torch_file.h).
 struct ArchiveBytes {
   std::shared_ptr<uint8_t> data;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -132,6 +133,17 @@ TEST(ZipChecksumsTest, ALargeArchiveIsReadByTwoThreadsAndDamageAnywhereIsRefused
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size, bytes.size());
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(read->data.get()), read->size), bytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(read->data.get()) % (uintptr_t{2} << 20), 0u)
+      << "an image of 2 MiB or more lies at a huge page's boundary";
+  read = absl::UnknownError("the image released");
+  // The tensors read in place keep the image alive after the read's own hold on it is gone.
+  absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(path);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  const c10::impl::GenericDict read_state = checkpoint->contents.at("state_dict").toGenericDict();
+  checkpoint = absl::UnknownError("the checkpoint released");
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(read_state.at("t" + std::to_string(i)).toTensor().equal(at::arange(i, i + 300000, at::kFloat))) << i;
+  }
   const std::string damaged = dir + "/damaged.ckpt";
   for (const double where : {0.05, 0.3, 0.49, 0.5, 0.51, 0.7, 0.95}) {
     std::string copy = bytes;
