@@ -382,7 +382,8 @@ def checkpoint_block(checkpoint):
         raise ReportError("checkpoint_bench: none of its benchmarks is in the output")
     return table(header, rows) + [
         "", "Throughput of the medium MLP's parameters and Adam state (about 6.4 MB), Kiln's checkpoint files against "
-        "LibTorch's own way to write and read the same format, interleaved in one process (tests/bench/checkpoint_bench.cc)."]
+        "LibTorch's own way to write and read the same format, interleaved in one process, each read starting from memory "
+        "the process has not touched, as a resume's does (tests/bench/checkpoint_bench.cc)."]
 
 
 def count_mb(value):
