@@ -25,6 +25,7 @@
 #include "torch/nn/modules/container/sequential.h"
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/adam.h"
+#include "tests/bench/scratch_dir.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
 #include "trainer/io/durable_file.h"
@@ -86,9 +87,10 @@ struct State {
   }
 };
 
+// The benchmark's files' folder, its own (removed at exit).
 std::string Dir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return std::string(tmp != nullptr ? tmp : "/tmp");
+  static const bench::ScratchDir dir("kiln_checkpoint_bench");
+  return dir.path();
 }
 
 void Fsync(const std::string& path) {

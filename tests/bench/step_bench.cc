@@ -28,6 +28,7 @@
 #include "ATen/Parallel.h"
 #include "benchmark/benchmark.h"
 #include "tests/bench/fused_loop.h"
+#include "tests/bench/scratch_dir.h"
 #include "torch/nn/functional/loss.h"
 #include "torch/nn/modules/activation.h"
 #include "torch/nn/modules/container/sequential.h"
@@ -205,8 +206,8 @@ void Compare(benchmark::State& state, const Shape& shape, bool defaults, int met
   double init_param_sum = 0;
   for (const at::Tensor& param : MakeNet(shape)->parameters()) init_param_sum += param.sum().item<double>();
   const double first_input_sum = batches.front().input.sum().item<double>();
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string root = std::string(tmp != nullptr ? tmp : "/tmp") + "/kiln_step_bench";
+  const bench::ScratchDir scratch("kiln_step_bench");
+  const std::string& root = scratch.path();
   double raw_total = 0;
   double fused_raw_total = 0;
   double kiln_total = 0;
