@@ -5,7 +5,7 @@
 //   fsdp_run OUT [accelerator=cpu|virtual_npu] [strategy=fsdp|ddp|single_device] [devices=N] [sharding=FULL_SHARD|SHARD_GRAD_OP|NO_SHARD]
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
-//            [policy=...|block] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
+//            [policy=...|block] [prefetch=1|0 (backward_prefetch)] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
 //                                          MASTER_PORT set; its ranks' files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //   fsdp_run free_port                 prints a TCP port free on this machine
@@ -190,7 +190,8 @@ int main(int argc, char** argv) {
                                              {"clip", "0"},         {"precision", "32-true"}, {"epochs", "2"},
                                              {"width", "0"},       {"depth", "8"},          {"batches", "0"},
                                              {"offload", "0"},     {"checkpoint", ""},      {"model", "linear"},
-                                             {"batch", "8"},       {"nodes", "1"},          {"scale", "0"}};
+                                             {"batch", "8"},       {"nodes", "1"},          {"scale", "0"},
+                                             {"prefetch", "1"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -233,7 +234,9 @@ int main(int argc, char** argv) {
       std::cerr << sharding.status() << "\n";
       return 2;
     }
-    kiln::FSDPOptions fsdp{.sharding_strategy = *sharding, .cpu_offload = args["offload"] == "1"};
+    kiln::FSDPOptions fsdp{.sharding_strategy = *sharding,
+                           .backward_prefetch = args["prefetch"] == "1",
+                           .cpu_offload = args["offload"] == "1"};
     if (args["policy"] == "linear") fsdp.auto_wrap_policy.module_types = {"Linear"};
     if (args["policy"] == "size") fsdp.auto_wrap_policy.min_num_params = 100;
     if (args["policy"] == "block") fsdp.auto_wrap_policy.module_types = {"Block"};
