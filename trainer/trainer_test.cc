@@ -24,6 +24,7 @@
 #include "trainer/core/logger.h"
 #include "trainer/optim/fused_optimizers.h"
 #include "trainer/optim/reduce_lr_on_plateau.h"
+#include "trainer/strategies/strategy.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/testing/test_support.h"
 
@@ -297,6 +298,18 @@ TEST(TrainerTest, FastDevRunWritesNoCheckpoints) {
   Trainer trainer(options);
   ASSERT_TRUE(trainer.fit(model, data).ok());
   EXPECT_FALSE(std::filesystem::exists(options.default_root_dir + "/checkpoints"));
+}
+
+TEST(TrainerTest, AllGatherTextHandsBackEveryRanksTextAnEmptyOneToo) {
+  RecordingClassifier model;
+  SyntheticClusters data(SmallData());
+  Trainer trainer(Quiet({.fast_dev_run = 1}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  ASSERT_NE(trainer.strategy(), nullptr);
+  EXPECT_THAT(AllGatherText(*trainer.strategy(), "version_0"), ElementsAre("version_0"));
+  // An empty text is a tensor without memory: nothing is copied into it (under --config=asan, UBSan refuses a copy
+  // into its null pointer, as ModelCheckpoint's agreement on a folder once made one on the ranks that had none).
+  EXPECT_THAT(AllGatherText(*trainer.strategy(), ""), ElementsAre(""));
 }
 
 TEST(TrainerTest, OverfitBatchesSeesTheSameBatchesEveryEpoch) {

@@ -23,6 +23,7 @@ class Cursor {
   void U32(uint32_t value) { Little(value, 4); }
   void U64(uint64_t value) { Little(value, 8); }
   void Bytes(absl::string_view bytes) {
+    if (bytes.empty()) return;  // An empty view's data may be null, which memcpy must not be given.
     std::memcpy(at_, bytes.data(), bytes.size());
     at_ += bytes.size();
   }

@@ -73,7 +73,7 @@ void SingleDeviceStrategy::OptimizerStep(torch::optim::Optimizer& optimizer) { o
 
 std::vector<std::string> AllGatherText(Strategy& strategy, const std::string& text) {
   at::Tensor bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
-  std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  if (!text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());  // An empty tensor has no memory.
   std::vector<std::string> all;
   for (const at::Tensor& theirs : strategy.AllGather(bytes)) {
     const at::Tensor local = theirs.cpu().contiguous();
