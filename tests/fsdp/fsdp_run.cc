@@ -5,7 +5,8 @@
 //   fsdp_run OUT [accelerator=cpu|virtual_npu] [strategy=fsdp|ddp|single_device] [devices=N] [sharding=FULL_SHARD|SHARD_GRAD_OP|NO_SHARD]
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
-//            [policy=...|block] [prefetch=1|0 (backward_prefetch)] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
+//            [policy=...|block] [prefetch=1|0 (backward_prefetch)] [save=0|1 (ModelCheckpoint's checkpoints, in
+//            ./checkpoints)] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
 //                                          MASTER_PORT set; its ranks' files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //   fsdp_run free_port                 prints a TCP port free on this machine
@@ -191,7 +192,7 @@ int main(int argc, char** argv) {
                                              {"width", "0"},       {"depth", "8"},          {"batches", "0"},
                                              {"offload", "0"},     {"checkpoint", ""},      {"model", "linear"},
                                              {"batch", "8"},       {"nodes", "1"},          {"scale", "0"},
-                                             {"prefetch", "1"}};
+                                             {"prefetch", "1"},    {"save", "0"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -209,7 +210,7 @@ int main(int argc, char** argv) {
                                .max_epochs = std::stoi(args["epochs"]),
                                .accumulate_grad_batches = std::stoi(args["accumulate"]),
                                .logger = false,
-                               .enable_checkpointing = false,
+                               .enable_checkpointing = args["save"] == "1",
                                .enable_progress_bar = false,
                                .enable_model_summary = false};
   if (const double clip = std::stod(args["clip"]); clip > 0) options.gradient_clip_val = clip;

@@ -87,6 +87,32 @@ void FlatParameter::Reshard() {
   gathered_ = false;
 }
 
+void FlatParameter::GatherToHost(c10d::ProcessGroup& group) {
+  if (!sharded_ || gathered_ || on_host()) {
+    Unshard(group);
+    return;
+  }
+  Unshard(group);
+  at::NoGradGuard no_grad;
+  host_full_ = full_.detach().to(c10::Device(c10::kCPU), /*non_blocking=*/false, /*copy=*/true);
+  for (size_t i = 0; i < members_.size(); ++i) {
+    at::Tensor& parameter = members_[i].parameter;
+    // The device view, kept to be put back: made again once the buffer is freed, it would be refused (LibTorch checks
+    // a new view against its storage's size).
+    device_views_.push_back(parameter.detach());
+    parameter.set_data(host_full_.narrow(0, offsets_[i], parameter.numel()).view(parameter.sizes()));
+  }
+  Reshard();
+}
+
+void FlatParameter::ReturnFromHost() {
+  if (!on_host()) return;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < members_.size(); ++i) members_[i].parameter.set_data(device_views_[i]);
+  device_views_.clear();
+  host_full_.reset();
+}
+
 bool FlatParameter::WindowOpen() const {
   if (!full_grad_.defined()) return false;
   if (sharded_) return shard_.grad().defined();

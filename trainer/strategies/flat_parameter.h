@@ -69,6 +69,15 @@ class FlatParameter {
   void WaitUnshard();
   // Frees the whole parameters' memory (nothing when not sharded or not gathered; waits for a started gather).
   void Reshard();
+  // For a checkpoint of a sharded unit that is not gathered: makes its parameters whole in host memory, the device
+  // holding them whole only while they are gathered and copied (so that a checkpoint needs one unit's room on the
+  // device, not the model's). The members are then host tensors until ReturnFromHost; their data changes device,
+  // which makes autograd forget their gradient accumulators (the caller hooks the new ones). Otherwise Unshard.
+  // A collective.
+  void GatherToHost(c10d::ProcessGroup& group);
+  bool on_host() const { return host_full_.defined(); }
+  // Undoes GatherToHost: the members view the device buffer again, resharded (nothing when not on the host).
+  void ReturnFromHost();
   // Points every member's gradient at a zeroed flat buffer (kept while a gradient-accumulation window sums into it),
   // and, when sharded, gives the shard a zero gradient if it has none.
   void PrepareGradients();
@@ -113,6 +122,8 @@ class FlatParameter {
   at::Tensor full_;       // The flat buffer the members view; its storage is freed when resharded.
   at::Tensor shard_;      // This rank's chunk; undefined when not sharded.
   at::Tensor full_grad_;  // The members' gradients, flat; undefined outside a backward.
+  at::Tensor host_full_;  // GatherToHost's copy of the whole parameters, which the members view until ReturnFromHost.
+  std::vector<at::Tensor> device_views_;  // Meanwhile, the members' views of full_, by member.
   bool gathered_ = true;
   c10::intrusive_ptr<c10d::Work> gather_work_;  // A started all-gather into full_.
   c10::intrusive_ptr<c10d::Work> reduce_work_;  // A started reduction of full_grad_.

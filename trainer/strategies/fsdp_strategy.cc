@@ -156,16 +156,7 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   ready_.assign(flats_.size(), 0);
   position_.assign(flats_.size(), -1);
   reduced_.assign(flats_.size(), false);
-  for (size_t unit = 0; unit < flats_.size(); ++unit) {
-    if (flats_[unit] == nullptr) continue;
-    for (const FlatParameter::Member& member : flats_[unit]->members()) {
-      if (!member.parameter.requires_grad()) continue;
-      std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(member.parameter);
-      const uintptr_t key = accumulator->add_post_hook(
-          std::make_unique<GradientReadyHook>([this, unit] { GradientReady(static_cast<int>(unit)); }));
-      hooks_.push_back({std::move(accumulator), key});
-    }
-  }
+  HookGradients();
   try {
     ChooseGradientReduction();
   } catch (const std::exception& e) {
@@ -299,6 +290,24 @@ at::Tensor FSDPStrategy::AfterForward(int unit, at::Tensor output) {
     });
   }
   return output;
+}
+
+void FSDPStrategy::HookGradients() {
+  for (size_t unit = 0; unit < flats_.size(); ++unit) {
+    if (flats_[unit] == nullptr) continue;
+    for (const FlatParameter::Member& member : flats_[unit]->members()) {
+      if (!member.parameter.requires_grad()) continue;
+      std::shared_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::grad_accumulator(member.parameter);
+      const uintptr_t key = accumulator->add_post_hook(
+          std::make_unique<GradientReadyHook>([this, unit] { GradientReady(static_cast<int>(unit)); }));
+      hooks_.push_back({std::move(accumulator), key});
+    }
+  }
+}
+
+void FSDPStrategy::UnhookGradients() {
+  for (auto& [accumulator, key] : hooks_) accumulator->del_post_hook(key);
+  hooks_.clear();
 }
 
 void FSDPStrategy::GradientReady(int unit) {
@@ -597,6 +606,17 @@ absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch
     ska::flat_hash_map<void*, std::unique_ptr<torch::optim::OptimizerParamState>> sharded_state;
   };
   std::vector<Converted> converted;
+  // Whether an optimizer steps the model's own parameters (no unit of theirs is sharded: NO_SHARD, one rank): its
+  // state is whole as it is, and converting it would only copy it on the device.
+  const auto steps_originals = [](const Connected& connected) {
+    for (size_t g = 0; g < connected.original.size(); ++g) {
+      if (connected.sharded[g].size() != connected.original[g].size()) return false;
+      for (size_t i = 0; i < connected.original[g].size(); ++i) {
+        if (!connected.sharded[g][i].is_same(connected.original[g][i])) return false;
+      }
+    }
+    return true;
+  };
   const auto put_back = [&](Converted& item) {
     for (size_t g = 0; g < item.connected->sharded.size(); ++g) {
       item.optimizer->param_groups()[g].params() = item.connected->sharded[g];
@@ -604,19 +624,35 @@ absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch
     item.optimizer->state() = std::move(item.sharded_state);
   };
   const auto reshard = [&] {
+    bool returned = false;
     for (size_t unit = 0; unit < flats_.size(); ++unit) {
-      if (flats_[unit] != nullptr && !was_gathered[unit]) flats_[unit]->Reshard();
+      if (flats_[unit] == nullptr) continue;
+      returned = returned || flats_[unit]->on_host();
+      flats_[unit]->ReturnFromHost();
+      if (!was_gathered[unit]) flats_[unit]->Reshard();
+    }
+    if (returned) {  // Their data came back from the host: autograd has new gradient accumulators for them.
+      UnhookGradients();
+      HookGradients();
     }
   };
   absl::Status status = absl::OkStatus();
   try {
     Collective("gathering the model and its optimizer state for a checkpoint", [&] {
+      // A save takes the whole state in host memory, one unit on the device at a time (a model that fits the devices
+      // only sharded can be saved); a restore writes the whole parameters on the device, and each rank keeps its
+      // chunk (UpdateShardFromFull).
       for (auto& flat : flats_) {
-        if (flat != nullptr) flat->Unshard(*shard_group_);
+        if (flat == nullptr) continue;
+        if (restoring) {
+          flat->Unshard(*shard_group_);
+        } else {
+          flat->GatherToHost(*shard_group_);
+        }
       }
       for (const auto& optimizer : optimizers) {
         const auto found = connected_.find(optimizer.get());
-        if (found == connected_.end()) continue;
+        if (found == connected_.end() || steps_originals(found->second)) continue;
         absl::StatusOr<IValue> sharded = codec.state_dict(*optimizer);
         TORCH_CHECK(sharded.ok(), "fsdp: reading an optimizer's state: ", sharded.status().message());
         const IValue full = FullStateDict(found->second, *sharded);
@@ -662,8 +698,7 @@ absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch
 }
 
 void FSDPStrategy::Unwrap() {
-  for (auto& [accumulator, key] : hooks_) accumulator->del_post_hook(key);
-  hooks_.clear();
+  UnhookGradients();
   wrapping_.Restore();
   for (auto& flat : flats_) {
     if (flat != nullptr) flat->Release();

@@ -127,6 +127,10 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   // Removes the hooks, puts the model's modules back and gives each parameter its own memory (whole where it was
   // gathered). Never throws.
   void Unwrap();
+  // Puts a post-hook on each member's gradient accumulator (GradientReady); UnhookGradients takes them off. Hooked
+  // again after a checkpoint moved members to the host (FlatParameter::GatherToHost: autograd made new accumulators).
+  void HookGradients();
+  void UnhookGradients();
   // Autograd's post-hook on each gradient: when a unit's are all there, it is reduced (and freed).
   void GradientReady(int unit);
   void FinishUnitBackward(int unit);
