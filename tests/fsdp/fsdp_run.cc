@@ -6,7 +6,7 @@
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
 //            [policy=...|block] [prefetch=1|0 (backward_prefetch)] [save=0|1 (ModelCheckpoint's checkpoints, in
-//            ./checkpoints)] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
+//            ./checkpoints)] [resume=CKPT_PATH] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
 //                                          MASTER_PORT set; its ranks' files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //   fsdp_run free_port                 prints a TCP port free on this machine
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
                                              {"width", "0"},       {"depth", "8"},          {"batches", "0"},
                                              {"offload", "0"},     {"checkpoint", ""},      {"model", "linear"},
                                              {"batch", "8"},       {"nodes", "1"},          {"scale", "0"},
-                                             {"prefetch", "1"},    {"save", "0"}};
+                                             {"prefetch", "1"},    {"save", "0"},           {"resume", ""}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   Net model(args["optimizer"], std::stoll(args["width"]), std::stoll(args["depth"]), args["model"] == "blocks");
   Data data(std::stoll(args["batch"]));
   kiln::Trainer trainer(options);
-  if (absl::Status status = trainer.fit(model, data); !status.ok()) {
+  if (absl::Status status = trainer.fit(model, data, args["resume"]); !status.ok()) {
     std::cerr << "fsdp_run: " << status << "\n";
     return 1;
   }

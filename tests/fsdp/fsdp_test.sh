@@ -118,30 +118,35 @@ echo "== memory that shrinks with the ranks (the virtual NPU counts its allocato
 # ahead, backward_prefetch; the previous unit's gradients being reduced). A unit whole is 2 * 65,792 * 4 = 526,336
 # bytes for Linear(256, 256).
 # Without backward_prefetch no unit's parameters are gathered ahead: the peak is never higher (FSDPOptions). A
-# checkpoint at each epoch's end (ModelCheckpoint) adds nothing to the peak either: a save gathers the state into host
-# memory one unit at a time, and training goes on after it with the gradients' hooks in place (without them every
-# unit's whole gradient would wait for the end of the backward pass).
+# checkpoint at each epoch's end (ModelCheckpoint) adds nothing to the peak either, nor does resuming from one: a save
+# or a restore takes the state through host memory one unit at a time, and training goes on after it with the
+# gradients' hooks in place (without them every unit's whole gradient would wait for the end of the backward pass).
 unit_bytes=$((2 * 526336))
 peak() { sed -n -E 's/^peak_bytes ([0-9]+)$/\1/p' "$1.rank0.txt"; }
-echo "  ranks  ddp peak (bytes)  fsdp peak (bytes)  without prefetch  saving checkpoints  bound"
+echo "  ranks  ddp peak (bytes)  fsdp peak (bytes)  without prefetch  saving checkpoints  resumed  bound"
 for n in 1 2 4; do
   train mem_ddp$n accelerator=virtual_npu strategy=ddp devices=$n width=256 optimizer=adam batches=4 epochs=1
   train mem_fsdp$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=1
   train mem_fsdp_noprefetch$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=1 prefetch=0
   mkdir -p save$n && cd save$n || exit 1  # Its checkpoints/ folder, apart from the other runs'.
   train mem_fsdp_save$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=2 save=1
+  saved=$(ls -d "$PWD"/checkpoints/*.ckpt 2>/dev/null | head -1)
+  train mem_fsdp_resume$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=3 \
+    "resume=${saved:-none}"
   cd "$work" || exit 1
   ddp_peak=$(peak mem_ddp$n)
   fsdp_peak=$(peak mem_fsdp$n)
   noprefetch_peak=$(peak mem_fsdp_noprefetch$n)
   save_peak=$(peak save$n/mem_fsdp_save$n)
+  resume_peak=$(peak save$n/mem_fsdp_resume$n)
   bound=$(((ddp_peak + n - 1) / n + unit_bytes))
-  echo "  $n      $ddp_peak           $fsdp_peak            $noprefetch_peak           $save_peak             $bound"
-  [[ -n $ddp_peak && -n $fsdp_peak && -n $noprefetch_peak && -n $save_peak ]] ||
+  echo "  $n      $ddp_peak           $fsdp_peak            $noprefetch_peak           $save_peak             $resume_peak  $bound"
+  [[ -n $ddp_peak && -n $fsdp_peak && -n $noprefetch_peak && -n $save_peak && -n $resume_peak ]] ||
     { fail "no peak memory from the virtual NPU at $n ranks"; continue; }
-  [[ -n $(ls save$n/checkpoints/*.ckpt 2>/dev/null) ]] || fail "the run at $n ranks that saves checkpoints saved none"
   ((save_peak <= fsdp_peak)) ||
     fail "saving checkpoints took fsdp's peak at $n ranks to $save_peak bytes, over its $fsdp_peak without them"
+  ((resume_peak <= fsdp_peak)) ||
+    fail "resuming from a checkpoint took fsdp's peak at $n ranks to $resume_peak bytes, over its $fsdp_peak"
   ((fsdp_peak <= bound)) || fail "fsdp's peak at $n ranks, $fsdp_peak bytes, is over ddp's / $n + two units, $bound"
   ((noprefetch_peak <= fsdp_peak)) ||
     fail "without backward_prefetch fsdp's peak at $n ranks, $noprefetch_peak bytes, is over its peak with it, $fsdp_peak"

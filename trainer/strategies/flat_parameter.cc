@@ -105,9 +105,10 @@ void FlatParameter::GatherToHost(c10d::ProcessGroup& group) {
   Reshard();
 }
 
-void FlatParameter::ReturnFromHost() {
+void FlatParameter::ReturnFromHost(bool update_shard) {
   if (!on_host()) return;
   at::NoGradGuard no_grad;
+  if (update_shard) shard_.detach().copy_(ChunkOf(host_full_));
   for (size_t i = 0; i < members_.size(); ++i) members_[i].parameter.set_data(device_views_[i]);
   device_views_.clear();
   host_full_.reset();

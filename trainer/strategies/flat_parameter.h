@@ -70,14 +70,15 @@ class FlatParameter {
   // Frees the whole parameters' memory (nothing when not sharded or not gathered; waits for a started gather).
   void Reshard();
   // For a checkpoint of a sharded unit that is not gathered: makes its parameters whole in host memory, the device
-  // holding them whole only while they are gathered and copied (so that a checkpoint needs one unit's room on the
-  // device, not the model's). The members are then host tensors until ReturnFromHost; their data changes device,
-  // which makes autograd forget their gradient accumulators (the caller hooks the new ones). Otherwise Unshard.
-  // A collective.
+  // holding them whole only while they are gathered and copied (so that saving or restoring a checkpoint needs one
+  // unit's room on the device, not the model's). The members are then host tensors until ReturnFromHost; their data
+  // changes device, which makes autograd forget their gradient accumulators (the caller hooks the new ones).
+  // Otherwise Unshard. A collective.
   void GatherToHost(c10d::ProcessGroup& group);
   bool on_host() const { return host_full_.defined(); }
   // Undoes GatherToHost: the members view the device buffer again, resharded (nothing when not on the host).
-  void ReturnFromHost();
+  // `update_shard`: this rank's chunk of the host values (a checkpoint restored into them) becomes the shard first.
+  void ReturnFromHost(bool update_shard = false);
   // Points every member's gradient at a zeroed flat buffer (kept while a gradient-accumulation window sums into it),
   // and, when sharded, gives the shard a zero gradient if it has none.
   void PrepareGradients();

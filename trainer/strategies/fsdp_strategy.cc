@@ -623,15 +623,14 @@ absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch
     }
     item.optimizer->state() = std::move(item.sharded_state);
   };
+  bool moved_to_host = false;
   const auto reshard = [&] {
-    bool returned = false;
     for (size_t unit = 0; unit < flats_.size(); ++unit) {
       if (flats_[unit] == nullptr) continue;
-      returned = returned || flats_[unit]->on_host();
       flats_[unit]->ReturnFromHost();
       if (!was_gathered[unit]) flats_[unit]->Reshard();
     }
-    if (returned) {  // Their data came back from the host: autograd has new gradient accumulators for them.
+    if (moved_to_host) {  // Their data came back from the host: autograd has new gradient accumulators for them.
       UnhookGradients();
       HookGradients();
     }
@@ -639,16 +638,12 @@ absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch
   absl::Status status = absl::OkStatus();
   try {
     Collective("gathering the model and its optimizer state for a checkpoint", [&] {
-      // A save takes the whole state in host memory, one unit on the device at a time (a model that fits the devices
-      // only sharded can be saved); a restore writes the whole parameters on the device, and each rank keeps its
-      // chunk (UpdateShardFromFull).
+      // The whole state in host memory, one unit on the device at a time, so that a model that fits the devices only
+      // sharded can be saved and restored; a restore's values then become each rank's chunk (ReturnFromHost).
       for (auto& flat : flats_) {
         if (flat == nullptr) continue;
-        if (restoring) {
-          flat->Unshard(*shard_group_);
-        } else {
-          flat->GatherToHost(*shard_group_);
-        }
+        flat->GatherToHost(*shard_group_);
+        moved_to_host = moved_to_host || flat->on_host();
       }
       for (const auto& optimizer : optimizers) {
         const auto found = connected_.find(optimizer.get());
@@ -690,7 +685,12 @@ absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch
   }
   if (restoring && status.ok()) {
     for (auto& flat : flats_) {
-      if (flat != nullptr) flat->UpdateShardFromFull();
+      if (flat == nullptr) continue;
+      if (flat->on_host()) {
+        flat->ReturnFromHost(/*update_shard=*/true);
+      } else {
+        flat->UpdateShardFromFull();
+      }
     }
   }
   reshard();
