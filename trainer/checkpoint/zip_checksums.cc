@@ -469,7 +469,7 @@ absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
 // is asked to make huge (MADV_HUGEPAGE: one fault and one zeroing per 2 MiB instead of per 4 KiB; the kernel makes
 // small pages where it has no huge one, or where transparent huge pages are off). A checkpoint read at a resume lands
 // in memory the process has not touched, so that the image's page faults cost as much as its copy: reading 6.4 MB
-// so went from 2.7 to 4.2-4.6 GB/s here (checkpoint_bench, 2026-12-05). (Making the small pages in one call instead,
+// so went from 2.7 to 3.8-4.6 GB/s here (checkpoint_bench, 2026-12-05). (Making the small pages in one call instead,
 // mmap's MAP_POPULATE, was slower.)
 std::shared_ptr<uint8_t> AllocateImage(size_t size) {
   constexpr size_t kHugePage = size_t{2} << 20;
