@@ -6,7 +6,7 @@
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
 //            [policy=...|block] [prefetch=1|0 (backward_prefetch)] [save=0|1 (ModelCheckpoint's checkpoints, in
-//            ./checkpoints)] [resume=CKPT_PATH] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
+//            ./checkpoints)] [state_dict_type=full|sharded] [resume=CKPT_PATH] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
 //                                          MASTER_PORT set; its ranks' files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //   fsdp_run free_port                 prints a TCP port free on this machine
@@ -192,7 +192,8 @@ int main(int argc, char** argv) {
                                              {"width", "0"},       {"depth", "8"},          {"batches", "0"},
                                              {"offload", "0"},     {"checkpoint", ""},      {"model", "linear"},
                                              {"batch", "8"},       {"nodes", "1"},          {"scale", "0"},
-                                             {"prefetch", "1"},    {"save", "0"},           {"resume", ""}};
+                                             {"prefetch", "1"},    {"save", "0"},           {"resume", ""},
+                                             {"state_dict_type", "full"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -235,9 +236,15 @@ int main(int argc, char** argv) {
       std::cerr << sharding.status() << "\n";
       return 2;
     }
+    absl::StatusOr<kiln::StateDictType> state_dict_type = kiln::ParseStateDictType(args["state_dict_type"]);
+    if (!state_dict_type.ok()) {
+      std::cerr << state_dict_type.status() << "\n";
+      return 2;
+    }
     kiln::FSDPOptions fsdp{.sharding_strategy = *sharding,
                            .backward_prefetch = args["prefetch"] == "1",
-                           .cpu_offload = args["offload"] == "1"};
+                           .cpu_offload = args["offload"] == "1",
+                           .state_dict_type = *state_dict_type};
     if (args["policy"] == "linear") fsdp.auto_wrap_policy.module_types = {"Linear"};
     if (args["policy"] == "size") fsdp.auto_wrap_policy.min_num_params = 100;
     if (args["policy"] == "block") fsdp.auto_wrap_policy.module_types = {"Block"};

@@ -147,6 +147,22 @@ for n in 1 2 4; do
     fail "saving checkpoints took fsdp's peak at $n ranks to $save_peak bytes, over its $fsdp_peak without them"
   ((resume_peak <= fsdp_peak)) ||
     fail "resuming from a checkpoint took fsdp's peak at $n ranks to $resume_peak bytes, over its $fsdp_peak"
+  ((n > 1)) || continue
+  # The same with sharded checkpoints (each rank writes its rows; the restore reads every rank's).
+  mkdir -p sharded$n && cd sharded$n || exit 1
+  train mem_fsdp_save$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=2 save=1 \
+    state_dict_type=sharded
+  saved=$(ls -d "$PWD"/checkpoints/*.ckpt 2>/dev/null | head -1)
+  train mem_fsdp_resume$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=3 \
+    state_dict_type=sharded "resume=${saved:-none}"
+  cd "$work" || exit 1
+  [[ -d $saved ]] || fail "the run at $n ranks that saves sharded checkpoints saved no folder: '$saved'"
+  for which in save resume; do  # ($run is the program.)
+    sharded_peak=$(peak sharded$n/mem_fsdp_$which$n)
+    echo "  $n      sharded checkpoints, $which: $sharded_peak"
+    [[ -n $sharded_peak ]] && ((sharded_peak <= fsdp_peak)) ||
+      fail "with sharded checkpoints ($which) fsdp's peak at $n ranks is ${sharded_peak:-none} bytes, over $fsdp_peak"
+  done
   ((fsdp_peak <= bound)) || fail "fsdp's peak at $n ranks, $fsdp_peak bytes, is over ddp's / $n + two units, $bound"
   ((noprefetch_peak <= fsdp_peak)) ||
     fail "without backward_prefetch fsdp's peak at $n ranks, $noprefetch_peak bytes, is over its peak with it, $fsdp_peak"
