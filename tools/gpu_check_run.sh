@@ -134,30 +134,34 @@ compare gpu_32 cpu_32 32-true 0.02 0.02
 compare gpu_bf16 cpu_bf16 bf16-mixed 0.05 0.03
 compare gpu_16 cpu_32 16-mixed 0.05 0.03
 
-# 5. A checkpoint written on the GPU resumes exactly: 2 epochs, then resumed to 4, equals 4 straight.
-resume() {  # resume <precision>
-  local precision=$1 t0 resumed straight
+# 5. A checkpoint written on the GPU resumes exactly: 2 epochs, then resumed to 4, equals 4 straight. Also under
+# fsdp_cpu_offload, which shards even one rank: its checkpoints go through host memory unit by unit
+# (FlatParameter::GatherToHost), and training goes on after each save with the gradients' hooks put back.
+resume() {  # resume <precision> [<tag> <flags...>]
+  local precision=$1 tag=${2:-$1} t0 resumed straight
+  shift 2 2>/dev/null || shift
   t0=$(date +%s)
-  fit_run "r1_$precision" "$work/resume_$precision" --accelerator=cuda --precision="$precision" --max_epochs=2 &&
-    fit_run "r2_$precision" "$work/resume_$precision" --accelerator=cuda --precision="$precision" --max_epochs=4 \
-      --ckpt_path=last &&
-    fit_run "r3_$precision" "$work/straight_$precision" --accelerator=cuda --precision="$precision" --max_epochs=4
+  fit_run "r1_$tag" "$work/resume_$tag" --accelerator=cuda --precision="$precision" --max_epochs=2 "$@" &&
+    fit_run "r2_$tag" "$work/resume_$tag" --accelerator=cuda --precision="$precision" --max_epochs=4 \
+      --ckpt_path=last "$@" &&
+    fit_run "r3_$tag" "$work/straight_$tag" --accelerator=cuda --precision="$precision" --max_epochs=4 "$@"
   if [[ $? -ne 0 ]]; then
-    row "resume on the GPU ($precision)" FAIL "a run failed: $(tail -qn 1 "$work"/r*_"$precision".err | tr '\n' ' ')" \
+    row "resume on the GPU ($tag)" FAIL "a run failed: $(tail -qn 1 "$work"/r*_"$tag".err | tr '\n' ' ')" \
       $(($(date +%s) - t0))
     return
   fi
-  resumed=$(json "r2_$precision" 's["params_sha256"]')
-  straight=$(json "r3_$precision" 's["params_sha256"]')
-  if [[ -n $resumed && $resumed == "$straight" && -n $(json "r2_$precision" 's["resumed_from"]') ]]; then
-    row "resume on the GPU ($precision)" PASS "params_sha256 ${resumed:0:16}... equal" $(($(date +%s) - t0))
+  resumed=$(json "r2_$tag" 's["params_sha256"]')
+  straight=$(json "r3_$tag" 's["params_sha256"]')
+  if [[ -n $resumed && $resumed == "$straight" && -n $(json "r2_$tag" 's["resumed_from"]') ]]; then
+    row "resume on the GPU ($tag)" PASS "params_sha256 ${resumed:0:16}... equal" $(($(date +%s) - t0))
   else
-    row "resume on the GPU ($precision)" FAIL "resumed ${resumed:0:16} vs straight ${straight:0:16}" \
+    row "resume on the GPU ($tag)" FAIL "resumed ${resumed:0:16} vs straight ${straight:0:16}" \
       $(($(date +%s) - t0))
   fi
 }
 resume 32-true
 resume 16-mixed
+resume 32-true fsdp_cpu_offload --strategy=fsdp_cpu_offload --devices=1
 
 # 6. DDP on NCCL (LibTorch's ProcessGroupNCCL, the CUDA accelerator's collective backend), one process per visible
 # GPU: it trains, on nccl, and with one GPU (world size 1) it ends with the single-device run's parameters exactly
