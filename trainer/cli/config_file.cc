@@ -461,9 +461,12 @@ class Reader {
   void FinishLoggers() {
     auto save_dir = logger_settings_.find("save_dir");
     if (save_dir == logger_settings_.end() || save_dir->second == "null") return;
-    const std::string dir = absl::StrContains(save_dir->second, '\'') ? std::string(absl::StripSuffix(
-                                absl::StripPrefix(save_dir->second, "'"), "'"))
-                                                                       : save_dir->second;
+    // NodeText quotes a quoted scalar whole; a plain scalar never begins with a quote (it would be a quoted one), but
+    // may end with one.
+    const std::string& text = save_dir->second;
+    const std::string dir = text.size() >= 2 && text.front() == '\'' && text.back() == '\''
+                                ? text.substr(1, text.size() - 2)
+                                : text;
     if (default_root_dir_.has_value() && !SameYamlValue(*default_root_dir_, dir)) {
       unknown_.push_back(absl::StrCat("trainer.logger's save_dir ", dir, " is not trainer.default_root_dir ",
                                       *default_root_dir_, "; fit keeps logs and checkpoints under one folder: give "

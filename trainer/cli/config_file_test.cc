@@ -20,6 +20,7 @@
 namespace kiln {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -195,6 +196,19 @@ ckpt_path: null
               ElementsAre("--seed=3", "--logger=" + default_logger, "--devices=1", "--checkpoint_monitor=val_acc",
                           "--checkpoint_mode=max", "--save_last=false", "--save_top_k=1", "--early_stopping_monitor=val_loss", "--patience=2", "--min_delta=0.0",
                           "--early_stopping_mode=min", "--hidden_sizes=16", "--ckpt_path=", "--max_epochs=1000"));
+}
+
+// A logger's save_dir becomes --default_root_dir as the YAML text says it: a quoted scalar without its quotes, and a
+// plain one whole, an apostrophe at its end too.
+TEST_F(ConfigFileTest, ALoggersSaveDirIsTheFolderTheYamlNames) {
+  for (const auto& [text, folder] : std::vector<std::pair<std::string, std::string>>{
+           {"runs", "runs"}, {"'runs'", "runs"}, {"\"it's\"", "it's"}, {"bob's", "bob's"}, {"runs'", "runs'"},
+           {"'runs'''", "runs'"}, {"\"'runs'\"", "'runs'"}}) {
+    absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(
+        "trainer:\n  logger:\n    class_path: CSVLogger\n    init_args:\n      save_dir: " + text + "\n", "run.yaml");
+    ASSERT_TRUE(args.ok()) << text << ": " << args.status();
+    EXPECT_THAT(*args, Contains("--default_root_dir=" + folder)) << "save_dir: " << text;
+  }
 }
 
 // trainer.strategy as LightningCLI writes a strategy object: its class is fit's strategy name, its arguments fit's
