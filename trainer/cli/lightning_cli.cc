@@ -103,7 +103,8 @@ class Translator {
       const bool has_value = body.find('=') != absl::string_view::npos;
       std::string value = has_value ? std::string(body.substr(body.find('=') + 1)) : "";
       if (!IsLightningSpelling(name, has_value ? value : (i + 1 < args.size() ? args[i + 1] : ""))) {
-        if (name == "mode" && has_value) mode_ = value;
+        // fit's own --mode, as --mode=X or --mode X (abseil takes the next argument as the value too).
+        if (name == "mode") mode_ = has_value ? value : (i + 1 < args.size() ? args[i + 1] : "");
         out.push_back(arg);
         continue;
       }

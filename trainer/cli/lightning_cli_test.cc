@@ -57,6 +57,7 @@ TEST(LightningCliTest, TheSubcommandIsTheMode) {
   EXPECT_THAT(Translate({"validate", "--ckpt_path=last"}), ElementsAre("--mode=validate", "--ckpt_path=last"));
   EXPECT_THAT(Translate({"fit", "--mode=fit"}), ElementsAre("--mode=fit", "--mode=fit"));
   EXPECT_THAT(Error({"predict", "--mode=fit"}), HasSubstr("the subcommand 'predict' and --mode=fit disagree"));
+  EXPECT_THAT(Error({"predict", "--mode", "fit"}), HasSubstr("the subcommand 'predict' and --mode=fit disagree"));
   // Elsewhere a word is no subcommand: fit's own check refuses it as an unexpected argument.
   EXPECT_THAT(Translate({"--max_epochs=2", "validate"}), ElementsAre("--max_epochs=2", "validate"));
 }
