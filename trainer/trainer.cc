@@ -395,9 +395,17 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
   }
   status = FinishStrategy(status);
   if (stage != Stage::kFit) return status;  // validate and test finalize their loggers themselves (EvaluationLoop).
+  if (absl::Status finalized = FinalizeLoggers(); !finalized.ok() && status.ok()) status = finalized;
+  return status;
+}
+
+absl::Status Trainer::FinalizeLoggers() {
+  absl::Status status = absl::OkStatus();
+  if (!is_global_zero()) return status;  // Only rank zero logs.
   for (const auto& logger : options_.loggers) {
-    if (!is_global_zero()) break;  // Only rank zero logs.
-    if (absl::Status finalized = logger->finalize(); !finalized.ok() && status.ok()) status = finalized;
+    if (absl::Status finalized = logger->finalize(); !finalized.ok() && status.ok()) {
+      status = absl::Status(finalized.code(), absl::StrCat("logger '", logger->name(), "': ", finalized.message()));
+    }
   }
   return status;
 }

@@ -231,6 +231,9 @@ class Trainer {
   absl::Status FinishStrategy(absl::Status status);
   // Logger::setup on global rank zero (the loggers claim their folders), unless fast_dev_run.
   absl::Status SetupLoggers();
+  // Logger::finalize on global rank zero, every logger's: the first failure (what a logger could not write), naming
+  // the logger. After fit, validate and test alike.
+  absl::Status FinalizeLoggers();
   // Reads the device's non-finite flag (a host read) when losses are pending; when one of them was not finite,
   // returns the error that stops fit, naming the first such batch, with the loop's counters put back to it.
   absl::Status CheckPendingLosses();

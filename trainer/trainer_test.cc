@@ -4,9 +4,11 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ATen/Context.h"
@@ -634,6 +636,31 @@ TEST(TrainerTest, AnExceptionInAStepBecomesAStatusAndTheDeviceIsTornDown) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(status.message(), HasSubstr("training_step raised: boom at step 3"));
   EXPECT_EQ(accelerator->teardown_calls(), 1);
+}
+
+// A logger that cannot write what it holds when it is finalized (a full disk, say).
+class UnwritableLogger final : public Logger {
+ public:
+  std::string name() const override { return "unwritable"; }
+  absl::Status log_metrics(const MetricMap&, int64_t) override { return absl::OkStatus(); }
+  absl::Status log_hyperparams(const std::map<std::string, std::string>&) override { return absl::OkStatus(); }
+  absl::Status finalize() override { return absl::ResourceExhaustedError("no space left on the device"); }
+};
+
+// What a logger could not write fails the run, after fit as after validate and test (it used to be only a warning
+// there), naming the logger.
+TEST(TrainerTest, ALoggerThatCannotFinalizeFailsEveryStage) {
+  RecordingClassifier model;
+  SyntheticClusters data(SmallData());
+  Trainer trainer(Quiet({.max_epochs = 1, .loggers = {std::make_shared<UnwritableLogger>()}}));
+  const absl::Status fitted = trainer.fit(model, data);
+  EXPECT_EQ(fitted.code(), absl::StatusCode::kResourceExhausted) << fitted;
+  EXPECT_THAT(fitted.message(), HasSubstr("logger 'unwritable': no space left on the device"));
+  for (const auto& [stage, result] : {std::pair{"validate", trainer.validate(model, data)},
+                                      std::pair{"test", trainer.test(model, data)}}) {
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted) << stage << ": " << result.status();
+    EXPECT_THAT(result.status().message(), HasSubstr("logger 'unwritable': no space left on the device")) << stage;
+  }
 }
 
 TEST(TrainerTest, ValidateTestAndPredict) {

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
 #include "torch/utils.h"
 #include "trainer/loops/call_user.h"
 #include "trainer/loops/rank_agreement.h"
@@ -66,10 +65,8 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
     trainer.CallTeardownHooks(model, stage_);
   });
   if (metrics.ok() && !status.ok()) return status;
-  for (const auto& logger : options.loggers) {
-    if (!trainer.is_global_zero()) break;  // Only rank zero logs.
-    if (absl::Status finalized = logger->finalize(); !finalized.ok()) LOG(WARNING) << finalized;
-  }
+  // A logger that could not write what it holds fails the run, as after fit (the metrics would be missing).
+  if (absl::Status finalized = trainer.FinalizeLoggers(); !finalized.ok() && metrics.ok()) return finalized;
   return metrics;
 }
 
