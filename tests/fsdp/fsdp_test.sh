@@ -123,49 +123,48 @@ echo "== memory that shrinks with the ranks (the virtual NPU counts its allocato
 # gradients' hooks in place (without them every unit's whole gradient would wait for the end of the backward pass).
 unit_bytes=$((2 * 526336))
 peak() { sed -n -E 's/^peak_bytes ([0-9]+)$/\1/p' "$1.rank0.txt"; }
-echo "  ranks  ddp peak (bytes)  fsdp peak (bytes)  without prefetch  saving checkpoints  resumed  bound"
+# checkpoint_peaks N TYPE FSDP_PEAK: fsdp at N ranks saving a checkpoint (state_dict_type TYPE) each epoch, then a run
+# resumed from it, in a folder of their own (TYPE<N>/, for its checkpoints/): both at or under FSDP_PEAK.
+checkpoint_peaks() {
+  local n=$1 type=$2 fsdp_peak=$3 saved which peak_bytes
+  mkdir -p "$type$n" && cd "$type$n" || exit 1
+  train mem_fsdp_save$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=2 save=1 \
+    state_dict_type=$type
+  saved=$(ls -d "$PWD"/checkpoints/*.ckpt 2>/dev/null | head -1)
+  train mem_fsdp_resume$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=3 \
+    state_dict_type=$type "resume=${saved:-none}"
+  cd "$work" || exit 1
+  # A full checkpoint is a file; a sharded one a folder of every rank's records.
+  if [[ $type == sharded ]]; then
+    [[ -d $saved ]] || fail "the run at $n ranks that saves sharded checkpoints saved no folder: '$saved'"
+  else
+    [[ -f $saved ]] || fail "the run at $n ranks that saves full checkpoints saved no file: '$saved'"
+  fi
+  for which in save resume; do  # (not $run: that is the program)
+    peak_bytes=$(peak "$type$n/mem_fsdp_$which$n")
+    echo "  $n      $type checkpoints, $which: ${peak_bytes:-none}"
+    [[ -n $peak_bytes ]] && ((peak_bytes <= fsdp_peak)) ||
+      fail "with $type checkpoints ($which) fsdp's peak at $n ranks is ${peak_bytes:-none} bytes, over its $fsdp_peak without"
+  done
+}
+echo "  ranks  ddp peak (bytes)  fsdp peak (bytes)  without prefetch  bound"
 for n in 1 2 4; do
   train mem_ddp$n accelerator=virtual_npu strategy=ddp devices=$n width=256 optimizer=adam batches=4 epochs=1
   train mem_fsdp$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=1
   train mem_fsdp_noprefetch$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=1 prefetch=0
-  mkdir -p save$n && cd save$n || exit 1  # Its checkpoints/ folder, apart from the other runs'.
-  train mem_fsdp_save$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=2 save=1
-  saved=$(ls -d "$PWD"/checkpoints/*.ckpt 2>/dev/null | head -1)
-  train mem_fsdp_resume$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=3 \
-    "resume=${saved:-none}"
-  cd "$work" || exit 1
   ddp_peak=$(peak mem_ddp$n)
   fsdp_peak=$(peak mem_fsdp$n)
   noprefetch_peak=$(peak mem_fsdp_noprefetch$n)
-  save_peak=$(peak save$n/mem_fsdp_save$n)
-  resume_peak=$(peak save$n/mem_fsdp_resume$n)
   bound=$(((ddp_peak + n - 1) / n + unit_bytes))
-  echo "  $n      $ddp_peak           $fsdp_peak            $noprefetch_peak           $save_peak             $resume_peak  $bound"
-  [[ -n $ddp_peak && -n $fsdp_peak && -n $noprefetch_peak && -n $save_peak && -n $resume_peak ]] ||
+  echo "  $n      $ddp_peak           $fsdp_peak            $noprefetch_peak           $bound"
+  [[ -n $ddp_peak && -n $fsdp_peak && -n $noprefetch_peak ]] ||
     { fail "no peak memory from the virtual NPU at $n ranks"; continue; }
-  ((save_peak <= fsdp_peak)) ||
-    fail "saving checkpoints took fsdp's peak at $n ranks to $save_peak bytes, over its $fsdp_peak without them"
-  ((resume_peak <= fsdp_peak)) ||
-    fail "resuming from a checkpoint took fsdp's peak at $n ranks to $resume_peak bytes, over its $fsdp_peak"
-  ((n > 1)) || continue
-  # The same with sharded checkpoints (each rank writes its rows; the restore reads every rank's).
-  mkdir -p sharded$n && cd sharded$n || exit 1
-  train mem_fsdp_save$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=2 save=1 \
-    state_dict_type=sharded
-  saved=$(ls -d "$PWD"/checkpoints/*.ckpt 2>/dev/null | head -1)
-  train mem_fsdp_resume$n accelerator=virtual_npu devices=$n width=256 optimizer=adam batches=4 epochs=3 \
-    state_dict_type=sharded "resume=${saved:-none}"
-  cd "$work" || exit 1
-  [[ -d $saved ]] || fail "the run at $n ranks that saves sharded checkpoints saved no folder: '$saved'"
-  for which in save resume; do  # ($run is the program.)
-    sharded_peak=$(peak sharded$n/mem_fsdp_$which$n)
-    echo "  $n      sharded checkpoints, $which: $sharded_peak"
-    [[ -n $sharded_peak ]] && ((sharded_peak <= fsdp_peak)) ||
-      fail "with sharded checkpoints ($which) fsdp's peak at $n ranks is ${sharded_peak:-none} bytes, over $fsdp_peak"
-  done
   ((fsdp_peak <= bound)) || fail "fsdp's peak at $n ranks, $fsdp_peak bytes, is over ddp's / $n + two units, $bound"
   ((noprefetch_peak <= fsdp_peak)) ||
     fail "without backward_prefetch fsdp's peak at $n ranks, $noprefetch_peak bytes, is over its peak with it, $fsdp_peak"
+  checkpoint_peaks $n full "$fsdp_peak"
+  # Sharded checkpoints (each rank writes its rows; the restore reads every rank's) need several ranks to differ.
+  ((n > 1)) && checkpoint_peaks $n sharded "$fsdp_peak"
 done
 
 echo "== activation checkpointing: blocks (Linear, Tanh, Linear) recompute their activations in the backward pass"
