@@ -6,8 +6,9 @@
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
 //            [policy=...|block] [prefetch=1|0 (backward_prefetch)] [save=0|1 (ModelCheckpoint's checkpoints, in
-//            ./checkpoints)] [state_dict_type=full|sharded] [resume=CKPT_PATH] [nodes=N] [precision=16-mixed scale=S]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and
-//                                          MASTER_PORT set; its ranks' files are numbered by local rank)
+//            ./checkpoints)] [state_dict_type=full|sharded] [resume=CKPT_PATH] [precision=16-mixed scale=S]
+//            [nodes=N]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set; its ranks'
+//                        files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //   fsdp_run free_port                 prints a TCP port free on this machine
 //
