@@ -88,7 +88,8 @@ void FlatParameter::Reshard() {
 }
 
 void FlatParameter::GatherToHost(c10d::ProcessGroup& group) {
-  if (!sharded_ || gathered_ || on_host()) {
+  // On the CPU the gathered buffer already is host memory: a copy would only add a second one.
+  if (!sharded_ || gathered_ || on_host() || full_.device().is_cpu()) {
     Unshard(group);
     return;
   }

@@ -73,7 +73,7 @@ class FlatParameter {
   // holding them whole only while they are gathered and copied (so that saving or restoring a checkpoint needs one
   // unit's room on the device, not the model's). The members are then host tensors until ReturnFromHost; their data
   // changes device, which makes autograd forget their gradient accumulators (the caller hooks the new ones).
-  // Otherwise Unshard. A collective.
+  // Otherwise (not sharded, already gathered, or on the CPU, whose buffer is host memory) Unshard. A collective.
   void GatherToHost(c10d::ProcessGroup& group);
   bool on_host() const { return host_full_.defined(); }
   // Undoes GatherToHost: the members view the device buffer again, resharded (nothing when not on the host).
