@@ -1,10 +1,14 @@
 #include "hal/collectives.h"
 
 #include <exception>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "hal/compat/c10d.h"
 #include "hal/compat/error_message.h"
+#include "hal/shared_memory_collectives.h"
 #include "torch/csrc/distributed/c10d/ProcessGroupGloo.hpp"
 
 namespace kiln {
@@ -26,10 +30,27 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeGlooCollectiveBackend(cons
           "); pass an interface of this host (`ip -brief address` lists them)"));
     }
   }
+  c10::intrusive_ptr<c10d::Backend> gloo;
   try {
-    return compat::MakeGlooBackend(options.store, options.rank, options.world_size, gloo_options, options.timeout);
+    gloo = compat::MakeGlooBackend(options.store, options.rank, options.world_size, gloo_options, options.timeout);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("gloo: the ranks did not connect: ", compat::ExceptionMessage(e)));
+  }
+  // Ranks on one host exchange CPU tensors through shared memory (hal/shared_memory_collectives.h).
+  try {
+    std::string why_not;
+    c10::intrusive_ptr<c10d::Backend> backend = SharedMemoryCollectives::Wrap(options, std::move(gloo), &why_not);
+    if (why_not.empty()) {
+      LOG(INFO) << "gloo: rank " << options.rank << " of " << options.world_size
+                << " exchanges CPU tensors through shared memory (all ranks are on this host)";
+    } else {
+      LOG(INFO) << "gloo: rank " << options.rank << " of " << options.world_size
+                << " exchanges CPU tensors over Gloo's connections (" << why_not << ")";
+    }
+    return backend;
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("gloo: the ranks did not agree on shared memory: ", compat::ExceptionMessage(e)));
   }
 }
 
