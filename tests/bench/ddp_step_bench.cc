@@ -62,9 +62,9 @@ namespace {
 
 const bool kSmoke = std::getenv("KILN_BENCH_SMOKE") != nullptr;
 bool g_failed = false;  // A row failed: the program exits non-zero.
-const int kRounds = kSmoke ? 1 : 5;
+const int kRounds = kSmoke ? 1 : 9;
 const int kWarmUp = kSmoke ? 1 : 3;
-const int kSteps = kSmoke ? 3 : 23;  // Including the warm-up.
+const int kSteps = kSmoke ? 3 : 43;  // Including the warm-up.
 constexpr int64_t kBatch = 128;
 
 torch::nn::Sequential MakeNet() {

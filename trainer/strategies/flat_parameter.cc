@@ -137,17 +137,23 @@ void FlatParameter::PrepareGradients() {
     // Autograd's AccumulateGrad adds into a gradient that is already there, in place: it lands in the flat buffer.
     parameter.mutable_grad() = full_grad_.narrow(0, offsets_[i], parameter.numel()).view(parameter.sizes());
   }
-  if (sharded_ && !shard_.grad().defined()) shard_.mutable_grad() = at::zeros_like(shard_);
+  if (sharded_ && !shard_.grad().defined()) {
+    shard_.mutable_grad() = at::zeros_like(shard_);
+    shard_grad_zero_ = true;
+  }
+}
+
+int64_t FlatParameter::Ranks() const {
+  return world_size_ * (replicate_ != nullptr ? replicate_->getSize() : 1);
 }
 
 void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
   if (!full_grad_.defined() || reduce_work_) return;
   at::NoGradGuard no_grad;
   if (world_size_ == 1 && !sharded_) return;
-  // Divided first, then summed, as DDP's reducer does: the same rounding of each rank's part.
-  const int64_t ranks = world_size_ * (replicate_ != nullptr ? replicate_->getSize() : 1);
-  if (ranks > 1) full_grad_.div_(ranks);
   if (!sharded_ || reduce_by_all_reduce_) {
+    // Divided first, then summed, as DDP's reducer does: the same rounding of each rank's part.
+    if (const int64_t ranks = Ranks(); ranks > 1) full_grad_.div_(ranks);
     // The optimizer steps the members themselves, whose gradients are views of the buffer: reduced in place. (Or the
     // whole buffer is reduced and the shard's chunk kept: FinishReduceGradients.)
     std::vector<at::Tensor> tensors = {full_grad_};
@@ -173,7 +179,19 @@ void FlatParameter::FinishReduceGradients() {
   }
   if (sharded_) {
     at::NoGradGuard no_grad;
-    shard_.mutable_grad().add_(offload_ ? reduced_.to(shard_.device()) : reduced_);  // PrepareGradients set it.
+    // A reduce-scatter's chunk is divided after the sum: a pass over the chunk instead of one over the whole buffer.
+    // For a power-of-two number of ranks the bits are those of dividing first (a power of two scales exactly, short
+    // of subnormal values); otherwise each element may differ by half a unit in the last place.
+    if (const int64_t ranks = Ranks(); !reduce_by_all_reduce_ && ranks > 1) reduced_.div_(ranks);
+    at::Tensor reduced = offload_ ? reduced_.to(shard_.device()) : reduced_;
+    if (shard_grad_zero_ && !reduce_by_all_reduce_) {
+      // Zero plus the reduced gradient is the reduced gradient: it becomes the shard's, without a pass over it. (A
+      // chunk of the all-reduced buffer is added instead: taken, it would keep the whole buffer alive.)
+      shard_.mutable_grad() = reduced;
+    } else {
+      shard_.mutable_grad().add_(reduced);  // PrepareGradients set it.
+    }
+    shard_grad_zero_ = false;
     reduced_.reset();
     for (Member& member : members_) member.parameter.mutable_grad().reset();
   }

@@ -108,6 +108,8 @@ class FlatParameter {
   void AllocateFull();
   // Whether a gradient-accumulation window is summing into full_grad_ (PrepareGradients).
   bool WindowOpen() const;
+  // How many ranks' gradients a reduction sums: this group's, times the replicas' (HYBRID_SHARD).
+  int64_t Ranks() const;
 
   std::string name_;
   std::vector<Member> members_;
@@ -130,6 +132,7 @@ class FlatParameter {
   c10::intrusive_ptr<c10d::Work> reduce_work_;  // A started reduction of full_grad_.
   at::Tensor reduced_;                          // Its output, when sharded.
   bool reduce_by_all_reduce_ = false;
+  bool shard_grad_zero_ = false;                // The shard's gradient is the zero PrepareGradients set.
 };
 
 }  // namespace kiln
