@@ -413,17 +413,22 @@ void SharedMemoryCollectives::AllReduce(at::Tensor& tensor, c10d::ReduceOp op) {
   for (int64_t begin = 0; begin < tensor.numel(); begin += per_round) {
     ++round_;
     const int64_t count = std::min(per_round, tensor.numel() - begin);
-    std::memcpy(Slot(getRank()), data + begin * element, static_cast<size_t>(count * element));
-    Meet("allreduce");
-    // This rank reduces its part of the round, in rank order, into the result area.
+    // Each rank reduces its part of the round, in rank order, into the result area. The others' parts go into this
+    // rank's slot for them to read; its own part it reads where it is.
     const int64_t part = (count + n - 1) / n;
     const int64_t from = std::min<int64_t>(part * getRank(), count);
     const int64_t to = std::min<int64_t>(from + part, count);
+    std::byte* const mine = data + begin * element;
+    std::memcpy(Slot(getRank()), mine, static_cast<size_t>(from * element));
+    std::memcpy(Slot(getRank()) + to * element, mine + to * element, static_cast<size_t>((count - to) * element));
+    Meet("allreduce");
     if (to > from) {
-      const auto piece = [&](const std::byte* base) { return View(base + from * element, to - from, type); };
-      at::Tensor out = piece(Result());
-      Combine(out, piece(Slot(0)), piece(Slot(1)), op);
-      for (int q = 2; q < n; ++q) Combine(out, out, piece(Slot(q)), op);
+      const auto piece = [&](int q) {
+        return View((q == getRank() ? mine : Slot(q)) + from * element, to - from, type);
+      };
+      at::Tensor out = View(Result() + from * element, to - from, type);
+      Combine(out, piece(0), piece(1), op);
+      for (int q = 2; q < n; ++q) Combine(out, out, piece(q), op);
     }
     Meet("allreduce");
     std::memcpy(data + begin * element, Result(), static_cast<size_t>(count * element));
@@ -461,16 +466,23 @@ void SharedMemoryCollectives::ReduceScatter(at::Tensor& output, const std::vecto
   const int64_t per_round = static_cast<int64_t>(segment_->slot_bytes) / element / n;
   const at::ScalarType type = output.scalar_type();
   std::byte* const data = Bytes(output);
+  // An output that is this rank's own input piece (a reduce-scatter in place) would be written before it is read.
+  const std::byte* const own = inputs[getRank()];
+  const bool in_place = own < data + output.nbytes() && data < own + output.nbytes();
   for (int64_t begin = 0; begin < output.numel(); begin += per_round) {
     ++round_;
     const int64_t count = std::min(per_round, output.numel() - begin);
-    // Rank q's slot holds, at piece r, what q contributes to rank r's output.
+    // Rank q's slot holds, at piece r, what q contributes to rank r's output; its own piece it reads where it is.
     for (int r = 0; r < n; ++r) {
+      if (r == getRank() && !in_place) continue;
       std::memcpy(Slot(getRank()) + r * count * element, inputs[r] + begin * element,
                   static_cast<size_t>(count * element));
     }
     Meet("reduce_scatter");
-    const auto piece = [&](int q) { return View(Slot(q) + getRank() * count * element, count, type); };
+    const auto piece = [&](int q) {
+      return q == getRank() && !in_place ? View(inputs[q] + begin * element, count, type)
+                            : View(Slot(q) + getRank() * count * element, count, type);
+    };
     at::Tensor out = View(data + begin * element, count, type);
     Combine(out, piece(0), piece(1), op);
     for (int q = 2; q < n; ++q) Combine(out, out, piece(q), op);

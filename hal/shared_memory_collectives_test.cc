@@ -180,6 +180,10 @@ int RunCollectives(int rank, int port) {
     std::vector<at::Tensor> outputs = {at::empty({numel}, at::kFloat)};
     backend.reduce_scatter(outputs, pieces)->wait();
     CHECK_OR_COUNT(at::equal(outputs[0], chunk), "reduce_scatter of " << numel);
+    // In place: the output is this rank's own piece of the input.
+    at::Tensor output = whole.slice(0, rank * numel, (rank + 1) * numel);
+    backend._reduce_scatter_base(output, whole)->wait();
+    CHECK_OR_COUNT(at::equal(output, chunk), "_reduce_scatter_base in place, of " << numel);
   }
   backend.barrier()->wait();
 
