@@ -53,8 +53,10 @@ struct CollectiveOptions {
 };
 
 // A Gloo backend for `options` (CPU tensors). What the CPU accelerator gives, and what a device whose memory the host
-// can address may stage its tensors through. Returns Unavailable, with c10d's message, when the ranks do not meet
-// within the timeout; never throws.
+// can address may stage its tensors through. Where every rank is on this host, it is Gloo wrapped with a
+// shared-memory path for CPU tensors (hal/shared_memory_collectives.h; KILN_SHARED_MEMORY_COLLECTIVES=0 keeps plain
+// Gloo); it is named "gloo" either way. Returns Unavailable, with c10d's message, when the ranks do not meet within
+// the timeout; never throws.
 absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeGlooCollectiveBackend(const CollectiveOptions& options);
 
 }  // namespace kiln

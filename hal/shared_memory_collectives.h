@@ -3,7 +3,8 @@
 // through Gloo's TCP connections over loopback. On a machine whose processes share its cores, those connections cost
 // the compute its cores (the kernel copies each byte through a socket on both sides); a copy into shared memory and
 // a copy out cost a memcpy each. Everything else (other ranks' hosts, CUDA tensors on Gloo, collectives it does not
-// carry) goes to the Gloo backend it wraps, which it made connect as usual.
+// carry) goes to the Gloo backend it wraps, which it made connect as usual. Which path a call takes depends on its
+// tensors (device, layout, dtype, sizes), which c10d requires to be alike in every rank.
 //
 // What it carries itself, on dense contiguous CPU tensors, one tensor per call: allreduce (sum, product, min, max),
 // broadcast, allgather (equal sizes), _allgather_base, reduce_scatter (equal sizes) and _reduce_scatter_base (sum,
