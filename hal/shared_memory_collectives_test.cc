@@ -3,10 +3,7 @@
 // from every rank's inputs (each rank can make every rank's inputs: they come from seeded generators), bit for bit.
 #include "hal/shared_memory_collectives.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +16,7 @@
 #include "ATen/ATen.h"
 #include "gtest/gtest.h"
 #include "hal/collectives.h"
+#include "hal/testing/rank_runner.h"
 #include "torch/csrc/distributed/c10d/PrefixStore.hpp"
 #include "torch/csrc/distributed/c10d/TCPStore.hpp"
 
@@ -26,18 +24,6 @@ namespace kiln {
 namespace {
 
 constexpr int kRanks = 3;
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 c10::intrusive_ptr<c10d::Store> JoinStore(int rank, int port) {
   c10d::TCPStoreOptions options;
@@ -63,7 +49,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeBackend(const c10::intrusi
 // Runs `checks` as rank 0 here and as ranks 1.. in forks started before any LibTorch thread exists; each returns
 // how many of its checks failed (and prints which). Expects none, and every fork to exit 0.
 void RunRanks(int (*checks)(int rank, int port)) {
-  const int port = FreePort();
+  const int port = testing::FreeLoopbackPort();
   std::vector<pid_t> children;
   for (int rank = 1; rank < kRanks; ++rank) {
     const pid_t child = fork();
