@@ -124,13 +124,30 @@ inline void CpuRelax() {
 #endif
 }
 
+// What the copies carry: any dtype, as bytes.
 bool Carried(const at::Tensor& tensor) {
   return tensor.defined() && tensor.device().is_cpu() && tensor.layout() == at::kStrided && tensor.is_contiguous() &&
-         !tensor.is_complex();
+         !tensor.is_conj() && !tensor.is_neg();  // A lazily conjugated or negated view's bytes are not its values.
 }
 
 bool Reducible(const at::Tensor& tensor, c10d::ReduceOp op) {
-  if (!Carried(tensor) || tensor.scalar_type() == at::kBool) return false;
+  if (!Carried(tensor)) return false;
+  // The types whose sums, products, minima and maxima ATen computes on the CPU (not bool, nor the wide unsigned
+  // ones); the rest go to Gloo, which says what it takes.
+  switch (tensor.scalar_type()) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+      break;
+    default:
+      return false;
+  }
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::PRODUCT:
