@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# DDP with real processes on this machine (CPU, Gloo over loopback), through the real //trainer:fit binary.
+# DDP with real processes on this machine (CPU, Gloo: its CPU tensors through shared memory, or over loopback where
+# KILN_SHARED_MEMORY_COLLECTIVES=0), through the real //trainer:fit binary.
 set -uo pipefail
 fit=trainer/cli/fit
 compare=tests/ddp/compare_checkpoints
@@ -25,6 +26,15 @@ grep -q '"world_size": 2' "$work/ddp.json" || fail "the summary does not record 
 [[ $(grep -c "Trained on" "$work/ddp.log") -eq 1 ]] || fail "more than one rank printed the final report"
 $compare "$(last "$work/ddp")" "$(last "$work/one64")" $tolerance ||
   fail "2-process DDP parameters differ from the 1-process run with the doubled batch"
+[[ $(grep -c "exchanges CPU tensors through shared memory" "$work/ddp.log") -eq 2 ]] ||
+  fail "the two ranks on one host did not both exchange their tensors through shared memory: $(grep gloo "$work/ddp.log")"
+# Gloo's own connections (what ranks on several hosts use) give the same training.
+KILN_SHARED_MEMORY_COLLECTIVES=0 $fit "${common[@]}" --accelerator=cpu --devices=2 --strategy=ddp --batch_size=32 \
+  --default_root_dir="$work/ddp_tcp" >"$work/ddp_tcp.log" 2>&1 || fail "2-process run on Gloo's connections failed"
+[[ $(grep -c "exchanges CPU tensors over Gloo's connections (KILN_SHARED_MEMORY_COLLECTIVES=0)" "$work/ddp_tcp.log") \
+  -eq 2 ]] || fail "KILN_SHARED_MEMORY_COLLECTIVES=0 did not keep Gloo's connections: $(grep gloo "$work/ddp_tcp.log")"
+$compare "$(last "$work/ddp_tcp")" "$(last "$work/one64")" $tolerance ||
+  fail "2-process DDP on Gloo's connections differs from the 1-process run with the doubled batch"
 # The comparison can fail: one process with batch 32 sees other batches, and ends elsewhere.
 $fit "${common[@]}" --devices=1 --batch_size=32 --default_root_dir="$work/one32" >/dev/null 2>&1
 if $compare "$(last "$work/ddp")" "$(last "$work/one32")" $tolerance >/dev/null; then
