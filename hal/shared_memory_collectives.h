@@ -17,9 +17,10 @@
 // round writes was last read two rounds before, and every rank has passed a meeting since, so one meeting per round
 // suffices (two for allreduce: sums, then the results).
 //
-// Failures: a collective waits at most the backend's timeout, and while it waits it checks that the ranks it waits
-// for are alive (a pidfd each): a rank that dies makes its peers throw at once, naming it; a rank that fails marks
-// the segment so that its peers throw too. After a failure every collective of this backend throws.
+// Failures: each wait of a collective for the other ranks (one per round) lasts at most the backend's timeout, and
+// while it waits it checks that the ranks it waits for are alive (a pidfd each): a rank that dies makes its peers
+// throw at once, naming it; a rank that fails marks the segment so that its peers throw too. After a failure every
+// collective of this backend throws.
 //
 // The segment: made by rank 0 under /dev/shm (POSIX shm_open), its pages reserved up front (posix_fallocate, so that
 // a full /dev/shm is an error at set-up rather than a SIGBUS later), opened by the other ranks, and unlinked as soon
