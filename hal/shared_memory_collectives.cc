@@ -17,13 +17,11 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <utility>
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "hal/completed_work.h"
 
 namespace kiln {
@@ -188,7 +186,6 @@ std::byte* Bytes(const at::Tensor& tensor) { return static_cast<std::byte*>(tens
 struct SharedMemoryCollectives::Segment {
   void* base = nullptr;
   size_t bytes = 0;
-  int rank = 0;
   int world_size = 1;
   size_t slot_bytes = 0;
   Control* control = nullptr;
@@ -271,8 +268,8 @@ c10::intrusive_ptr<c10d::Backend> SharedMemoryCollectives::Wrap(const Collective
   c10d::Store& store = *options.store;
   const auto key = [&](absl::string_view what, int q) { return absl::StrCat("shm/", what, "/", q); };
 
-  StoreSet(store, key("host", rank), HostIdentity());
   const std::string mine = HostIdentity();
+  StoreSet(store, key("host", rank), mine);
   for (int q = 0; q < n; ++q) {
     if (StoreGet(store, key("host", q)) != mine) {
       return decline(absl::StrCat("rank ", q, " runs on another host (or in other namespaces) than rank ", rank));
@@ -280,7 +277,6 @@ c10::intrusive_ptr<c10d::Backend> SharedMemoryCollectives::Wrap(const Collective
   }
 
   auto segment = std::make_unique<Segment>();
-  segment->rank = rank;
   segment->world_size = n;
   segment->slot_bytes = SlotBytes(n);
   segment->bytes = ControlBytes(n) + 2 * (static_cast<size_t>(n) + 1) * segment->slot_bytes;
@@ -308,7 +304,8 @@ c10::intrusive_ptr<c10d::Backend> SharedMemoryCollectives::Wrap(const Collective
   if (error.empty()) {
     segment->control = static_cast<Control*>(segment->base);
     segment->data = static_cast<std::byte*>(segment->base) + ControlBytes(n);
-    if (segment->control->magic != kMagic || segment->control->world_size != static_cast<uint32_t>(n)) {
+    if (segment->control->magic != kMagic || segment->control->world_size != static_cast<uint32_t>(n) ||
+        segment->control->slot_bytes != segment->slot_bytes) {
       error = absl::StrCat(name, " is not this group's segment");
     } else {
       segment->pid(rank) = getpid();
@@ -374,10 +371,13 @@ void SharedMemoryCollectives::Meet(const char* what) {
   control.bell.value.fetch_add(1);
   if (control.sleepers.value.load() > 0) FutexWakeAll(&control.bell.value);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  const std::string where = absl::StrCat("shared-memory ", what, " on rank ", getRank(), " of ", getSize(), ": ");
+  // What a failure's message starts with (made only then: a meeting is on every collective's path).
+  const auto where = [&] {
+    return absl::StrCat("shared-memory ", what, " on rank ", getRank(), " of ", getSize(), ": ");
+  };
   // A rank that comes after the others gave up finds them all arrived: the mark tells it.
   if (const uint32_t failed = control.failed.value.load(); failed != 0) {
-    Fail(absl::StrCat(where, "rank ", failed - 1, " failed in a collective of this group before this rank came to "
+    Fail(absl::StrCat(where(), "rank ", failed - 1, " failed in a collective of this group before this rank came to "
                       "it (its own error says why)"));
   }
   for (int q = 0; q < getSize(); ++q) {
@@ -389,10 +389,10 @@ void SharedMemoryCollectives::Meet(const char* what) {
       }
       // A rank that has died is the cause, whoever noticed it first.
       if (s.Exited(q)) {
-        Fail(absl::StrCat(where, "rank ", q, " (pid ", s.pid(q), ") exited while this rank waited for it"));
+        Fail(absl::StrCat(where(), "rank ", q, " (pid ", s.pid(q), ") exited while this rank waited for it"));
       }
       if (const uint32_t failed = control.failed.value.load(); failed != 0) {
-        Fail(absl::StrCat(where, "rank ", failed - 1, " failed in a collective of this group (its own error says ",
+        Fail(absl::StrCat(where(), "rank ", failed - 1, " failed in a collective of this group (its own error says ",
                           "why) while this rank waited for rank ", q));
       }
       const auto now = std::chrono::steady_clock::now();
@@ -401,7 +401,7 @@ void SharedMemoryCollectives::Meet(const char* what) {
         for (int m = 0; m < getSize(); ++m) {
           if (s.meetings(m).value.load() < target) missing.push_back(m);
         }
-        Fail(absl::StrCat(where, "timed out after ", timeout_.count(), " ms waiting for rank(s) ",
+        Fail(absl::StrCat(where(), "timed out after ", timeout_.count(), " ms waiting for rank(s) ",
                           absl::StrJoin(missing, ", ")));
       }
       control.sleepers.value.fetch_add(1);

@@ -55,7 +55,8 @@ class SharedMemoryCollectives final : public c10d::Backend {
   // namespaces) and the segment could be made and mapped by all of them; otherwise `gloo` itself, and `*why_not`
   // (when given) says why. All ranks decide together, through `options.store`: they all wrap, or none does. Needs
   // every rank to call it; waits for them within `options.timeout`.
-  static c10::intrusive_ptr<c10d::Backend> Wrap(const CollectiveOptions& options, c10::intrusive_ptr<c10d::Backend> gloo,
+  static c10::intrusive_ptr<c10d::Backend> Wrap(const CollectiveOptions& options,
+                                                c10::intrusive_ptr<c10d::Backend> gloo,
                                                 std::string* why_not = nullptr);
 
   // Whether `backend` is one (a wrapped Gloo), whose reduce-scatter costs less than an all-reduce.
@@ -75,8 +76,9 @@ class SharedMemoryCollectives final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(
       std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
