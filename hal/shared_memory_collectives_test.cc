@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -224,6 +225,16 @@ int RunSetUpLeavesNothing(int rank, int port) {
 
 TEST(SharedMemoryCollectivesTest, SetUpLeavesNoFileAndCanBeTurnedOff) { RunRanks(&RunSetUpLeavesNothing); }
 
+// What `collective` threw ("" when it returned).
+std::string ErrorOf(const std::function<void()>& collective) {
+  try {
+    collective();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // Rank 2 exits without taking part; ranks 0 and 1 must say so at once, naming it, long before their 60 s timeout.
 int RunDeadPeer(int rank, int port) {
   int failures = 0;
@@ -235,13 +246,10 @@ int RunDeadPeer(int rank, int port) {
   (*made)->allreduce(warm)->wait();
   if (rank == 2) _exit(0);
   const auto start = std::chrono::steady_clock::now();
-  std::string message;
-  try {
+  const std::string message = ErrorOf([&] {
     std::vector<at::Tensor> value = {at::ones({4})};
     (*made)->allreduce(value)->wait();
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
+  });
   const auto waited = std::chrono::steady_clock::now() - start;
   CHECK_OR_COUNT(message.find("rank 2 (pid") != std::string::npos &&
                      message.find("exited while this rank waited for it") != std::string::npos,
@@ -249,13 +257,9 @@ int RunDeadPeer(int rank, int port) {
   CHECK_OR_COUNT(waited < std::chrono::seconds(10), "noticed the dead rank only after "
                                                         << std::chrono::duration<double>(waited).count() << " s");
   // The group stays failed, saying why.
-  try {
-    (*made)->barrier()->wait();
-    CHECK_OR_COUNT(false, "a barrier after the failure returned");
-  } catch (const std::exception& e) {
-    CHECK_OR_COUNT(std::string(e.what()).find("an earlier collective of this group failed") != std::string::npos,
-                   "after the failure: '" << e.what() << "'");
-  }
+  const std::string after = ErrorOf([&] { (*made)->barrier()->wait(); });
+  CHECK_OR_COUNT(after.find("an earlier collective of this group failed") != std::string::npos,
+                 "a barrier after the failure: '" << after << "'");
   return failures;
 }
 
@@ -271,12 +275,7 @@ int RunLatePeer(int rank, int port) {
   if (!made.ok()) return failures;
   (*made)->setTimeout(std::chrono::seconds(1));
   if (rank == 2) usleep(4 * 1000 * 1000);
-  std::string message;
-  try {
-    (*made)->barrier()->wait();
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
+  const std::string message = ErrorOf([&] { (*made)->barrier()->wait(); });
   if (rank == 2) {
     CHECK_OR_COUNT(message.find("failed in a collective of this group") != std::string::npos,
                    "the late rank: '" << message << "'");
