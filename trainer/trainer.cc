@@ -26,7 +26,7 @@
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
 #include "trainer/strategies/fsdp_strategy.h"
-#include "trainer/strategies/launcher.h"
+#include "trainer/strategies/distributed_program.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/strategies/strategy_factories.h"
 #include "trainer/trainer_options.h"
@@ -47,6 +47,20 @@ class TeardownGuard {
  private:
   Strategy& strategy_;
 };
+
+const char* StageName(Stage stage) {
+  switch (stage) {
+    case Stage::kFit:
+      return "fit";
+    case Stage::kValidate:
+      return "validate";
+    case Stage::kTest:
+      return "test";
+    case Stage::kPredict:
+      return "predict";
+  }
+  return "an entry point";
+}
 
 }  // namespace
 
@@ -118,7 +132,25 @@ const MetricMap& Trainer::callback_metrics() const {
   return callback_metrics_;
 }
 
-bool Trainer::is_global_zero() const { return strategy_ == nullptr || strategy_->is_global_zero(); }
+const Plan& Trainer::RankPlan() const {
+  if (plan_.has_value()) return *plan_;
+  if (!rank_plan_.has_value()) {
+    // Before the first entry point: the plan that it would resolve, from the options and the environment this process
+    // was started with (a started process has LOCAL_RANK). Options that cannot be resolved: one process (the entry
+    // point says what is wrong with them).
+    absl::StatusOr<Plan> plan = ResolveOptions();
+    rank_plan_ = plan.ok() ? *std::move(plan) : Plan{};
+  }
+  return *rank_plan_;
+}
+
+int Trainer::global_rank() const { return strategy_ != nullptr ? strategy_->global_rank() : RankPlan().global_rank; }
+int Trainer::local_rank() const { return RankPlan().local_rank; }
+int Trainer::node_rank() const { return RankPlan().node_rank; }
+int Trainer::world_size() const { return strategy_ != nullptr ? strategy_->world_size() : RankPlan().world_size; }
+int Trainer::num_nodes() const { return RankPlan().num_nodes; }
+int Trainer::num_devices() const { return std::max(1, RankPlan().num_devices()); }
+bool Trainer::is_global_zero() const { return global_rank() == 0; }
 
 std::string Trainer::checkpoint_dir() const {
   for (const auto& logger : options_.loggers) {
@@ -243,8 +275,7 @@ absl::Status Trainer::AddCallbacks(Stage stage) {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Prepare(Stage stage) {
-  if (absl::Status checked = CheckOptions(); !checked.ok()) return checked;
+absl::StatusOr<Plan> Trainer::ResolveOptions() const {
   ConnectorOptions connector;
   connector.accelerator = options_.accelerator;
   connector.devices = options_.devices;
@@ -254,8 +285,12 @@ absl::Status Trainer::Prepare(Stage stage) {
   if (!precision_flag.ok()) return precision_flag.status();
   connector.precision = *precision_flag;
   connector.num_nodes = options_.num_nodes;
-  absl::StatusOr<Plan> plan =
-      ResolvePlan(connector, options_.registry != nullptr ? *options_.registry : AcceleratorRegistry::Default());
+  return ResolvePlan(connector, options_.registry != nullptr ? *options_.registry : AcceleratorRegistry::Default());
+}
+
+absl::Status Trainer::Prepare(Stage stage) {
+  if (absl::Status checked = CheckOptions(); !checked.ok()) return checked;
+  absl::StatusOr<Plan> plan = ResolveOptions();
   if (!plan.ok()) return plan.status();
   absl::StatusOr<std::shared_ptr<Strategy>> strategy = MakeStrategy(*plan);
   if (!strategy.ok()) return strategy.status();
@@ -278,7 +313,7 @@ absl::Status Trainer::Prepare(Stage stage) {
 // ---------------------------------------------------------------------------------------------------------------
 // The entry points
 
-absl::Status Trainer::SetupStrategy(LightningModule& model) {
+absl::Status Trainer::SetupStrategy(Stage stage, LightningModule& model) {
   if (strategy_->IsDistributed() && plan_->num_devices() > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
     // The local processes share this machine's cores, as under torchrun (which sets OMP_NUM_THREADS=1): each
     // starting one intra-op thread per core oversubscribes the cores, and the threads' spin-waits then cost several
@@ -291,38 +326,23 @@ absl::Status Trainer::SetupStrategy(LightningModule& model) {
     LOG(INFO) << "ddp: " << plan_->num_devices() << " local processes share " << cores << " intra-op thread(s): "
               << threads << " each (set OMP_NUM_THREADS to choose)";
   }
+  DistributedProgram& program = DistributedProgram::Get();
   if (strategy_->IsDistributed() && !plan_->creates_processes_externally) {
-    if (!plan_->main_port.has_value()) {
-      if (plan_->num_nodes > 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("num_nodes=", plan_->num_nodes,
-                         " needs MASTER_ADDR and MASTER_PORT set (the same on every node) so that "
-                         "the nodes can meet; set them, and NODE_RANK on each node"));
-      }
-      absl::StatusOr<int> port = FindFreePort();
-      if (!port.ok()) return port.status();
-      plan_->main_port = *port;
-    }
-    if (plan_->num_devices() > 1) {
-      absl::StatusOr<std::unique_ptr<SubprocessLauncher>> launcher =
-          SubprocessLauncher::Launch(*plan_, *plan_->main_port);
-      if (!launcher.ok()) return launcher.status();
-      launcher_ = std::move(launcher).value();
-    }
+    // Once per program: the processes started here live through every later entry point, which meets them again.
+    if (absl::Status launched = program.Launch(*plan_); !launched.ok()) return launched;
   }
+  program.BeginEntryPoint(StageName(stage));
   if (absl::Status status = precision_->ConvertModule(model); !status.ok()) return status;
   return strategy_->Setup(*plan_, model);
 }
 
 absl::Status Trainer::FinishStrategy(absl::Status status) {
-  if (launcher_ == nullptr) return status;
-  if (status.ok()) {
-    status = launcher_->Join(options_.process_group_timeout);
-  } else if (const std::string failed = launcher_->KillAll(); !failed.empty()) {
+  // The other processes go on to the program's next entry point; after a failure here, they cannot.
+  if (status.ok() || strategy_ == nullptr || !strategy_->IsDistributed()) return status;
+  if (const std::string failed = DistributedProgram::Get().Stop(status); !failed.empty()) {
     // The likely cause of this process's error: say which rank ended first, and how.
     status = absl::Status(status.code(), absl::StrCat(failed, "; ", status.message()));
   }
-  launcher_.reset();
   return status;
 }
 
@@ -347,6 +367,8 @@ class TrainerRunView final : public RunView {
     return trainer_.strategy_ != nullptr ? trainer_.strategy_->root_device() : c10::Device(c10::DeviceType::CPU);
   }
   Trainer* trainer() const override { return &trainer_; }
+  int global_rank() const override { return trainer_.global_rank(); }
+  int local_rank() const override { return trainer_.local_rank(); }
   Batch MoveBatch(const Batch& batch, c10::Device device) const override {
     if (trainer_.strategy_ != nullptr && device == trainer_.strategy_->root_device()) {
       return trainer_.strategy_->BatchToDevice(batch);
@@ -370,7 +392,7 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
     LightningModule& model;
   } detach{model};
   if (absl::Status status = Prepare(stage); !status.ok()) return status;
-  absl::Status status = SetupStrategy(model);
+  absl::Status status = SetupStrategy(stage, model);
   if (!status.ok()) {
     if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) LOG(WARNING) << teardown;
     return FinishStrategy(status);

@@ -50,7 +50,6 @@ class ModelCheckpoint;
 class PrecisionPlugin;
 class ProgressReporter;
 class Strategy;
-class SubprocessLauncher;
 
 // Lightning's `limit_*_batches`, `val_check_interval` and `overfit_batches`: an int is a number of batches, a
 // double a fraction of the loader.
@@ -182,7 +181,20 @@ class Trainer {
   bool sanity_checking() const { return sanity_checking_; }
   bool should_stop() const { return should_stop_; }
   void set_should_stop() { should_stop_ = true; }
-  bool is_global_zero() const;
+  // Lightning's rank API: this process's place among the processes of the run (rank 0 of 1 on one process). The
+  // global rank counts every process of every node, the local rank those of this node, the node rank the nodes;
+  // world_size() = num_nodes() x num_devices() processes. Before the first entry point, as the options and the
+  // environment this process was started with say (a program's started processes know their ranks from the start);
+  // afterwards, as the last entry point ran. Options that cannot be resolved answer as one process (fit says why).
+  // A program on several processes runs whole on every rank (docs/library.md, "Several processes"): use these to do
+  // rank-zero work, such as printing results, once.
+  int global_rank() const;
+  int local_rank() const;
+  int node_rank() const;
+  int world_size() const;
+  int num_nodes() const;
+  int num_devices() const;  // Processes (devices) per node.
+  bool is_global_zero() const;  // global_rank() == 0.
   int64_t max_epochs() const { return max_epochs_; }
   const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const { return optimizers_.optimizers; }
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return options_.loggers; }
@@ -217,6 +229,10 @@ class Trainer {
   // for (or, after a failure, stops) the other processes, and, after fit, finalizes the loggers.
   absl::Status RunEntryPoint(Stage stage, LightningModule& model, absl::FunctionRef<absl::Status()> body);
   absl::Status Prepare(Stage stage);
+  // The connector's plan for the options (no side effects: nothing starts, no device is touched).
+  absl::StatusOr<Plan> ResolveOptions() const;
+  // The plan the rank API reads: the last entry point's, or before any, ResolveOptions' (cached).
+  const Plan& RankPlan() const;
   // The options' own checks, before anything is resolved.
   absl::Status CheckOptions() const;
   // The strategy the plan names: its instance, or one made by its registry entry's factory.
@@ -225,9 +241,10 @@ class Trainer {
   absl::Status AddCallbacks(Stage stage);
   // Gives every callback the error that ends a run (on_exception); a callback that throws is logged, not raised.
   void CallOnException(LightningModule& model, const absl::Status& error);
-  // Starts the other local processes when this one launches a distributed run, then sets the strategy up.
-  absl::Status SetupStrategy(LightningModule& model);
-  // Ends what SetupStrategy started: waits for (or, after a failure, stops) the other local processes.
+  // Starts the other local processes when this one launches a distributed run (once per program:
+  // DistributedProgram), then sets the strategy up for `stage`.
+  absl::Status SetupStrategy(Stage stage, LightningModule& model);
+  // After a failed distributed entry point: stops the processes this one started, naming those that ended first.
   absl::Status FinishStrategy(absl::Status status);
   // Logger::setup on global rank zero (the loggers claim their folders), unless fast_dev_run.
   absl::Status SetupLoggers();
@@ -256,8 +273,8 @@ class Trainer {
 
   TrainerOptions options_;
   std::optional<Plan> plan_;
+  mutable std::optional<Plan> rank_plan_;  // RankPlan() before the first entry point.
   std::shared_ptr<Strategy> strategy_;
-  std::unique_ptr<SubprocessLauncher> launcher_;
   std::unique_ptr<class CheckpointWriter> checkpoint_writer_;
   std::shared_ptr<PrecisionPlugin> precision_;
   std::unique_ptr<ProgressReporter> progress_;
@@ -265,6 +282,7 @@ class Trainer {
   LightningModule* model_ = nullptr;  // The module of the running fit, for save_checkpoint.
   DataModule* data_ = nullptr;        // Its data, for save_checkpoint.
   OptimizerConfig optimizers_;
+  std::vector<std::vector<at::Tensor>> optimizer_parameters_;  // The module's parameters of each, as configured.
   std::vector<int64_t> scheduler_steps_;
   mutable MetricMap callback_metrics_;
   MetricCollector* live_step_metrics_ = nullptr;  // The running training epoch's metrics.

@@ -79,19 +79,14 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
   absl::Status status = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, [&] {
     if (strategy_->SavesShardedCheckpoints()) return SaveSharded(path, state, progress, *strategy_);
-    absl::Status taken = absl::OkStatus();
-    if (is_global_zero()) {
-      // Only the snapshot (copies of the tensors and values) is taken here, at the step; the dictionary, pickling, the
-      // zip and its CRCs are made on the writer's thread, so the loop does not wait for them.
-      absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress);
-      if (!snapshot.ok()) {
-        taken = snapshot.status();
-      } else {
-        if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
-        taken = checkpoint_writer_->SubmitSnapshot(path, *std::move(snapshot));
-      }
-    }
-    return taken;
+    // Every rank calls the checkpoint hooks, as Lightning does; rank zero alone writes the file.
+    if (!is_global_zero()) return CallSaveCheckpointHooks(path, state);
+    // Only the snapshot (copies of the tensors and values) is taken here, at the step; the dictionary, pickling, the
+    // zip and its CRCs are made on the writer's thread, so the loop does not wait for them.
+    absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress);
+    if (!snapshot.ok()) return snapshot.status();
+    if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
+    return checkpoint_writer_->SubmitSnapshot(path, *std::move(snapshot));
   });
   strategy_->Barrier();
   return status;

@@ -2,8 +2,11 @@
 // (lightning_twin.py's gan): the scripted generator and discriminator each step with their own fused Adam, toggled
 // in turn, from training_step (set_automatic_optimization(false), optimizers(), manual_backward,
 // toggle_optimizer), on dictionary batches {"image", "noise"} whose noise is drawn per epoch by the make step.
+// With DEVICES > 1 it trains under DDP (STRATEGY, by default ddp_find_unused_parameters_true: each toggled step
+// leaves the other network's parameters out), each process on its share of the digits as Lightning's
+// DistributedSampler gives it, as lightning_twin.py's `train gan DIR DEVICES` does.
 //
-//   gan DIR   (after lightning_twin.py make gan DIR)
+//   gan DIR [DEVICES [STRATEGY]]   (after lightning_twin.py make gan DIR)
 #include <iostream>
 #include <map>
 #include <memory>
@@ -18,26 +21,50 @@ namespace {
 
 constexpr int64_t kBatchSize = 32;
 
-// The digits, each with the current epoch's noise.
+// The digits in order, each with the current epoch's noise. With several processes, each takes its share as
+// Lightning gives a training loader under DDP (PyTorch's DistributedSampler, which Lightning shuffles for training,
+// seed 0): the epoch's permutation, the first examples repeated so that every share has as many, and of that the
+// examples rank, rank + world_size, ...
 class EpochNoise final : public kiln::DataLoader {
  public:
-  EpochNoise(at::Tensor images, at::Tensor noise) : images_(std::move(images)), noise_(std::move(noise)) {}
-  int64_t num_batches() const override { return (images_.size(0) + kBatchSize - 1) / kBatchSize; }
-  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
+  EpochNoise(at::Tensor images, at::Tensor noise)
+      : images_(std::move(images)), noise_(std::move(noise)), examples_(at::arange(images_.size(0))) {}
+  int64_t num_batches() const override { return (examples_.size(0) + kBatchSize - 1) / kBatchSize; }
+  void set_epoch(int64_t epoch) override {
+    epoch_ = epoch;
+    if (world_size_ > 1) Shard();
+  }
+  absl::Status set_shard(int rank, int world_size) override {
+    rank_ = rank;
+    world_size_ = world_size;
+    Shard();
+    return absl::OkStatus();
+  }
   kiln::Batch get_batch(int64_t index) override {
     const int64_t start = index * kBatchSize;
-    const int64_t end = std::min(start + kBatchSize, images_.size(0));
+    const at::Tensor examples = examples_.slice(0, start, std::min(start + kBatchSize, examples_.size(0)));
     c10::impl::GenericDict data(c10::StringType::get(), c10::TensorType::get());
-    data.insert("image", images_.slice(0, start, end));
-    data.insert("noise", noise_[epoch_].slice(0, start, end));
+    data.insert("image", images_.index_select(0, examples));
+    data.insert("noise", noise_[epoch_].index_select(0, examples));
     kiln::Batch batch;
     batch.data = data;
     return batch;
   }
 
  private:
+  void Shard() {
+    const int64_t total = images_.size(0);
+    const int64_t padded = (total + world_size_ - 1) / world_size_ * world_size_;
+    at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(epoch_));
+    const at::Tensor order = at::randperm(total, generator, at::kLong);
+    examples_ = at::cat({order, order.slice(0, 0, padded - total)}).slice(0, rank_, padded, world_size_);
+  }
+
   at::Tensor images_;
-  at::Tensor noise_;  // [epochs, images, noise]
+  at::Tensor noise_;     // [epochs, images, noise]
+  at::Tensor examples_;  // This process's examples, in order.
+  int rank_ = 0;
+  int world_size_ = 1;
   int64_t epoch_ = 0;
 };
 
@@ -110,8 +137,8 @@ class Gan final : public kiln::examples::ScriptLightningModule {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: gan DIR (after lightning_twin.py make gan DIR)\n";
+  if (argc < 2 || argc > 4) {
+    std::cerr << "usage: gan DIR [DEVICES [STRATEGY]] (after lightning_twin.py make gan DIR)\n";
     return 2;
   }
   const std::string dir = argv[1];
@@ -119,11 +146,15 @@ int main(int argc, char** argv) {
   Digits data(kiln::examples::LoadTwinData(dir));
   kiln::TrainerOptions options = kiln::examples::TwinOptions(dir);
   options.max_epochs = 4;
+  if (argc >= 3 && std::string(argv[2]) != "1") {
+    options.devices = argv[2];
+    options.strategy = argc == 4 ? argv[3] : "ddp_find_unused_parameters_true";
+  }
   kiln::Trainer trainer(options);
   if (absl::Status status = trainer.fit(model, data); !status.ok()) {
-    std::cerr << "gan: " << status << "\n";
+    std::cerr << "gan: rank " << trainer.global_rank() << ": " << status << "\n";
     return 1;
   }
-  std::cout << "global_step " << trainer.global_step() << "\n";
+  if (trainer.is_global_zero()) std::cout << "global_step " << trainer.global_step() << "\n";
   return 0;
 }

@@ -5,9 +5,11 @@ Lightning's.
   lightning_twin.py make EXAMPLE DIR
       Writes what both sides read: DIR/model.pt (the model, scripted with torch.jit.script and seeded; the GAN's is a
       module holding `generator` and `discriminator`) and DIR/data.pt (the data as the buffers of a scripted module).
-  lightning_twin.py train EXAMPLE DIR
+  lightning_twin.py train EXAMPLE DIR [DEVICES]
       Trains DIR/model.pt on DIR/data.pt with Lightning, logging every step to DIR/lightning/version_0/metrics.csv
-      (CSVLogger: the layout Kiln's CsvLogger writes too).
+      (CSVLogger: the layout Kiln's CsvLogger writes too). With DEVICES > 1 (the gan), on that many CPU processes
+      under DDP (ddp_find_unused_parameters_true: each toggled step leaves the other network out), each on its
+      DistributedSampler share of the data.
 
 EXAMPLE is two_inputs (a two-tower classifier: dictionary batches, two validation sets), gan (a GAN on sklearn's
 digits with manual optimization) or char_gpt (a byte-level GPT on a text file from a Debian package, streamed,
@@ -323,7 +325,7 @@ class CharGptModule(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
-def train(example, out):
+def train(example, out, devices=1):
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     settings = SETTINGS[example]
@@ -333,7 +335,9 @@ def train(example, out):
         extra = {"max_steps": settings["steps"], "precision": "bf16-mixed", "gradient_clip_val": settings["clip"]}
     else:
         extra = {"max_epochs": settings["epochs"]}
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=L.pytorch.loggers.CSVLogger(out, name="lightning",
+    if devices > 1:
+        extra["strategy"] = "ddp_find_unused_parameters_true"
+    trainer = L.Trainer(accelerator="cpu", devices=devices, logger=L.pytorch.loggers.CSVLogger(out, name="lightning",
                                                                                           version=0),
                         log_every_n_steps=1, num_sanity_val_steps=0, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, **extra)
@@ -342,13 +346,14 @@ def train(example, out):
 
 def main():
     command, example, out = sys.argv[1:4]
+    devices = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     if example not in SETTINGS:
         sys.exit(f"unknown example {example!r}; one of {', '.join(SETTINGS)}")
     os.makedirs(out, exist_ok=True)
     if command == "make":
         {"two_inputs": make_two_inputs, "gan": make_gan, "char_gpt": make_char_gpt}[example](out)
     elif command == "train":
-        train(example, out)
+        train(example, out, devices)
     else:
         sys.exit(f"unknown command {command!r}; make or train")
 

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "torch/csrc/distributed/c10d/logger.hpp"
 #include "torch/csrc/distributed/c10d/reducer.hpp"
 #include "torch/version.h"
 
@@ -61,9 +62,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> MakeGlooProcessGroup(
   return group;
 }
 
-std::shared_ptr<c10d::Reducer> MakeReducer(const std::vector<at::Tensor>& parameters,
-                                           const c10::intrusive_ptr<c10d::ProcessGroup>& group,
-                                           const ReducerOptions& options) {
+namespace {
+
+std::shared_ptr<c10d::Reducer> NewReducer(const std::vector<at::Tensor>& parameters,
+                                          const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                                          const ReducerOptions& options) {
   // DDP's assignment: a small first bucket (the last layers' gradients, ready first), then buckets up to the cap.
   const std::vector<bool> expect_sparse(parameters.size(), false);
   auto [bucket_indices, per_bucket_limits] = c10d::compute_bucket_assignment_by_size(
@@ -85,6 +88,27 @@ std::shared_ptr<c10d::Reducer> MakeReducer(const std::vector<at::Tensor>& parame
                                          std::move(names), first_cap, /*skip_all_reduce_unused_params=*/false,
                                          /*use_python_reducer=*/false, std::move(limits));
 #endif
+}
+
+// A reducer with the logger that DistributedDataParallel gives it: the Reducer calls its logger without checking that
+// it has one (when the set of unused parameters changes between iterations, it dereferences logger_.lock()), so a
+// reducer without one crashes the process there.
+struct LoggedReducer {
+  std::shared_ptr<c10d::Reducer> reducer;
+  std::shared_ptr<c10d::Logger> logger;  // Holds the reducer too; the reducer holds it weakly.
+};
+
+}  // namespace
+
+std::shared_ptr<c10d::Reducer> MakeReducer(const std::vector<at::Tensor>& parameters,
+                                           const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                                           const ReducerOptions& options) {
+  auto logged = std::make_shared<LoggedReducer>();
+  logged->reducer = NewReducer(parameters, group, options);
+  logged->logger = std::make_shared<c10d::Logger>(logged->reducer);
+  logged->reducer->set_logger(logged->logger);
+  // The pointer keeps both alive, the logger first released.
+  return std::shared_ptr<c10d::Reducer>(logged, logged->reducer.get());
 }
 
 }  // namespace kiln::compat

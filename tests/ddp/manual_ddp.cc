@@ -1,9 +1,14 @@
 // Manual optimization under DDP with 2 real processes (the Trainer's own launcher, c10d over Gloo): a module that
 // steps by hand (manual_backward, optimizers()[0].step(), lr_schedulers()[0].step()) and the same module under
 // automatic optimization. Each rank writes its final parameters and learning rate, in hexadecimal floating point,
-// to DIR/<mode>_rank<R>.txt; tests/ddp/manual_ddp_test.sh compares them.
+// to DIR/<mode>_rank<R>.txt; tests/ddp/manual_ddp_test.sh compares them. The _accumulate modes accumulate the
+// gradients of 2 batches per step: the automatic one with accumulate_grad_batches=2, the manual one as Lightning's
+// docs do it under DDP (the window's first backward inside toggle_model(sync_grad=false), which keeps each rank's
+// gradients local, the last one synced); the manual one also writes the sum of its local gradients after each
+// unsynced backward ("local_grad"), which must differ between the ranks.
 //
-//   manual_ddp manual|automatic DIR [STRATEGY]     (STRATEGY: ddp, the default, or fsdp: the same module sharded)
+//   manual_ddp manual|automatic|manual_accumulate|automatic_accumulate DIR [STRATEGY]
+//       (STRATEGY: ddp, the default, or fsdp: the same module sharded)
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -31,17 +36,36 @@ class Data final : public kiln::DataModule {
 
 class Net final : public kiln::LightningModule {
  public:
-  explicit Net(bool automatic) {
+  Net(bool automatic, bool accumulate) : accumulate_(accumulate) {
     torch::manual_seed(7);
     body_ = register_module("body", torch::nn::Linear(6, 8));
     head_ = register_module("head", torch::nn::Linear(8, 3));
     set_automatic_optimization(automatic);
   }
-  at::Tensor training_step(const kiln::Batch& batch, int64_t) override {
+  at::Tensor training_step(const kiln::Batch& batch, int64_t batch_idx) override {
     at::Tensor loss = torch::nn::functional::cross_entropy(head_->forward(at::tanh(body_->forward(batch.input))),
                                                            batch.target);
     if (automatic_optimization()) return loss;
     kiln::LightningOptimizer optimizer = optimizers()[0];
+    if (accumulate_) {
+      const bool last_of_window = batch_idx % 2 == 1;
+      {
+        kiln::ToggledModel toggled = optimizer.toggle_model(/*sync_grad=*/last_of_window);
+        manual_backward(loss / 2);
+      }
+      if (!last_of_window) {
+        double sum = 0;
+        for (const at::Tensor& parameter : parameters()) {
+          if (parameter.grad().defined()) sum += parameter.grad().sum().item<double>();  // fsdp: in its shards
+        }
+        local_grads.push_back(sum);
+        return loss;
+      }
+      optimizer.step();
+      optimizer.zero_grad();
+      lr_schedulers()[0].step();
+      return loss;
+    }
     optimizer.zero_grad();
     manual_backward(loss);
     optimizer.step();
@@ -56,7 +80,10 @@ class Net final : public kiln::LightningModule {
     return config;
   }
 
+  std::vector<double> local_grads;  // The gradients' sum after each unsynced backward (_accumulate).
+
  private:
+  bool accumulate_;
   torch::nn::Linear body_{nullptr};
   torch::nn::Linear head_{nullptr};
 };
@@ -64,18 +91,21 @@ class Net final : public kiln::LightningModule {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if ((argc != 3 && argc != 4) || (std::string(argv[1]) != "manual" && std::string(argv[1]) != "automatic")) {
-    std::cerr << "usage: manual_ddp manual|automatic DIR [STRATEGY]\n";
+  const std::string mode = argc >= 3 ? argv[1] : "";
+  if ((argc != 3 && argc != 4) || (mode != "manual" && mode != "automatic" && mode != "manual_accumulate" &&
+                                   mode != "automatic_accumulate")) {
+    std::cerr << "usage: manual_ddp manual|automatic|manual_accumulate|automatic_accumulate DIR [STRATEGY]\n";
     return 2;
   }
   const std::string strategy = argc == 4 ? argv[3] : "ddp";
-  const std::string mode = argv[1];
-  Net model(mode == "automatic");
+  const bool accumulate = mode == "manual_accumulate" || mode == "automatic_accumulate";
+  Net model(mode == "automatic" || mode == "automatic_accumulate", accumulate);
   Data data;
   kiln::Trainer trainer({.accelerator = "cpu",
                          .devices = 2,
                          .strategy = strategy,
                          .max_epochs = 2,
+                         .accumulate_grad_batches = mode == "automatic_accumulate" ? 2 : 1,
                          .default_root_dir = argv[2],
                          .logger = false,
                          .enable_checkpointing = false,
@@ -94,5 +124,6 @@ int main(int argc, char** argv) {
     const at::Tensor flat = parameter.detach().flatten().contiguous();
     for (int64_t i = 0; i < flat.numel(); ++i) out << flat[i].item<float>() << "\n";
   }
+  for (double sum : model.local_grads) out << "local_grad " << sum << "\n";
   return out.good() ? 0 : 1;
 }

@@ -618,6 +618,16 @@ absl::Status TakeModuleEntries(const std::string& path, const TrainingState& sta
 
 }  // namespace
 
+absl::Status CallSaveCheckpointHooks(const std::string& path, const TrainingState& state) {
+  TakenCheckpoint dropped;
+  try {
+    for (const auto& callback : state.callbacks) callback->state_dict();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
+  }
+  return TakeModuleEntries(path, state, [](const at::Tensor& tensor) { return tensor; }, dropped);
+}
+
 absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& path, const TrainingState& state,
                                                           const LoopProgress& progress) {
   auto taken = std::make_shared<TakenCheckpoint>();

@@ -86,6 +86,11 @@ struct TrainingState {
 absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& path, const TrainingState& state,
                                                           const LoopProgress& progress);
 
+// What a rank that writes no file does when a checkpoint is saved (Lightning calls the checkpoint hooks on every rank):
+// each callback's state_dict() and the module's on_save_checkpoint, whose additions are checked as
+// TakeCheckpointSnapshot checks them (the same error on every rank) and then dropped. Copies nothing.
+absl::Status CallSaveCheckpointHooks(const std::string& path, const TrainingState& state);
+
 // A checkpoint of `state` at `progress`, as the dictionary SerializeCheckpoint (checkpoint_io.h) writes:
 // TakeCheckpointSnapshot's build, run on this thread. Every tensor in it is a copy of its own, so the dictionary stays
 // this step's state while it is serialised on another thread; every container in it is Any-typed (snapshot_dict.h).

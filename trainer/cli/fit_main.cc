@@ -53,6 +53,7 @@
 #include "trainer/cli/run_summary.h"
 #include "trainer/cli/saved_run.h"
 #include "trainer/cli/versions.h"
+#include "trainer/core/option_fix.h"
 #include "trainer/io/durable_file.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/tensorboard_logger.h"
@@ -384,6 +385,8 @@ int Main(int argc, char** argv) {
   // A file-size limit (ulimit -f) then makes a checkpoint write fail with EFBIG, reported like a full disk, instead
   // of killing the process in the middle of training.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Errors name their fixes as this program's flags, not as a library program's options.
+  UseFlagSpelling();
   absl::SetProgramUsageMessage(kUsage);
   if (WantsHelp(argc, argv)) {
     std::cout << FlagsHelp(kUsage, FitFlagGroups());

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "ATen/ATen.h"
 #include "c10/util/Exception.h"
@@ -83,7 +84,46 @@ void ZeroGradToNone(torch::optim::Optimizer& optimizer) {
   }
 }
 
+void LightningOptimizer::step(const std::function<void()>& closure) {
+  closure();
+  step();
+}
+
 void LightningOptimizer::zero_grad() { ZeroGradToNone(*optimizer_); }
+
+std::vector<at::Tensor> LightningOptimizer::parameters() const {
+  if (driver_ != nullptr) return driver_->optimizer_parameters(index_);
+  std::vector<at::Tensor> parameters;
+  for (const auto& group : optimizer_->param_groups()) {
+    for (const at::Tensor& param : group.params()) parameters.push_back(param);
+  }
+  return parameters;
+}
+
+ToggledModel LightningOptimizer::toggle_model(bool sync_grad) const {
+  TORCH_CHECK(driver_ != nullptr, "LightningOptimizer::toggle_model() outside training_step: toggle the optimizers "
+              "that optimizers() returns, from training_step, under manual optimization");
+  return ToggledModel(driver_->module(), *this, driver_, sync_grad);
+}
+
+ToggledModel::ToggledModel(LightningModule& module, const LightningOptimizer& optimizer,
+                           ManualOptimizationDriver* driver, std::optional<bool> sync_grad)
+    : module_(&module), optimizer_(&optimizer), driver_(sync_grad.has_value() ? driver : nullptr) {
+  module.toggle_optimizer(optimizer);
+  if (driver_ != nullptr) previous_sync_ = driver_->SetGradientSync(*sync_grad);
+}
+
+ToggledModel::ToggledModel(ToggledModel&& other) noexcept
+    : module_(std::exchange(other.module_, nullptr)),
+      optimizer_(other.optimizer_),
+      driver_(std::exchange(other.driver_, nullptr)),
+      previous_sync_(other.previous_sync_) {}
+
+ToggledModel::~ToggledModel() {
+  if (module_ == nullptr) return;  // Moved from.
+  module_->untoggle_optimizer(*optimizer_);
+  if (driver_ != nullptr) driver_->SetGradientSync(previous_sync_);
+}
 
 void LightningScheduler::step() {
   TORCH_CHECK(driver_ != nullptr, "lr_schedulers()[", index_, "].step() outside training_step");
@@ -165,10 +205,9 @@ std::vector<LightningScheduler> LightningModule::lr_schedulers() const {
 void LightningModule::manual_backward(const at::Tensor& loss) { Driver("manual_backward()").Backward(loss); }
 
 void LightningModule::toggle_optimizer(const LightningOptimizer& optimizer) {
+  // The module's parameters the optimizer was built with: under fsdp the optimizer itself steps shards.
   std::unordered_set<const c10::TensorImpl*> own;
-  for (const auto& group : optimizer.optimizer().param_groups()) {
-    for (const at::Tensor& param : group.params()) own.insert(param.unsafeGetTensorImpl());
-  }
+  for (const at::Tensor& param : optimizer.parameters()) own.insert(param.unsafeGetTensorImpl());
   for (at::Tensor& param : parameters()) {
     if (own.count(param.unsafeGetTensorImpl()) != 0 || !param.requires_grad()) continue;
     toggled_.emplace_back(param, true);
@@ -180,6 +219,10 @@ void LightningModule::untoggle_optimizer(const LightningOptimizer& optimizer) {
   (void)optimizer;
   for (auto& [param, required] : toggled_) param.set_requires_grad(required);
   toggled_.clear();
+}
+
+ToggledModel LightningModule::toggled_optimizer(const LightningOptimizer& optimizer) {
+  return ToggledModel(*this, optimizer, nullptr, std::nullopt);
 }
 
 at::Tensor LightningModule::predict_forward(const at::Tensor& input) {

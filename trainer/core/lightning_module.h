@@ -10,6 +10,7 @@
 #define KILN_TRAINER_CORE_LIGHTNING_MODULE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -68,6 +69,10 @@ class RunView {
   virtual int64_t global_step() const = 0;
   virtual c10::Device device() const = 0;
   virtual Trainer* trainer() const = 0;
+  // This process's rank among all the run's processes, and on its node (Trainer::global_rank, local_rank). The
+  // defaults: one process.
+  virtual int global_rank() const { return 0; }
+  virtual int local_rank() const { return 0; }
   // `batch` on `device` as the run's strategy moves batches (what the default transfer_batch_to_device does).
   virtual Batch MoveBatch(const Batch& batch, c10::Device device) const = 0;
   // Clips `parameters`' gradients to a total 2-norm of `max_norm` as the run's strategy takes the norm (over every
@@ -82,6 +87,9 @@ class ManualOptimizationDriver {
  public:
   virtual ~ManualOptimizationDriver() = default;
   virtual std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers() const = 0;
+  // The module's parameters that optimizer `index` was built with (configure_optimizers'), whatever the strategy
+  // made of the optimizer since (fsdp points it at its shards).
+  virtual std::vector<at::Tensor> optimizer_parameters(size_t index) const = 0;
   virtual size_t num_schedulers() const = 0;
   // Checks `loss` (a non-finite loss stops or skips as on_nonfinite_loss says), then the backward hooks around the
   // precision plugin's scaling and the strategy's backward (all-reduced under DDP).
@@ -93,6 +101,36 @@ class ManualOptimizationDriver {
   virtual void Step(size_t index) = 0;
   // Scheduler `index` steps once (with `metric` for a MetricScheduler), counted for checkpoints.
   virtual void StepScheduler(size_t index, std::optional<double> metric) = 0;
+  // The module whose training_step runs (toggle_model toggles its parameters).
+  virtual LightningModule& module() const = 0;
+  // Whether manual_backward all-reduces the gradients under a distributed strategy (true, the default each batch) or
+  // accumulates them on each rank (DDP's no_sync; Lightning's toggle_model(sync_grad=False)). Returns the previous.
+  virtual bool SetGradientSync(bool sync) = 0;
+};
+
+class LightningOptimizer;
+
+// What LightningOptimizer::toggle_model and LightningModule::toggled_optimizer return: while it lives, only the
+// optimizer's parameters take gradients (toggle_optimizer) and, without sync_grad, manual_backward keeps each rank's
+// gradients local (no all-reduce, as DDP's no_sync); its end restores both. Move-only; belongs to training_step.
+class ToggledModel {
+ public:
+  ToggledModel(ToggledModel&& other) noexcept;
+  ToggledModel(const ToggledModel&) = delete;
+  ToggledModel& operator=(const ToggledModel&) = delete;
+  ToggledModel& operator=(ToggledModel&&) = delete;
+  ~ToggledModel();
+
+ private:
+  friend class LightningOptimizer;
+  friend class LightningModule;
+  ToggledModel(LightningModule& module, const LightningOptimizer& optimizer, ManualOptimizationDriver* driver,
+               std::optional<bool> sync_grad);
+
+  LightningModule* module_;
+  const LightningOptimizer* optimizer_;
+  ManualOptimizationDriver* driver_;  // Null when the gradient sync was left alone.
+  bool previous_sync_ = true;
 };
 
 // One of the module's optimizers as manual optimization uses it (Lightning's LightningOptimizer, from
@@ -106,10 +144,20 @@ class LightningOptimizer {
   // skips the step on an inf), on_before_optimizer_step runs, then the step, and global_step grows by one (so two
   // optimizers stepped per batch count two steps, as in Lightning).
   void step();
+  // Lightning's step(closure): runs `closure` (which computes the loss and calls manual_backward), then steps.
+  void step(const std::function<void()>& closure);
   // Drops every gradient of this optimizer's parameters (set_to_none, as Lightning's default).
   void zero_grad();
+  // Lightning's toggle_model: only this optimizer's parameters take gradients while the returned guard lives and,
+  // with sync_grad false, manual_backward accumulates each rank's gradients locally without the all-reduce (for
+  // gradient accumulation under DDP: the backward of the window's last batch, with sync_grad true, all-reduces the
+  // sum). Valid in training_step under manual optimization.
+  [[nodiscard]] ToggledModel toggle_model(bool sync_grad = true) const;
   torch::optim::Optimizer& optimizer() const { return *optimizer_; }
   size_t index() const { return index_; }
+  // The module's parameters this optimizer steps, as configure_optimizers built it (a sharding strategy such as fsdp
+  // points the optimizer itself at its shards).
+  std::vector<at::Tensor> parameters() const;
 
  private:
   std::shared_ptr<torch::optim::Optimizer> optimizer_;
@@ -153,6 +201,11 @@ class LightningModule : public torch::nn::Module {
   int64_t global_step() const { return view_ != nullptr ? view_->global_step() : 0; }
   c10::Device device() const { return view_ != nullptr ? view_->device() : c10::Device(c10::DeviceType::CPU); }
   Trainer* trainer() const { return view_ != nullptr ? view_->trainer() : nullptr; }
+  // Lightning's self.global_rank and self.local_rank: this process's rank among all the run's processes, and on its
+  // node (the Trainer's global_rank() and local_rank(); trainer()->world_size() and the rest are the Trainer's).
+  // Outside the Trainer's entry points: 0.
+  int global_rank() const { return view_ != nullptr ? view_->global_rank() : 0; }
+  int local_rank() const { return view_ != nullptr ? view_->local_rank() : 0; }
 
   // The loss for one training batch; the trainer runs backward on it and steps the optimizers. Under manual
   // optimization the step does that itself (manual_backward, optimizers()) and may return an undefined tensor.
@@ -289,6 +342,8 @@ class LightningModule : public torch::nn::Module {
   // parameter required before.
   void toggle_optimizer(const LightningOptimizer& optimizer);
   void untoggle_optimizer(const LightningOptimizer& optimizer);
+  // Lightning's toggled_optimizer: toggle_optimizer now, untoggle_optimizer when the returned guard goes.
+  [[nodiscard]] ToggledModel toggled_optimizer(const LightningOptimizer& optimizer);
 
   // Hyper-parameters, saved in checkpoints and sent to loggers (Lightning's save_hyperparameters / hparams).
   void save_hyperparameters(std::map<std::string, std::string> hparams) { hparams_ = std::move(hparams); }

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "c10/util/Exception.h"
+#include "trainer/core/option_fix.h"
 #include "trainer/data/csv_table.h"
 
 namespace kiln {
@@ -257,7 +258,8 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Scan(std::unique_ptr<CsvSt
     if (stream->class_names_.size() < 2) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": the label column '", stream->label_name_,
                                                      "' has a single class; classification needs at least two (or "
-                                                     "use --task=regression)"));
+                                                     "use ", OptionFix("Task::kRegression", "--task=regression"),
+                                                     ")"));
     }
   }
   if (options.normalize) {

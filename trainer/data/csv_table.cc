@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "trainer/core/option_fix.h"
 #include "trainer/io/memory_budget.h"
 #include "trainer/data/text_encoding.h"
 #include "trainer/data/text_file.h"
@@ -253,8 +254,11 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view raw_text, const std::string&
             const std::optional<float> value = FiniteValue(cell, problem);
             if (!value.has_value()) {
               return fail(absl::StrCat("label ", Quote(cell), " (column ", i + 1, ", '", table.label_name, "') ",
-                                       problem, "; --task=regression needs finite numeric labels (or use ",
-                                       "--task=classification)"));
+                                       problem, "; ",
+                                       OptionFix("Task::kRegression needs finite numeric labels (or use "
+                                                 "Task::kClassification)",
+                                                 "--task=regression needs finite numeric labels (or use "
+                                                 "--task=classification)")));
             }
             label_values[row] = *value;
           }
@@ -327,7 +331,8 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view raw_text, const std::string&
   if (table.class_names.size() < 2 && !options.allow_single_class) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": the label column '", table.label_name,
                                                    "' has a single class ('", table.class_names[0],
-                                                   "'); classification needs at least two (or use --task=regression)"));
+                                                   "'); classification needs at least two (or use ",
+                                                   OptionFix("Task::kRegression", "--task=regression"), ")"));
   }
   table.labels = at::from_blob(classes.data(), {rows}, at::kLong).clone();
   return table;

@@ -1,6 +1,7 @@
 #include "trainer/data/digits.h"
 
 #include "absl/strings/str_cat.h"
+#include "trainer/core/option_fix.h"
 
 namespace kiln {
 
@@ -10,7 +11,8 @@ absl::StatusOr<CsvTable> LoadDigits(const std::string& path, int num_threads) {
   if (absl::IsNotFound(table.status())) {
     return absl::NotFoundError(absl::StrCat(
         "the handwritten digits are not installed (no ", path, "); they come with Debian's python3-sklearn: install ",
-        "it with `sudo apt-get install python3-sklearn` (tools/setup.sh does), or pass --digits_path=<digits.csv.gz>"));
+        "it with `sudo apt-get install python3-sklearn` (tools/setup.sh does), ",
+        OptionFix("or pass LoadDigits the path of a digits.csv.gz", "or pass --digits_path=<digits.csv.gz>")));
   }
   if (!table.ok()) return table.status();
   if (table->num_features() != kDigitsImageSize * kDigitsImageSize || table->class_names.size() != 10) {

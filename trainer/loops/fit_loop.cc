@@ -155,7 +155,15 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
   if (trainer.optimizers_.optimizers.empty()) {
     return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
   }
-  // A strategy that shards the parameters points the optimizers at its shards (before any state is restored).
+  // What each optimizer steps of the module, before a strategy that shards the parameters points the optimizers at
+  // its shards (before any state is restored): toggle_optimizer relates them to the module's parameters.
+  trainer.optimizer_parameters_.clear();
+  for (const auto& optimizer : trainer.optimizers_.optimizers) {
+    std::vector<at::Tensor>& parameters = trainer.optimizer_parameters_.emplace_back();
+    for (const auto& group : optimizer->param_groups()) {
+      parameters.insert(parameters.end(), group.params().begin(), group.params().end());
+    }
+  }
   if (absl::Status connected = trainer.strategy_->ConnectOptimizers(trainer.optimizers_.optimizers);
       !connected.ok()) {
     return connected;

@@ -20,11 +20,16 @@ void ManualOptimization::StartBatch(LightningModule& model, int64_t batch_idx) {
   batch_idx_ = batch_idx;
   steps_ = 0;
   skipped_ = false;
+  sync_gradients_ = true;
   unscaled_.clear();
 }
 
 std::vector<std::shared_ptr<torch::optim::Optimizer>> ManualOptimization::optimizers() const {
   return trainer_.optimizers_.optimizers;
+}
+
+std::vector<at::Tensor> ManualOptimization::optimizer_parameters(size_t index) const {
+  return trainer_.optimizer_parameters_.at(index);
 }
 
 size_t ManualOptimization::num_schedulers() const { return trainer_.optimizers_.schedulers.size(); }
@@ -54,7 +59,7 @@ void ManualOptimization::Backward(const at::Tensor& loss) {
   const at::Tensor to_backward = trainer.precision_->PreBackward(loss);
   trainer.CallCallbacks([&](Callback& c) { c.on_before_backward(trainer, model, to_backward); });
   model.on_before_backward(to_backward);
-  strategy.Backward(to_backward, /*sync_gradients=*/true);
+  strategy.Backward(to_backward, sync_gradients_);
   trainer.CallCallbacks([&](Callback& c) { c.on_after_backward(trainer, model); });
   model.on_after_backward();
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "ATen/core/Tensor.h"
@@ -32,11 +33,14 @@ class ManualOptimization final : public ManualOptimizationDriver {
   const absl::Status& failure() const { return failure_; }
 
   std::vector<std::shared_ptr<torch::optim::Optimizer>> optimizers() const override;
+  std::vector<at::Tensor> optimizer_parameters(size_t index) const override;
   size_t num_schedulers() const override;
   void Backward(const at::Tensor& loss) override;
   void UnscaleGradients(size_t index) override;
   void Step(size_t index) override;
   void StepScheduler(size_t index, std::optional<double> metric) override;
+  LightningModule& module() const override { return *model_; }
+  bool SetGradientSync(bool sync) override { return std::exchange(sync_gradients_, sync); }
 
  private:
   Trainer& trainer_;
@@ -44,6 +48,7 @@ class ManualOptimization final : public ManualOptimizationDriver {
   int64_t batch_idx_ = 0;
   int64_t steps_ = 0;
   bool skipped_ = false;
+  bool sync_gradients_ = true;  // manual_backward all-reduces (toggle_model(sync_grad=false) turns it off).
   absl::Status failure_;
   std::set<size_t> unscaled_;  // Optimizers whose gradients the precision plugin unscaled since their last step.
 };

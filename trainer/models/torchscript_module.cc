@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "torch/csrc/jit/serialization/import.h"
+#include "trainer/core/option_fix.h"
 
 namespace kiln {
 namespace {
@@ -50,8 +51,9 @@ absl::StatusOr<std::shared_ptr<TorchScriptModule>> TorchScriptModule::Load(const
   struct stat info;
   if (stat(path.c_str(), &info) != 0) {
     return absl::NotFoundError(absl::StrCat("no TorchScript file ", path,
-                                            "; pass --model=mlp, --model=cnn or the path "
-                                            "of a module saved with torch.jit.script(model).save(path)"));
+                                            "; pass ",
+                                            OptionFix("the path", "--model=mlp, --model=cnn or the path"),
+                                            " of a module saved with torch.jit.script(model).save(path)"));
   }
   torch::jit::Module script;
   try {

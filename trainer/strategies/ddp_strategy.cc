@@ -9,6 +9,7 @@
 #include "hal/compat/c10d.h"
 #include "hal/compat/error_message.h"
 #include "torch/csrc/distributed/c10d/reducer.hpp"
+#include "trainer/core/option_fix.h"
 
 namespace kiln {
 namespace {
@@ -25,7 +26,11 @@ DDPStrategy::~DDPStrategy() = default;
 std::string DDPStrategy::FailureHint(const std::string& message) const {
   // c10d::Reducer's own error for a parameter that got no gradient names PyTorch's flag; Kiln's is a strategy name.
   if (absl::StrContains(message, "find_unused_parameters")) {
-    return "; if the model has parameters that take no part in a step, use --strategy=ddp_find_unused_parameters_true";
+    return absl::StrCat("; if the model has parameters that take no part in a step, use ",
+                        OptionFix("the strategy \"ddp_find_unused_parameters_true\" (TrainerOptions: .strategy = "
+                                  "\"ddp_find_unused_parameters_true\"; a DDPStrategy instance: "
+                                  "DDPOptions{.find_unused_parameters = true})",
+                                  "--strategy=ddp_find_unused_parameters_true"));
   }
   return ParallelStrategy::FailureHint(message);
 }

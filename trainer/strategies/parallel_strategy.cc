@@ -1,10 +1,5 @@
 #include "trainer/strategies/parallel_strategy.h"
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -23,8 +18,8 @@
 #include "hal/compat/error_message.h"
 #include "torch/csrc/distributed/c10d/PrefixStore.hpp"
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
-#include "torch/csrc/distributed/c10d/TCPStore.hpp"
 #include "torch/csrc/distributed/c10d/comm.hpp"
+#include "trainer/strategies/distributed_program.h"
 #include "trainer/strategies/gloo_devices.h"
 
 namespace kiln {
@@ -32,7 +27,6 @@ namespace {
 
 constexpr size_t kBroadcastBucketBytes = 250 * 1024 * 1024;  // PyTorch DDP's _sync_module_states bucket.
 
-constexpr char kJoinedKey[] = "kiln/ranks_joined";
 constexpr char kGlooBackend[] = "gloo";
 
 // The first line of a c10 error (the rest is LibTorch's backtrace).
@@ -47,51 +41,6 @@ c10d::ProcessGroup::BackendType BackendTypeOf(const std::string& name) {
 
 std::chrono::milliseconds Millis(absl::Duration duration) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(duration));
-}
-
-// What is left until `deadline`, at least a millisecond (c10d treats 0 as "no timeout").
-std::chrono::milliseconds Remaining(absl::Time deadline) {
-  return std::max(std::chrono::milliseconds(1), Millis(deadline - absl::Now()));
-}
-
-// Waits until something accepts TCP connections at address:port, or the deadline passes. Each attempt is a
-// non-blocking connect bounded by the time left, so a host that drops packets cannot hold it past the deadline.
-absl::Status WaitForListener(const std::string& address, int port, absl::Time deadline) {
-  addrinfo hints = {};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (const int error = ::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found); error != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot resolve MASTER_ADDR '", address, "': ", gai_strerror(error)));
-  }
-  std::string last_error = "nothing answered";
-  while (true) {
-    for (addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
-      const int fd = ::socket(entry->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (fd < 0) continue;
-      int error = ::connect(fd, entry->ai_addr, entry->ai_addrlen) == 0 ? 0 : errno;
-      if (error == EINPROGRESS) {
-        pollfd poll_fd = {fd, POLLOUT, 0};
-        const int wait_ms = static_cast<int>(std::min<int64_t>(1000, Remaining(deadline).count()));
-        if (::poll(&poll_fd, 1, wait_ms) == 1) {
-          socklen_t length = sizeof(error);
-          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-        } else {
-          error = ETIMEDOUT;
-        }
-      }
-      ::close(fd);
-      if (error == 0) {
-        ::freeaddrinfo(found);
-        return absl::OkStatus();
-      }
-      last_error = absl::StrCat("connect to ", address, ":", port, ": ", std::strerror(error));
-    }
-    if (absl::Now() >= deadline) break;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ::freeaddrinfo(found);
-  return absl::DeadlineExceededError(absl::StrCat("rank 0's store never answered: ", last_error));
 }
 
 }  // namespace
@@ -144,8 +93,6 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
   local_world_size_ = plan.num_devices();
   node_rank_ = plan.node_rank;
   port_ = *plan.main_port;
-  const std::string& address = address_;
-  const int port = port_;
 
   if (move_model) {
     absl::Status status = SetupDeviceAndModel(*accelerator_, logical_device_, model, &device_set_up_);
@@ -157,54 +104,19 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
     device_set_up_ = true;
   }
 
-  // Every wait below shares one deadline, so that joining fails within the timeout, not once per phase.
-  const absl::Time deadline = absl::Now() + timeout_;
-  const bool launcher_store = plan.launcher_store_prefix.has_value();
-  const bool serves_store = !launcher_store && global_rank_ == 0;
-  if (!serves_store) {
-    // TCPStore's own connect is bounded by the kernel's SYN retries (minutes) for a host that does not answer.
-    if (absl::Status answered = WaitForListener(address, port, deadline); !answered.ok()) {
-      return NotMet(answered.message());
-    }
+  // The program's store, met once per program (the processes live through every entry point), under this entry
+  // point's own prefix: every rank has agreed that it is the same entry point.
+  absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = DistributedProgram::Get().Meet(plan, timeout_);
+  if (!store.ok()) {
+    if (store.status().code() == absl::StatusCode::kDeadlineExceeded) return NotMet(store.status().message());
+    return absl::Status(store.status().code(),
+                        absl::StrCat("rank ", global_rank_, " of ", world_size_, ": ", store.status().message()));
   }
-
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(port);
-  // torchrun's agent (its default, static rendezvous) already serves the store: every rank joins it as a client,
-  // under this attempt's prefix, as torch.distributed's env:// rendezvous does. Otherwise rank 0 serves it.
-  store_options.isServer = serves_store;
-  store_options.numWorkers = static_cast<size_t>(world_size_);
-  store_options.waitWorkers = false;  // The check-in below waits, against the deadline.
-  store_options.timeout = Remaining(deadline);
-  try {
-    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
-    store_ = store;
-    if (launcher_store) store_ = c10::make_intrusive<c10d::PrefixStore>(*plan.launcher_store_prefix, store);
-    // Every rank checks in; Gloo then connects peers that are all there, so its own wait is short.
-    store_->add(kJoinedKey, 1);
-    for (int64_t joined = 0; (joined = store_->add(kJoinedKey, 0)) < world_size_;) {
-      if (absl::Now() >= deadline) {
-        return NotMet(absl::StrCat(joined, " of ", world_size_, " ranks joined"));
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  } catch (const std::exception& e) {
-    const std::string message = compat::ExceptionMessage(e);
-    if (absl::StrContains(message, "ddress already in use")) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "MASTER_PORT=", port, " is already in use on this machine; pick another port, or unset MASTER_PORT to "
-          "let Kiln choose a free one (", message, ")"));
-    }
-    // A launcher's store speaks its own PyTorch's protocol (torchrun from another PyTorch resets the connection).
-    return NotMet(launcher_store ? absl::StrCat(message, "; the launcher serves this store: it must come from a "
-                                                         "PyTorch of the same version as Kiln's LibTorch, or use "
-                                                         "torchrun --rdzv_backend=c10d, where rank 0 serves it")
-                                 : message);
-  }
+  store_ = *std::move(store);
 
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   absl::StatusOr<std::vector<GlooDevice>> devices =
-      ChooseGlooDevices(address, ifname != nullptr ? ifname : "", HostFacts::Probe(address));
+      ChooseGlooDevices(address_, ifname != nullptr ? ifname : "", HostFacts::Probe(address_));
   if (!devices.ok()) return devices.status();
   collective_ = CollectiveOptions{};
   collective_.device_index = device_.has_index() ? device_.index() : 0;
