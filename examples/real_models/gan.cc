@@ -32,7 +32,7 @@ class EpochNoise final : public kiln::DataLoader {
   int64_t num_batches() const override { return (examples_.size(0) + kBatchSize - 1) / kBatchSize; }
   void set_epoch(int64_t epoch) override {
     epoch_ = epoch;
-    if (world_size_ > 1) Shard();
+    Shard();
   }
   absl::Status set_shard(int rank, int world_size) override {
     rank_ = rank;
@@ -52,8 +52,13 @@ class EpochNoise final : public kiln::DataLoader {
   }
 
  private:
+  // One process keeps the digits in order (Lightning's single-device loader is not shuffled).
   void Shard() {
     const int64_t total = images_.size(0);
+    if (world_size_ == 1) {
+      examples_ = at::arange(total);
+      return;
+    }
     const int64_t padded = (total + world_size_ - 1) / world_size_ * world_size_;
     at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(epoch_));
     const at::Tensor order = at::randperm(total, generator, at::kLong);

@@ -5,11 +5,13 @@
 //   entry_points DIR ACCELERATOR DEVICES SEQUENCE [SEQUENCE_OF_THE_LAST_RANK]
 //
 // SEQUENCE: entry points separated by commas (fit, validate, test, predict); "new" starts a new Trainer for the
-// entry points after it. The last rank (global rank world_size - 1) runs SEQUENCE_OF_THE_LAST_RANK when given, so that
+// entry points after it; "sleep" sleeps 10 minutes (a rank busy elsewhere). ENTRY_POINTS_TIMEOUT_S sets the
+// process-group timeout (30 s by default). The last rank (global rank world_size - 1) runs SEQUENCE_OF_THE_LAST_RANK when given, so that
 // tests/ddp/entry_points_test.sh can make the ranks disagree. Each rank writes DIR/rank<R>.txt: the rank API's values,
 // then one line per entry point with what it returned (hexadecimal floats), then the final parameters. An entry point
 // that fails prints "rank R: ENTRY: error" on standard error, and the program exits 1.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -19,6 +21,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "torch/nn/functional/loss.h"
 #include "torch/nn/modules/linear.h"
@@ -93,11 +96,16 @@ class Net final : public kiln::LightningModule {
 
 std::string Hex(double value) { return absl::StrFormat("%a", value); }
 
+int Timeout() {
+  const char* seconds = std::getenv("ENTRY_POINTS_TIMEOUT_S");
+  return seconds != nullptr ? std::atoi(seconds) : 30;
+}
+
 std::unique_ptr<kiln::Trainer> NewTrainer(const std::string& dir, const std::string& accelerator,
                                           const std::string& devices) {
   return std::make_unique<kiln::Trainer>(kiln::TrainerOptions{.accelerator = accelerator,
                                                               .devices = devices,
-                                                              .process_group_timeout = absl::Seconds(30),
+                                                              .process_group_timeout = absl::Seconds(Timeout()),
                                                               .max_epochs = 2,
                                                               .num_sanity_val_steps = 0,
                                                               .default_root_dir = dir,
@@ -127,8 +135,9 @@ int main(int argc, char** argv) {
   for (const std::string& entry : std::vector<std::string>(absl::StrSplit(sequence, ','))) {
     absl::Status status = absl::OkStatus();
     std::string line = entry;
-    if (entry == "new") {
-      trainer = NewTrainer(dir, accelerator, devices);
+    if (entry == "new" || entry == "sleep") {
+      if (entry == "new") trainer = NewTrainer(dir, accelerator, devices);
+      if (entry == "sleep") absl::SleepFor(absl::Minutes(10));
       lines.push_back(line);
       continue;
     } else if (entry == "fit") {
@@ -149,7 +158,7 @@ int main(int argc, char** argv) {
         line += absl::StrFormat(" rows=%d sum=%s", all.size(0), Hex(all.sum().item<double>()));
       }
     } else {
-      std::cerr << "entry_points: unknown entry point '" << entry << "'; fit, validate, test, predict or new\n";
+      std::cerr << "entry_points: unknown entry point '" << entry << "'; fit, validate, test, predict, new or sleep\n";
       return 2;
     }
     if (!status.ok()) {

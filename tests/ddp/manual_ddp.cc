@@ -115,9 +115,7 @@ int main(int argc, char** argv) {
     std::cerr << "manual_ddp " << mode << ": " << status << "\n";
     return 1;
   }
-  // The launcher starts rank 1 with LOCAL_RANK set; this machine runs both ranks, so the local rank is the rank.
-  const char* rank = std::getenv("LOCAL_RANK");
-  std::ofstream out(std::string(argv[2]) + "/" + mode + "_rank" + (rank != nullptr ? rank : "0") + ".txt");
+  std::ofstream out(std::string(argv[2]) + "/" + mode + "_rank" + std::to_string(trainer.global_rank()) + ".txt");
   out << std::hexfloat << "global_step " << trainer.global_step() << "\nlr "
       << trainer.optimizers()[0]->param_groups()[0].options().get_lr() << "\n";
   for (const at::Tensor& parameter : model.parameters()) {

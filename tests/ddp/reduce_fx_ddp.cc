@@ -94,18 +94,17 @@ int main(int argc, char** argv) {
     expected["v_mean" + suffix] = x.mean().item<double>();
     expected["s_max" + suffix] = std::max(x[8].item<double>(), x[9].item<double>());
   }
-  const char* rank = std::getenv("LOCAL_RANK");
   int failures = 0;
   for (const auto& [name, want] : expected) {
     const auto found = trainer.callback_metrics().find(name);
     const double got = found != trainer.callback_metrics().end() ? found->second : NAN;
     if (!(std::abs(got - want) <= 1e-6 * std::max(1.0, std::abs(want)))) {
-      std::cerr << "rank " << (rank != nullptr ? rank : "0") << ": " << name << " = " << got << ", the whole data's is "
+      std::cerr << "rank " << trainer.global_rank() << ": " << name << " = " << got << ", the whole data's is "
                 << want << "\n";
       ++failures;
     }
   }
-  if (failures == 0 && rank == nullptr) {
+  if (failures == 0 && trainer.is_global_zero()) {
     std::cout << "PASS: sum, max, min, mean and a step max agree on every rank, for each of two loaders\n";
   }
   return failures == 0 ? 0 : 1;

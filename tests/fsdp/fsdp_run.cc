@@ -262,9 +262,7 @@ int main(int argc, char** argv) {
     std::cerr << "fsdp_run: " << status << "\n";
     return 1;
   }
-  // The launcher starts the other ranks with LOCAL_RANK set; this machine runs them all, so the local rank is the rank.
-  const char* rank = std::getenv("LOCAL_RANK");
-  std::ofstream out(std::string(argv[1]) + ".rank" + (rank != nullptr ? rank : "0") + ".txt");
+  std::ofstream out(std::string(argv[1]) + ".rank" + std::to_string(trainer.local_rank()) + ".txt");
   out << std::hexfloat << "global_step " << trainer.global_step() << "\n";
   if (peak->peak_bytes >= 0) out << "peak_bytes " << peak->peak_bytes << "\n";
   for (const auto& item : model.named_parameters()) {

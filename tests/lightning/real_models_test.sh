@@ -5,6 +5,10 @@
 #   two_inputs  a two-tower classifier on dictionary batches, validated on two sets (val_*/dataloader_idx_0 and _1)
 #   gan         a GAN on sklearn's digits with manual optimization (two toggled optimizers; g_loss and d_loss)
 #   char_gpt    a byte-level GPT on a Debian text file, streamed, bf16-mixed, clipped, cosine schedule with warm-up
+# and the GAN again on 2 CPU processes under DDP (ddp_find_unused_parameters_true: each toggled step leaves the other
+# network out, a set of unused parameters that changes between backward passes), against Lightning's DDP run (every
+# step's losses of rank 0); with plain ddp the same program stops with an error that names the fix as a library
+# program sets it, and does not crash.
 # Without Lightning it says so and does not run (common.sh).
 set -uo pipefail
 examples=$PWD/examples/real_models
@@ -12,15 +16,21 @@ twin=$examples/lightning_twin.py
 compare=$examples/compare_losses.py
 source "$PWD/tests/lightning/common.sh"
 
+# run EXAMPLE COLUMNS [DEVICES MIN_STEPS]: both sides train EXAMPLE (in a folder of that name, or EXAMPLE_ddp on
+# DEVICES processes) and their losses must agree at every step, at least MIN_STEPS of them (200).
 run() {
-  local example=$1 columns=$2
-  lightning "$twin" make "$example" "$example" || { fail "$example: making the model and data failed"; return; }
-  lightning "$twin" train "$example" "$example" || { fail "$example: Lightning's training failed"; return; }
-  "$examples/$example" "$example" >"$example.out" 2>"$example.err" ||
-    { grep -v "^[IW][0-9]" "$example.err" | tail -5; fail "$example: Kiln's training failed"; return; }
-  echo "== $example"
-  python3 "$compare" "$example/kiln/version_0/metrics.csv" "$example/lightning/version_0/metrics.csv" "$columns" 200 ||
-    fail "$example: Kiln's losses are not Lightning's"
+  local example=$1 columns=$2 steps=${4:-200} dir=$1 devices=()
+  if [[ -n ${3:-} ]]; then
+    dir=${example}_ddp
+    devices=("$3")
+  fi
+  lightning "$twin" make "$example" "$dir" || { fail "$dir: making the model and data failed"; return; }
+  lightning "$twin" train "$example" "$dir" "${devices[@]}" || { fail "$dir: Lightning's training failed"; return; }
+  "$examples/$example" "$dir" "${devices[@]}" >"$dir.out" 2>"$dir.err" ||
+    { grep -v "^[IW][0-9]" "$dir.err" | tail -5; fail "$dir: Kiln's training failed"; return; }
+  echo "== $dir"
+  python3 "$compare" "$dir/kiln/version_0/metrics.csv" "$dir/lightning/version_0/metrics.csv" "$columns" "$steps" ||
+    fail "$dir: Kiln's losses are not Lightning's"
 }
 
 run two_inputs train_loss_step
@@ -30,4 +40,13 @@ for column in "val_loss/dataloader_idx_0" "val_loss/dataloader_idx_1"; do
 done
 run gan g_loss,d_loss
 run char_gpt train_loss
-finish "three real models train in Kiln as in Lightning, step for step"
+# 1,797 digits on 2 processes in batches of 32: 29 steps an epoch, 4 epochs.
+run gan g_loss,d_loss 2 100
+"$examples/gan" gan_ddp 2 ddp >gan_plain_ddp.out 2>gan_plain_ddp.err
+code=$?
+echo "== gan under plain ddp: exit $code"
+[[ $code -eq 1 ]] || fail "the GAN under plain ddp exited $code, not 1 (a crash is a signal: 128 + its number)"
+grep -qF 'TrainerOptions: .strategy = "ddp_find_unused_parameters_true"' gan_plain_ddp.err ||
+  fail "plain ddp's error does not name the library's fix: $(grep -v '^[IW][0-9]' gan_plain_ddp.err | tail -2)"
+grep -q -- '--strategy=' gan_plain_ddp.err && fail "plain ddp's error names fit's flag to a library program"
+finish "three real models train in Kiln as in Lightning, step for step, and the GAN under DDP too"

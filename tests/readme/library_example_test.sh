@@ -2,7 +2,9 @@
 # Runs the README's library example (library_example.cc, taken from README.md) and checks what it promises: its
 # callback's hooks ran (on_train_start, on_train_batch_end's outputs, on_train_end), it learned (3 classes: chance
 # is 0.33), and TrainerOptions' defaults did what Lightning's do: CSV logs and checkpoints in lightning_logs/version_0,
-# TensorBoard's in version_1 (each logger its own version, as Lightning's loggers have), and the model summary.
+# TensorBoard's in version_1 (each logger its own version, as Lightning's loggers have), and the model summary. Then
+# the same program on 2 processes (its second argument, devices): both ranks run the callback, fit then test from
+# "best" meet both processes, and rank 0 alone prints the result and writes the run.
 set -uo pipefail
 example=$PWD/tests/readme/library_example
 work=${TEST_TMPDIR:-$(mktemp -d)}
@@ -38,5 +40,19 @@ grep -q 'test_acc' "$run/metrics.csv" || fail "trainer.test after fit did not lo
 grep -q 'val_loss' "$run/metrics.csv" || fail "metrics.csv has no val_loss: $(head -2 "$run/metrics.csv")"
 grep -q 'Total params' "$work/stderr" || fail "no model summary on standard error"
 
+
+two=$(timeout 300 "$example" "$work/two" 2 2>"$work/two.err")
+status=$?
+echo "== devices=2"
+echo "$two"
+[[ $status -eq 0 ]] || fail "the example at devices=2 exited $status: $(grep -v '^[IW][0-9]' "$work/two.err" | tail -5)"
+[[ $(grep -c '^training starts at step 0$' <<<"$two") -eq 2 ]] || fail "on_train_start did not run on both ranks"
+[[ $(grep -c '^test_acc' <<<"$two") -eq 1 ]] || fail "test_acc was not printed once (rank 0 alone prints it)"
+acc=$(sed -n -E 's/^test_acc ([0-9.]+)$/\1/p' <<<"$two")
+awk -v a="${acc:-0}" 'BEGIN {exit !(a > 0.8)}' || fail "test_acc '$acc' at devices=2 is not above 0.8"
+grep -q 'test_acc' "$work/two/lightning_logs/version_0/metrics.csv" ||
+  fail "at devices=2, test after fit did not log into the run: $(ls -R "$work/two" | head)"
+[[ -d "$work/two/lightning_logs/version_2" ]] && fail "at devices=2 another rank claimed a run folder"
+
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
-echo "the README's library example works as it says"
+echo "the README's library example works as it says, on one process and on two"

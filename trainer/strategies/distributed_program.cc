@@ -305,9 +305,9 @@ void DistributedProgram::Exit() {
       ::_exit(1);
     }
     launcher_.reset();
-  } else if (serves_store_ && store_ != nullptr) {
+  } else if (serves_store_ && store_ != nullptr && !stopped_.has_value()) {
     // The others may still use the store this rank serves (their last entry point's end, their exit): keep it until
-    // every rank has ended, within the timeout.
+    // every rank has ended, within the timeout (unless Stop ended them).
     const absl::Time deadline = absl::Now() + timeout_;
     for (int rank = 0; rank < world_size_; ++rank) {
       try {

@@ -108,9 +108,9 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
   // point's own prefix: every rank has agreed that it is the same entry point.
   absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = DistributedProgram::Get().Meet(plan, timeout_);
   if (!store.ok()) {
+    // Ranks that did not come are a join failure, said as every other one is; the rest name their cause.
     if (store.status().code() == absl::StatusCode::kDeadlineExceeded) return NotMet(store.status().message());
-    return absl::Status(store.status().code(),
-                        absl::StrCat("rank ", global_rank_, " of ", world_size_, ": ", store.status().message()));
+    return store.status();
   }
   store_ = *std::move(store);
 
