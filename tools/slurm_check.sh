@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Kiln's DDP under a real SLURM, outside CI: brings up a one-node cluster (Debian's slurm-wlm and munge) in a
-# scratch folder, runs fit through `srun` and `sbatch`, kills one task of a running job, prints what it measured,
-# and stops every daemon it started by its process id. Needs root (munged and slurmd) and the packages:
+# scratch folder, runs fit through `srun` and `sbatch`, a program with several entry points through `srun`
+# (tests/ddp/entry_points.cc: every task takes part in each, and the tasks agree), kills one task of a running job,
+# prints what it measured, and stops every daemon it started by its process id. Needs root (munged and slurmd) and the
+# packages:
 #
 #   apt-get install slurm-wlm munge        # ~25 MB download
-#   bazel build //trainer:fit && tools/slurm_check.sh
+#   bazel build //trainer:fit //tests/ddp:entry_points && tools/slurm_check.sh
 #
 # Figures from a run are in docs/distributed.md ("Distributed training", SLURM). Exit status: 0 when every check
 # held.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fit=${KILN_FIT:-$PWD/bazel-bin/trainer/cli/fit}
+entry_points=${KILN_ENTRY_POINTS:-$PWD/bazel-bin/tests/ddp/entry_points}
 for tool in slurmctld slurmd munged mungekey srun sbatch; do
   command -v "$tool" >/dev/null || { echo "slurm_check: $tool is missing; apt-get install slurm-wlm munge" >&2; exit 2; }
 done
 [[ -x "$fit" ]] || { echo "slurm_check: no $fit; bazel build //trainer:fit first" >&2; exit 2; }
+[[ -x "$entry_points" ]] ||
+  { echo "slurm_check: no $entry_points; bazel build //tests/ddp:entry_points first" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "slurm_check: run as root (munged and slurmd need it)" >&2; exit 2; }
 
 dir=$(mktemp -d /tmp/kiln-slurm.XXXXXX)
@@ -105,6 +110,23 @@ sbatch --wait --output="$dir/sbatch.log" "$dir/job.sh" >/dev/null || fail "the s
 echo "sbatch: $(echo "$(date +%s.%N) - $start" | bc) s"
 [[ -f "$dir/sbatch.json" ]] || fail "the sbatch job wrote no summary"
 
+echo "== a program's entry points under srun: fit, validate, test, predict, and a second Trainer's fit"
+mkdir -p "$dir/entry_points"
+start=$(date +%s.%N)
+srun --ntasks=2 --ntasks-per-node=2 --oversubscribe --kill-on-bad-exit=1 "$entry_points" "$dir/entry_points" cpu 2 \
+  validate,fit,validate,test,predict,new,fit >"$dir/entry_points.log" 2>&1 ||
+  fail "the program failed under srun: $(grep -v '^[IW][0-9]' "$dir/entry_points.log" | tail -3)"
+echo "entry points under srun: $(echo "$(date +%s.%N) - $start" | bc) s"
+for rank in 0 1; do
+  grep -qx "before global=$rank local=$rank node=0 world=2 zero=$((rank == 0 ? 1 : 0))" "$dir/entry_points/rank$rank.txt" ||
+    fail "task $rank's rank API before the first entry point: $(head -1 "$dir/entry_points/rank$rank.txt" 2>&1)"
+done
+cmp -s <(grep -v '^before \|^after \|^training_step saw' "$dir/entry_points/rank0.txt") \
+  <(grep -v '^before \|^after \|^training_step saw' "$dir/entry_points/rank1.txt") ||
+  fail "the two tasks ended the program differently"
+[[ $(grep -cE '^(validate|fit|test|predict) ' "$dir/entry_points/rank1.txt") -eq 6 ]] ||
+  fail "task 1 did not take part in the 6 entry points"
+
 echo "== a killed task ends the job"
 srun --ntasks=2 --ntasks-per-node=2 --oversubscribe "$fit" "${common[@]}" --max_epochs=100000 --devices=2 \
   --strategy=ddp --default_root_dir="$dir/killed" >"$dir/killed.log" 2>&1 &
@@ -123,4 +145,4 @@ echo "killed task 1: the job ended with exit $code after $elapsed s: $(grep -m1 
 (( $(echo "$elapsed < 35" | bc) )) || fail "the job took $elapsed s to end with a 30 s timeout"
 
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
-echo "SLURM: srun, sbatch and a killed task held"
+echo "SLURM: srun, sbatch, a program's entry points and a killed task held"

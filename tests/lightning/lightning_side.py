@@ -30,8 +30,10 @@ from torch.utils.data import DataLoader, TensorDataset
 FEATURES, CLASSES, ROWS, VAL_FRACTION, BATCH, LR = 8, 3, 160, 0.2, 32, 0.01
 # Warnings that say nothing about the checkpoint, which Lightning gives its own runs as well: the small test loaders,
 # a checkpoint folder that already holds checkpoints (the run's own, resumed in place), PyTorch's own deprecations.
+# Warnings about the run's settings or the machine, not about Kiln's files (Lightning hints at srun wherever SLURM is
+# installed, as on a machine that ran tools/slurm_check.sh).
 UNRELATED = ("does not have many workers", "The number of training batches", "exists and is not empty",
-             "isinstance(treespec, LeafSpec)")
+             "isinstance(treespec, LeafSpec)", "The `srun` command is available on your system but is not used")
 
 
 def layers():
