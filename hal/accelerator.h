@@ -114,6 +114,10 @@ class Accelerator {
   // device type and what to implement. Errors are values; must not throw.
   virtual absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice& device,
                                                                                   const CollectiveOptions& options);
+  // Which of hal/collectives.h's collectives that backend can do. The default: all of them. A backend that lacks
+  // some declares it here: the conformance suite skips their checks saying so, and fsdp (which needs all-gather and
+  // reduce-scatter) is refused before training, naming what is lacking. Must not throw.
+  virtual CollectiveSupport SupportedCollectives() const { return {}; }
 
   // The precisions this accelerator can train in, in its order of preference. Never empty. Must not throw.
   virtual std::vector<Precision> SupportedPrecisions() const = 0;

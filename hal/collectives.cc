@@ -3,8 +3,10 @@
 #include <exception>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "glog/logging.h"
 #include "hal/compat/c10d.h"
 #include "hal/compat/error_message.h"
@@ -12,6 +14,13 @@
 #include "torch/csrc/distributed/c10d/ProcessGroupGloo.hpp"
 
 namespace kiln {
+
+std::string CollectiveSupport::Lacking() const {
+  std::vector<std::string> lacking;
+  if (!allgather) lacking.push_back("allgather, _allgather_base");
+  if (!reduce_scatter) lacking.push_back("_reduce_scatter_base");
+  return absl::StrJoin(lacking, ", ");
+}
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeGlooCollectiveBackend(const CollectiveOptions& options) {
   if (options.host_endpoints.empty()) {

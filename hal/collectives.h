@@ -11,8 +11,12 @@
 //   getFuture() completes with the same result (c10d::Reducer chains on it);
 //   each is bounded by CollectiveOptions::timeout: a peer that never arrives makes wait() throw within it, naming
 //   the collective (never hang).
+// A backend that cannot do some of them says so (Accelerator::SupportedCollectives): the conformance suite then skips
+// their checks, saying why, and fsdp, which needs all-gather and reduce-scatter, is refused before training.
 // Errors: a backend that cannot be made returns a Status whose message says why and what to do; collectives report
-// failures by throwing from wait() (c10::Error or std::runtime_error), as c10d's own backends do.
+// failures by throwing from wait(), as c10d's own backends do: c10::DistBackendError (or another c10::DistError) when
+// a peer failed or did not come within the timeout, c10::Error or std::runtime_error for anything else (a tensor it
+// cannot carry). The trainer tells the two apart: the first is a peer to look for, the second the backend's to fix.
 //
 // Thread-safety: MakeCollectiveBackend is called once per process, from the loop thread, before training; a
 // backend's collectives are issued from the loop thread and from autograd's threads (the reducer's hooks), in the
@@ -50,6 +54,16 @@ struct CollectiveOptions {
   // The bound on each collective, and on joining: the backend's constructor returns (or fails) within it.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   std::vector<HostEndpoint> host_endpoints;  // For host-side transports; at least one.
+};
+
+// What a collective backend can do, of hal/collectives.h's list. Everything, by default: a backend lists what it
+// lacks by clearing its flags (a vendor's CCL without a reduce-scatter).
+struct CollectiveSupport {
+  bool allgather = true;       // allgather and _allgather_base.
+  bool reduce_scatter = true;  // _reduce_scatter_base.
+
+  // The collectives lacking, by their c10d names ("_reduce_scatter_base"), comma-separated; "" when none.
+  std::string Lacking() const;
 };
 
 // A Gloo backend for `options` (CPU tensors). What the CPU accelerator gives, and what a device whose memory the host

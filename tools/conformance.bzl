@@ -35,7 +35,7 @@ def kiln_accelerator_conformance_test(
         deps = [],
         bitwise = False,
         one_rank_per_device = False,
-        size = "small",
+        size = "medium",
         plugin = None,
         **kwargs):
     """A cc_test running the conformance suite against the registered accelerator `accelerator`.
@@ -49,7 +49,9 @@ def kiln_accelerator_conformance_test(
         CPU's kernels); otherwise a relative tolerance of 1e-5 applies.
       one_rank_per_device: the collective backend needs a device per rank (NCCL refuses two ranks on one GPU): the
         collective checks run 2 and 4 processes only where there are that many devices, else one per device.
-      size: the test size.
+      size: the size of both tests (their time limit: medium, 300 s). The multi-process checks size their deadlines
+        and timeouts as shares of it (hal/testing/rank_runner.h, TestTimeoutSeconds), so a rank that never comes
+        fails its check with every rank's output before Bazel stops the test.
       **kwargs: passed to cc_test (tags, env, ...).
     """
     args = ["--accelerator=" + accelerator]
@@ -77,7 +79,7 @@ def kiln_accelerator_conformance_test(
     # needs the trainer, which the suite (the HAL's) cannot use, hence a test of its own.
     native.cc_test(
         name = name + "_fsdp",
-        size = "small",
+        size = size,
         args = args,
         data = data,
         deps = deps + [Label("//trainer:fsdp_conformance"), Label("//backends:linked")],

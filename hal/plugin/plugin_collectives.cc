@@ -156,8 +156,14 @@ void PluginCollectives::Call(const char* collective, const char* function, KILN_
     std::lock_guard<std::mutex> lock(mutex_);
     status = library_->Call(function, plugin_function, &args);
   }
-  TORCH_CHECK(status.ok(), name_, " ", collective, " failed (", absl::StatusCodeToString(status.code()),
-              "): ", status.message());
+  if (status.ok()) return;
+  const std::string message = absl::StrCat(name_, " ", collective, " on rank ", getRank(), " of ", getSize(),
+                                           " failed (", absl::StatusCodeToString(status.code()), "): ", status.message());
+  // A peer that did not come or failed is c10d's DistBackendError (hal/collectives.h), as its own backends throw it.
+  if (absl::IsDeadlineExceeded(status) || absl::IsUnavailable(status) || absl::IsAborted(status)) {
+    C10_THROW_ERROR(DistBackendError, message);
+  }
+  TORCH_CHECK(false, message);
 }
 
 void PluginCollectives::CheckTensor(const at::Tensor& tensor, const char* collective) const {

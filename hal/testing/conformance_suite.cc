@@ -41,6 +41,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "hal/collectives.h"
+#include "hal/compat/error_message.h"
 #include "hal/plugin/plugin_loader.h"
 #include "hal/registry.h"
 #include "hal/testing/rank_runner.h"
@@ -465,11 +466,47 @@ TEST_F(ConformanceTest, TrainingStepsMatchTheCpu) {
   }
 }
 
+TEST_F(ConformanceTest, EveryCountedDeviceHoldsATensor) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  // Every device the accelerator counts must take a tensor and give it back: a count above what the runtime can use
+  // would otherwise surface later, as an out-of-memory error in the middle of training on the last devices.
+  absl::StatusOr<std::vector<int>> all = accelerator_->ParseDevices(-1);
+  if (!all.ok() || all->empty()) all = accelerator_->ParseDevices("auto");
+  ASSERT_TRUE(all.ok() && !all->empty()) << "no device counted: " << all.status().message();
+  const at::Tensor probe = at::arange(256, at::kFloat);  // 1 KiB.
+  for (const LogicalDevice& device : LogicalDevices(*accelerator_, *all)) {
+    SCOPED_TRACE(device.ToString());
+    ASSERT_TRUE(accelerator_->SetupDevice(device).ok()) << "SetupDevice(" << device.ToString() << ") failed";
+    std::string failure;
+    try {
+      if (!at::equal(probe.to(device.compute).to(at::kCPU), probe)) failure = "it gave back other values";
+    } catch (const std::exception& e) {
+      const std::string message = compat::ExceptionMessage(e);
+      failure = message.substr(0, message.find('\n'));
+    }
+    EXPECT_TRUE(failure.empty()) << accelerator_->name() << " counts " << all->size() << " device(s), but "
+                                 << device.ToString() << " cannot hold a 1 KiB tensor (" << failure
+                                 << "): its device count lies. Count only the devices this process can use "
+                                 << "(ParseDevices, AutoDeviceCount; a device kit's Device::Count)";
+    (void)accelerator_->TeardownDevice(device);
+  }
+}
+
 // ---- Collectives (hal/collectives.h), across real processes.
 
+// What each rank of the collective checks says before each step, on its standard output: the test reads the last one
+// of a rank that never ended, to name the step it never left.
+constexpr char kStepLine[] = "conformance: entering ";
+
+// Where each rank is, in the store: "<step number> <step>", set when it enters the step. A rank whose step fails names
+// the ranks that had not come to it.
+std::string ProgressKey(int rank) { return absl::StrCat("progress_", rank); }
+
 // A rank of the collective checks, in a process of its own: makes the accelerator's backend and checks every
-// collective on its device's tensors. Prints "FAIL: ..." for each wrong result; returns the process's exit status
-// (0: every check passed; 1: a wrong result; 3: the backend could not be made; 4: a collective threw).
+// collective on its device's tensors (but those the accelerator declares it lacks, which it skips saying so). Prints
+// "FAIL: ..." for each wrong result; returns the process's exit status (0: every check passed; 1: a wrong result;
+// 3: the backend could not be made; 4: a collective threw: the message names the collective, this rank and the ranks
+// that had not come to it).
 int RunCollectiveRank(const Config& config) {
   const int rank = config.collective_rank;
   const int world = config.collective_world;
@@ -499,6 +536,7 @@ int RunCollectiveRank(const Config& config) {
   options.device_index = device.has_index() ? device.index() : 0;
   options.timeout = timeout;
   options.host_endpoints = {{.is_interface = false, .name = "127.0.0.1"}};
+  c10::intrusive_ptr<c10d::Store> progress;
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(config.collective_port);
@@ -508,13 +546,54 @@ int RunCollectiveRank(const Config& config) {
     store_options.timeout = timeout;
     auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", store_options);
     options.store = c10::make_intrusive<c10d::PrefixStore>("conformance", store);
+    progress = c10::make_intrusive<c10d::PrefixStore>("progress", store);
   } catch (const std::exception& e) {
-    std::cout << "error: the store: " << e.what() << std::endl;
+    std::cout << "error: the store: " << compat::ExceptionMessage(e) << std::endl;
     return 3;
   }
+  int step_number = 0;
+  std::string step;
+  // Enters `name`: says so on standard output and in the store.
+  const auto enter = [&](const std::string& name) {
+    step = name;
+    ++step_number;
+    std::cout << kStepLine << name << " (rank " << rank << " of " << world << ")" << std::endl;
+    try {
+      const std::string where = absl::StrCat(step_number, " ", name);
+      progress->set(ProgressKey(rank), std::vector<uint8_t>(where.begin(), where.end()));
+    } catch (const std::exception&) {
+      // The step itself will fail and say why.
+    }
+  };
+  // The ranks that had not come to this step, as the store says: "rank 1 (still in broadcast)".
+  const auto missing = [&]() -> std::string {
+    std::vector<std::string> behind;
+    try {
+      for (int peer = 0; peer < world; ++peer) {
+        if (peer == rank) continue;
+        if (!progress->check({ProgressKey(peer)})) {
+          behind.push_back(absl::StrCat("rank ", peer, " (not started)"));
+          continue;
+        }
+        const std::vector<uint8_t> bytes = progress->get(ProgressKey(peer));
+        const std::string where(bytes.begin(), bytes.end());
+        const size_t space = where.find(' ');
+        int number = 0;
+        if (absl::SimpleAtoi(where.substr(0, space), &number) && number < step_number) {
+          behind.push_back(absl::StrCat("rank ", peer, " (still in ", where.substr(space + 1), ")"));
+        }
+      }
+    } catch (const std::exception& e) {
+      return absl::StrCat("; where the other ranks are cannot be read (", compat::ExceptionMessage(e), ")");
+    }
+    if (behind.empty()) return "; every other rank had come to it: the backend's " + step + " itself failed";
+    return absl::StrCat("; ", absl::StrJoin(behind, ", "), " had not come to it");
+  };
+  enter("MakeCollectiveBackend");
   absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> made = accelerator.MakeCollectiveBackend(logical, options);
   if (!made.ok()) {
-    std::cout << "error: MakeCollectiveBackend: " << made.status().message() << std::endl;
+    std::cout << "error: MakeCollectiveBackend on rank " << rank << " of " << world << ": " << made.status().message()
+              << missing() << std::endl;
     return 3;
   }
   c10d::Backend& backend = **made;
@@ -536,40 +615,70 @@ int RunCollectiveRank(const Config& config) {
       ++failures;
     }
   };
+  // What the backend declares it lacks is skipped, saying so (Accelerator::SupportedCollectives).
+  const CollectiveSupport support = accelerator.SupportedCollectives();
+  const auto skip = [&](const char* what) {
+    std::cout << "SKIPPED: " << what << ": accelerator '" << accelerator.name()
+              << "' declares its backend has none (Accelerator::SupportedCollectives)" << std::endl;
+  };
   try {
+    enter("allreduce (sum)");
     std::vector<at::Tensor> sum = {at::full({5}, rank + 1, on_device)};
     backend.allreduce(sum)->wait();
     expect("allreduce", sum[0], at::full({5}, world * (world + 1) / 2, at::kFloat));
 
+    enter("broadcast (from rank 0)");
     std::vector<at::Tensor> from_root = {at::full({3}, rank == 0 ? 7.0 : -1.0, on_device)};
     backend.broadcast(from_root)->wait();
     expect("broadcast", from_root[0], at::full({3}, 7.0, at::kFloat));
 
-    std::vector<at::Tensor> mine = {at::full({2}, rank, on_device)};
-    std::vector<std::vector<at::Tensor>> gathered(1);
-    for (int r = 0; r < world; ++r) gathered[0].push_back(at::zeros({2}, on_device));
-    backend.allgather(gathered, mine)->wait();
-    for (int r = 0; r < world; ++r) expect("allgather", gathered[0][r], at::full({2}, r, at::kFloat));
+    if (support.allgather) {
+      enter("allgather");
+      std::vector<at::Tensor> mine = {at::full({2}, rank, on_device)};
+      std::vector<std::vector<at::Tensor>> gathered(1);
+      for (int r = 0; r < world; ++r) gathered[0].push_back(at::zeros({2}, on_device));
+      backend.allgather(gathered, mine)->wait();
+      for (int r = 0; r < world; ++r) expect("allgather", gathered[0][r], at::full({2}, r, at::kFloat));
 
-    at::Tensor flat = at::zeros({2 * world}, on_device);
-    at::Tensor input = at::full({2}, rank, on_device);
-    backend._allgather_base(flat, input)->wait();
-    expect("_allgather_base", flat, at::arange(world, at::kFloat).repeat_interleave(2));
+      enter("_allgather_base");
+      at::Tensor flat = at::zeros({2 * world}, on_device);
+      at::Tensor input = at::full({2}, rank, on_device);
+      backend._allgather_base(flat, input)->wait();
+      expect("_allgather_base", flat, at::arange(world, at::kFloat).repeat_interleave(2));
+    } else {
+      skip("allgather and _allgather_base");
+    }
 
-    // Rank q contributes arange(2 * world) + q; rank r keeps elements [2r, 2r + 2) of the sum.
-    at::Tensor contributions = (at::arange(2 * world, at::kFloat) + rank).to(device);
-    at::Tensor scattered = at::zeros({2}, on_device);
-    backend._reduce_scatter_base(scattered, contributions)->wait();
-    expect("_reduce_scatter_base", scattered,
-           at::arange(2 * rank, 2 * rank + 2, at::kFloat) * world + world * (world - 1) / 2);
+    if (support.reduce_scatter) {
+      enter("_reduce_scatter_base");
+      // Rank q contributes arange(2 * world) + q; rank r keeps elements [2r, 2r + 2) of the sum.
+      at::Tensor contributions = (at::arange(2 * world, at::kFloat) + rank).to(device);
+      at::Tensor scattered = at::zeros({2}, on_device);
+      backend._reduce_scatter_base(scattered, contributions)->wait();
+      expect("_reduce_scatter_base", scattered,
+             at::arange(2 * rank, 2 * rank + 2, at::kFloat) * world + world * (world - 1) / 2);
+    } else {
+      skip("_reduce_scatter_base");
+    }
 
+    enter("barrier");
     backend.barrier()->wait();
   } catch (const std::exception& e) {
-    std::cout << "error: a collective threw: " << e.what() << std::endl;
+    std::cout << "error: " << step << " threw on rank " << rank << " of " << world << ": "
+              << compat::ExceptionMessage(e) << missing() << std::endl;
     return 4;
   }
   (void)accelerator.TeardownDevice(logical);
   return failures == 0 ? 0 : 1;
+}
+
+// The step a rank's output says it entered last ("" when none).
+std::string LastStep(const std::string& output) {
+  const size_t at = output.rfind(kStepLine);
+  if (at == std::string::npos) return "";
+  const size_t start = at + std::string(kStepLine).size();
+  const size_t end = output.find(" (rank ", start);
+  return output.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
 // Starts ranks `ranks` of `world` (this binary again, with --collective_*) through testing::RunRanks.
@@ -608,22 +717,49 @@ std::vector<int> CollectiveWorlds(const Accelerator& accelerator) {
   return worlds;
 }
 
+// The collective checks' bounds, as shares of the test's own time limit (TEST_TIMEOUT), so that a rank whose peer
+// never comes, or a backend that never returns, fails the check with every rank's output before Bazel would kill the
+// test: half of it for the worlds' runs together, and in each a quarter of its run for the store, the join and each
+// collective (bounded in turn) so that a waiting rank reports its own timeout; a tenth, at most 12 s, beside a 3 s
+// timeout for the missing peer; the rest for the other checks and for reporting.
+struct CollectiveBounds {
+  double deadline_s;
+  int timeout_ms;
+};
+CollectiveBounds BoundsFor(size_t worlds) {
+  const double deadline_s = 0.5 * testing::TestTimeoutSeconds() / static_cast<double>(std::max<size_t>(1, worlds));
+  return {deadline_s, std::max(1000, static_cast<int>(deadline_s * 1000 / 4))};
+}
+
 TEST_F(ConformanceTest, CollectivesGiveTheRightValuesAcrossProcesses) {
   KILN_SKIP_UNLESS_AVAILABLE();
-  for (const int world : CollectiveWorlds(*accelerator_)) {
+  if (const std::string lacking = accelerator_->SupportedCollectives().Lacking(); !lacking.empty()) {
+    std::cout << "[   INFO   ] " << accelerator_->name() << " declares its collective backend has no " << lacking
+              << " (Accelerator::SupportedCollectives): those checks are skipped" << std::endl;
+  }
+  const std::vector<int> worlds = CollectiveWorlds(*accelerator_);
+  const CollectiveBounds bounds = BoundsFor(worlds.size());
+  for (const int world : worlds) {
     SCOPED_TRACE(absl::StrCat(world, " processes"));
     std::vector<int> ranks(world);
     for (int r = 0; r < world; ++r) ranks[r] = r;
-    const std::vector<testing::RankRun> runs = RunRanks(ranks, world, /*timeout_ms=*/30000, /*deadline_s=*/60);
+    const std::vector<testing::RankRun> runs = RunRanks(ranks, world, bounds.timeout_ms, bounds.deadline_s);
     for (size_t r = 0; r < runs.size(); ++r) {
+      const std::string output = Output(runs[r]);
+      const std::string last = LastStep(output);
       EXPECT_EQ(runs[r].status, 0)
           << "rank " << r << " of " << world
-          << (runs[r].status == -2   ? " did not finish within 60 s"
-              : runs[r].status == -3 ? " was stopped after another rank had failed"
+          << (runs[r].status == -2
+                  ? absl::StrCat(" did not finish within ", static_cast<int>(bounds.deadline_s), " s",
+                                 last.empty() ? "" : absl::StrCat(": it never left ", last),
+                                 ", though every collective must end within its timeout (",
+                                 bounds.timeout_ms / 1000, " s here)")
+              : runs[r].status == -3 ? absl::StrCat(" was stopped after another rank had failed",
+                                                    last.empty() ? "" : absl::StrCat(", in ", last))
                                      : " failed")
           << "; the backend of Accelerator::MakeCollectiveBackend must give hal/collectives.h's results on "
           << accelerator_->name() << "'s tensors. Its output:\n"
-          << Output(runs[r]);
+          << output;
     }
   }
 }
@@ -632,11 +768,11 @@ TEST_F(ConformanceTest, AMissingPeerFailsWithinTheTimeout) {
   KILN_SKIP_UNLESS_AVAILABLE();
   // Rank 0 of 2 alone: making the backend or its first collective must fail within the timeout (plus set-up).
   constexpr int kTimeoutMs = 3000;
-  constexpr double kSlackS = 12;
-  const std::vector<testing::RankRun> runs = RunRanks({0}, 2, kTimeoutMs, kTimeoutMs / 1000.0 + kSlackS);
+  const double slack_s = std::min(12.0, 0.1 * testing::TestTimeoutSeconds());
+  const std::vector<testing::RankRun> runs = RunRanks({0}, 2, kTimeoutMs, kTimeoutMs / 1000.0 + slack_s);
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_NE(runs[0].status, -2) << "rank 0 waited for a peer that never came past " << kTimeoutMs / 1000 << " s + "
-                                << kSlackS << " s: the backend must bound joining and every collective by "
+                                << slack_s << " s: the backend must bound joining and every collective by "
                                 << "CollectiveOptions::timeout (hal/collectives.h). Its output:\n"
                                 << Output(runs[0]);
   EXPECT_NE(runs[0].status, 0) << "rank 0 of 2 succeeded without its peer. Its output:\n" << Output(runs[0]);

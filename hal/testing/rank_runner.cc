@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -30,6 +31,13 @@ int FreeLoopbackPort() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   ::close(fd);
   return ntohs(address.sin_port);
+}
+
+double TestTimeoutSeconds(double fallback) {
+  const char* limit = std::getenv("TEST_TIMEOUT");
+  char* end = nullptr;
+  const double seconds = limit != nullptr ? std::strtod(limit, &end) : 0;
+  return limit != nullptr && end != limit && *end == '\0' && seconds > 0 ? seconds : fallback;
 }
 
 std::vector<RankRun> RunRanks(const std::vector<std::vector<std::string>>& argvs, const std::string& log_prefix,

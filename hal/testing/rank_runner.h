@@ -22,6 +22,12 @@ struct RankRun {
 // read.
 std::string ThisProgram(const char* argv0);
 
+// The test's own time limit in seconds, as Bazel gives it (TEST_TIMEOUT: the size's or the `timeout` attribute's
+// limit), or `fallback` outside Bazel. A check that starts ranks sizes its deadlines and its ranks' timeouts as shares
+// of it, so that a rank that never comes fails the check, with every rank's output, before Bazel kills the test
+// without any.
+double TestTimeoutSeconds(double fallback = 300);
+
 // A TCP port on loopback that was free a moment ago.
 int FreeLoopbackPort();
 

@@ -13,6 +13,8 @@
 #include "connector/strategy_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hal/collectives.h"
+#include "hal/devices.h"
 #include "hal/registry.h"
 #include "trainer/classifier.h"
 #include "trainer/strategies/ddp_strategy.h"
@@ -24,6 +26,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The virtual NPU registers its device when chosen, and LibTorch's autograd engine takes only the devices registered
 // at the process's first backward pass (hal/device_kit/device_kit.h): these tests train on the CPU before they use it,
@@ -308,6 +311,78 @@ TEST(AcceleratorInstanceTest, DdpRefusesABackendThatCannotCarryTheDevicesTensors
   EXPECT_THAT(gloo.message(), HasSubstr("the collective backend 'gloo' cannot all-reduce virtual_npu:0 tensors"));
   EXPECT_THAT(gloo.message(), HasSubstr("use the accelerator's own backend 'vnccl'"));
   EXPECT_EQ(trainer->global_step(), 0);
+}
+
+// A collective backend whose all-reduce fails as a backend's does when a peer never comes (c10d's DistBackendError,
+// hal/collectives.h), or, with `peer_failure` false, as one that cannot carry the tensors (a plain c10::Error).
+class FailingAllReduce final : public c10d::Backend {
+ public:
+  FailingAllReduce(int rank, int size, bool peer_failure) : c10d::Backend(rank, size), peer_failure_(peer_failure) {}
+  const std::string getBackendName() const override { return "flaky_ccl"; }
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>&, const c10d::AllreduceOptions&) override {
+    if (peer_failure_) C10_THROW_ERROR(DistBackendError, "flaky_ccl allreduce: timed out waiting for rank 1 after 3s");
+    TORCH_CHECK(false, "flaky_ccl allreduce: no kernel for this tensor's device");
+  }
+
+ private:
+  bool peer_failure_;
+};
+
+// A host accelerator whose collective backend is FailingAllReduce.
+class FlakyAccelerator final : public kiln::Accelerator {
+ public:
+  explicit FlakyAccelerator(bool peer_failure) : peer_failure_(peer_failure) {}
+  std::string name() const override { return "flaky"; }
+  absl::StatusOr<std::vector<int>> ParseDevices(const kiln::Devices& devices) const override {
+    return kiln::ParseDeviceCount(devices, 1, name());
+  }
+  int AutoDeviceCount() const override { return 1; }
+  absl::Status CheckAvailable() const override { return absl::OkStatus(); }
+  std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override {
+    return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::CPU));
+  }
+  absl::Status SetupDevice(const kiln::LogicalDevice&) override { return absl::OkStatus(); }
+  absl::Status TeardownDevice(const kiln::LogicalDevice&) override { return absl::OkStatus(); }
+  absl::StatusOr<kiln::DeviceStats> GetDeviceStats(const kiln::LogicalDevice&) const override { return kiln::DeviceStats{}; }
+  std::string ProcessGroupBackend() const override { return "flaky_ccl"; }
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(
+      const kiln::LogicalDevice&, const kiln::CollectiveOptions& options) override {
+    return c10::intrusive_ptr<c10d::Backend>(
+        c10::make_intrusive<FailingAllReduce>(options.rank, options.world_size, peer_failure_));
+  }
+  std::vector<kiln::Precision> SupportedPrecisions() const override { return {kiln::Precision::k32True}; }
+
+ private:
+  bool peer_failure_;
+};
+
+// The all-reduce that checks the backend before training: a peer that failed or never came is a failure to meet,
+// said as one (naming the timeout, not telling the vendor to bring a backend); a backend that cannot carry the
+// tensors is told what to bring.
+TEST(AcceleratorInstanceTest, ACheckAllReduceThatTimesOutIsAPeerNotAMissingBackend) {
+  const auto run = [](bool peer_failure) {
+    kiln::Trainer trainer(kiln::TrainerOptions{
+        .accelerator = std::make_shared<FlakyAccelerator>(peer_failure),
+        .devices = 1,
+        .strategy = "ddp",
+        .process_group_timeout = absl::Seconds(20),
+        .max_epochs = 1,
+        .default_root_dir = kiln::testing::TempDir(),
+        .enable_progress_bar = false,
+    });
+    kiln::MlpClassifier model({});
+    kiln::SyntheticClusters data(kiln::testing::SmallData());
+    return trainer.fit(model, data);
+  };
+  const absl::Status timed_out = run(/*peer_failure=*/true);
+  EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded) << timed_out;
+  EXPECT_THAT(timed_out.message(), HasSubstr("could not meet the other ranks"));
+  EXPECT_THAT(timed_out.message(), HasSubstr("timed out waiting for rank 1"));
+  EXPECT_THAT(timed_out.message(), Not(HasSubstr("must bring a backend")));
+  const absl::Status incapable = run(/*peer_failure=*/false);
+  EXPECT_EQ(incapable.code(), absl::StatusCode::kFailedPrecondition) << incapable;
+  EXPECT_THAT(incapable.message(), HasSubstr("no kernel for this tensor's device"));
+  EXPECT_THAT(incapable.message(), HasSubstr("must bring a backend for its device type"));
 }
 
 }  // namespace

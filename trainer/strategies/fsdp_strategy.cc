@@ -71,6 +71,25 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
         "fsdp: cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD shards nothing; use "
         "FULL_SHARD or SHARD_GRAD_OP with it, or leave cpu_offload off");
   }
+  // What the accelerator's collective backend lacks (Accelerator::SupportedCollectives) is refused here, by name.
+  const CollectiveSupport support = plan.accelerator->SupportedCollectives();
+  const bool device_backend = plan.process_group_backend.value_or(plan.accelerator->ProcessGroupBackend()) ==
+                              plan.accelerator->ProcessGroupBackend();
+  if (device_backend && !support.allgather) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fsdp gathers each unit's parameters with all-gather, which accelerator '", plan.accelerator->name(),
+        "''s collective backend '", plan.accelerator->ProcessGroupBackend(), "' lacks (it declares no ",
+        support.Lacking(), "); use ddp, or bring an all-gather"));
+  }
+  if (device_backend && !support.reduce_scatter &&
+      options_.gradient_reduction == GradientReduction::kReduceScatter) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fsdp's gradient_reduction is reduce-scatter, which accelerator '", plan.accelerator->name(),
+        "''s collective backend '", plan.accelerator->ProcessGroupBackend(),
+        "' lacks (it declares no _reduce_scatter_base); leave gradient_reduction at its default, which all-reduces "
+        "then"));
+  }
+  reduce_scatter_lacking_ = device_backend && !support.reduce_scatter;
   // The parameters go to the device one unit at a time, as shards: the whole model is never there at once.
   if (absl::Status joined = JoinProcessGroup(plan, model, /*move_model=*/false); !joined.ok()) return joined;
   shard_group_ = process_group();
@@ -184,8 +203,10 @@ void FSDPStrategy::ChooseGradientReduction() {
     // with two copies more, the first on the calling thread. Measured on this machine (2 processes, 5.3 MB): 7.2 ms
     // against 6.1 ms. Where Gloo's ranks share this host, their CPU tensors go through shared memory
     // (hal/shared_memory_collectives.h), whose reduce-scatter moves a third of an all-reduce's bytes.
+    // A backend that declares no reduce-scatter all-reduces.
     const c10::intrusive_ptr<c10d::Backend> backend = shard_group_->getBackend(root_device().type());
-    all_reduce = backend->getBackendName() == "gloo" && !SharedMemoryCollectives::IsSharedMemory(*backend);
+    all_reduce = reduce_scatter_lacking_ ||
+                 (backend->getBackendName() == "gloo" && !SharedMemoryCollectives::IsSharedMemory(*backend));
   }
   for (const auto& flat : flats_) {
     if (flat != nullptr && flat->sharded()) flat->set_reduce_by_all_reduce(all_reduce);

@@ -48,7 +48,8 @@ namespace kiln {
 
 // How a sharded unit's gradients are reduced (FSDPOptions::gradient_reduction).
 enum class GradientReduction {
-  kAuto,           // All-reduce on Gloo (whose reduce-scatter is an all-reduce of a copy), reduce-scatter elsewhere.
+  kAuto,           // All-reduce on Gloo (whose reduce-scatter is an all-reduce of a copy) and on a backend that
+                   // declares no reduce-scatter (Accelerator::SupportedCollectives), reduce-scatter elsewhere.
   kReduceScatter,  // PyTorch's: each rank receives its shard's sum (half an all-reduce's traffic).
   kAllReduce,      // The whole sum on every rank, each keeping its shard.
 };
@@ -163,6 +164,7 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   std::vector<int> ready_;                             // Gradients accumulated this backward, by unit.
   std::vector<bool> reduced_;                          // Already reduced this backward, by unit.
   bool sync_gradients_ = true;
+  bool reduce_scatter_lacking_ = false;  // The device's backend declares no reduce-scatter: kAuto all-reduces.
   std::vector<int> order_;      // The units in the order of the first training step's forward.
   std::vector<int> position_;   // Each unit's place in order_ (-1: not seen).
   bool recording_ = true;       // Until the first backward.

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "c10/util/Exception.h"
 #include "glog/logging.h"
 #include "hal/collectives.h"
 #include "hal/compat/error_message.h"
@@ -31,6 +32,18 @@ constexpr char kGlooBackend[] = "gloo";
 
 // The first line of a c10 error (the rest is LibTorch's backtrace).
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// Whether a collective failed because a peer failed or did not come within the timeout: c10d's DistError (what its
+// backends, Kiln's included, throw then), or a message that says so (a backend that throws a plain error on time).
+bool IsPeerFailure(const std::exception& error) {
+  if (dynamic_cast<const c10::DistError*>(&error) != nullptr) return true;
+  const std::string message = compat::ExceptionMessage(error);
+  for (const char* sign : {"imed out", "imeout", "Connection closed", "onnection reset", "DEADLINE_EXCEEDED",
+                           "UNAVAILABLE", "ABORTED"}) {
+    if (absl::StrContains(message, sign)) return true;
+  }
+  return false;
+}
 
 // c10d's name for a backend, as a ProcessGroup files it: its own two, and every other (a vendor's) as CUSTOM.
 c10d::ProcessGroup::BackendType BackendTypeOf(const std::string& name) {
@@ -263,6 +276,12 @@ absl::Status ParallelStrategy::CheckCollectives(const std::string& backend) {
     process_group_->allreduce(probe)->wait();
     got = static_cast<int64_t>(probe[0].to(at::kCPU).item<float>());
   } catch (const std::exception& e) {
+    // A peer that failed or did not come (c10d's DistError, as hal/collectives.h asks backends to throw then) is a
+    // join failure to look for among the ranks, not a backend to bring.
+    if (IsPeerFailure(e)) {
+      return NotMet(absl::StrCat("the first all-reduce on ", device_.str(), " over '", backend, "' failed: ",
+                                 FirstLine(compat::ExceptionMessage(e))));
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", global_rank_, " of ", world_size_, ": the collective backend '", backend, "' cannot all-reduce ",
         device_.str(), " tensors (", FirstLine(compat::ExceptionMessage(e)), "); ",
