@@ -68,9 +68,11 @@ KILN_Error* MakeError(KILN_Error_Code code, std::string message) noexcept {
 template <typename Args>
 KILN_Error* CheckArgs(const Args* args, size_t needed, const char* type) noexcept {
   if (args->struct_size >= needed) return nullptr;
+  const std::string version = std::to_string(KILN_PLUGIN_API_MAJOR) + "." + std::to_string(KILN_PLUGIN_API_MINOR);
   return MakeError(KILN_ERROR_CODE_INVALID_ARGUMENT,
-                   std::string(type) + " is " + std::to_string(args->struct_size) + " bytes, but plugin API 1.2 " +
-                       "defines " + std::to_string(needed) + "; load it with a Kiln of plugin API 1.2 or later");
+                   std::string(type) + " is " + std::to_string(args->struct_size) + " bytes, but plugin API " + version +
+                       " defines " + std::to_string(needed) + "; load it with a Kiln of plugin API " + version +
+                       " or later");
 }
 #define CHECK_ARGS(args, type)                                                            \
   if (KILN_Error* error = CheckArgs(args, type##_STRUCT_SIZE, #type); error != nullptr) { \

@@ -114,6 +114,10 @@
  *     rather than waiting.
  *   - Threads: the calls on one communicator come from one thread at a time, and every rank makes the same calls,
  *     with the same counts, types and roots, in the same order. Different communicators may be used at once.
+ *   - 1.3: a CCL without some of them still offers all eight functions (the missing ones return UNIMPLEMENTED) and
+ *     says which it lacks in Plugin_Info's collectives_lacking (KILN_COLLECTIVE_* flags): Kiln's conformance suite
+ *     then skips their checks, saying so, and fsdp all-reduces where it would reduce-scatter, and refuses to start
+ *     without an all-gather.
  *   - Plugin_Info's process_group_backend names the CCL ("acme_ccl"), not "gloo", which names Kiln's own host
  *     transport. Without these functions Kiln uses Gloo for a plugin whose device type is the CPU; for a PRIVATEUSE1
  *     plugin whose device Kiln registers (1.2, Device_Register), Gloo on copies of the tensors in host memory (slow
@@ -134,7 +138,7 @@ extern "C" {
 #endif
 
 #define KILN_PLUGIN_API_MAJOR 1
-#define KILN_PLUGIN_API_MINOR 2
+#define KILN_PLUGIN_API_MINOR 3
 
 /* The size of `type` up to and including `last_field`: what a struct_size must be at least for that field. */
 #define KILN_STRUCT_SIZE(type, last_field) (offsetof(type, last_field) + sizeof(((type*)0)->last_field))
@@ -300,8 +304,15 @@ typedef struct KILN_Plugin_Info_Args {
    * "acme_npu:0"). A lower-case letter, then lower-case letters, digits and '_'. Kiln reads it before anything is
    * registered, to refuse a second PrivateUse1 device by name. */
   const char* device_name;
+  /* 1.3. out, optional: the collectives the plugin's Collectives_* cannot do, KILN_COLLECTIVE_* flags or'ed together
+   * (0, the zero-filled default: none lacking). Only with collectives; any other bit fails the load. */
+  uint32_t collectives_lacking;
 } KILN_Plugin_Info_Args;
-KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Info_Args, device_name);
+KILN_DEFINE_STRUCT_SIZE(KILN_Plugin_Info_Args, collectives_lacking);
+
+/* 1.3: the flags of Plugin_Info's collectives_lacking. */
+#define KILN_COLLECTIVE_ALL_GATHER 0x1u     /* Collectives_AllGather */
+#define KILN_COLLECTIVE_REDUCE_SCATTER 0x2u /* Collectives_ReduceScatter */
 typedef KILN_Error* KILN_Plugin_Info(KILN_Plugin_Info_Args* args);
 
 /* ---------------------------------------------------------------------------------------------------------------

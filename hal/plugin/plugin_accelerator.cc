@@ -162,6 +162,17 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
     info.visibility_hint = args.visibility_hint;
   }
 
+  if (library.api().minor_version >= 3 && args.collectives_lacking != 0) {
+    // Plugin API 1.3: the collectives a plugin's CCL lacks, declared.
+    constexpr uint32_t kKnown = KILN_COLLECTIVE_ALL_GATHER | KILN_COLLECTIVE_REDUCE_SCATTER;
+    if ((args.collectives_lacking & ~kKnown) != 0 || !info.has_collectives) {
+      return BadInfo(library, absl::StrCat("gave collectives_lacking ", args.collectives_lacking, "; it takes "
+                                           "KILN_COLLECTIVE_ALL_GATHER and KILN_COLLECTIVE_REDUCE_SCATTER, and only "
+                                           "from a plugin with collectives"));
+    }
+    info.collectives.allgather = (args.collectives_lacking & KILN_COLLECTIVE_ALL_GATHER) == 0;
+    info.collectives.reduce_scatter = (args.collectives_lacking & KILN_COLLECTIVE_REDUCE_SCATTER) == 0;
+  }
   if (info.device_type == c10::DeviceType::PrivateUse1 && library.api().minor_version >= 2) {
     // Plugin API 1.2: the plugin declares its device and Kiln registers it when it is chosen.
     if (!library.has_device_register()) {

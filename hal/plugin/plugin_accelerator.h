@@ -60,6 +60,8 @@ struct PluginInfo {
   // through the plugin's Device_Register when the accelerator is chosen. Empty for other device types, and for a
   // PrivateUse1 plugin of API 1.1 or older (it registered its device itself when it was loaded).
   std::string device_name;
+  // Plugin API 1.3: the collectives its Collectives_* lack (Plugin_Info's collectives_lacking); all there otherwise.
+  CollectiveSupport collectives;
 };
 
 // Calls Plugin_Info and checks every answer: strings present, a known device type and numbering (indexed devices
@@ -102,6 +104,7 @@ class PluginAccelerator final : public Accelerator {
   // plugin.
   absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return info_.process_group_backend; }
+  CollectiveSupport SupportedCollectives() const override { return info_.collectives; }
   // With collectives: a PluginCollectives over the plugin's communicator, on the plugin's index for `device`.
   // Without, for a PrivateUse1 device Kiln registered: StagedCollectives (Gloo on host copies of the tensors), named
   // process_group_backend. Otherwise the Accelerator default (Gloo for a plugin that computes on the CPU).

@@ -238,6 +238,24 @@ TEST(PluginLoaderTest, APluginBuiltAgainstHeader1_0StillLoadsWithoutCollectives)
   EXPECT_THAT(backend.status().message(), HasSubstr("brings no collective backend"));
 }
 
+// Plugin API 1.3: a CCL that lacks a collective says so, and Kiln's accelerator declares it; a 1.1 plugin's CCL
+// claims all of them.
+TEST(PluginLoaderTest, APluginDeclaresTheCollectivesItsCclLacks) {
+  AcceleratorRegistry registry;
+  std::shared_ptr<PluginAccelerator> lacking = Loaded(registry, "lacking_collectives");
+  ASSERT_NE(lacking, nullptr);
+  EXPECT_EQ(lacking->info().api_version, absl::StrCat(KILN_PLUGIN_API_MAJOR, ".", KILN_PLUGIN_API_MINOR));
+  EXPECT_TRUE(lacking->info().has_collectives);
+  EXPECT_FALSE(lacking->SupportedCollectives().reduce_scatter);
+  EXPECT_TRUE(lacking->SupportedCollectives().allgather);
+  EXPECT_EQ(lacking->SupportedCollectives().Lacking(), "_reduce_scatter_base");
+  AcceleratorRegistry other;
+  std::shared_ptr<PluginAccelerator> all = Loaded(other, "collectives");
+  ASSERT_NE(all, nullptr);
+  EXPECT_TRUE(all->SupportedCollectives().reduce_scatter);
+  EXPECT_TRUE(all->SupportedCollectives().allgather);
+}
+
 TEST(PluginLoaderTest, APluginWithAllEightCollectivesLoadsAndKilnMakesItsCommunicator) {
   AcceleratorRegistry registry;
   std::shared_ptr<PluginAccelerator> plugin = Loaded(registry, "collectives");

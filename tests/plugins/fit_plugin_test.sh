@@ -12,6 +12,9 @@ sample=examples/sample_plugin/libkiln_sample_plugin.so
 alpha=examples/device_plugin/libalpha_npu_plugin.so
 beta=examples/device_plugin/libbeta_npu_plugin.so
 tests=hal/plugin
+# The C API's version, from its header: the wrong-major test plugin reports the major version plus one.
+minor=$(sed -n -E 's/^#define KILN_PLUGIN_API_MINOR ([0-9]+)$/\1/p' hal/plugin/kiln_plugin_c_api.h)
+major=$(sed -n -E 's/^#define KILN_PLUGIN_API_MAJOR ([0-9]+)$/\1/p' hal/plugin/kiln_plugin_c_api.h)
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 failures=0
 fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
@@ -121,7 +124,7 @@ else
   elapsed=$(($(date +%s) - start))
   [[ $code -ne 0 ]] || fail "stopped: the launcher exited 0 while its rank 1 was stopped"
   [[ $elapsed -lt 30 ]] || fail "stopped: took ${elapsed}s to end with a 5 s timeout"
-  grep -qE "sample_ccl [a-z_]+ failed \(DEADLINE_EXCEEDED\).*sample_ccl [A-Za-z]+: rank 1 did not (arrive|take its data) within the timeout of 5000 ms" \
+  grep -qE "sample_ccl [a-z_]+ on rank [01] of 2 failed \(DEADLINE_EXCEEDED\).*sample_ccl [A-Za-z]+: rank 1 did not (arrive|take its data) within the timeout of 5000 ms" \
     "$tmp/stopped.log" || fail "stopped: no sample_ccl error naming rank 1: $(grep "^error" "$tmp/stopped.log")"
   kill -0 "$child" 2>/dev/null && { fail "stopped: rank 1 was left behind"; kill -KILL "$child"; }
 fi
@@ -155,7 +158,7 @@ expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_absent.so':
   - --accelerator_plugin=$tests/libtest_plugin_absent.so
 expect_usage_error "error: accelerator plugin '$tests/testing/not_a_plugin.so' cannot be loaded as a shared library" \
   - --accelerator_plugin=$tests/testing/not_a_plugin.so
-expect_usage_error "was built for plugin API version 2.2, but this Kiln implements 1.2" \
+expect_usage_error "was built for plugin API version $((major + 1)).$minor, but this Kiln implements $major.$minor" \
   - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so
 expect_usage_error "'$tests/libtest_plugin_missing_symbol.so' does not export KILN_GetPluginApi" \
   - --accelerator_plugin=$tests/libtest_plugin_missing_symbol.so
@@ -169,7 +172,7 @@ expect_usage_error "Plugin_Initialize: sample_plugin: SAMPLE_PLUGIN_PRIORITY='hi
 expect_usage_error "error: accelerator plugin '$tests/libtest_plugin_null_function.so' has no Device_Stats" \
   KILN_ACCELERATOR_PLUGINS=$tests/libtest_plugin_null_function.so --accelerator=cpu
 # Every --accelerator_plugin counts, not only the last (Abseil's flags keep the last value).
-expect_usage_error "'$tests/libtest_plugin_wrong_major.so' was built for plugin API version 2.2" \
+expect_usage_error "'$tests/libtest_plugin_wrong_major.so' was built for plugin API version $((major + 1)).$minor" \
   - --accelerator_plugin=$tests/libtest_plugin_wrong_major.so --accelerator_plugin="$sample"
 # A PrivateUse1 plugin of API 1.1 registers its device when it is loaded; the test plugin (in C) registers none, so
 # choosing it is refused as unavailable, saying so.

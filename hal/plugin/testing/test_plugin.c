@@ -30,6 +30,9 @@
  *   TEST_PLUGIN_BAD_DEVICE_NAME     1.2 and PrivateUse1, device_name "Test NPU"
  *   TEST_PLUGIN_NO_DEVICE_REGISTER  1.2 and PrivateUse1, with device_name "test_npu" but Device_Register NULL
  *   TEST_PLUGIN_GLOO_WITHOUT_COLLECTIVES  1.2 and PrivateUse1, without collectives, process group backend "gloo"
+ *   TEST_PLUGIN_LACKING_COLLECTIVES  "test_ccl" of TEST_PLUGIN_COLLECTIVES at the header's own version (1.3 or later),
+ *                               a PrivateUse1 device "test_npu", declaring that its CCL has no reduce-scatter
+ *                               (collectives_lacking)
  *
  * Variants not named 1.0, 1.1 or 1.2 above report the header's own version.
  *
@@ -51,12 +54,20 @@
 #elif defined(TEST_PLUGIN_INDEXED) || defined(TEST_PLUGIN_COLLECTIVES) || defined(TEST_PLUGIN_PARTIAL_COLLECTIVES)
 #define TEST_PLUGIN_MINOR 1
 #define TEST_PLUGIN_API_SIZE KILN_STRUCT_SIZE(KILN_Plugin_Api, Collectives_Barrier)
+#elif defined(TEST_PLUGIN_V1_2) || defined(TEST_PLUGIN_NO_DEVICE_NAME) || defined(TEST_PLUGIN_BAD_DEVICE_NAME) || \
+    defined(TEST_PLUGIN_NO_DEVICE_REGISTER) || defined(TEST_PLUGIN_GLOO_WITHOUT_COLLECTIVES) ||         \
+    defined(TEST_PLUGIN_FAILING)
+#define TEST_PLUGIN_MINOR 2
+#define TEST_PLUGIN_API_SIZE KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Register)
 #elif defined(TEST_PLUGIN_SHORT_API)
 #define TEST_PLUGIN_MINOR KILN_PLUGIN_API_MINOR
 #define TEST_PLUGIN_API_SIZE KILN_STRUCT_SIZE(KILN_Plugin_Api, Device_Teardown)
 #else
 #define TEST_PLUGIN_MINOR KILN_PLUGIN_API_MINOR
 #define TEST_PLUGIN_API_SIZE KILN_Plugin_Api_STRUCT_SIZE
+#endif
+#ifdef TEST_PLUGIN_LACKING_COLLECTIVES
+#define TEST_PLUGIN_COLLECTIVES  /* Everything else as that variant's. */
 #endif
 
 struct KILN_Error {
@@ -150,6 +161,9 @@ static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
   args->device_name = "Test NPU";
 #elif TEST_PLUGIN_MINOR >= 2 && !defined(TEST_PLUGIN_NO_DEVICE_NAME)
   args->device_name = "test_npu";
+#endif
+#ifdef TEST_PLUGIN_LACKING_COLLECTIVES
+  args->collectives_lacking = KILN_COLLECTIVE_REDUCE_SCATTER;
 #endif
   return NULL;
 #endif
