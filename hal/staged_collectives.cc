@@ -4,6 +4,8 @@
 
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
+#include "c10/util/Exception.h"
+#include "hal/compat/error_message.h"
 #include "hal/completed_work.h"
 
 namespace kiln {
@@ -30,6 +32,22 @@ void StagedCollectives::CheckOnDevice(const at::Tensor &tensor,
               " got a tensor on ", tensor.device(), "; it carries ",
               c10::DeviceTypeName(device_type_, /*lower_case=*/true),
               " tensors only");
+}
+
+void StagedCollectives::Wait(const char *what,
+                             const c10::intrusive_ptr<c10d::Work> &work) const {
+  // hal/collectives.h: an error names the collective (and this rank); a peer's
+  // failure stays c10d's DistBackendError.
+  try {
+    work->wait();
+  } catch (const c10::DistError &e) {
+    C10_THROW_ERROR(DistBackendError,
+                    absl::StrCat(name_, " ", what, " on rank ", getRank(), " of ",
+                                 getSize(), ": ", compat::ExceptionMessage(e)));
+  } catch (const std::exception &e) {
+    TORCH_CHECK(false, name_, " ", what, " on rank ", getRank(), " of ",
+                getSize(), ": ", compat::ExceptionMessage(e));
+  }
 }
 
 std::vector<at::Tensor>
@@ -64,7 +82,7 @@ c10::intrusive_ptr<c10d::Work>
 StagedCollectives::allreduce(std::vector<at::Tensor> &tensors,
                              const c10d::AllreduceOptions &opts) {
   std::vector<at::Tensor> host = ToHost(tensors, "allreduce");
-  host_->allreduce(host, opts)->wait();
+  Wait("allreduce", host_->allreduce(host, opts));
   FromHost(tensors, host);
   return CompletedWork(getRank(), c10d::OpType::ALLREDUCE, tensors);
 }
@@ -73,7 +91,7 @@ c10::intrusive_ptr<c10d::Work>
 StagedCollectives::broadcast(std::vector<at::Tensor> &tensors,
                              const c10d::BroadcastOptions &opts) {
   std::vector<at::Tensor> host = ToHost(tensors, "broadcast");
-  host_->broadcast(host, opts)->wait();
+  Wait("broadcast", host_->broadcast(host, opts));
   FromHost(tensors, host);
   return CompletedWork(getRank(), c10d::OpType::BROADCAST, tensors);
 }
@@ -86,7 +104,7 @@ StagedCollectives::allgather(std::vector<std::vector<at::Tensor>> &outputs,
   std::vector<std::vector<at::Tensor>> host_outputs;
   for (const std::vector<at::Tensor> &list : outputs)
     host_outputs.push_back(ToHost(list, "allgather"));
-  host_->allgather(host_outputs, host_inputs, opts)->wait();
+  Wait("allgather", host_->allgather(host_outputs, host_inputs, opts));
   std::vector<at::Tensor> results;
   for (size_t i = 0; i < outputs.size(); ++i) {
     FromHost(outputs[i], host_outputs[i]);
@@ -113,7 +131,7 @@ StagedCollectives::reduce_scatter(std::vector<at::Tensor> &outputs,
   std::vector<std::vector<at::Tensor>> host_inputs;
   for (const std::vector<at::Tensor> &list : inputs)
     host_inputs.push_back(ToHost(list, "reduce_scatter"));
-  host_->reduce_scatter(host_outputs, host_inputs, opts)->wait();
+  Wait("reduce_scatter", host_->reduce_scatter(host_outputs, host_inputs, opts));
   FromHost(outputs, host_outputs);
   return CompletedWork(getRank(), c10d::OpType::REDUCE_SCATTER, outputs);
 }
@@ -136,14 +154,14 @@ c10::intrusive_ptr<c10d::Work> StagedCollectives::StagedFlat(
   CheckOnDevice(input, what);
   at::Tensor host_output = output.to(at::kCPU).contiguous();
   at::Tensor host_input = input.to(at::kCPU).contiguous();
-  host_call(host_output, host_input)->wait();
+  Wait(what, host_call(host_output, host_input));
   output.copy_(host_output);
   return CompletedWork(getRank(), type, std::vector<at::Tensor>{output});
 }
 
 c10::intrusive_ptr<c10d::Work>
 StagedCollectives::barrier(const c10d::BarrierOptions &opts) {
-  host_->barrier(opts)->wait();
+  Wait("barrier", host_->barrier(opts));
   return CompletedWork(getRank(), c10d::OpType::BARRIER,
                        std::vector<at::Tensor>{});
 }

@@ -57,6 +57,8 @@ class StagedCollectives final : public c10d::Backend {
 
  private:
   void CheckOnDevice(const at::Tensor& tensor, const char* what) const;
+  // Waits for the host transport's `work`, rethrowing its error with this backend's name, `what` and this rank.
+  void Wait(const char* what, const c10::intrusive_ptr<c10d::Work>& work) const;
   std::vector<at::Tensor> ToHost(const std::vector<at::Tensor>& tensors, const char* what) const;
 
   // A collective on one flat output and one flat input (the _base ones): stages both, runs `host_call` on the host
