@@ -181,31 +181,6 @@ class MetaAccelerator final : public Accelerator {
   std::vector<Precision> SupportedPrecisions() const override { return {Precision::k32True}; }
 };
 
-// Keeps every rule, on 2 CPU devices, but its collective backend's flat reduce-scatter adds one.
-class ScatterAccelerator final : public Accelerator {
- public:
-  std::string name() const override { return "conformance_scatter"; }
-  absl::StatusOr<std::vector<int>> ParseDevices(const Devices& devices) const override {
-    return ParseDeviceCount(devices, 2, name());
-  }
-  int AutoDeviceCount() const override { return 2; }
-  absl::Status CheckAvailable() const override { return absl::OkStatus(); }
-  std::vector<c10::Device> ParallelDevices(const std::vector<int>& indices) const override {
-    return std::vector<c10::Device>(indices.size(), c10::Device(c10::DeviceType::CPU));
-  }
-  absl::Status SetupDevice(const LogicalDevice&) override { return absl::OkStatus(); }
-  absl::Status TeardownDevice(const LogicalDevice&) override { return absl::OkStatus(); }
-  absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice&) const override {
-    return DeviceStats{{"devices", 2.0}};
-  }
-  std::string ProcessGroupBackend() const override { return "scatter"; }
-  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice&,
-                                                                          const CollectiveOptions& options) override {
-    return WrongCollectives::Create(options, Fault::kScatter);
-  }
-  std::vector<Precision> SupportedPrecisions() const override { return {Precision::k32True}; }
-};
-
 // Keeps every rule, on 2 CPU devices, but for its collective backend's one fault (Fault).
 class FaultyAccelerator final : public Accelerator {
  public:
@@ -300,7 +275,7 @@ KILN_REGISTER_ACCELERATOR({
     .description = "Its flat reduce-scatter adds one (tests/conformance only).",
     .aliases = {},
     .priority = -1000,
-    .factory = [] { return std::make_shared<ScatterAccelerator>(); },
+    .factory = [] { return std::make_shared<FaultyAccelerator>(Fault::kScatter); },
 });
 
 KILN_REGISTER_ACCELERATOR({
