@@ -107,7 +107,7 @@ expect zero_leaves 20 \
   "rank 0 ended its program after 1 entry point (the last: fit), while rank 1 (this one) called test as entry point 2" \
   "error: this program's other processes did not end well: rank 1 exited with status 1"
 ENTRY_POINTS_TIMEOUT_S=5 timed never_comes cpu 2 fit,test fit,sleep,test
-expect never_comes 10 "rank 1 did not come to entry point 2 of this program (test)"
+expect never_comes 20 "rank 1 did not come to entry point 2 of this program (test)"
 
 echo "== the same program under torchrun and mpirun: their launch, the same sequence, the same results"
 for tool in /usr/bin/torchrun mpirun; do
