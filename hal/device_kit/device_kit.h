@@ -43,7 +43,9 @@ inline constexpr int kMaxDevices = 64;
 // Register runs one backward pass on device 0 to find out, and when it fails the device is registered but the
 // message says so (and so does every later call). Kiln's accelerators register when chosen, which fit and the
 // Trainer do before training; a program that trains on the CPU and then on the device in one process chooses the
-// device first. Never throws.
+// device first. Never call it from a static initialiser of a library that is loaded with dlopen: that backward pass
+// starts autograd's threads, which wait for the loader's lock that the loading thread holds until the initialiser
+// returns, and the process hangs (seen 2026-12-06 with a self-registering library adopted at run time). Never throws.
 std::string Register(std::shared_ptr<Device> device);
 
 // What Register would say about a device named `name`, without registering anything: "" when PrivateUse1 is free or
