@@ -190,7 +190,7 @@ absl::Status DistributedProgram::Join(const Plan& plan, absl::Duration timeout) 
 }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> DistributedProgram::Meet(const Plan& plan, absl::Duration timeout) {
-  const std::string entry = entry_.empty() ? "a strategy's set-up" : entry_;
+  const std::string& entry = entry_;
   if (stopped_.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this program's other processes were stopped when an entry point failed (", *stopped_, "), so ", entry,
@@ -224,7 +224,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> DistributedProgram::Meet(const P
 }
 
 absl::Status DistributedProgram::Agree(absl::Time deadline) {
-  const std::string mine = entry_.empty() ? "a strategy's set-up" : entry_;
+  const std::string& mine = entry_;
   const std::string rule =
       "; every process of a program must call the same entry points (fit, validate, test, predict), in the same order";
   try {

@@ -85,7 +85,8 @@ class DistributedProgram {
   int rank_ = 0;
   int world_size_ = 1;
   absl::Duration timeout_ = absl::Minutes(30);
-  std::string entry_;       // The entry point being set up.
+  // The entry point being set up (a strategy set up without a Trainer names none).
+  std::string entry_ = "a strategy's set-up";
   std::string last_entry_;  // The last one that met.
   int entries_ = 0;
   std::optional<std::string> stopped_;  // Why the started processes were stopped.
