@@ -106,6 +106,11 @@ class Accelerator {
   // vendor's own), as plans, errors and `process_group_backend` spell it. Must not throw.
   virtual std::string ProcessGroupBackend() const = 0;
 
+  // Every c10d backend MakeCollectiveBackend can make for this accelerator, its own (ProcessGroupBackend) first: the
+  // names `process_group_backend` may choose besides "gloo" (a vendor's library may bring several). The strategy
+  // passes the chosen one in CollectiveOptions::backend. Must not throw.
+  virtual std::vector<std::string> ProcessGroupBackends() const { return {ProcessGroupBackend()}; }
+
   // Makes the c10d backend that carries data-parallel training's collectives on the tensors of `device`
   // (hal/collectives.h says what it must support and how it fails), for this process: rank `options.rank` of
   // `options.world_size`. Called once per process, after SetupDevice, by every rank at the same point of set-up; it

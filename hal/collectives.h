@@ -54,6 +54,9 @@ struct CollectiveOptions {
   // The bound on each collective, and on joining: the backend's constructor returns (or fails) within it.
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   std::vector<HostEndpoint> host_endpoints;  // For host-side transports; at least one.
+  // Which of the accelerator's backends (Accelerator::ProcessGroupBackends) to make; "" for its own
+  // (ProcessGroupBackend). An accelerator with one backend may ignore it.
+  std::string backend;
 };
 
 // What a collective backend can do, of hal/collectives.h's list. Everything, by default: a backend lists what it

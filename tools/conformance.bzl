@@ -27,6 +27,14 @@ from its `.so` by Kiln's plugin loader before the suite runs:
         accelerator = "acme",                  # the name the plugin's Plugin_Info gives
         plugin = ":libacme_kiln_plugin.so",    # a cc_binary(linkshared = True), or a prebuilt .so file
     )
+
+A vendor's LibTorch PrivateUse1 library as it ships (it registers its device when loaded; docs/collectives.md):
+
+    kiln_accelerator_conformance_test(
+        name = "acme_torch_conformance_test",
+        accelerator = "acme_npu",              # the device name the library registers
+        library = ":libacme_torch.so",
+    )
 """
 
 def kiln_accelerator_conformance_test(
@@ -37,6 +45,7 @@ def kiln_accelerator_conformance_test(
         one_rank_per_device = False,
         size = "medium",
         plugin = None,
+        library = None,
         **kwargs):
     """A cc_test running the conformance suite against the registered accelerator `accelerator`.
 
@@ -45,6 +54,8 @@ def kiln_accelerator_conformance_test(
       accelerator: the name (or an alias) the accelerator registers under.
       deps: what links it: the backend's cc_library. Empty for a plugin.
       plugin: the label of an accelerator plugin's shared library, loaded at run time before the suite runs.
+      library: the label of a vendor's LibTorch PrivateUse1 library (one that registers its device when it is
+        loaded), adopted as accelerator `accelerator` (hal/privateuse1_library.h) and loaded when chosen.
       bitwise: require training on the device to equal the CPU's bit for bit (for devices that compute through the
         CPU's kernels); otherwise a relative tolerance of 1e-5 applies.
       one_rank_per_device: the collective backend needs a device per rank (NCCL refuses two ranks on one GPU): the
@@ -63,8 +74,12 @@ def kiln_accelerator_conformance_test(
     if plugin:
         args.append("--accelerator_plugin=$(rootpath %s)" % plugin)
         data = data + [plugin]
-    if not deps and not plugin:
-        fail("kiln_accelerator_conformance_test(name = '%s'): give deps (a linked backend) or plugin (a .so)" % name)
+    if library:
+        args.append("--accelerator_library=%s=$(rootpath %s)" % (accelerator, library))
+        data = data + [library]
+    if not deps and not plugin and not library:
+        fail(("kiln_accelerator_conformance_test(name = '%s'): give deps (a linked backend), plugin (a .so) or " +
+              "library (a PrivateUse1 library)") % name)
     native.cc_test(
         name = name,
         size = size,

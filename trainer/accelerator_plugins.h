@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 
 ABSL_DECLARE_FLAG(std::string, accelerator_plugin);
+ABSL_DECLARE_FLAG(std::string, accelerator_library);
 
 namespace kiln {
 
@@ -24,7 +25,8 @@ std::vector<std::string> AcceleratorPluginFlagValues(int argc, char* const* argv
 // Loads the plugins of every --accelerator_plugin, then those KILN_ACCELERATOR_PLUGINS lists, into
 // AcceleratorRegistry::Default(), each file once. A relative path that contains a '/' is taken from the directory
 // `bazel run` was started in (BUILD_WORKING_DIRECTORY) when there is one; a bare file name is refused by the
-// loader. The first failure is returned with the loader's message (it names the path and the problem).
+// loader. The first failure is returned with the loader's message (it names the path and the problem). Then
+// registers --accelerator_library's PrivateUse1 library (hal/privateuse1_library.h) under its name, loading nothing.
 absl::Status LoadAcceleratorPluginsFromCommandLine(int argc, char* const* argv);
 
 }  // namespace kiln

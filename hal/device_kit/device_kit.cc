@@ -261,7 +261,9 @@ void ResizeStorageBytes(c10::StorageImpl* storage, size_t bytes) {
 
 }  // namespace internal
 
-std::string Register(std::shared_ptr<Device> device) {
+namespace {
+
+std::string RegisterDevice(std::shared_ptr<Device> device, bool probe_autograd) {
   if (device == nullptr) return "kiln::device_kit::Register got no device";
   const std::string name = device->Name();
   Registration& state = State();
@@ -302,7 +304,7 @@ std::string Register(std::shared_ptr<Device> device) {
   // LibTorch's autograd engine sizes its queues for devices once, at the process's first backward pass, from the
   // devices registered then: on a device registered after it, every backward fails inside autograd. One backward
   // here either starts the engine with this device in it or finds that it started without it.
-  if (count > 0) {
+  if (count > 0 && probe_autograd) {
     if (std::string failed = internal::ProbeAutograd(); !failed.empty()) {
       // LibTorch's words for an engine without this device (torch/csrc/autograd/engine.cpp); anything else is the
       // device's own failure (out of memory, a copy that failed), said as it is.
@@ -320,6 +322,12 @@ std::string Register(std::shared_ptr<Device> device) {
   }
   return state.unusable;
 }
+
+}  // namespace
+
+std::string Register(std::shared_ptr<Device> device) { return RegisterDevice(std::move(device), true); }
+
+std::string RegisterWhenLoaded(std::shared_ptr<Device> device) { return RegisterDevice(std::move(device), false); }
 
 std::string CheckCanRegister(const std::string& name) {
   Registration& state = State();

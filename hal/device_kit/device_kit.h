@@ -48,6 +48,12 @@ inline constexpr int kMaxDevices = 64;
 // returns, and the process hangs (seen 2026-12-06 with a self-registering library adopted at run time). Never throws.
 std::string Register(std::shared_ptr<Device> device);
 
+// Register without its backward-pass probe, for a vendor's library that registers its device from a static
+// initialiser when it is loaded, as LibTorch extensions do (torch_npu, OpenReg): there the probe would hang (above).
+// Whoever loads the library runs the probe once the loader has returned: Kiln's AdoptPrivateUse1Library does
+// (hal/privateuse1_library.h). Never throws.
+std::string RegisterWhenLoaded(std::shared_ptr<Device> device);
+
 // What Register would say about a device named `name`, without registering anything: "" when PrivateUse1 is free or
 // is `name`'s already. A probe for an accelerator's CheckAvailable. Never throws.
 std::string CheckCanRegister(const std::string& name);

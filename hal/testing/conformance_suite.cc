@@ -43,6 +43,7 @@
 #include "hal/collectives.h"
 #include "hal/compat/error_message.h"
 #include "hal/plugin/plugin_loader.h"
+#include "hal/privateuse1_library.h"
 #include "hal/registry.h"
 #include "hal/testing/rank_runner.h"
 #include "torch/csrc/distributed/c10d/PrefixStore.hpp"
@@ -57,6 +58,7 @@ struct Config {
   bool bitwise = false;
   bool one_rank_per_device = false;
   std::vector<std::string> plugins;  // Plugin libraries to load first.
+  std::vector<std::string> libraries;  // PrivateUse1 libraries to adopt first, NAME=PATH (hal/privateuse1_library.h).
   std::string self;                  // This binary, for the collective checks' ranks.
   // Set in a rank of the collective checks (see RunCollectiveRank).
   int collective_rank = -1;
@@ -693,6 +695,7 @@ std::vector<testing::RankRun> RunRanks(const std::vector<int>& ranks, int world,
                                      absl::StrCat("--collective_world=", world), absl::StrCat("--collective_port=", port),
                                      absl::StrCat("--collective_timeout_ms=", timeout_ms)};
     for (const std::string& plugin : config.plugins) args.push_back("--accelerator_plugin=" + plugin);
+    for (const std::string& library : config.libraries) args.push_back("--accelerator_library=" + library);
     argvs.push_back(std::move(args));
   }
   return testing::RunRanks(argvs, absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/collective_", port), deadline_s);
@@ -804,16 +807,25 @@ int main(int argc, char** argv) {
       config.one_rank_per_device = true;
     } else if (absl::ConsumePrefix(&arg, "--accelerator_plugin=")) {
       config.plugins.emplace_back(arg);
+    } else if (absl::ConsumePrefix(&arg, "--accelerator_library=")) {
+      config.libraries.emplace_back(arg);
     } else {
       std::cerr << "error: unknown argument '" << argv[i] << "'; usage: " << argv[0]
                 << " --accelerator=<registered name> [--bitwise] [--one_rank_per_device]"
-                   " [--accelerator_plugin=<path>]... [gtest flags]\n";
+                   " [--accelerator_plugin=<path>]... [--accelerator_library=<name>=<path>]... [gtest flags]\n";
       return 2;
     }
   }
   if (config.accelerator.empty()) {
     std::cerr << "error: --accelerator=<registered name> is required (kiln_accelerator_conformance_test sets it)\n";
     return 2;
+  }
+  for (const std::string& spec : config.libraries) {
+    if (absl::Status registered = kiln::RegisterPrivateUse1LibrarySpec(kiln::AcceleratorRegistry::Default(), spec);
+        !registered.ok()) {
+      std::cerr << "error: " << registered.message() << "\n";
+      return 2;
+    }
   }
   for (const std::string& path : config.plugins) {
     absl::StatusOr<kiln::PluginInfo> loaded = kiln::LoadAcceleratorPlugin(path, kiln::AcceleratorRegistry::Default());

@@ -12,6 +12,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "c10/util/Exception.h"
 #include "glog/logging.h"
@@ -90,11 +91,13 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
   // The accelerator brings its own backend (hal/collectives.h); Gloo is there for every host.
   const std::string native = accelerator_->ProcessGroupBackend();
   const std::string backend = plan.process_group_backend.value_or(native);
-  if (backend != native && backend != kGlooBackend) {
+  const std::vector<std::string> offered = accelerator_->ProcessGroupBackends();
+  if (backend != kGlooBackend && std::find(offered.begin(), offered.end(), backend) == offered.end() &&
+      backend != native) {
     return absl::FailedPreconditionError(absl::StrCat(
         "process group backend '", backend, "' is not available for accelerator '", accelerator_->name(),
-        "': it brings '", native, "', and 'gloo' carries CPU tensors; set process_group_backend to '", native,
-        "' or leave it unset"));
+        "': it brings '", absl::StrJoin(offered, "', '"), "', and 'gloo' carries CPU tensors; set "
+        "process_group_backend to one of them or leave it unset (its own, '", native, "')"));
   }
   // Whether the backend can carry the device's tensors (Gloo: CPU and CUDA) is the backend's to say: set-up checks
   // it with one all-reduce on the device (CheckCollectives), before any training.
@@ -167,9 +170,14 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> ParallelStrategy::MakeGro
     options.store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat(prefix, "/", name), store_);
     return options;
   };
+  // Gloo is Kiln's own unless the accelerator makes a backend of that name itself.
+  const std::vector<std::string> offered = accelerator_->ProcessGroupBackends();
+  const bool accelerators = backend_ == native || std::find(offered.begin(), offered.end(), backend_) != offered.end();
+  CollectiveOptions device_options = prefixed("device/" + backend_);
+  device_options.backend = backend_ == native ? "" : backend_;
   absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> device_backend =
-      backend_ == native ? accelerator_->MakeCollectiveBackend(logical_device_, prefixed("device/" + backend_))
-                         : MakeGlooCollectiveBackend(prefixed("device/gloo"));
+      accelerators ? accelerator_->MakeCollectiveBackend(logical_device_, device_options)
+                   : MakeGlooCollectiveBackend(prefixed("device/gloo"));
   if (!device_backend.ok()) {
     // Ranks that never connected are a join failure, said as every other one is; anything else is the backend's.
     const absl::StatusCode code = device_backend.status().code();

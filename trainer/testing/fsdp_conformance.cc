@@ -9,7 +9,7 @@
 // each strategy's 2 ranks have 2/5 of it, and their process-group timeout a third of that, so a rank whose peer never
 // comes (a collective that never returns, an all-gather that hangs) fails with its own message in time.
 //
-//   <test> --accelerator=<name> [--accelerator_plugin=<path>]... [--bitwise] [--one_rank_per_device]
+//   <test> --accelerator=<name> [--accelerator_plugin=<path>]... [--accelerator_library=<name>=<path>]... [--bitwise] [--one_rank_per_device]
 //   <test> ... --fsdp_rank=R --fsdp_port=P --fsdp_strategy=ddp|fsdp --fsdp_out=FILE --fsdp_timeout_s=S
 //       (one rank; the test starts it)
 
@@ -28,6 +28,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "hal/plugin/plugin_loader.h"
+#include "hal/privateuse1_library.h"
 #include "hal/registry.h"
 #include "hal/testing/rank_runner.h"
 #include "torch/nn/functional/loss.h"
@@ -47,6 +48,7 @@ constexpr int kSkip = 5;  // A rank's exit status when the accelerator cannot ru
 struct Config {
   std::string accelerator;
   std::vector<std::string> plugins;
+  std::vector<std::string> libraries;  // NAME=PATH of PrivateUse1 libraries to adopt (hal/privateuse1_library.h).
   std::vector<std::string> passed;  // The arguments the test was given, for its ranks.
   std::string self;
   int rank = -1;
@@ -270,15 +272,24 @@ int main(int argc, char** argv) {
       config.accelerator = std::string(arg);
     } else if (absl::ConsumePrefix(&arg, "--accelerator_plugin=")) {
       config.plugins.emplace_back(arg);
+    } else if (absl::ConsumePrefix(&arg, "--accelerator_library=")) {
+      config.libraries.emplace_back(arg);
     } else if (arg != "--bitwise" && arg != "--one_rank_per_device") {
       std::cerr << "error: unknown argument '" << argv[i] << "'; usage: " << argv[0]
-                << " --accelerator=<registered name> [--accelerator_plugin=<path>]... [gtest flags]\n";
+                << " --accelerator=<registered name> [--accelerator_plugin=<path>]... [--accelerator_library=<name>=<path>]... [gtest flags]\n";
       return 2;
     }
   }
   if (config.accelerator.empty()) {
     std::cerr << "error: --accelerator=<registered name> is required (kiln_accelerator_conformance_test sets it)\n";
     return 2;
+  }
+  for (const std::string& spec : config.libraries) {
+    if (absl::Status registered = kiln::RegisterPrivateUse1LibrarySpec(kiln::AcceleratorRegistry::Default(), spec);
+        !registered.ok()) {
+      std::cerr << "error: " << registered.message() << "\n";
+      return 2;
+    }
   }
   for (const std::string& path : config.plugins) {
     absl::StatusOr<kiln::PluginInfo> loaded = kiln::LoadAcceleratorPlugin(path, kiln::AcceleratorRegistry::Default());
