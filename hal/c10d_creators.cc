@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <link.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -114,8 +115,14 @@ absl::StatusOr<std::vector<C10dCreator>> FindC10dCreators(const std::string& pat
     void* handle;
     ~Closer() { ::dlclose(handle); }
   } closer{handle};
+  // The file the loader mapped (a soname such as "libhabana_pytorch_plugin.so" is found on the loader's path).
+  std::string file_path = path;
+  struct link_map* map = nullptr;
+  if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && *map->l_name) {
+    file_path = map->l_name;
+  }
   MappedFile file;
-  if (absl::Status mapped = file.Map(path); !mapped.ok()) return mapped;
+  if (absl::Status mapped = file.Map(file_path); !mapped.ok()) return mapped;
   const auto* header = reinterpret_cast<const Elf64_Ehdr*>(file.bytes());
   if (std::memcmp(header->e_ident, ELFMAG, SELFMAG) != 0 || header->e_ident[EI_CLASS] != ELFCLASS64 ||
       header->e_shentsize != sizeof(Elf64_Shdr) ||

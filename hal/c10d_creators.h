@@ -36,8 +36,8 @@ struct C10dCreator {
   C10dCreatorFunction create = nullptr;
 };
 
-// The creators the shared library at `path` exports, in the order of its symbol table. The library must be loaded
-// already (dlopen'ed by the caller; it is not loaded here). Errors: a file that is not a 64-bit ELF shared library,
+// The creators the shared library `path` exports, in the order of its symbol table. The library must be loaded already
+// (dlopen'ed by the caller, by that path or soname; it is not loaded here). Errors: a file that is not a 64-bit ELF shared library,
 // or that is not loaded.
 absl::StatusOr<std::vector<C10dCreator>> FindC10dCreators(const std::string& path);
 

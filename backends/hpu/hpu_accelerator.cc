@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,11 +13,15 @@
 #include "backends/hpu/bridge.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 #include "c10/util/Exception.h"
+#include "hal/c10d_creators.h"
 #include "hal/registry.h"
 #include "torch/version.h"
 
 namespace kiln {
 namespace {
+
+// Names the library that exports Habana's ProcessGroupHCCL creator (hal/c10d_creators.h).
+constexpr char kHcclLibraryVariable[] = "KILN_HCCL_LIBRARY";
 
 absl::Status CheckHpuType(const c10::Device& device) {
   if (device.type() == c10::DeviceType::HPU) return absl::OkStatus();
@@ -176,18 +182,43 @@ absl::StatusOr<DeviceStats> HpuAccelerator::GetDeviceStats(const LogicalDevice& 
 
 // What was checked (2026-12-03, from public sources; no Gaudi machine was at hand): Habana's c10d backend for HPU
 // tensors, ProcessGroupHCCL, is created by its Python package (habana_frameworks.torch.distributed.hccl registers
-// "hccl" with torch.distributed.Backend.register_backend, building the group through torch._C); Habana ships no C++
-// header or documented C++ entry point for it, in the bridge libraries Kiln loads or elsewhere. Kiln therefore cannot
-// make an HCCL backend from C++, and says so before training instead of failing in the first all-reduce. A Habana C++
-// API for it would go here, as ProcessGroupNCCL does for CUDA (backends/cuda).
+// "hccl" with torch.distributed.Backend.register_backend, with a creator its library exports). LibTorch's C++ has no
+// registry of backends by name, so Kiln reads the creator from the library, as it does for any vendor's
+// (hal/c10d_creators.h): the one KILN_HCCL_LIBRARY names, then the bridge Kiln loaded. Without one it says so before
+// training instead of failing in the first all-reduce.
 absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> HpuAccelerator::MakeCollectiveBackend(
     const LogicalDevice& device, const CollectiveOptions& options) {
   (void)device;
-  (void)options;
-  return absl::FailedPreconditionError(
-      "hccl: Habana's HCCL backend for c10d is reachable only from Habana's Python package "
-      "(habana_frameworks.torch.distributed.hccl), not from C++, so Kiln cannot train on several HPUs yet; train on "
-      "one HPU (devices=1), or on the CPU with strategy=ddp");
+  std::vector<std::string> searched;
+  std::vector<std::string> libraries;
+  const char* named = std::getenv(kHcclLibraryVariable);
+  if (named != nullptr && *named != '\0') {
+    if (dlopen(named, RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      const char* error = dlerror();
+      return absl::FailedPreconditionError(absl::StrCat("hccl: ", kHcclLibraryVariable, "=", named,
+                                                        " cannot be loaded: ", error != nullptr ? error : "?"));
+    }
+    libraries.push_back(named);
+  }
+  if (LoadBridge().ok()) libraries.push_back(BridgeLibrary());
+  for (const std::string& library : libraries) {
+    absl::StatusOr<std::vector<C10dCreator>> creators = FindC10dCreators(library);
+    if (!creators.ok()) {
+      searched.push_back(absl::StrCat(library, " (", creators.status().message(), ")"));
+      continue;
+    }
+    for (const C10dCreator& creator : *creators) {
+      if (creator.backend == "hccl") return CreateC10dBackend(creator, options);
+    }
+    searched.push_back(library);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "hccl: no library exports Habana's ProcessGroupHCCL creator with c10d's signature (searched: ",
+      searched.empty() ? std::string("nothing: no bridge loaded and no ") + kHcclLibraryVariable
+                       : absl::StrJoin(searched, ", "),
+      "); Habana creates it from its Python package (habana_frameworks.torch.distributed.hccl); set ",
+      kHcclLibraryVariable, "=PATH to the library that exports it (docs/collectives.md), or train on one HPU "
+      "(devices=1), or on the CPU with strategy=ddp"));
 }
 
 std::vector<Precision> HpuAccelerator::SupportedPrecisions() const {

@@ -62,8 +62,9 @@ class HpuAccelerator final : public Accelerator {
   absl::Status TeardownDevice(const LogicalDevice& device) override;
   absl::StatusOr<DeviceStats> GetDeviceStats(const LogicalDevice& device) const override;
   std::string ProcessGroupBackend() const override { return "hccl"; }
-  // FailedPrecondition: Habana's HCCL backend for c10d (ProcessGroupHCCL) is reachable from Python alone (see the
-  // .cc for what was checked), so data-parallel training on Gaudi stops before it starts, saying so.
+  // Habana's HCCL backend for c10d (ProcessGroupHCCL), made by the creator a library exports with c10d's signature
+  // (hal/c10d_creators.h): the library KILN_HCCL_LIBRARY names, then the bridge. FailedPrecondition naming what was
+  // searched when none exports it, so that data-parallel training on Gaudi stops before it starts, saying so.
   absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice& device,
                                                                           const CollectiveOptions& options) override;
   std::vector<Precision> SupportedPrecisions() const override;

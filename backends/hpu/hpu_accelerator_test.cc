@@ -13,7 +13,9 @@
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hal/collectives.h"
 #include "hal/registry.h"
+#include "torch/csrc/distributed/c10d/HashStore.hpp"
 
 namespace kiln {
 namespace {
@@ -196,6 +198,39 @@ TEST(HpuAcceleratorTest, StatisticsAreReadPerDeviceAndOnlyForDevicesPresent) {
   EXPECT_THAT(beyond.status().message(), HasSubstr("HPU device 2 requested, but 2 HPU device(s) are present"));
   EXPECT_EQ(hpu.GetDeviceStats(LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::CPU))).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HpuAcceleratorTest, HcclIsMadeByTheCreatorALibraryExports) {
+  FakeDeviceTree tree("hccl");
+  tree.AddAccelGaudi(0);
+  HpuAccelerator hpu = WithoutBridge(tree);
+  const LogicalDevice device = LogicalDeviceOf(hpu, c10::Device(c10::DeviceType::HPU, 0));
+  CollectiveOptions options;
+  options.rank = 1;
+  options.world_size = 2;
+  options.store = c10::make_intrusive<c10d::HashStore>();
+
+  unsetenv("KILN_HCCL_LIBRARY");
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> none = hpu.MakeCollectiveBackend(device, options);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(none.status().message(), HasSubstr("no bridge loaded and no KILN_HCCL_LIBRARY"));
+  EXPECT_THAT(none.status().message(), HasSubstr("habana_frameworks.torch.distributed.hccl"));
+
+  // A library without the creator is named among those searched.
+  const std::string bridge = TestFile("libfake_habana_bridge.so");
+  setenv("KILN_HCCL_LIBRARY", bridge.c_str(), 1);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> without = hpu.MakeCollectiveBackend(device, options);
+  EXPECT_EQ(without.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(without.status().message(), HasSubstr("searched: " + bridge));
+
+  // The one that exports it: Kiln calls it with its rank and world size.
+  setenv("KILN_HCCL_LIBRARY", TestFile("libfake_hccl.so").c_str(), 1);
+  absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> made = hpu.MakeCollectiveBackend(device, options);
+  unsetenv("KILN_HCCL_LIBRARY");
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ((*made)->getBackendName(), "hccl");
+  EXPECT_EQ((*made)->getRank(), 1);
+  EXPECT_EQ((*made)->getSize(), 2);
 }
 
 }  // namespace

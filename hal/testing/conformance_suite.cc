@@ -665,6 +665,15 @@ int RunCollectiveRank(const Config& config) {
 
     enter("barrier");
     backend.barrier()->wait();
+    // Rank 0 serves the store: it stays until every rank is done, as Kiln's trainer keeps the program's store (a
+    // backend may use the store in its last collective: a store-based barrier reads its peers' keys after rank 0's).
+    step = "leaving (rank 0 serves the store until every rank is done)";
+    progress->set(absl::StrCat("done/", rank), std::vector<uint8_t>{1});
+    if (rank == 0) {
+      std::vector<std::string> done;
+      for (int peer = 0; peer < world; ++peer) done.push_back(absl::StrCat("done/", peer));
+      progress->wait(done, timeout);
+    }
   } catch (const std::exception& e) {
     std::cout << "error: " << step << " threw on rank " << rank << " of " << world << ": "
               << compat::ExceptionMessage(e) << missing() << std::endl;
