@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -15,7 +17,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "c10/core/Allocator.h"
-#include "c10/core/CachingDeviceAllocator.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
 #include "glog/logging.h"
 #include "hal/c10d_creators.h"
@@ -35,14 +36,6 @@ const c10::impl::DeviceGuardImplInterface* Guard() {
   return c10::impl::hasDeviceGuardImpl(kType) ? c10::impl::getDeviceGuardImpl(kType) : nullptr;
 }
 
-c10::DeviceAllocator* LibraryDeviceAllocator() {
-  try {
-    return dynamic_cast<c10::DeviceAllocator*>(c10::GetAllocator(kType));
-  } catch (const std::exception&) {
-    return nullptr;  // No allocator at all.
-  }
-}
-
 // What a library that registered its device lacks of what Kiln uses, in words; empty when nothing.
 std::vector<std::string> Lacking(int devices) {
   std::vector<std::string> lacking;
@@ -54,7 +47,7 @@ std::vector<std::string> Lacking(int devices) {
   }
   if (allocator == nullptr) {
     lacking.push_back("an allocator");
-  } else if (dynamic_cast<c10::DeviceAllocator*>(allocator) == nullptr) {
+  } else if (!compat::PrivateUse1AllocatorHasStats()) {
     lacking.push_back("memory statistics (its allocator is not a c10::DeviceAllocator)");
   }
   if (devices > 0) {
@@ -360,33 +353,12 @@ bool RegisterPrivateUse1LibraryAtStartup(const char* name, const char* path) {
 }  // namespace internal
 
 DeviceStats PrivateUse1DeviceStats(int index) {
+  std::optional<std::map<std::string, double>> read = compat::PrivateUse1AllocatorStats(index);
   DeviceStats stats;
-  c10::DeviceAllocator* allocator = LibraryDeviceAllocator();
-  if (allocator == nullptr) {
-    stats["memory_stats_available"] = 0;
-    return stats;
+  if (read.has_value()) {
+    for (const auto& [key, value] : *read) stats[key] = value;
   }
-  const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-  try {
-    const c10::CachingDeviceAllocator::DeviceStats read = allocator->getDeviceStats(static_cast<c10::DeviceIndex>(index));
-    stats["memory_allocated_bytes"] = static_cast<double>(read.allocated_bytes[aggregate].current);
-    stats["memory_allocated_peak_bytes"] = static_cast<double>(read.allocated_bytes[aggregate].peak);
-    stats["memory_reserved_bytes"] = static_cast<double>(read.reserved_bytes[aggregate].current);
-    stats["memory_active_blocks"] = static_cast<double>(read.active[aggregate].current);
-    stats["memory_alloc_retries"] = static_cast<double>(read.num_alloc_retries);
-  } catch (const std::exception&) {
-    stats.clear();
-    stats["memory_stats_available"] = 0;
-    return stats;
-  }
-  try {
-    const auto [free, total] = allocator->getMemoryInfo(static_cast<c10::DeviceIndex>(index));
-    stats["memory_free_bytes"] = static_cast<double>(free);
-    stats["memory_total_bytes"] = static_cast<double>(total);
-  } catch (const std::exception&) {
-    // Not every allocator knows the device's capacity.
-  }
-  stats["memory_stats_available"] = 1;
+  stats["memory_stats_available"] = read.has_value() ? 1 : 0;
   return stats;
 }
 

@@ -8,6 +8,7 @@
 //   SymInt sizes         c10::asIntArrayRefSlow(sizes, file, line)
 //   runtime hooks        PrivateUse1HooksInterface, required once the device is named: at::manual_seed asks it for
 //                        the device count and a default generator per device
+//   memory statistics    c10::DeviceAllocator (LibTorch 2.9 and newer; 2.8 has no common interface for them)
 // (Until the release after 2026-12, this file also hid LibTorch 1.13's differences; CHANGELOG.md.)
 //
 // Naming has a cost beyond the name: LibTorch 2.x then takes PrivateUse1 for the process's accelerator
@@ -23,7 +24,10 @@
 #define KILN_HAL_COMPAT_PRIVATEUSE1_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -46,6 +50,16 @@ absl::Status NamePrivateUse1Backend(absl::string_view name);
 
 // What NamePrivateUse1Backend(name) would return, without naming anything: a probe for CheckAvailable. Never throws.
 absl::Status CheckPrivateUse1Name(absl::string_view name);
+
+// Whether PrivateUse1's registered allocator keeps memory statistics LibTorch can read (it is a c10::DeviceAllocator).
+// False without an allocator, and always under LibTorch 2.8. Never throws.
+bool PrivateUse1AllocatorHasStats();
+
+// Device `index`'s memory statistics from PrivateUse1's allocator, as DeviceStats keys: memory_allocated_bytes,
+// memory_allocated_peak_bytes, memory_reserved_bytes, memory_active_blocks, memory_alloc_retries, and
+// memory_free_bytes and memory_total_bytes where the allocator knows them. nullopt when it keeps none
+// (PrivateUse1AllocatorHasStats) or reading them failed. Never throws.
+std::optional<std::map<std::string, double>> PrivateUse1AllocatorStats(int index);
 
 // What the runtime hooks of LibTorch 2.x are answered from.
 struct PrivateUse1Runtime {
