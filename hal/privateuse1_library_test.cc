@@ -3,6 +3,10 @@
 // is), so that they do not depend on Kiln's device kit. Loading a real library is tests/vendor_stack's.
 #include "hal/privateuse1_library.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -33,6 +37,20 @@ TEST(RegisterPrivateUse1Library, RefusesNamesLibTorchWouldNotTakeAndBareFileName
   ASSERT_TRUE(acme.ok()) << acme.status();
   EXPECT_EQ((*acme)->AutoDeviceCount(), 0) << "\"auto\" never loads a library";
   EXPECT_THAT((*acme)->CheckAvailable().message(), HasSubstr("/opt/acme/libacme.so of accelerator 'acme_npu' does not exist"));
+}
+
+TEST(RegisterPrivateUse1Library, TheSameFileTwiceUnderOneNameIsOneAccelerator) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string file = tmp + "/libacme.so";
+  const std::string other = tmp + "/libother.so";
+  std::ofstream(file) << "a library";
+  std::ofstream(other) << "another library";
+  ASSERT_EQ(::symlink(file.c_str(), (tmp + "/link.so").c_str()), 0);
+  AcceleratorRegistry registry;
+  ASSERT_TRUE(RegisterPrivateUse1Library(registry, file, "acme_npu").ok());
+  // kiln_backends' libraries and a conformance test's library name one file by two paths.
+  EXPECT_TRUE(RegisterPrivateUse1Library(registry, tmp + "/link.so", "acme_npu").ok());
+  EXPECT_THAT(RegisterPrivateUse1Library(registry, other, "acme_npu").message(), HasSubstr("already taken"));
 }
 
 // A caching allocator as a vendor's is, reporting fixed statistics.

@@ -10,7 +10,12 @@
 #
 #   tools/user_workspace_check.sh [--keep]      (--keep leaves the folders and their output bases behind)
 #
-# Exit status: 0 when both workspaces build, test and train; 1 otherwise. CI runs it (.ci/run).
+# A third workspace is a vendor's that adopts the LibTorch library it already ships, from docs/collectives.md's text
+# ("Adopting the library you ship", blocks after `<!-- vendor-workspace: NAME -->`, with accelerators.md's .bazelrc):
+# the library is Kiln's test double (tests/vendor_stack, built here first), its conformance test runs and fit trains
+# on it with ddp.
+#
+# Exit status: 0 when the three workspaces build, test and train; 1 otherwise. CI runs it (.ci/run).
 set -euo pipefail
 kiln=$(cd "$(dirname "$0")/.." && pwd)
 keep=0
@@ -33,14 +38,14 @@ fail() {
   exit 1
 }
 
-# The fenced block after `<!-- user-workspace: $1 -->`, without its fences.
+# The fenced block after `<!-- ${3:-user-workspace}: $1 -->` in ${2:-$doc}, without its fences.
 block() {
-  awk -v name="$1" '
-    $0 == "<!-- user-workspace: " name " -->" { found = 1; next }
+  awk -v name="$1" -v marker="${3:-user-workspace}" '
+    $0 == "<!-- " marker ": " name " -->" { found = 1; next }
     found == 1 && /^```/ { found = 2; next }
     found == 2 && /^```/ { exit }
     found == 2 { print }
-  ' "$doc"
+  ' "${2:-$doc}"
 }
 
 names=$(sed -n -E 's/^<!-- user-workspace: (.+) -->$/\1/p' "$doc")
@@ -94,4 +99,20 @@ while read -r line; do
   hits=$((hits + ${h:-0})) ran=$((ran + ${r:-0}))
 done < <(grep -aE '^INFO: [0-9]+ process(es)?:' "$root/second/.readme_commands.log")
 echo "second workspace: $hits actions from the disk cache, $ran run (its backend, links, tests)"
-echo "user workspace check passed: both workspaces built from docs/accelerators.md, passed conformance and trained"
+# The vendor's workspace: docs/collectives.md's files, accelerators.md's .bazelrc, the double as the vendor's library.
+(cd "$kiln" && bazel build //tests/vendor_stack:acme_torch >/dev/null 2>&1) || fail "building Kiln's vendor double failed"
+vendor_library=$(cd "$kiln" && readlink -f bazel-bin/tests/vendor_stack/libacme_torch.so)
+collectives="$kiln/docs/collectives.md"
+vendor="$root/vendor"
+mkdir -p "$vendor"
+block .bazelrc >"$vendor/.bazelrc"
+for name in WORKSPACE BUILD; do
+  block "$name" "$collectives" vendor-workspace | sed -e "s|/path/to/kiln|$kiln|g" >"$vendor/$name"
+  [[ -s "$vendor/$name" ]] || fail "docs/collectives.md has no <!-- vendor-workspace: $name --> block"
+done
+block commands "$collectives" vendor-workspace | sed -e "s|/path/to/kiln|$kiln|g" \
+  -e "s|/opt/acme/lib/libacme_torch.so|$vendor_library|g" >"$vendor/.readme_commands.sh"
+run_workspace "$vendor"
+grep -aq "Trained on acme_npu (ddp" "$vendor/.readme_commands.log" ||
+  fail "vendor: fit did not say it trained on acme_npu under ddp"
+echo "user workspace check passed: two workspaces built from docs/accelerators.md and a vendor's from docs/collectives.md passed conformance and trained"

@@ -22,8 +22,10 @@ ABSL_FLAG(std::string, accelerator_library, "",
           "Adopt a vendor's LibTorch PrivateUse1 library (one that registers its device when it is loaded, as "
           "torch_npu's does) as an accelerator: NAME=PATH, or PATH with NAME taken from --accelerator. Kiln loads it "
           "when that accelerator is chosen, never before, and takes the device count, guard, memory statistics and "
-          "random numbers from what it registered with c10; data-parallel training runs on Gloo over host copies "
-          "(process group backend NAME_staged). The path must contain a '/'.");
+          "random numbers from what it registered with c10. Data-parallel training runs on the c10d backend the "
+          "library exports a creator for (its name, such as accl, in the plan; --process_group_backend chooses among "
+          "several), or on Gloo over host copies (NAME_staged) when it exports none (docs/collectives.md). The path "
+          "must contain a '/'.");
 
 namespace kiln {
 namespace {
