@@ -234,7 +234,7 @@ absl::StatusOr<kiln::DeviceStats> @CLASS@::GetDeviceStats(const kiln::LogicalDev
   return kiln::DeviceStats{{"devices_visible", static_cast<double>(CountDevices())}};
 }
 
-// TODO: the collective backend for data-parallel training on @NAME@.
+// TODO: the collective backend for data-parallel training on @NAME@ (docs/collectives.md has a skeleton).
 std::string @CLASS@::ProcessGroupBackend() const { return "gloo"; }
 
 std::vector<kiln::Precision> @CLASS@::SupportedPrecisions() const {
@@ -430,7 +430,8 @@ emit "${name}_accelerator.h" <<'EOF'
 //   availability  available when the runtime sees a device and no other out-of-tree device holds PrivateUse1.
 //   set-up        registers the device when it is first chosen, makes it current and resets its peak memory.
 //   collective    "@NAME@_ccl": Kiln's StagedCollectives, which stage the device's tensors through host memory over
-//                 Gloo. DEVICE-SPECIFIC: replace MakeCollectiveBackend's body with @NAME@'s CCL as a c10d backend.
+//                 Gloo. DEVICE-SPECIFIC: replace MakeCollectiveBackend's body with @NAME@'s CCL as a c10d backend
+//                 (docs/collectives.md, "A backend for a linked accelerator").
 //   precisions    32-true, 64-true and bf16-mixed (the device kit registers autocast's casts).
 //
 // Device statistics (GetDeviceStats), per device from the device kit's allocator:
@@ -545,7 +546,9 @@ absl::StatusOr<kiln::DeviceStats> @CLASS@::GetDeviceStats(const kiln::LogicalDev
 absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> @CLASS@::MakeCollectiveBackend(
     const kiln::LogicalDevice& device, const kiln::CollectiveOptions& options) {
   if (absl::Status status = CheckOwnDevice(device); !status.ok()) return status;
-  // DEVICE-SPECIFIC: @NAME@'s CCL as a c10d::Backend. Until then the tensors travel through host memory over Gloo.
+  // DEVICE-SPECIFIC: @NAME@'s CCL as a c10d::Backend (docs/collectives.md has a skeleton that passes the conformance
+  // suite: the unique id through options.store, Work that throws from wait() within options.timeout). Until then the
+  // tensors travel through host memory over Gloo.
   return kiln::StagedCollectives::Create(options, ProcessGroupBackend(), kDeviceType);
 }
 
