@@ -67,19 +67,6 @@ std::vector<std::string> Lacking(int devices) {
   return lacking;
 }
 
-// One backward pass on device 0; "" when it ran, else LibTorch's message.
-std::string ProbeAutograd() {
-  try {
-    c10::InferenceMode inference(false);
-    c10::AutoGradMode grad(true);
-    at::Tensor probe = at::ones({1}, at::TensorOptions().device(c10::Device(kType, 0))).requires_grad_();
-    probe.sum().backward();
-    return "";
-  } catch (const std::exception& error) {
-    return compat::ExceptionMessage(error);
-  }
-}
-
 class PrivateUse1Library final : public Accelerator {
  public:
   PrivateUse1Library(std::string path, std::string name) : path_(std::move(path)), name_(std::move(name)) {}
@@ -252,7 +239,7 @@ class PrivateUse1Library final : public Accelerator {
     if (devices > 0) {
       // The backward pass device_kit::Register would have run, now that the loader's lock is free (a library that
       // registers while it loads cannot run it itself): LibTorch's autograd engine must know this device.
-      if (std::string failed = ProbeAutograd(); !failed.empty()) {
+      if (std::string failed = device_kit::ProbeAutograd(); !failed.empty()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "accelerator '", name_, "' (", path_, "): one backward pass on ", name_, ":0 failed: ", failed,
             failed.find("device_ready_queues_") != std::string::npos
@@ -354,7 +341,9 @@ absl::Status RegisterPrivateUse1LibrarySpec(AcceleratorRegistry& registry, const
     return absl::InvalidArgumentError(absl::StrCat("the PrivateUse1 library '", spec, "' needs its accelerator's "
                                                    "name: NAME=PATH, such as acme_npu=/opt/acme/lib/libacme_torch.so"));
   }
-  return RegisterPrivateUse1Library(registry, spec.substr(equals + 1), spec.substr(0, equals));
+  std::string path = spec.substr(equals + 1);
+  if (path.find('/') == std::string::npos) path = "./" + path;  // A path here (Bazel's rootpath), never a name.
+  return RegisterPrivateUse1Library(registry, path, spec.substr(0, equals));
 }
 
 namespace internal {

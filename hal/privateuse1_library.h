@@ -41,7 +41,8 @@ std::shared_ptr<Accelerator> AdoptPrivateUse1Library(const std::string& path, co
 // without a '/' (no directory is searched); the registry's error for a name already taken.
 absl::Status RegisterPrivateUse1Library(AcceleratorRegistry& registry, const std::string& path, const std::string& name);
 
-// RegisterPrivateUse1Library from "NAME=PATH" (--accelerator_library's form). InvalidArgument without the '='.
+// RegisterPrivateUse1Library from "NAME=PATH", the conformance suites' form (kiln_accelerator_conformance_test's
+// `library`): PATH is a path even without a '/' (a file in the workspace's root package). InvalidArgument without '='.
 absl::Status RegisterPrivateUse1LibrarySpec(AcceleratorRegistry& registry, const std::string& spec);
 
 namespace internal {

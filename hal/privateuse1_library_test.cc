@@ -31,6 +31,9 @@ TEST(RegisterPrivateUse1Library, RefusesNamesLibTorchWouldNotTakeAndBareFileName
               HasSubstr("write ./libacme.so or its full path"));
   EXPECT_THAT(RegisterPrivateUse1LibrarySpec(registry, "/opt/acme/libacme.so").message(),
               HasSubstr("NAME=PATH"));
+  // The suites' form takes a file of the root package as a path.
+  ASSERT_TRUE(RegisterPrivateUse1LibrarySpec(registry, "root_npu=libroot.so").ok());
+  EXPECT_EQ(registry.Find("root_npu")->origin, "PrivateUse1 library ./libroot.so");
   ASSERT_TRUE(RegisterPrivateUse1LibrarySpec(registry, "acme_npu=/opt/acme/libacme.so").ok());
   // Registered, nothing loaded: the accelerator is there, and the missing file is said when it is checked.
   absl::StatusOr<std::shared_ptr<Accelerator>> acme = registry.Get("acme_npu");

@@ -305,7 +305,7 @@ std::string RegisterDevice(std::shared_ptr<Device> device, bool probe_autograd) 
   // devices registered then: on a device registered after it, every backward fails inside autograd. One backward
   // here either starts the engine with this device in it or finds that it started without it.
   if (count > 0 && probe_autograd) {
-    if (std::string failed = internal::ProbeAutograd(); !failed.empty()) {
+    if (std::string failed = ProbeAutograd(); !failed.empty()) {
       // LibTorch's words for an engine without this device (torch/csrc/autograd/engine.cpp); anything else is the
       // device's own failure (out of memory, a copy that failed), said as it is.
       if (failed.find("device_ready_queues_") != std::string::npos) {
@@ -328,6 +328,8 @@ std::string RegisterDevice(std::shared_ptr<Device> device, bool probe_autograd) 
 std::string Register(std::shared_ptr<Device> device) { return RegisterDevice(std::move(device), true); }
 
 std::string RegisterWhenLoaded(std::shared_ptr<Device> device) { return RegisterDevice(std::move(device), false); }
+
+std::string ProbeAutograd() { return internal::ProbeAutograd(); }
 
 std::string CheckCanRegister(const std::string& name) {
   Registration& state = State();

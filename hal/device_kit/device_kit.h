@@ -50,9 +50,15 @@ std::string Register(std::shared_ptr<Device> device);
 
 // Register without its backward-pass probe, for a vendor's library that registers its device from a static
 // initialiser when it is loaded, as LibTorch extensions do (torch_npu, OpenReg): there the probe would hang (above).
-// Whoever loads the library runs the probe once the loader has returned: Kiln's AdoptPrivateUse1Library does
-// (hal/privateuse1_library.h). Never throws.
+// Whoever loads the library runs the probe (ProbeAutograd, below) once the loader has returned: Kiln's
+// AdoptPrivateUse1Library does (hal/privateuse1_library.h). Never throws.
 std::string RegisterWhenLoaded(std::shared_ptr<Device> device);
+
+// One backward pass on PrivateUse1 device 0: "" when it ran, else LibTorch's message (it names
+// "device_ready_queues_" when the device was registered after the process's first backward pass). What Register runs
+// after registering, and what the loader of a library that used RegisterWhenLoaded runs once dlopen has returned.
+// Never throws.
+std::string ProbeAutograd();
 
 // What Register would say about a device named `name`, without registering anything: "" when PrivateUse1 is free or
 // is `name`'s already. A probe for an accelerator's CheckAvailable. Never throws.

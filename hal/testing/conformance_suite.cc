@@ -829,12 +829,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: --accelerator=<registered name> is required (kiln_accelerator_conformance_test sets it)\n";
     return 2;
   }
-  for (std::string spec : config.libraries) {
-    // The macro passes $(rootpath): a file in the workspace's root package has no '/', and is still a path.
-    if (const size_t equals = spec.find('='); equals != std::string::npos &&
-        spec.find('/', equals) == std::string::npos) {
-      spec.insert(equals + 1, "./");
-    }
+  for (const std::string& spec : config.libraries) {
     if (absl::Status registered = kiln::RegisterPrivateUse1LibrarySpec(kiln::AcceleratorRegistry::Default(), spec);
         !registered.ok()) {
       std::cerr << "error: " << registered.message() << "\n";

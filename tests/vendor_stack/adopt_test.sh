@@ -78,7 +78,7 @@ expect_backend staged acme_npu_staged
 expect_same staged cpu_ddp
 
 # Mistakes.
-refused no_backend 2 "it brings 'accl', 'acme_npu_staged'" "${adopt[@]}" --devices=2 --strategy=ddp \
+refused no_backend 2 "it brings 'accl', 'acme_npu_staged', and 'gloo' carries CPU tensors; set process_group_backend to one of them" "${adopt[@]}" --devices=2 --strategy=ddp \
   --process_group_backend=hccl
 refused missing 2 "does not exist" --accelerator_library="acme_npu=$tmp/none/libacme_torch.so" --accelerator=acme_npu
 refused bare 2 "is a bare file name" --accelerator_library=acme_npu=libacme_torch.so --accelerator=acme_npu

@@ -3,12 +3,12 @@
 # LibTorch's headers and shared libraries, outside Bazel, with the device kit's sources compiled in. It registers its
 # device from a static initialiser when it is loaded, and exports one symbol: its c10d backend's creator.
 #
-#   tests/vendor_stack/build.sh KILN_DIR LIBTORCH_DIR OUT_DIR     (writes OUT_DIR/libacme_torch.so)
+#   tests/vendor_stack/build.sh LIBTORCH_DIR OUT_DIR     (writes OUT_DIR/libacme_torch.so; LIBTORCH_DIR holds include/, lib/)
 set -euo pipefail
-[[ $# -eq 3 ]] || { echo "usage: $0 KILN_DIR LIBTORCH_DIR OUT_DIR" >&2; exit 2; }
-kiln=$1
-libtorch=$2
-out=$3
+[[ $# -eq 2 ]] || { echo "usage: $0 LIBTORCH_DIR OUT_DIR" >&2; exit 2; }
+kiln=$(dirname "$0")/../..  # The sources: this checkout (or Bazel's execution root).
+libtorch=$1
+out=$2
 lib=$(cd "$libtorch/lib" && pwd -P)
 mkdir -p "$out"
 flags=(-std=c++17 -fPIC -DUSE_C10D_GLOO -fvisibility=hidden -fvisibility-inlines-hidden -O1 -I"$kiln" -isystem "$libtorch/include"

@@ -97,7 +97,9 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
     return absl::FailedPreconditionError(absl::StrCat(
         "process group backend '", backend, "' is not available for accelerator '", accelerator_->name(),
         "': it brings '", absl::StrJoin(offered, "', '"), "', and 'gloo' carries CPU tensors; set "
-        "process_group_backend to one of them or leave it unset (its own, '", native, "')"));
+        "process_group_backend to ",
+        offered.size() > 1 ? absl::StrCat("one of them or leave it unset (its own, '", native, "')")
+                           : absl::StrCat("'", native, "' or leave it unset")));
   }
   // Whether the backend can carry the device's tensors (Gloo: CPU and CUDA) is the backend's to say: set-up checks
   // it with one all-reduce on the device (CheckCollectives), before any training.
