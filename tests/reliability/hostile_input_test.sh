@@ -89,7 +89,8 @@ left=$(find moved -name "*.tmp-$dead" | tr '\n' ' ')
 echo "a moved run folder resumes in its new place"
 
 # A version named by two runs at once: the second is refused (exit 2), naming the first, and writes nothing there;
-# once the first has ended, the version may be named again (Lightning's way to continue a run's logs).
+# once the first has ended, the version may be named again (Lightning's way to continue a run's logs), replacing its
+# config.yaml only when asked.
 "$fit" --max_epochs=1000 --num_train=20000 --enable_progress_bar=false --num_workers=0 --default_root_dir=held \
   --log_version=3 >held-a.log 2>&1 &
 holder=$!
@@ -104,7 +105,11 @@ grep -q "version_3 is in use by another run (process $holder: " held-b.log ||
   fail "the refused run wrote into the held folder"
 kill "$holder"
 wait "$holder"
-"$fit" "${quick[@]}" --default_root_dir=held --log_version=3 >held-c.log 2>&1 ||
+# Its config.yaml is kept unless the new run asks to replace it (LightningCLI's overwrite): refused, then asked.
+"$fit" "${quick[@]}" --default_root_dir=held --log_version=3 >held-c.log 2>&1
+[[ $? -eq 2 ]] && grep -q "config.yaml exists already.*--save_config_overwrite=true" held-c.log ||
+  fail "an ended run's config.yaml was not kept: $(grep -m1 error held-c.log)"
+"$fit" "${quick[@]}" --default_root_dir=held --log_version=3 --save_config_overwrite=true >held-c.log 2>&1 ||
   fail "the version of a run that ended cannot be named again: $(grep -m1 error held-c.log)"
 echo "a version another run holds is refused, naming it; free again once that run ended"
 

@@ -22,6 +22,12 @@ std::string EarlyStopping::state_key() const {
   return absl::StrCat("EarlyStopping{'monitor': '", options_.monitor, "', 'mode': '", options_.mode, "'}");
 }
 
+std::vector<MonitoredMetric> EarlyStopping::monitored_metrics() const {
+  return {{.name = options_.monitor,
+           .option = absl::StrCat("EarlyStopping(monitor='", options_.monitor, "')"),
+           .strict = options_.strict}};
+}
+
 absl::Status EarlyStopping::validate_config(const Trainer& trainer) const {
   (void)trainer;
   MonitorMode mode;

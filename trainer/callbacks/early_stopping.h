@@ -35,6 +35,7 @@ class EarlyStopping final : public Callback {
 
   std::string state_key() const override;
   bool is_monitoring() const override { return true; }
+  std::vector<MonitoredMetric> monitored_metrics() const override;
   absl::Status validate_config(const Trainer& trainer) const override;
   void setup(Trainer& trainer, LightningModule& module, Stage stage) override;
   void on_validation_end(Trainer& trainer, LightningModule& module) override;

@@ -74,6 +74,13 @@ std::string ModelCheckpoint::state_key() const {
                       ", 'every_n_epochs': ", *options_.every_n_epochs, ", 'train_time_interval': None}");
 }
 
+std::vector<MonitoredMetric> ModelCheckpoint::monitored_metrics() const {
+  if (!options_.monitor.has_value()) return {};
+  return {{.name = *options_.monitor,
+           .option = absl::StrCat("ModelCheckpoint(monitor='", *options_.monitor, "')"),
+           .every_n_train_steps = options_.every_n_train_steps}};
+}
+
 absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
   (void)trainer;
   MonitorMode mode;

@@ -49,6 +49,7 @@ class ModelCheckpoint final : public Callback {
 
   std::string state_key() const override;
   bool is_monitoring() const override { return true; }
+  std::vector<MonitoredMetric> monitored_metrics() const override;
   absl::Status validate_config(const Trainer& trainer) const override;
   // Resolves dirpath (the loggers' run folder's checkpoints/ unless given) once the run folder is claimed.
   void on_fit_start(Trainer& trainer, LightningModule& module) override;

@@ -848,8 +848,12 @@ const std::vector<ConfigKey>& ConfigKeys() {
 
 // --accelerator_plugin repeats, and plugins load before the flags are parsed; a flag's value holds only the last
 // one, so a config file could not hold them all. KILN_ACCELERATOR_PLUGINS keeps plugins across runs instead.
+// --accelerator_library registers its accelerator before a config file is read, as a plugin does. Whether to replace
+// an earlier run's config.yaml is a choice about this command, not part of the run's configuration (LightningCLI
+// takes it in code, not from the file).
 bool IsCommandLineOnlyFlag(absl::string_view flag) {
-  return flag == "config" || flag == "print_config" || flag == "accelerator_plugin";
+  return flag == "config" || flag == "print_config" || flag == "accelerator_plugin" || flag == "accelerator_library" ||
+         flag == "save_config_overwrite";
 }
 
 absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view text, absl::string_view source) {

@@ -377,6 +377,7 @@ absl::Status OutputsFromFlags(const std::string& root, OutputSpec& outputs) {
   if (absl::Status s = AtLeast("log_version", version, -1, " (-1: the next free version)"); !s.ok()) return s;
   if (version >= 0) outputs.log_dir.version = version;
   outputs.report = absl::GetFlag(FLAGS_report);
+  outputs.save_config_overwrite = absl::GetFlag(FLAGS_save_config_overwrite);
   outputs.summary_json = UserPath(absl::GetFlag(FLAGS_summary_json));
   outputs.predictions = absl::GetFlag(FLAGS_predictions).empty()
                             ? absl::StrCat(root, "/predictions.csv")

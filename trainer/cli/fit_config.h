@@ -70,6 +70,7 @@ struct OutputSpec {
   std::vector<std::string> loggers;  // "csv", "tensorboard"; empty for --logger=none.
   LogDirOptions log_dir;             // save_dir is the default_root_dir.
   bool report = true;
+  bool save_config_overwrite = false;                  // Replace an existing config.yaml in the run folder.
   std::string summary_json;                            // Empty: none.
   std::string predictions;                             // --mode=predict's output file.
   ModelCheckpointOptions checkpoint;                   // With enable_checkpointing.

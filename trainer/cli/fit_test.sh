@@ -57,6 +57,21 @@ sha() { sed -n -E 's/.*"params_sha256": "([0-9a-f]+)".*/\1/p' "$1"; }
   fail "--config=$saved trained other parameters: $(sha first.json) vs $(sha again.json)"
 # Each logger takes a version: the first run's CSV and TensorBoard loggers took 0 and 1, the repeated run's 2 and 3.
 [[ -s lightning_logs/version_2/config.yaml ]] || fail "the repeated run did not write version_2/config.yaml"
+# The run's config.yaml is an output: it never replaces the file --config names (the same path, a symbolic or a hard
+# link), nor an earlier run's without --save_config_overwrite; each is refused with exit 2 and nothing written.
+ln -s "$saved" linked.yaml && ln "$saved" hard.yaml
+before=$(sha256sum "$saved"; find lightning_logs | sort)
+for given in "$saved" linked.yaml hard.yaml; do
+  $fit --config="$given" --log_version=0 --max_epochs=1 >/dev/null 2>"$work/config.err"
+  [[ $? -eq 2 ]] || fail "--config=$given --log_version=0 did not exit 2: $(tail -3 "$work/config.err")"
+  grep -qF "it is the run folder's config.yaml" "$work/config.err" || fail "--config=$given: $(cat "$work/config.err")"
+done
+cp "$saved" mine.yaml
+$fit --config=mine.yaml --log_version=0 --max_epochs=1 >/dev/null 2>"$work/config.err"
+[[ $? -eq 2 ]] && grep -qF "config.yaml exists already" "$work/config.err" ||
+  fail "an earlier run's config.yaml was not refused: $(cat "$work/config.err")"
+[[ "$before" == "$(sha256sum "$saved"; find lightning_logs | sort)" ]] || fail "a refused run changed lightning_logs"
+rm -f linked.yaml hard.yaml mine.yaml
 printed=$($fit --config="$saved" --max_epochs=7 --print_config 2>&1)
 grep -q '^  max_epochs: 7$' <<<"$printed" || fail "--max_epochs=7 did not override the config file: $printed"
 grep -q '^    lr: 0.01$' <<<"$printed" || fail "--print_config lost the file's learning rate (optimizer.init_args.lr): $printed"
@@ -179,6 +194,15 @@ expect_usage_error() {  # expect_usage_error <stderr fragment> <flags>...
   grep -qF -- "$fragment" <<<"$(grep "^error: " <<<"$err")" || fail "fit $*: '$fragment' not in: $err"
   [[ -z "$(ls -A "$dir")" ]] || fail "fit $* wrote $(ls -A "$dir")"
 }
+# Monitors that can never be read where they are read: refused before the run folder (issue #62's classes).
+expect_usage_error "ModelCheckpoint(monitor='val_loss') monitors 'val_loss', which validation logs, but no validation runs in this fit: --limit_val_batches is 0: set it above 0" \
+  --checkpoint_monitor=val_loss --limit_val_batches=0
+expect_usage_error "EarlyStopping(monitor='val_loss') monitors 'val_loss', which validation logs, but no validation runs in this fit: --check_val_every_n_epoch is 3, beyond max_epochs=2" \
+  --early_stopping_monitor=val_loss --check_val_every_n_epoch=3 --max_epochs=2
+expect_usage_error "ModelCheckpoint(monitor='val_loss') reads 'val_loss', which validation logs, every 1 optimizer step(s) from step 1" \
+  --checkpoint_monitor=val_loss --every_n_train_steps=1
+expect_usage_error "the learning-rate scheduler's monitor 'val_loss' (interval='step') reads 'val_loss'" \
+  --lr_scheduler=plateau --lr_scheduler_interval=step
 # The command line.
 expect_usage_error "unknown flag --max_epoch; did you mean --max_epochs?" --max_epoch=3
 expect_usage_error "unknown flag --frobnicate (see --help)" --frobnicate

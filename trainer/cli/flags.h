@@ -101,6 +101,7 @@ ABSL_DECLARE_FLAG(std::string, log_name);
 ABSL_DECLARE_FLAG(int64_t, log_version);
 ABSL_DECLARE_FLAG(bool, verbose);
 ABSL_DECLARE_FLAG(bool, report);
+ABSL_DECLARE_FLAG(bool, save_config_overwrite);
 ABSL_DECLARE_FLAG(std::string, summary_json);
 
 // Mode.

@@ -21,6 +21,10 @@ ABSL_FLAG(bool, device_stats_monitor, false,
 ABSL_FLAG(bool, verbose, false,
           "Show glog's INFO lines (the connector's choices, what a checkpoint restored) on a terminal too; when "
           "standard error is not a terminal they are always written.");
+ABSL_FLAG(bool, save_config_overwrite, false,
+          "Replace the run folder's config.yaml when it exists already (a --log_version naming an earlier run's "
+          "folder), as LightningCLI's save_config_kwargs={\"overwrite\": True}; without it fit refuses before "
+          "writing anything. The file --config names is never replaced.");
 ABSL_FLAG(bool, report, true,
           "Write report.html into the run folder: metric curves, device statistics over time, the plan, the summary.");
 ABSL_FLAG(std::string, summary_json, "",

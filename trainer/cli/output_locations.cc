@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/loggers/log_dir.h"
 
 namespace kiln {
 namespace {
@@ -141,8 +142,44 @@ absl::Status CheckFileLocation(absl::string_view flag, const std::string& file) 
                              fs::path(file).filename().native().size() + 32);
 }
 
+// The run folder's config.yaml, when fit will write it and its folder is known before the run (--log_version names
+// it; otherwise the run claims a new folder, which holds nothing): never one of the --config files (a path, a symbolic
+// or a hard link to it), and never an existing file unless --save_config_overwrite, as LightningCLI refuses.
+absl::Status CheckSavedConfig(const FitConfig& config) {
+  const OutputSpec& outputs = config.outputs;
+  if (config.mode != "fit" || outputs.loggers.empty() || config.trainer.fast_dev_run != 0 ||
+      !outputs.log_dir.version.has_value()) {
+    return absl::OkStatus();
+  }
+  const std::string saved = VersionDir(outputs.log_dir) + "/config.yaml";
+  for (const std::string& input : config.config_files) {
+    if (SameFile(saved, input)) {
+      return Refuse("config", input,
+                    absl::StrCat("it is the run folder's config.yaml (", saved, "), which fit writes for --log_version=",
+                                 *outputs.log_dir.version, "; fit would replace the file you wrote"),
+                    "copy it elsewhere and pass the copy, or pass another --log_version (or none: a new folder)");
+    }
+  }
+  std::error_code error;
+  // A folder another run holds now is that run's to name (its process), before its files.
+  const std::string folder = VersionDir(outputs.log_dir);
+  if (fs::is_directory(folder, error)) {
+    absl::StatusOr<FolderHold> hold = HoldRunFolder(folder);
+    if (!hold.ok()) return Refuse("log_version", absl::StrCat(*outputs.log_dir.version), hold.status().message(),
+                                  "wait for it to end, or pass another --log_version");
+    ReleaseRunFolder(*hold);
+  }
+  if (fs::exists(saved, error) && !outputs.save_config_overwrite) {
+    return Refuse("log_version", absl::StrCat(*outputs.log_dir.version),
+                  absl::StrCat(saved, " exists already: another run's configuration"),
+                  "pass another --log_version (or none: a new folder), or --save_config_overwrite=true to replace it");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckOutputLocations(const FitConfig& config) {
   if (absl::Status spared = CheckOutputsSpareInputs(config); !spared.ok()) return spared;
+  if (absl::Status saved = CheckSavedConfig(config); !saved.ok()) return saved;
   const OutputSpec& outputs = config.outputs;
   if (config.mode == "fit" && config.trainer.fast_dev_run == 0 &&
       (!outputs.loggers.empty() || outputs.report || config.trainer.enable_checkpointing)) {

@@ -92,6 +92,45 @@ TEST(OutputLocationsTest, AnOutputThatIsAnInputIsRefused) {
   ExpectRefused(CheckOutputLocations(config), "it is the file --predictions writes");
 }
 
+// The run folder's config.yaml (fit writes it when --log_version names the folder) is an output like the others:
+// never the file --config names, by path, symbolic or hard link, and never an earlier run's without
+// --save_config_overwrite (LightningCLI's overwrite).
+TEST(OutputLocationsTest, TheRunsConfigYamlNeverReplacesTheConfigItWasGivenNorAnotherRuns) {
+  const std::string root = Fresh("locations_config");
+  const std::string folder = root + "/lightning_logs/version_3";
+  fs::create_directories(folder);
+  std::ofstream(folder + "/config.yaml") << "trainer:\n  max_epochs: 2\n";
+  fs::create_symlink(folder + "/config.yaml", root + "/link.yaml");
+  fs::create_hard_link(folder + "/config.yaml", root + "/hard.yaml");
+  std::ofstream(root + "/mine.yaml") << "trainer:\n  max_epochs: 2\n";
+  FitConfig config;
+  config.trainer.default_root_dir = root;
+  config.outputs.loggers = {"csv"};
+  config.outputs.log_dir.save_dir = root;
+  config.config_files = {root + "/mine.yaml"};
+  EXPECT_TRUE(CheckOutputLocations(config).ok()) << "a new version folder holds no config.yaml";
+  config.outputs.log_dir.version = 4;
+  EXPECT_TRUE(CheckOutputLocations(config).ok()) << CheckOutputLocations(config);
+
+  config.outputs.log_dir.version = 3;
+  for (const std::string& given : {folder + "/config.yaml", root + "/link.yaml", root + "/hard.yaml"}) {
+    config.config_files = {given};
+    ExpectRefused(CheckOutputLocations(config),
+                  "--config=" + given + ": it is the run folder's config.yaml (" + folder + "/config.yaml)");
+    config.outputs.save_config_overwrite = true;  // Never the input, even when asked to replace.
+    ExpectRefused(CheckOutputLocations(config), "fit would replace the file you wrote");
+    config.outputs.save_config_overwrite = false;
+  }
+  config.config_files = {root + "/mine.yaml"};
+  ExpectRefused(CheckOutputLocations(config), "--log_version=3: " + folder + "/config.yaml exists already");
+  config.outputs.save_config_overwrite = true;
+  EXPECT_TRUE(CheckOutputLocations(config).ok()) << CheckOutputLocations(config);
+  // Nothing is written by the check, and fast_dev_run writes no config.yaml at all.
+  config.outputs.save_config_overwrite = false;
+  config.trainer.fast_dev_run = 1;
+  EXPECT_TRUE(CheckOutputLocations(config).ok());
+}
+
 TEST(OutputLocationsTest, AFolderWithoutWritePermission) {
   // Root writes through permission bits, so the check runs in a child process as the user nobody when the test runs
   // as root (as in CI), and as the test's own user otherwise. The folder is under /tmp, which nobody may enter.

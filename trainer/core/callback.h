@@ -54,6 +54,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "trainer/core/batch.h"
@@ -71,6 +72,20 @@ class Trainer;
 // What a callback keeps in checkpoints: text keys and values.
 using CallbackState = std::map<std::string, std::string>;
 
+// A logged metric a callback reads during fit (ModelCheckpoint's and EarlyStopping's `monitor`), for the check fit
+// makes before the run folder exists: a metric that validation logs while validation never runs, or that is read at
+// steps before validation first logs it, stops fit with an error naming `option` before anything is written.
+struct MonitoredMetric {
+  std::string name;    // "val_loss".
+  std::string option;  // How the user set it, for the error: "ModelCheckpoint(monitor='val_loss')".
+  // Read every this many optimizer steps (ModelCheckpoint's every_n_train_steps); 0: after validation or at an
+  // epoch's end, when a value can be there.
+  int64_t every_n_train_steps = 0;
+  // Whether a value that is not there stops fit (EarlyStopping's and ModelCheckpoint's strictness): a lenient reader
+  // is not refused.
+  bool strict = true;
+};
+
 class Callback {
  public:
   virtual ~Callback() = default;
@@ -79,6 +94,8 @@ class Callback {
   virtual std::string state_key() const = 0;
   // Monitoring callbacks run after the module's on_train_epoch_end (see the order above).
   virtual bool is_monitoring() const { return false; }
+  // The logged metrics this callback reads during fit, for fit's check before the run starts (MonitoredMetric).
+  virtual std::vector<MonitoredMetric> monitored_metrics() const { return {}; }
 
   // Checks the configuration before anything runs; an error stops fit/validate/test before the device is touched.
   virtual absl::Status validate_config(const Trainer& trainer) const {

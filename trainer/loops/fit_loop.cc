@@ -8,10 +8,14 @@
 
 #include "ATen/CPUGeneratorImpl.h"
 #include "absl/strings/str_cat.h"
+#include "c10/core/InferenceMode.h"
+#include "trainer/core/option_fix.h"
 #include "glog/logging.h"
 #include "trainer/loops/automatic_optimization.h"
 #include "trainer/loops/call_user.h"
 #include "trainer/loops/evaluation_loop.h"
+#include "trainer/loops/preflight.h"
+#include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/loops/rank_agreement.h"
 #include "trainer/trainer.h"
 
@@ -35,6 +39,7 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
   if (absl::Status status = ConfigureOptimizers(model); !status.ok()) return status;
   if (absl::Status status = Restart(model, data, ckpt_path); !status.ok()) return status;
   for (const auto& optimizer : trainer.optimizers_.optimizers) ZeroGradToNone(*optimizer);
+  if (absl::Status status = Preflight(model); !status.ok()) return status;
   // After every input check, so that a run refused for its input leaves no folder behind.
   if (absl::Status claimed = trainer.SetupLoggers(); !claimed.ok()) return claimed;
   if (absl::Status status = Start(model); !status.ok()) return status;
@@ -249,6 +254,94 @@ absl::Status FitLoop::Start(LightningModule& model) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status FitLoop::Preflight(LightningModule& model) {
+  Trainer& trainer = trainer_;
+  const TrainerOptions& options = trainer.options_;
+  std::vector<MonitoredMetric> monitors;
+  for (const auto& callback : trainer.callbacks_) {
+    for (MonitoredMetric& monitor : callback->monitored_metrics()) monitors.push_back(std::move(monitor));
+  }
+  for (const SchedulerConfig& config : trainer.optimizers_.schedulers) {
+    if (config.monitor.empty()) continue;
+    const bool every_step = config.interval == SchedulerConfig::Interval::kStep;
+    monitors.push_back({.name = config.monitor,
+                        .option = absl::StrCat("the learning-rate scheduler's monitor '", config.monitor,
+                                               "' (interval='", every_step ? "step" : "epoch", "')"),
+                        .every_n_train_steps = every_step ? config.frequency : 0,
+                        .strict = config.strict});
+  }
+  if (monitors.empty()) return absl::OkStatus();
+
+  PreflightPlan plan;
+  if (val_loaders_.empty()) {
+    plan.validation_never_runs = "there is no validation data (the data module gives no val_dataloaders): give some";
+  } else if (limits_.val_batches == 0) {
+    plan.validation_never_runs = absl::StrCat(OptionFix("limit_val_batches", "--limit_val_batches"), " is ",
+                                              options.limit_val_batches.ToString(), ": set it above 0");
+  } else if (trainer.max_epochs_ >= 0 && options.check_val_every_n_epoch > trainer.max_epochs_) {
+    plan.validation_never_runs =
+        absl::StrCat(OptionFix("check_val_every_n_epoch", "--check_val_every_n_epoch"), " is ",
+                     options.check_val_every_n_epoch, ", beyond max_epochs=", trainer.max_epochs_,
+                     ": set it to at most ", trainer.max_epochs_);
+  }
+  const int64_t train_batches = limits_.train_batches;
+  if (plan.validation_never_runs.empty() && trainer.global_step_ == 0 && train_batches > 0 &&
+      train_batches != INT64_MAX) {
+    // Validation first runs in epoch check_val_every_n_epoch - 1, after val_check_batch batches (or at its end).
+    const int64_t within = limits_.val_check_batch > 0 ? std::min(limits_.val_check_batch, train_batches)
+                                                        : train_batches;
+    const int64_t batches = (options.check_val_every_n_epoch - 1) * train_batches + within;
+    plan.first_validation_step = batches / std::max<int64_t>(1, options.accumulate_grad_batches);
+  }
+  // The dry step runs only where a check can fail: when no validation runs (limit_val_batches=0 included: the one
+  // step finds the mistake the limit would hide), or a monitor is read at steps before validation first logs. A run
+  // that validates and reads its monitors after validation calls validation_step no more than Lightning does.
+  const bool read_early = std::any_of(monitors.begin(), monitors.end(), [&](const MonitoredMetric& monitor) {
+    return monitor.strict && monitor.every_n_train_steps > 0 &&
+           monitor.every_n_train_steps < plan.first_validation_step;
+  });
+  if (!val_loaders_.empty() && (!plan.validation_never_runs.empty() || read_early)) {
+    absl::StatusOr<std::set<std::string>> logged = DryValidationMetrics(model);
+    if (!logged.ok()) return logged.status();
+    plan.validation_metrics = *std::move(logged);
+    plan.dry_step_ran = true;
+  }
+  return CheckMonitors(plan, monitors);
+}
+
+absl::StatusOr<std::set<std::string>> FitLoop::DryValidationMetrics(LightningModule& model) {
+  Trainer& trainer = trainer_;
+  std::set<std::string> names;
+  const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+  const bool was_training = model.is_training();
+  model.eval();
+  absl::Status status = CallUser("validation_step (fit's check of its monitors, before the run starts)", [&] {
+    c10::InferenceMode no_grad;
+    for (size_t i = 0; i < val_loaders_.size(); ++i) {
+      DataLoader& loader = *val_loaders_[i];
+      if (loader.num_batches() <= 0) continue;  // Empty, or a stream (its first batch is the run's).
+      Batch batch = EvaluationLoop::TransferBatch(trainer, model, loader.get_batch(0), static_cast<int64_t>(i));
+      MetricCollector collector(/*training=*/false);
+      model.set_metric_sink(&collector, batch.size());
+      {
+        PrecisionPlugin::ForwardContext forward_context(*trainer.precision_);
+        model.validation_step(batch, 0, static_cast<int64_t>(i));
+      }
+      model.set_metric_sink(nullptr, 0);
+      const std::string suffix = val_loaders_.size() > 1 ? absl::StrCat("/dataloader_idx_", i) : "";
+      for (const MetricMap& logged : {collector.StepMetrics(), collector.EpochMetrics()}) {
+        for (const auto& [name, value] : logged) names.insert(name + suffix);
+      }
+    }
+  });
+  model.set_metric_sink(nullptr, 0);
+  if (was_training) model.train();
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(rng);
+  if (!status.ok()) return status;
+  return names;
 }
 
 absl::Status FitLoop::SanityCheck(LightningModule& model) {

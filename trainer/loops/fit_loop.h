@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ class FitLoop {
   // The counters of a fresh run, then those of `ckpt_path` when given ("last" with no checkpoint at all under
   // default_root_dir: a warning, and the fresh run's).
   absl::Status Restart(LightningModule& model, DataModule& data, const std::string& ckpt_path);
+  // The monitors of the callbacks and schedulers against the validation schedule and what a dry validation step
+  // logs (preflight.h), before the run folder exists.
+  absl::Status Preflight(LightningModule& model);
+  // The metric names one validation step on each validation loader's first batch logs, with nothing else run (no
+  // hooks but the batch transfer's, no gradients, eval mode, the CPU generator put back).
+  absl::StatusOr<std::set<std::string>> DryValidationMetrics(LightningModule& model);
   // setup and on_fit_start of the callbacks and the module, and the hyperparameters to the loggers.
   absl::Status Start(LightningModule& model);
   // num_sanity_val_steps of validation, leaving the generator as it found it (so that resuming stays exact).

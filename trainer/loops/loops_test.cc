@@ -1,8 +1,11 @@
 // Each loop of trainer/loops/ run on its own, inside the trainer's entry-point set-up (the wrapper fit, validate,
 // test and predict share) but without the loops above it: the optimizer step without an epoch, an epoch without
 // fit, evaluation and prediction without a data module. What each computes is derived here independently.
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -11,10 +14,12 @@
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/schedulers/lr_scheduler.h"
 #include "torch/optim/sgd.h"
+#include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/core/callback.h"
 #include "trainer/loops/automatic_optimization.h"
 #include "trainer/loops/evaluation_loop.h"
 #include "trainer/loops/fit_loop.h"
+#include "trainer/loops/preflight.h"
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/loops/training_epoch_loop.h"
 #include "trainer/testing/test_support.h"
@@ -94,6 +99,7 @@ class HookRecorder : public Callback {
   void on_validation_batch_end(Trainer&, LightningModule&, const Batch&, int64_t batch_idx) override {
     hooks.push_back("on_validation_batch_end " + std::to_string(batch_idx));
   }
+  void on_fit_start(Trainer&, LightningModule&) override { hooks.push_back("on_fit_start"); }
   void on_train_epoch_start(Trainer& trainer, LightningModule&) override {
     hooks.push_back("on_train_epoch_start " + std::to_string(trainer.current_epoch()));
     if (stop_at_epoch_start) trainer.set_should_stop();
@@ -318,6 +324,105 @@ TEST(FitLoopTest, AStopWaitsForTheMinimumEpochs) {
   EXPECT_THAT(recorder->hooks, ::testing::Not(::testing::Contains("on_train_epoch_start 2")));
   EXPECT_EQ(trainer.current_epoch(), 2);
   EXPECT_EQ(trainer.global_step(), 3) << "epoch 0 runs its 2 batches; epoch 1, where the minimum is met, stops after one";
+}
+
+TEST(PreflightTest, RefusesMonitorsThatCanNeverBeReadWhereTheyAreRead) {
+  PreflightPlan runs;
+  runs.dry_step_ran = true;
+  runs.validation_metrics = {"val_mean"};
+  runs.first_validation_step = 4;
+  const MonitoredMetric checkpoint{.name = "val_mean", .option = "ModelCheckpoint(monitor='val_mean')"};
+  EXPECT_TRUE(CheckMonitors(runs, {checkpoint}).ok());
+  MonitoredMetric every_step = checkpoint;
+  every_step.every_n_train_steps = 2;
+  EXPECT_THAT(CheckMonitors(runs, {every_step}).message(),
+              ::testing::HasSubstr("ModelCheckpoint(monitor='val_mean') reads 'val_mean', which validation logs, every "
+                                   "2 optimizer step(s) from step 2, but validation first logs it after step 4"));
+  every_step.every_n_train_steps = 4;
+  EXPECT_TRUE(CheckMonitors(runs, {every_step}).ok()) << "read after validation has logged it";
+  every_step.every_n_train_steps = 2;
+  every_step.strict = false;
+  EXPECT_TRUE(CheckMonitors(runs, {every_step}).ok()) << "a lenient reader skips what is not there";
+
+  PreflightPlan never = runs;
+  never.validation_never_runs = "limit_val_batches is 0: set it above 0";
+  EXPECT_THAT(CheckMonitors(never, {checkpoint}).message(),
+              ::testing::HasSubstr("monitors 'val_mean', which validation logs, but no validation runs in this fit: "
+                                   "limit_val_batches is 0: set it above 0; or monitor a metric training logs"));
+  const MonitoredMetric training{.name = "train_loss", .option = "EarlyStopping(monitor='train_loss')"};
+  EXPECT_TRUE(CheckMonitors(never, {training}).ok()) << "what validation does not log is not validation's";
+
+  PreflightPlan no_dry_step;
+  no_dry_step.validation_never_runs = "there is no validation data";
+  const MonitoredMetric named{.name = "val_loss", .option = "EarlyStopping(monitor='val_loss')"};
+  EXPECT_THAT(CheckMonitors(no_dry_step, {named}).message(), ::testing::HasSubstr("a validation metric by its name"));
+  EXPECT_TRUE(CheckMonitors(no_dry_step, {training}).ok());
+}
+
+// LinearModule that also logs a score whose name does not say it is a validation metric.
+class ScoringModule : public LinearModule {
+ public:
+  void validation_step(const Batch& batch, int64_t batch_idx) override {
+    LinearModule::validation_step(batch, batch_idx);
+    log("score", batch.target.mean());
+  }
+};
+
+// A data module of a train loader and a validation loader.
+class TrainAndValData : public DataModule {
+ public:
+  std::shared_ptr<DataLoader> train_dataloader() override { return Loader(4, 2); }
+  std::vector<std::shared_ptr<DataLoader>> val_dataloaders() override { return {Loader(4, 2)}; }
+};
+
+// The library gets the check as a Status from fit, before any hook with side effects and before any folder.
+TEST(FitLoopTest, AMonitorValidationNeverLogsStopsFitBeforeAnythingIsWritten) {
+  const std::string root = std::string(std::getenv("TEST_TMPDIR")) + "/preflight";
+  for (const auto& [limit_val_batches, check_val_every_n_epoch, every_n_train_steps, expected] :
+       std::vector<std::tuple<BatchLimit, int64_t, int64_t, std::string>>{
+           {BatchLimit(0), 1, 0, "limit_val_batches is 0: set it above 0"},
+           {BatchLimit(1.0), 3, 0,
+            "'score', which validation logs, but no validation runs in this fit: check_val_every_n_epoch is 3, "
+            "beyond max_epochs=2: set it to at most 2"},
+           {BatchLimit(1.0), 1, 1,
+            "'score', which validation logs, every 1 optimizer step(s) from step 1, but validation first logs it "
+            "after step 2"},
+       }) {
+    SCOPED_TRACE(expected);
+    auto recorder = std::make_shared<HookRecorder>();
+    TrainerOptions options = Options(recorder);
+    options.logger = true;  // Its folder must not be made.
+    options.default_root_dir = root;
+    options.max_epochs = 2;
+    options.limit_val_batches = limit_val_batches;
+    options.check_val_every_n_epoch = check_val_every_n_epoch;
+    options.enable_checkpointing = true;
+    options.callbacks.push_back(std::make_shared<ModelCheckpoint>(
+        ModelCheckpointOptions{.monitor = "score", .every_n_train_steps = every_n_train_steps}));
+    Trainer trainer(options);
+    ScoringModule model;
+    TrainAndValData data;
+    const absl::Status status = trainer.fit(model, data);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(status.message(), ::testing::HasSubstr(expected));
+    EXPECT_FALSE(std::filesystem::exists(root)) << "the run wrote into " << root;
+    EXPECT_THAT(recorder->hooks, ::testing::Not(::testing::Contains("on_fit_start")));
+    EXPECT_TRUE(model.trained.empty());
+    // Only the dry step, on the first batch.
+    EXPECT_EQ(model.validated, std::vector<int64_t>{0});
+  }
+  // Validation that runs, read where it is there: fit trains, and no dry step was needed.
+  TrainerOptions options = Options(nullptr);
+  options.max_epochs = 2;
+  options.callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.dirpath = root + "/ok",
+                                                                                .monitor = "val_mean"})};
+  options.enable_checkpointing = true;
+  Trainer trainer(options);
+  LinearModule model;
+  TrainAndValData data;
+  const absl::Status status = trainer.fit(model, data);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(model.validated, (std::vector<int64_t>{0, 1, 0, 1})) << "two epochs' validation, no dry step";
 }
 
 }  // namespace

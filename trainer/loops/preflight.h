@@ -1,0 +1,42 @@
+// Fit's check of its plan before the run folder exists (Lightning raises the same mistakes only when a monitored key
+// is first missing, after the logs have been opened): every metric a callback or a scheduler monitors is checked
+// against the validation schedule and against what a dry validation step logs. A plan that can never work stops fit
+// with one error naming the option and the fix, before any folder or file is made. Internal to //trainer.
+//
+// Thread-safety: pure.
+#ifndef KILN_TRAINER_LOOPS_PREFLIGHT_H_
+#define KILN_TRAINER_LOOPS_PREFLIGHT_H_
+
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "trainer/core/callback.h"
+
+namespace kiln {
+
+// What fit will do, as far as the monitors care.
+struct PreflightPlan {
+  // Whether a dry validation step ran (there is validation data, and a check needed it).
+  bool dry_step_ran = false;
+  // Why no validation runs in this fit, in the option's words with its fix ("limit_val_batches is 0: set it above
+  // 0"); "" when validation runs at least once.
+  std::string validation_never_runs;
+  // The metrics one validation step logs (a dry step on each validation loader's first batch).
+  std::set<std::string> validation_metrics;
+  // The optimizer step after which validation first logs; max() when never or unknown (a stream, a resumed run).
+  int64_t first_validation_step = std::numeric_limits<int64_t>::max();
+};
+
+// OK, or InvalidArgument for the first monitor that can never be read where it is read: a metric validation logs
+// (by the dry step, or by its "val_" name when no dry step could run) while validation never runs, or read
+// every N optimizer steps from step N while validation first logs it after a later step. Lenient monitors
+// (strict = false) are not refused.
+absl::Status CheckMonitors(const PreflightPlan& plan, const std::vector<MonitoredMetric>& monitors);
+
+}  // namespace kiln
+
+#endif  // KILN_TRAINER_LOOPS_PREFLIGHT_H_
