@@ -27,7 +27,7 @@
 
 namespace kiln {
 
-// The default of the most one compressed record may inflate to (stored records are bounded by the file's size); the
+// The default of the most a file's compressed records may inflate to together (stored ones are bounded by its size); the
 // limit in force is MaxInflatedBytes (trainer/io/memory_budget.h), which fit's --max_inflated_mib sets.
 inline constexpr uint64_t kMaxInflatedRecordBytes = kDefaultMaxInflatedBytes;
 
