@@ -30,7 +30,8 @@ uint64_t CheckpointBound(uint64_t file_bytes, uint64_t inflated_bytes, uint64_t 
 }
 
 at::Tensor StateTensor(const Checkpoint& checkpoint, const std::string& name) {
-  return checkpoint.contents.at(c10::IValue(std::string("state_dict"))).toGenericDict().at(c10::IValue(name)).toTensor();
+  const c10::impl::GenericDict state = checkpoint.contents.at(c10::IValue(std::string("state_dict"))).toGenericDict();
+  return state.at(c10::IValue(name)).toTensor();
 }
 
 // The storage of `tensor`, as an identity: two tensors alias when it is the same.
@@ -99,8 +100,8 @@ TEST(TorchFileTest, ContainersThePickleSharesAreReadOnce) {
   EXPECT_LE(*peak, bound) << "reading " << path << " took " << *peak / kMiB << " MiB at its peak";
 }
 
-// The pickle's own cost: 200,000 empty dictionaries (the costliest construct per byte of data.pkl found: about 520 bytes of memory per byte), within
-// 1024 bytes of memory per byte of pickle.
+// The pickle's own cost: 200,000 empty dictionaries (the costliest construct per byte of data.pkl found: about 520
+// bytes of memory per byte), within 1024 bytes of memory per byte of pickle.
 TEST(TorchFileTest, APickleOfManyContainersStaysWithinItsBound) {
   c10::impl::GenericList many(c10::AnyType::get());
   for (int i = 0; i < 200000; ++i) many.push_back(c10::impl::GenericDict(c10::AnyType::get(), c10::AnyType::get()));
