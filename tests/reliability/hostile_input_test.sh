@@ -205,6 +205,18 @@ refused newline-in-path "--data='bad\\nname.csv' is not valid" --data="$(printf 
 refused escape-in-path 'bad\x1b[2Jname.csv' --data="$(printf 'bad\033[2Jname.csv')"
 printf 'trainer:\n  "max\\nepochs": 1\n' >newline-key.yaml
 refused newline-in-yaml-key 'max\nepochs' --config=newline-key.yaml
+# YAML aliases are references: 10 anchors of ten aliases each (about 600 bytes) stand for 10^10 nodes. Refused at once,
+# naming the line and the limit (fit grew to 1.7 GB and ended in std::bad_alloc after 22 s, exit 1).
+{
+  printf 'trainer:\n  callbacks:\n  - class_path: ModelCheckpoint\n    init_args:\n      dirpath:\n'
+  printf '      - &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n'
+  for level in 1 2 3 4 5 6 7 8 9; do
+    aliases=$(printf '*l%d, ' $((level - 1)){,,,,,,,,,})
+    printf '      - &l%d [%s]\n' "$level" "${aliases%, }"
+  done
+} >laughs.yaml
+refused yaml-aliases "--config=laughs.yaml: line 10: its aliases expand it past 100000 nodes, the most a config file \
+may hold (kMaxYamlNodes)" --config=laughs.yaml
 echo '{}' >target.json
 ln -s target.json link.json
 "$fit" "${quick[@]}" --default_root_dir=linked --summary_json=link.json >link.log 2>&1 || fail "link.json run failed"

@@ -15,6 +15,7 @@
 #include "caffe2/serialize/inline_container.h"
 #include "caffe2/serialize/read_adapter_interface.h"
 #include "hal/compat/error_message.h"
+#include "torch/csrc/jit/serialization/storage_context.h"
 #include "torch/csrc/jit/serialization/unpickler.h"
 #include "trainer/checkpoint/python_pickle.h"
 
@@ -146,54 +147,71 @@ void CheckTensorBounds(const at::Tensor& tensor, const StorageRecords& records) 
 }
 
 // What python_pickle.h left for this reader to finish: drops dictionaries' own attributes and unwraps parameters,
-// and checks every tensor's bounds (CheckTensorBounds).
-c10::IValue Finish(const c10::IValue& value, int depth, const StorageRecords& records) {
-  TORCH_CHECK(depth < kMaxDepth, "the file nests containers more than ", kMaxDepth, " deep");
-  if (value.isTensor()) {
-    CheckTensorBounds(value.toTensor(), records);
-    return value;
+// and checks every tensor's bounds (CheckTensorBounds). A container the pickle shares (memo references: a list of
+// 1000 references to a list of 1000 references ...) is finished once, and its result shared: walked as a tree, a
+// pickle of a few hundred bytes is 2^64 containers. `finished` holds each container's result, by identity.
+class Finisher {
+ public:
+  explicit Finisher(const StorageRecords& records) : records_(records) {}
+
+  c10::IValue Finish(const c10::IValue& value, int depth) {
+    TORCH_CHECK(depth < kMaxDepth, "the file nests containers more than ", kMaxDepth, " deep");
+    if (value.isTensor()) {
+      CheckTensorBounds(value.toTensor(), records_);
+      return value;
+    }
+    if (!IsContainer(value)) return value;
+    const void* key = value.internalToPointer();
+    if (auto found = finished_.find(key); found != finished_.end()) return found->second;
+    c10::IValue result = FinishContainer(value, depth);
+    finished_.emplace(key, result);
+    return result;
   }
-  if (value.isGenericDict()) {
-    c10::impl::GenericDict dict = value.toGenericDict();
-    const c10::IValue state_key{std::string(kDictStateKey)};
-    if (dict.contains(state_key)) (void)dict.erase(state_key);
-    const c10::IValue class_key{std::string(kPythonClassKey)};
-    if (dict.contains(class_key)) {
-      const c10::IValue& name = dict.at(class_key);
-      const c10::IValue args_key{std::string(kPythonArgsKey)};
-      // torch.nn.Parameter pickles as _rebuild_parameter(data, requires_grad, backward_hooks).
-      if (name.isString() && name.toStringRef() == "torch._utils._rebuild_parameter" && dict.contains(args_key) &&
-          dict.at(args_key).isTuple() && !dict.at(args_key).toTupleRef().elements().empty() &&
-          dict.at(args_key).toTupleRef().elements()[0].isTensor()) {
-        return Finish(dict.at(args_key).toTupleRef().elements()[0], depth + 1, records);
+
+ private:
+  c10::IValue FinishContainer(const c10::IValue& value, int depth) {
+    if (value.isGenericDict()) {
+      c10::impl::GenericDict dict = value.toGenericDict();
+      const c10::IValue state_key{std::string(kDictStateKey)};
+      if (dict.contains(state_key)) (void)dict.erase(state_key);
+      const c10::IValue class_key{std::string(kPythonClassKey)};
+      if (dict.contains(class_key)) {
+        const c10::IValue& name = dict.at(class_key);
+        const c10::IValue args_key{std::string(kPythonArgsKey)};
+        // torch.nn.Parameter pickles as _rebuild_parameter(data, requires_grad, backward_hooks).
+        if (name.isString() && name.toStringRef() == "torch._utils._rebuild_parameter" && dict.contains(args_key) &&
+            dict.at(args_key).isTuple() && !dict.at(args_key).toTupleRef().elements().empty() &&
+            dict.at(args_key).toTupleRef().elements()[0].isTensor()) {
+          return Finish(dict.at(args_key).toTupleRef().elements()[0], depth + 1);
+        }
       }
+      for (const auto& entry : dict) {
+        c10::IValue finished = Finish(entry.value(), depth + 1);
+        if (!finished.isSameIdentity(entry.value())) dict.insert_or_assign(entry.key(), std::move(finished));
+      }
+      return dict;
     }
-    for (const auto& entry : dict) {
-      c10::IValue finished = Finish(entry.value(), depth + 1, records);
-      if (!finished.isSameIdentity(entry.value())) dict.insert_or_assign(entry.key(), std::move(finished));
+    if (value.isList()) {
+      c10::List<c10::IValue> list = value.toList();
+      for (size_t i = 0; i < list.size(); ++i) {
+        c10::IValue item = list.get(i);
+        c10::IValue finished = Finish(item, depth + 1);
+        if (!finished.isSameIdentity(item)) list.set(i, std::move(finished));
+      }
+      return value;
     }
-    return dict;
-  }
-  if (value.isList()) {
-    c10::List<c10::IValue> list = value.toList();
-    for (size_t i = 0; i < list.size(); ++i) {
-      c10::IValue item = list.get(i);
-      c10::IValue finished = Finish(item, depth + 1, records);
-      if (!finished.isSameIdentity(item)) list.set(i, std::move(finished));
-    }
-    return value;
-  }
-  if (value.isTuple()) {
     std::vector<c10::IValue> items;
     bool changed = false;
     for (const c10::IValue& item : value.toTupleRef().elements()) {
-      items.push_back(Finish(item, depth + 1, records));
+      items.push_back(Finish(item, depth + 1));
       changed = changed || !items.back().isSameIdentity(item);
     }
     return changed ? c10::IValue(c10::ivalue::Tuple::create(std::move(items))) : value;
   }
-  return value;
-}
+
+  const StorageRecords& records_;
+  std::unordered_map<const void*, c10::IValue> finished_;
+};
 
 // `record`'s bytes in place in `in_memory` (sharing it), when it is stored there at a 64-byte boundary; else a null
 // DataPtr, and the record is copied as LibTorch reads it.
@@ -314,6 +332,11 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
     if (!pickle.ok()) return absl::InvalidArgumentError(absl::StrCat("data.pkl: ", pickle.status().message()));
     size_t read = 0;
     StorageRecords records;
+    // Each storage is read once, whatever number of tensors the pickle builds on it (views, tied weights: torch.save
+    // writes one storage key per storage, and names it again for every tensor on it), and those tensors share it, as
+    // torch.load's loaded_storages does. Without the context LibTorch's unpickler reads the record again for each
+    // tensor, each into a storage of its own: a deflated 1 GiB record named by 3 tensors took 3 GiB.
+    auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
     torch::jit::Unpickler unpickler(
         [&](char* buffer, size_t wanted) -> size_t {
           const size_t n = std::min(wanted, pickle->size() - read);
@@ -333,7 +356,7 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
           records[bytes.get()] = {record, size};
           return std::move(bytes);
         },
-        at::Device(at::kCPU));
+        at::Device(at::kCPU), /*use_storage_device=*/false, torch::jit::Unpickler::defaultTypeParser, storages);
     c10::IValue value;
     try {
       value = unpickler.parse_ivalue();
@@ -356,7 +379,7 @@ absl::StatusOr<c10::IValue> ReadTorchFile(caffe2::serialize::PyTorchStreamReader
       return absl::InvalidArgumentError(
           absl::StrCat("the file nests containers more than ", kMaxDepth, " deep, or a container holds itself"));
     }
-    return Finish(value, 0, records);
+    return Finisher(records).Finish(value, 0);
   } catch (const c10::Error& e) {
     return absl::InvalidArgumentError(e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -407,7 +407,7 @@ absl::Status CheckStoredRecords(File& file, const std::vector<StoredRecord>& rec
   return absl::OkStatus();
 }
 
-absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
+absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored, uint64_t* inflated = nullptr) {
   absl::StatusOr<Directory> directory = FindDirectory(file, file_size);
   if (!directory.ok()) return directory.status();
 
@@ -422,9 +422,19 @@ absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
   // short one's end). A file torch.save wrote names each record once.
   std::unordered_set<std::string> names;
   std::vector<StoredRecord> stored_records;
+  // What the deflated records inflate to together: each is read whole into memory, and one file is one compressed
+  // input (MaxInflatedBytes), however many records it splits its bytes into.
+  uint64_t inflated_total = 0;
   for (uint64_t i = 0; i < directory->entries; ++i) {
     absl::StatusOr<Entry> entry = ParseEntry(central.data() + consumed, central.size() - consumed, consumed);
     if (!entry.ok()) return entry.status();
+    if (entry->method == kDeflated) {
+      if (__builtin_add_overflow(inflated_total, entry->size, &inflated_total) ||
+          inflated_total > MaxInflatedBytes()) {
+        return InflatesTooFar(absl::StrCat("what its deflated records hold together (", inflated_total,
+                                           " bytes by record '", entry->name, "', says the zip directory)"));
+      }
+    }
     if (!names.insert(absl::AsciiStrToLower(entry->name)).second) {
       return Damaged(absl::StrCat("record '", entry->name, "' appears twice (names compared without case)"));
     }
@@ -461,6 +471,7 @@ absl::Status Verify(File& file, uint64_t file_size, StoredRanges* stored) {
                                      entry->crc, *crc));
     }
   }
+  if (inflated != nullptr) *inflated = inflated_total;
   return CheckStoredRecords(file, stored_records);
 }
 
@@ -503,7 +514,7 @@ absl::StatusOr<ArchiveBytes> ReadVerified(File& file, const std::string& path) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot hold its ", bytes.size, " bytes in memory"));
   }
   file.ReadThrough(bytes.data.get(), bytes.size);
-  if (absl::Status status = Verify(file, bytes.size, &bytes.stored); !status.ok()) return status;
+  if (absl::Status status = Verify(file, bytes.size, &bytes.stored, &bytes.inflated); !status.ok()) return status;
   if (!file.ReadTheRest()) return Damaged("it cannot be read whole (shortened while read?)");
   return bytes;
 }

@@ -27,16 +27,16 @@
 
 namespace kiln {
 
-// The default of the most one compressed record may inflate to (stored records are bounded by the file's size); the
-// limit in force is MaxInflatedBytes (trainer/io/memory_budget.h), which fit's --max_inflated_mib sets.
+// The default of the most the compressed records of a file may inflate to together (stored ones are bounded by its
+// size); the limit in force is MaxInflatedBytes (trainer/io/memory_budget.h), which fit's --max_inflated_mib sets.
 inline constexpr uint64_t kMaxInflatedRecordBytes = kDefaultMaxInflatedBytes;
 
 // OK when `path` is a single-disk zip archive (zip64 included) whose records are stored or deflated, lie inside the
 // file, agree with their local headers, match their CRC-32 and have names that differ in more than case (LibTorch
-// finds a record by its name compared without case), and no deflated record inflates to more than
+// finds a record by its name compared without case), and its deflated records together inflate to no more than
 // MaxInflatedBytes (refused from the directory, before anything is inflated: ResourceExhausted, naming the record
-// and the flag that raises the limit). Otherwise InvalidArgument saying what is wrong, naming the record where there
-// is one (the path is left to the caller), or NotFound when the file cannot be opened.
+// that passes it and the flag that raises the limit). Otherwise InvalidArgument saying what is wrong, naming the
+// record where there is one (the path is left to the caller), or NotFound when the file cannot be opened.
 absl::Status VerifyZipChecksums(const std::string& path);
 // Where the stored (not deflated) records of an archive lie: the offset of each one's first byte, and its size.
 using StoredRanges = std::unordered_map<uint64_t, uint64_t>;
@@ -48,6 +48,7 @@ struct ArchiveBytes {
   std::shared_ptr<uint8_t> data;
   size_t size = 0;
   StoredRanges stored;
+  uint64_t inflated = 0;  // What its deflated records inflate to, together (at most MaxInflatedBytes).
 };
 
 // Reads `path` into memory while checking it as VerifyZipChecksums does, in one pass: each record's bytes are read

@@ -76,6 +76,27 @@ TEST(ZipChecksumsTest, AcceptsDeflatedRecords) {
   EXPECT_TRUE(VerifyZipChecksums(path).ok()) << VerifyZipChecksums(path);
 }
 
+// --max_inflated_mib bounds what one file inflates to, not each record: a file of several deflated records inflating
+// to the limit each is refused from its directory (testdata/shared_views_deflated.ckpt: 32 MiB in data/0, 747 bytes
+// in its other records; each record passed the limit of 32 MiB alone, before the total was checked).
+TEST(ZipChecksumsTest, DeflatedRecordsInflateWithinTheLimitTogether) {
+  const std::string path = "trainer/checkpoint/testdata/shared_views_deflated.ckpt";
+  const uint64_t limit = MaxInflatedBytes();
+  SetMaxInflatedBytes(uint64_t{32} << 20);
+  const absl::Status refused = VerifyZipChecksums(path);
+  absl::StatusOr<ArchiveBytes> read = ReadVerifiedZip(path);
+  SetMaxInflatedBytes(uint64_t{33555179});
+  absl::StatusOr<ArchiveBytes> accepted = ReadVerifiedZip(path);
+  SetMaxInflatedBytes(limit);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("what its deflated records hold together (33555137 bytes by "
+                                                        "record 'shared_views_deflated/data/0'"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("--max_inflated_mib"));
+  EXPECT_TRUE(absl::IsResourceExhausted(read.status())) << read.status();
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_EQ(accepted->inflated, 33555179u);
+}
+
 // LibTorch's zip reader finds records by name compared without case, so two such records are ambiguous: a short
 // data/0 and then a whole one had LibTorch read past the short one's end.
 TEST(ZipChecksumsTest, RefusesRecordsWhoseNamesDifferOnlyInCase) {

@@ -7,6 +7,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/flags/commandlineflag.h"
@@ -23,6 +25,8 @@
 #include "trainer/io/durable_file.h"
 #include "trainer/loggers/hparams_yaml.h"
 #include "yaml-cpp/depthguard.h"
+#include "yaml-cpp/eventhandler.h"
+#include "yaml-cpp/parser.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kiln {
@@ -110,6 +114,110 @@ std::string Accepted(const absl::CommandLineFlag& flag) {
   if (flag.IsOfType<double>()) return "write a number";
   return "see --help";
 }
+
+// The size of a document with its aliases expanded (kMaxYamlNodes, kMaxYamlScalarBytes, kMaxYamlDepth), counted
+// from the parser's events: each node once as it is parsed, each alias as the nodes its anchor stands for (measured
+// when the anchored node ended), so that counting costs what parsing does whatever the aliases stand for. The first
+// limit passed, with the line where the document passes it, is kept; the rest of the document is then not counted.
+class ExpansionBudget final : public YAML::EventHandler {
+ public:
+  // Empty while the document is within every limit; else what it passes, for the error.
+  const std::string& exceeded() const { return exceeded_; }
+  int line() const { return line_; }
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Leaf(mark, anchor, 0); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+    Leaf(mark, anchor, static_cast<int64_t>(value.size()));
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    const auto found = anchors_.find(anchor);
+    // An alias of an anchor still open (its own node) or unknown: yaml-cpp refuses it on its own.
+    if (found == anchors_.end()) return;
+    Add(mark, found->second);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    Open(mark, anchor);
+  }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    Open(mark, anchor);
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  struct Size {
+    int64_t nodes = 0;
+    int64_t bytes = 0;
+    int64_t height = 0;  // Levels of lists and mappings: 0 for a scalar.
+  };
+  struct OpenNode {
+    YAML::anchor_t anchor;
+    YAML::Mark mark;
+    Size size;
+  };
+
+  void Leaf(const YAML::Mark& mark, YAML::anchor_t anchor, int64_t bytes) {
+    const Size size{1, bytes, 0};
+    if (anchor != YAML::NullAnchor) anchors_[anchor] = size;
+    Add(mark, size);
+  }
+  void Open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    open_.push_back({anchor, mark, Size{}});
+    Count(mark, Size{1, 0, 0});
+  }
+  void Close() {
+    if (open_.empty()) return;
+    OpenNode node = open_.back();
+    open_.pop_back();
+    node.size.nodes += 1;
+    node.size.height += 1;
+    if (node.anchor != YAML::NullAnchor) anchors_[node.anchor] = node.size;
+    if (!open_.empty()) Within(open_.back().size, node.size);
+  }
+  // A node whole (a scalar, an alias) in the node open now, and in the document's count.
+  void Add(const YAML::Mark& mark, const Size& size) {
+    if (!open_.empty()) Within(open_.back().size, size);
+    Count(mark, size);
+    const int64_t depth = static_cast<int64_t>(open_.size()) + size.height;
+    if (exceeded_.empty() && depth > kMaxYamlDepth) {
+      Exceed(mark, absl::StrCat("its aliases nest it ", depth, " levels deep, past the ", kMaxYamlDepth,
+                                " a config file may nest (kMaxYamlDepth)"));
+    }
+  }
+  static void Within(Size& parent, const Size& child) {
+    parent.nodes = Saturated(parent.nodes, child.nodes);
+    parent.bytes = Saturated(parent.bytes, child.bytes);
+    parent.height = std::max(parent.height, child.height);
+  }
+  void Count(const YAML::Mark& mark, const Size& size) {
+    nodes_ = Saturated(nodes_, size.nodes);
+    bytes_ = Saturated(bytes_, size.bytes);
+    if (!exceeded_.empty()) return;
+    if (nodes_ > kMaxYamlNodes) {
+      Exceed(mark, absl::StrCat("its aliases expand it past ", kMaxYamlNodes,
+                                " nodes, the most a config file may hold (kMaxYamlNodes)"));
+    } else if (bytes_ > kMaxYamlScalarBytes) {
+      Exceed(mark, absl::StrCat("its aliases expand it past ", kMaxYamlScalarBytes,
+                                " bytes of values, the most a config file may hold (kMaxYamlScalarBytes)"));
+    }
+  }
+  void Exceed(const YAML::Mark& mark, std::string what) {
+    exceeded_ = std::move(what);
+    line_ = mark.line + 1;
+  }
+  static int64_t Saturated(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+  std::vector<OpenNode> open_;
+  std::unordered_map<YAML::anchor_t, Size> anchors_;
+  int64_t nodes_ = 0;
+  int64_t bytes_ = 0;
+  std::string exceeded_;
+  int line_ = 0;
+};
 
 class Reader {
  public:
@@ -862,6 +970,18 @@ absl::StatusOr<std::vector<std::string>> ConfigFileArguments(absl::string_view t
   if (!utf8.ok()) return absl::InvalidArgumentError(absl::StrCat("--config=", utf8.status().message()));
   std::vector<YAML::Node> documents;
   try {
+    // Measured before any node is built: reading the nodes' values expands every alias (ExpansionBudget).
+    {
+      std::istringstream stream{std::string(*utf8)};
+      YAML::Parser parser(stream);
+      ExpansionBudget budget;
+      while (budget.exceeded().empty() && parser.HandleNextDocument(budget)) {
+      }
+      if (!budget.exceeded().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("--config=", source, ": line ", budget.line(), ": ",
+                                                       budget.exceeded(), "; write the values out, or alias less"));
+      }
+    }
     documents = YAML::LoadAll(std::string(*utf8));
   } catch (const YAML::DeepRecursion& error) {
     // yaml-cpp parses recursively and stops itself, with a message that says only "bad file".

@@ -34,6 +34,7 @@
 #ifndef KILN_TRAINER_CLI_CONFIG_FILE_H_
 #define KILN_TRAINER_CLI_CONFIG_FILE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,16 @@ struct ConfigKey {
 // recurses, and stops at this depth (measured); deeper is an error naming the line. A config file's size is bounded
 // too (kMaxFlagFileBytes, command_line.h: 1 MiB).
 inline constexpr int kMaxYamlDepth = 499;
+
+// What a config file's aliases may expand it to, for the whole document: at most this many nodes (scalars, lists and
+// mappings, each alias counted as the nodes it stands for) and this many bytes of scalars, and nested at most
+// kMaxYamlDepth deep once expanded. A YAML alias is a reference: a file of 600 bytes whose anchors each repeat the
+// one before ten times stands for 10^9 nodes, which reading its values would write out. Checked from the parser's
+// events before any node is built; past a limit, an error names the file, the line where the document passes it
+// and the limit. Without aliases a config file is within them (it is at most kMaxFlagFileBytes; a config holds a
+// few hundred nodes).
+inline constexpr int64_t kMaxYamlNodes = 100000;
+inline constexpr int64_t kMaxYamlScalarBytes = int64_t{1} << 20;
 
 // Every flag a config file can set, in the order --print_config writes them.
 const std::vector<ConfigKey>& ConfigKeys();

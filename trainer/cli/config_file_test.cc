@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trainer/io/peak_memory.h"
 
 namespace kiln {
 namespace {
@@ -301,6 +303,84 @@ TEST_F(ConfigFileTest, MistakesNameTheKeyAndTheFix) {
     EXPECT_EQ(args.status().code(), absl::StatusCode::kInvalidArgument) << yaml;
     EXPECT_THAT(std::string(args.status().message()), HasSubstr(expected)) << yaml.substr(0, 80);
   }
+}
+
+// A config of `levels` anchors, each a list of ten aliases of the one before (the first of ten scalars), in the value
+// of a callback's argument (which the reader writes out whole, to compare it with Lightning's default): 10^levels
+// nodes in about 60 bytes a level.
+std::string Laughs(int levels) {
+  std::string yaml =
+      "trainer:\n  callbacks:\n  - class_path: ModelCheckpoint\n    init_args:\n      dirpath:\n"
+      "      - &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i < levels; ++i) {
+    const std::string alias = absl::StrCat("*l", i - 1);
+    yaml += absl::StrCat("      - &l", i, " [", alias);
+    for (int j = 1; j < 10; ++j) yaml += absl::StrCat(", ", alias);
+    yaml += "]\n";
+  }
+  return yaml;
+}
+
+// docs/reliability.md, "Memory", config files: at most 256 times the file, plus 16 MiB.
+constexpr uint64_t kYamlBytesPerByte = 256;
+constexpr uint64_t kYamlMargin = uint64_t{16} << 20;
+
+// YAML aliases are references: a file of 600 bytes stands for 10^9 nodes. The document is refused, naming the file,
+// the line where its expansion passes a limit, and the limit, before any node is built; memory stays within the
+// bound. (Seen failing before the budget: Laughs(6), 390 bytes, was written out whole, 92 MiB at its peak
+// against a bound of 16 MiB.)
+TEST_F(ConfigFileTest, AliasesExpandWithinABudgetForTheWholeDocument) {
+  for (int levels : {6, 10}) {
+    const std::string yaml = Laughs(levels);
+    absl::StatusOr<std::vector<std::string>> args;
+    absl::StatusOr<uint64_t> peak = PeakResidentGrowth([&] { args = ConfigFileArguments(yaml, "laughs.yaml"); });
+    ASSERT_TRUE(peak.ok()) << peak.status();
+    ASSERT_FALSE(args.ok()) << levels << " levels were accepted";
+    EXPECT_EQ(args.status().code(), absl::StatusCode::kInvalidArgument);
+    // Line 10: the fifth level (10^5 values) takes the document past 100,000 nodes.
+    EXPECT_THAT(std::string(args.status().message()),
+                HasSubstr("--config=laughs.yaml: line 10: its aliases expand it past 100000 nodes, the most a config "
+                          "file may hold (kMaxYamlNodes); write the values out, or alias less"));
+    EXPECT_LE(*peak, kYamlBytesPerByte * yaml.size() + kYamlMargin) << levels << " levels: " << *peak << " bytes";
+  }
+  // Bytes of values: one long scalar, aliased.
+  std::string yaml = absl::StrCat("long: &s ", std::string(300000, 'x'), "\nlist: [*s, *s, *s, *s]\n");
+  EXPECT_THAT(std::string(ConfigFileArguments(yaml, "long.yaml").status().message()),
+              HasSubstr("--config=long.yaml: line 2: its aliases expand it past 1048576 bytes of values, the most a "
+                        "config file may hold (kMaxYamlScalarBytes)"));
+  // Depth: each anchor holds the one before 100 levels down (and the top mapping is a level).
+  yaml = "d0: &d0 x\n";
+  for (int i = 1; i <= 6; ++i) {
+    yaml += absl::StrCat("d", i, ": &d", i, " ", std::string(100, '['), "*d", i - 1, std::string(100, ']'), "\n");
+  }
+  EXPECT_THAT(std::string(ConfigFileArguments(yaml, "deep.yaml").status().message()),
+              HasSubstr("--config=deep.yaml: line 6: its aliases nest it 501 levels deep, past the 499 a config file "
+                        "may nest (kMaxYamlDepth)"));
+  // Without aliases the node limit holds too: a list of 100,001 values.
+  std::string many = "model: {hidden_sizes: [1";
+  for (int i = 0; i < 100000; ++i) many += ", 1";
+  many += "]}\n";
+  EXPECT_THAT(std::string(ConfigFileArguments(many, "many.yaml").status().message()),
+              HasSubstr("expand it past 100000 nodes"));
+}
+
+// Aliases within the budget read as written; and a file at the node limit stays within the memory bound.
+TEST_F(ConfigFileTest, AliasesWithinTheBudgetAreRead) {
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(
+      "trainer:\n  callbacks:\n  - class_path: ModelCheckpoint\n    init_args: {monitor: &m val_acc, mode: max}\n"
+      "  - class_path: EarlyStopping\n    init_args: {monitor: *m, mode: max}\n",
+      "aliases.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, Contains("--checkpoint_monitor=val_acc"));
+  EXPECT_THAT(*args, Contains("--early_stopping_monitor=val_acc"));
+  std::string many = "model: {hidden_sizes: [1";
+  for (int i = 0; i < 99990; ++i) many += ", 1";
+  many += "]}\n";
+  absl::StatusOr<uint64_t> peak = PeakResidentGrowth([&] { args = ConfigFileArguments(many, "many.yaml"); });
+  ASSERT_TRUE(peak.ok()) << peak.status();
+  EXPECT_LE(*peak, kYamlBytesPerByte * many.size() + kYamlMargin) << *peak << " bytes for " << many.size();
+  std::printf("many.yaml: %zu bytes, peak %llu bytes (%.1f per byte)\n", many.size(),
+              static_cast<unsigned long long>(*peak), static_cast<double>(*peak) / many.size());
 }
 
 std::string TempFile(const std::string& name, const std::string& text) {

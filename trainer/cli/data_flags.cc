@@ -28,8 +28,8 @@ ABSL_FLAG(int, num_workers, 2,
           "Background threads: CSV files are parsed by this many threads, and batches are prepared ahead of the "
           "loop on a background thread (0: everything on the loop thread).");
 ABSL_FLAG(int64_t, max_inflated_mib, 1024,
-          "The most one compressed input may inflate to, in MiB: a .csv.gz file, a compressed record of a checkpoint "
-          "(a guard against compression bombs; raise it for a larger file you trust).");
+          "The most one compressed input may inflate to, in MiB: a .csv.gz file, a checkpoint's compressed records "
+          "together (a guard against compression bombs; raise it for a larger file you trust).");
 ABSL_FLAG(std::string, digits_path, kiln::kDigitsPath, "--data=digits: where python3-sklearn installs digits.csv.gz.");
 ABSL_FLAG(int64_t, num_features, 16, "--data=synthetic: input features.");
 ABSL_FLAG(int64_t, num_classes, 4, "--data=synthetic: classes.");
