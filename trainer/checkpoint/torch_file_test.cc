@@ -26,7 +26,7 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 // docs/reliability.md, "Memory", checkpoints: what a checkpoint of `file_bytes`, whose deflated records inflate to
 // `inflated_bytes` together and whose data.pkl is `pickle_bytes`, may take at its peak.
 uint64_t CheckpointBound(uint64_t file_bytes, uint64_t inflated_bytes, uint64_t pickle_bytes) {
-  return file_bytes + inflated_bytes + 1024 * pickle_bytes + 32 * kMiB;
+  return SanitizerMemoryFactor() * (file_bytes + inflated_bytes + 1024 * pickle_bytes + 32 * kMiB);
 }
 
 at::Tensor StateTensor(const Checkpoint& checkpoint, const std::string& name) {

@@ -341,7 +341,8 @@ TEST_F(ConfigFileTest, AliasesExpandWithinABudgetForTheWholeDocument) {
     EXPECT_THAT(std::string(args.status().message()),
                 HasSubstr("--config=laughs.yaml: line 10: its aliases expand it past 100000 nodes, the most a config "
                           "file may hold (kMaxYamlNodes); write the values out, or alias less"));
-    EXPECT_LE(*peak, kYamlBytesPerByte * yaml.size() + kYamlMargin) << levels << " levels: " << *peak << " bytes";
+    EXPECT_LE(*peak, SanitizerMemoryFactor() * (kYamlBytesPerByte * yaml.size() + kYamlMargin))
+        << levels << " levels: " << *peak << " bytes";
   }
   // Bytes of values: one long scalar, aliased.
   std::string yaml = absl::StrCat("long: &s ", std::string(300000, 'x'), "\nlist: [*s, *s, *s, *s]\n");
@@ -378,7 +379,8 @@ TEST_F(ConfigFileTest, AliasesWithinTheBudgetAreRead) {
   many += "]}\n";
   absl::StatusOr<uint64_t> peak = PeakResidentGrowth([&] { args = ConfigFileArguments(many, "many.yaml"); });
   ASSERT_TRUE(peak.ok()) << peak.status();
-  EXPECT_LE(*peak, kYamlBytesPerByte * many.size() + kYamlMargin) << *peak << " bytes for " << many.size();
+  EXPECT_LE(*peak, SanitizerMemoryFactor() * (kYamlBytesPerByte * many.size() + kYamlMargin))
+      << *peak << " bytes for " << many.size();
   std::printf("many.yaml: %zu bytes, peak %llu bytes (%.1f per byte)\n", many.size(),
               static_cast<unsigned long long>(*peak), static_cast<double>(*peak) / many.size());
 }

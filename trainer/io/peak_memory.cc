@@ -56,4 +56,18 @@ absl::StatusOr<uint64_t> PeakResidentGrowth(const std::function<void()>& run) {
   return *peak > *before ? *peak - *before : 0;
 }
 
+uint64_t SanitizerMemoryFactor() {
+#if defined(__SANITIZE_ADDRESS__)
+  return 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return 4;
+#else
+  return 1;
+#endif
+#else
+  return 1;
+#endif
+}
+
 }  // namespace kiln
