@@ -4,12 +4,15 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -27,6 +30,7 @@
 #include "trainer/checkpoint/torch_file.h"
 #include "trainer/checkpoint/zip_checksums.h"
 #include "trainer/io/durable_file.h"
+#include "trainer/io/memory_budget.h"
 
 namespace kiln {
 namespace {
@@ -413,20 +417,33 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
       !index.toGenericDict().at(IValue(std::string("records"))).isList()) {
     return damaged("its index is not a dictionary with a list of records");
   }
-  // Every element a tensor declares lies in a stored record of a rank's file: a size past the files' bytes is damage,
-  // refused before it is allocated.
+  // What the folder's data can hold: its .distcp files, and (below) what their records' deflated parts inflate to.
+  // Every whole tensor is filled from records there, so tensors whose sizes add up to more are damage, refused before
+  // any is allocated.
   uint64_t stored_bytes = 0;
   std::error_code error;
   for (auto it = fs::directory_iterator(path, error); !error && it != fs::directory_iterator(); it.increment(error)) {
     if (it->path().extension() == ".distcp") stored_bytes += it->file_size(error);
   }
-  struct Whole {
+  // The index's entries, and the distinct ranges of the files they name: each range is read once, and entries that
+  // name one range share what it holds (a crafted index could name one large range many times).
+  struct Entry {
+    std::string key;
     std::vector<IValue> path;
-    IValue value;
-    int64_t filled = 0;
+    size_t range = 0;
+    IValue size;  // None: a value, whole; otherwise the whole tensor's size, and `offsets` where this piece starts.
+    IValue offsets;
   };
-  std::vector<std::string> order;
-  std::unordered_map<std::string, Whole> wholes;
+  struct Range {
+    std::string file;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    std::string first_key;  // The first entry that names it, for errors.
+    IValue value;
+  };
+  std::vector<Entry> entries;
+  std::vector<Range> ranges;
+  std::map<std::tuple<std::string, uint64_t, uint64_t>, size_t> range_of;
   for (const IValue& entry_value : index.toGenericDict().at(IValue(std::string("records"))).toListRef()) {
     if (!entry_value.isGenericDict()) return damaged("a record's entry is not a dictionary");
     const GenericDict entry = entry_value.toGenericDict();
@@ -444,10 +461,38 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
         file.toStringRef().find('/') != std::string::npos || file.toStringRef().rfind("__", 0) != 0) {
       return damaged("a record's entry lacks its key, path, file, offset or length");
     }
-    const std::string record_path = (fs::path(path) / file.toStringRef()).string();
-    absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(record_path, static_cast<uint64_t>(offset.toInt()),
-                                                           static_cast<uint64_t>(length.toInt()));
-    if (!bytes.ok()) return damaged(absl::StrCat("the record of ", key.toStringRef(), ": ", bytes.status().message()));
+    const auto [it, added] = range_of.try_emplace(
+        {file.toStringRef(), static_cast<uint64_t>(offset.toInt()), static_cast<uint64_t>(length.toInt())},
+        ranges.size());
+    if (added) {
+      ranges.push_back({file.toStringRef(), static_cast<uint64_t>(offset.toInt()),
+                        static_cast<uint64_t>(length.toInt()), key.toStringRef(), IValue()});
+    }
+    entries.push_back({key.toStringRef(), path_value.toListRef().vec(), it->second, get("size"), get("offsets")});
+  }
+  // Distinct ranges of a file never overlap (the writer puts its records one after another), so that reading each
+  // once reads no more than the files hold.
+  const std::tuple<std::string, uint64_t, uint64_t>* previous = nullptr;
+  for (const auto& [range, unused] : range_of) {
+    if (previous != nullptr && std::get<0>(*previous) == std::get<0>(range) &&
+        std::get<1>(range) - std::get<1>(*previous) < std::get<2>(*previous)) {
+      return damaged(absl::StrCat("the records at bytes ", std::get<1>(*previous), " (", std::get<2>(*previous),
+                                  " bytes) and ", std::get<1>(range), " (", std::get<2>(range), " bytes) of ",
+                                  std::get<0>(range), " overlap"));
+    }
+    previous = &range;
+  }
+  uint64_t inflated_bytes = 0;  // What the ranges' deflated records inflate to, together: at most MaxInflatedBytes.
+  for (Range& range : ranges) {
+    const std::string record_path = (fs::path(path) / range.file).string();
+    absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(record_path, range.offset, range.length);
+    if (!bytes.ok()) return damaged(absl::StrCat("the record of ", range.first_key, ": ", bytes.status().message()));
+    inflated_bytes += bytes->inflated;
+    if (inflated_bytes > MaxInflatedBytes()) {  // Before this range's records are inflated.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sharded checkpoint ", path, ": ",
+          InflatesTooFar(absl::StrCat("its records, up to that of ", range.first_key, ", together")).message()));
+    }
     absl::StatusOr<IValue> value;
     try {
       caffe2::serialize::PyTorchStreamReader reader(MemoryReadAdapter(*bytes));
@@ -455,54 +500,84 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
     } catch (const std::exception& e) {
       value = absl::InvalidArgumentError(e.what());
     }
-    if (!value.ok()) return damaged(absl::StrCat("the record of ", key.toStringRef(), ": ", value.status().message()));
-    auto [it, added] = wholes.try_emplace(key.toStringRef());
+    if (!value.ok()) return damaged(absl::StrCat("the record of ", range.first_key, ": ", value.status().message()));
+    range.value = *std::move(value);
+  }
+  // The whole tensors' sizes, each key's once (its first piece gives the type), together within the folder's data.
+  const uint64_t data_bytes = stored_bytes + inflated_bytes;
+  uint64_t wholes_bytes = 0;
+  std::unordered_set<std::string> sized;
+  for (const Entry& entry : entries) {
+    if (entry.size.isNone() || !sized.insert(entry.key).second) continue;
+    if (!entry.size.isIntList() && !entry.size.isList()) {
+      return damaged(absl::StrCat(entry.key, "'s size is not a list"));
+    }
+    const IValue& piece = ranges[entry.range].value;
+    if (!piece.isTensor()) return damaged(absl::StrCat("the record of ", entry.key, " is not a tensor"));
+    uint64_t bytes = piece.toTensor().element_size();
+    std::vector<int64_t> sizes;
+    for (const IValue& dim : entry.size.toListRef()) {
+      if (!dim.isInt() || dim.toInt() < 0) return damaged(absl::StrCat(entry.key, " has a negative size"));
+      sizes.push_back(dim.toInt());
+      bytes = SaturatingMultiply(bytes, static_cast<uint64_t>(dim.toInt()));
+    }
+    wholes_bytes = bytes > UINT64_MAX - wholes_bytes ? UINT64_MAX : wholes_bytes + bytes;
+    if (wholes_bytes > data_bytes) {
+      return damaged(absl::StrCat(entry.key, "'s size [", absl::StrJoin(sizes, ", "), "] (", bytes,
+                                  " bytes) brings its tensors to ", wholes_bytes, " bytes, more than the ", data_bytes,
+                                  " bytes its files store (", stored_bytes, " in its .distcp files, ", inflated_bytes,
+                                  " inflated from their deflated records)"));
+    }
+  }
+  struct Whole {
+    std::vector<IValue> path;
+    IValue value;
+    bool pieces = false;  // `value` is a tensor of this key's own, which its pieces fill.
+    int64_t filled = 0;
+  };
+  std::vector<std::string> order;
+  std::unordered_map<std::string, Whole> wholes;
+  for (const Entry& entry : entries) {
+    const IValue& value = ranges[entry.range].value;
+    auto [it, added] = wholes.try_emplace(entry.key);
     Whole& whole = it->second;
     if (added) {
-      order.push_back(key.toStringRef());
-      whole.path = path_value.toListRef().vec();
+      order.push_back(entry.key);
+      whole.path = entry.path;
     }
-    const IValue size = get("size");
-    if (size.isNone()) {  // A value, whole.
-      if (!added) return damaged(absl::StrCat(key.toStringRef(), " has two records"));
-      whole.value = *value;
+    if (entry.size.isNone()) {  // A value, whole.
+      if (!added) return damaged(absl::StrCat(entry.key, " has two records"));
+      whole.value = value;
       continue;
     }
-    const IValue offsets = get("offsets");
-    if (!size.isIntList() && !size.isList()) return damaged(absl::StrCat(key.toStringRef(), "'s size is not a list"));
-    if (!value->isTensor()) return damaged(absl::StrCat("the record of ", key.toStringRef(), " is not a tensor"));
-    const at::Tensor piece = value->toTensor();
+    if (!entry.size.isIntList() && !entry.size.isList()) {
+      return damaged(absl::StrCat(entry.key, "'s size is not a list"));
+    }
+    if (!value.isTensor()) return damaged(absl::StrCat("the record of ", entry.key, " is not a tensor"));
+    const at::Tensor piece = value.toTensor();
     std::vector<int64_t> sizes;
     std::vector<int64_t> starts;
-    for (const IValue& dim : size.toListRef()) sizes.push_back(dim.isInt() ? dim.toInt() : -1);
-    if (offsets.isList() || offsets.isIntList()) {
-      for (const IValue& dim : offsets.toListRef()) starts.push_back(dim.isInt() ? dim.toInt() : -1);
+    for (const IValue& dim : entry.size.toListRef()) sizes.push_back(dim.isInt() ? dim.toInt() : -1);
+    if (entry.offsets.isList() || entry.offsets.isIntList()) {
+      for (const IValue& dim : entry.offsets.toListRef()) starts.push_back(dim.isInt() ? dim.toInt() : -1);
     }
     if (starts.size() != sizes.size() || piece.dim() != static_cast<int64_t>(sizes.size())) {
-      return damaged(absl::StrCat("a piece of ", key.toStringRef(), " has ", piece.dim(), " dimensions, not ",
-                                  sizes.size()));
+      return damaged(absl::StrCat("a piece of ", entry.key, " has ", piece.dim(), " dimensions, not ", sizes.size()));
     }
-    at::Tensor target_view;
     if (added) {
-      uint64_t bytes = piece.element_size();
-      for (int64_t dim : sizes) {
-        if (dim < 0) return damaged(absl::StrCat(key.toStringRef(), " has a negative size"));
-        if (dim > 0 && bytes > stored_bytes / static_cast<uint64_t>(dim)) {
-          return damaged(absl::StrCat(key.toStringRef(), "'s size [", absl::StrJoin(sizes, ", "),
-                                      "] holds more than the ", stored_bytes, " bytes its files store"));
-        }
-        bytes *= std::max<uint64_t>(static_cast<uint64_t>(dim), 1);
-      }
-      whole.value = IValue(at::empty(sizes, piece.options()));
+      whole.value = IValue(at::empty(sizes, piece.options()));  // Its size was counted above.
+      whole.pieces = true;
     }
+    // Never a copy into a value, which other keys may share.
+    if (!whole.pieces) return damaged(absl::StrCat(entry.key, " is both a value and a tensor's pieces"));
     at::Tensor target = whole.value.toTensor();
     if (target.scalar_type() != piece.scalar_type() || target.sizes().vec() != sizes) {
-      return damaged(absl::StrCat("the pieces of ", key.toStringRef(), " disagree on its type or size"));
+      return damaged(absl::StrCat("the pieces of ", entry.key, " disagree on its type or size"));
     }
-    target_view = target;
+    at::Tensor target_view = target;
     for (size_t d = 0; d < sizes.size(); ++d) {
       if (starts[d] < 0 || starts[d] > sizes[d] || piece.size(d) > sizes[d] - starts[d]) {
-        return damaged(absl::StrCat("a piece of ", key.toStringRef(), " lies outside it"));
+        return damaged(absl::StrCat("a piece of ", entry.key, " lies outside it"));
       }
       target_view = target_view.narrow(d, starts[d], piece.size(d));
     }

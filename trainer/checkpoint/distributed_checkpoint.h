@@ -63,7 +63,11 @@ bool IsShardedCheckpoint(const std::string& path);
 
 // The whole checkpoint `contents` (meta.pt's dictionary, read) stands for, its state_dict and optimizer_states read
 // from the records the folder `path` holds and put back in Kiln's layout. InvalidArgument naming the folder for an
-// index that does not fit its records, a record that is damaged or missing, a tensor some pieces of which are missing.
+// index that does not fit its records, a record that is damaged or missing, a tensor some pieces of which are missing,
+// records that overlap, and tensors whose sizes together pass the folder's data (its .distcp files and what their
+// deflated records inflate to, at most MaxInflatedBytes together), refused before any is allocated. Each record is
+// read once, however many entries name it, and what it holds is shared by them: the memory this takes is bounded by
+// the folder (docs/reliability.md, "Memory").
 absl::Status ReadShardedState(const std::string& path, c10::impl::GenericDict& contents);
 
 }  // namespace kiln

@@ -1,22 +1,28 @@
 // Sharded checkpoints written by three ranks (threads of this process, gathering through a barrier) and read back
-// whole; damage, a missing rank file and a rank that fails are refused without a checkpoint under the name.
+// whole; damage, a missing rank file and a rank that fails are refused without a checkpoint under the name. Crafted
+// indices that name one record many times are read within the memory bound docs/reliability.md states ("Memory").
 #include "trainer/checkpoint/distributed_checkpoint.h"
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "caffe2/serialize/inline_container.h"
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/snapshot_dict.h"
 #include "trainer/checkpoint/torch_file.h"
+#include "trainer/io/peak_memory.h"
 #include "trainer/testing/test_support.h"
 
 namespace kiln {
@@ -220,6 +226,131 @@ TEST(DistributedCheckpointTest, AnIndexThatDeclaresMoreThanTheFilesHoldIsRefused
   absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(read.status().message(), HasSubstr("bytes its files store"));
+}
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr int64_t kBigElements = int64_t{2} << 20;  // 8 MiB of float32.
+constexpr int kCopies = 24;
+
+// docs/reliability.md, "Memory", sharded checkpoints: what reading the folder `path` may take at its peak, its
+// .distcp files holding `tensor_bytes` of tensor data and nothing deflated. meta.pt is read as a checkpoint file (its
+// bound: the file, 1024 times its data.pkl, 32 MiB); the records' data.pkl files are at most what is not tensor data.
+uint64_t ShardedBound(const std::string& path, uint64_t tensor_bytes) {
+  uint64_t distcp_bytes = 0;
+  for (const auto& entry : fs::directory_iterator(path)) {
+    if (entry.path().extension() == ".distcp") distcp_bytes += entry.file_size();
+  }
+  const uint64_t meta_bytes = fs::file_size(fs::path(path) / "meta.pt");
+  const uint64_t records_pickle_bytes = distcp_bytes - tensor_bytes;
+  return SanitizerMemoryFactor() *
+         (meta_bytes + 1024 * meta_bytes + 2 * distcp_bytes + 1024 * records_pickle_bytes + 32 * kMiB);
+}
+
+// Rewrites the index in `path`'s meta.pt through `edit` (its list of records), as a crafted folder would hold it.
+void EditIndex(const std::string& path, const std::function<void(GenericList&)>& edit) {
+  absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(path + "/meta.pt");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  caffe2::serialize::PyTorchStreamReader reader(MemoryReadAdapter(*bytes));
+  absl::StatusOr<IValue> meta = ReadTorchFile(reader, &*bytes);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  const GenericDict kiln = meta->toGenericDict().at(IValue(std::string("kiln"))).toGenericDict();
+  const GenericDict index = kiln.at(IValue(std::string("sharded"))).toGenericDict();
+  GenericList records = index.at(IValue(std::string("records"))).toList();
+  edit(records);
+  ASSERT_TRUE(WriteCheckpoint(path + "/meta.pt", meta->toGenericDict()).ok());
+}
+
+// A one-rank sharded checkpoint whose state_dict holds one 8 MiB tensor as "big": one record in __0_0.distcp, a
+// tensor's piece, or with `in_a_list` a value (the list holding the tensor).
+void WriteBig(const std::string& path, bool in_a_list = false) {
+  const auto contents = [in_a_list](int) -> absl::StatusOr<GenericDict> {
+    const at::Tensor big = at::full({kBigElements}, 2.0f);
+    GenericList list = NewList();
+    list.push_back(IValue(big));
+    GenericDict state_dict = NewDict();
+    state_dict.insert(IValue(std::string("big")), in_a_list ? IValue(list) : IValue(big));
+    GenericDict contents = NewDict();
+    contents.insert(IValue(std::string("state_dict")), IValue(state_dict));
+    return contents;
+  };
+  for (const absl::Status& status : WriteFromRanks(path, 1, contents)) ASSERT_TRUE(status.ok()) << status;
+}
+
+// `kCopies` - 1 more entries like big's, for the keys model.copy<i>, naming the same range of __0_0.distcp.
+void NameBigsRangeAgain(GenericList& records) {
+  const GenericDict big = records.get(0).toGenericDict();
+  ASSERT_EQ(big.at(IValue(std::string("key"))).toStringRef(), "model.big");
+  for (int i = 0; i + 1 < kCopies; ++i) {
+    GenericDict copy = big.copy();
+    const std::string name = absl::StrCat("copy", i);
+    copy.insert_or_assign(IValue(std::string("key")), IValue("model." + name));
+    GenericList path = NewList();
+    path.push_back(IValue(std::string("model")));
+    path.push_back(IValue(name));
+    copy.insert_or_assign(IValue(std::string("path")), IValue(path));
+    records.push_back(IValue(copy));
+  }
+}
+
+// A crafted index that names one 8 MiB record 24 times, as 24 values: the record is read once and what it holds
+// shared by the 24 keys (seen failing before: every entry read its range again and kept it, 24 copies, 194 MiB).
+TEST(DistributedCheckpointTest, EntriesThatNameOneRecordShareItAndItIsReadOnce) {
+  const std::string path = testing::TempDir() + "/shared.ckpt";
+  ASSERT_NO_FATAL_FAILURE(WriteBig(path, /*in_a_list=*/true));
+  ASSERT_NO_FATAL_FAILURE(EditIndex(path, NameBigsRangeAgain));
+  absl::StatusOr<Checkpoint> read;
+  absl::StatusOr<uint64_t> peak = PeakResidentGrowth([&] { read = ReadCheckpoint(path); });
+  ASSERT_TRUE(peak.ok()) << peak.status();
+  ASSERT_TRUE(read.ok()) << read.status();
+  const GenericDict state_dict = read->contents.at(IValue(std::string("state_dict"))).toGenericDict();
+  ASSERT_EQ(state_dict.size(), static_cast<size_t>(kCopies));
+  const at::Tensor big = state_dict.at(IValue(std::string("big"))).toListRef()[0].toTensor();
+  EXPECT_TRUE(big.equal(at::full({kBigElements}, 2.0f)));
+  for (int i = 0; i + 1 < kCopies; ++i) {
+    const at::Tensor copy = state_dict.at(IValue(absl::StrCat("copy", i))).toListRef()[0].toTensor();
+    EXPECT_EQ(copy.storage().unsafeGetStorageImpl(), big.storage().unsafeGetStorageImpl()) << i;
+  }
+  std::printf("%s: peak %llu MiB\n", path.c_str(), static_cast<unsigned long long>(*peak / kMiB));
+  const uint64_t bound = ShardedBound(path, kBigElements * sizeof(float));
+  EXPECT_LE(*peak, bound) << "reading " << path << " took " << *peak / kMiB << " MiB at its peak; the bound is "
+                          << bound / kMiB << " MiB";
+}
+
+// The same record named as the whole of 24 tensors: each is 8 MiB, each within the folder's 8 MiB, but together
+// 192 MiB: refused before any is allocated, naming the key that passes the folder's data (seen failing before: read,
+// 24 tensors filled from one record, 200 MiB).
+TEST(DistributedCheckpointTest, TensorsWhoseSizesTogetherPassTheFolderAreRefusedBeforeAllocating) {
+  const std::string path = testing::TempDir() + "/wholes.ckpt";
+  ASSERT_NO_FATAL_FAILURE(WriteBig(path));
+  ASSERT_NO_FATAL_FAILURE(EditIndex(path, NameBigsRangeAgain));
+  absl::StatusOr<Checkpoint> read;
+  absl::StatusOr<uint64_t> peak = PeakResidentGrowth([&] { read = ReadCheckpoint(path); });
+  ASSERT_TRUE(peak.ok()) << peak.status();
+  const uint64_t bound = ShardedBound(path, kBigElements * sizeof(float));
+  EXPECT_LE(*peak, bound) << "reading " << path << " took " << *peak / kMiB << " MiB at its peak; the bound is "
+                          << bound / kMiB << " MiB";
+  std::printf("%s: peak %llu MiB\n", path.c_str(), static_cast<unsigned long long>(*peak / kMiB));
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr(absl::StrCat("sharded checkpoint ", path, " is damaged")));
+  EXPECT_THAT(read.status().message(),
+              HasSubstr(absl::StrCat("model.copy0's size [", kBigElements, "] (", kBigElements * 4,
+                                     " bytes) brings its tensors to ", 2 * kBigElements * 4, " bytes, more than")));
+  EXPECT_THAT(read.status().message(), HasSubstr("bytes its files store"));
+}
+
+// Records of one file that overlap are refused: read once each, they could hold more than the file.
+TEST(DistributedCheckpointTest, RecordsThatOverlapAreRefused) {
+  const std::string path = testing::TempDir() + "/overlap.ckpt";
+  ASSERT_NO_FATAL_FAILURE(WriteBig(path));
+  ASSERT_NO_FATAL_FAILURE(EditIndex(path, [](GenericList& records) {
+    NameBigsRangeAgain(records);
+    GenericDict last = records.get(records.size() - 1).toGenericDict();
+    last.insert_or_assign(IValue(std::string("offset")), IValue(last.at(IValue(std::string("offset"))).toInt() + 64));
+    last.insert_or_assign(IValue(std::string("length")), IValue(last.at(IValue(std::string("length"))).toInt() - 64));
+  }));
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("of __0_0.distcp overlap"));
 }
 
 TEST(DistributedCheckpointTest, ARankThatFailsFailsEveryRankAndNothingIsPublished) {
