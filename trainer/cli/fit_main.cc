@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -29,8 +30,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "c10/util/Exception.h"
 #include "glog/logging.h"
+#include "hal/compat/error_message.h"
 #include "hal/compat/logging.h"
 #include "hal/compat/version.h"
 #include "torch/utils.h"
@@ -47,6 +48,7 @@
 #include "trainer/cli/help.h"
 #include "trainer/cli/lightning_cli.h"
 #include "trainer/cli/model_factory.h"
+#include "trainer/cli/out_of_memory.h"
 #include "trainer/cli/output_locations.h"
 #include "trainer/cli/predictions_csv.h"
 #include "trainer/cli/report_summary.h"
@@ -55,6 +57,7 @@
 #include "trainer/cli/versions.h"
 #include "trainer/core/option_fix.h"
 #include "trainer/io/durable_file.h"
+#include "trainer/io/memory_budget.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/tensorboard_logger.h"
 #include "trainer/report/run_report.h"
@@ -82,6 +85,17 @@ constexpr char kUsage[] =
 
 // Every `error:` line fit prints: one line, whatever the message holds (OneLine, command_line.h).
 void PrintError(absl::string_view message) { std::cerr << "error: " << OneLine(message) << std::endl; }
+
+// What fit is doing (a literal), for the line of an exception that escapes everything else (EscapedErrorLine).
+std::atomic<const char*> doing{"reading the command line"};
+
+// That line: when memory ran out, what ran out, while doing what, and the limits of the inputs (out_of_memory.h);
+// anything else is an internal error.
+std::string EscapedErrorLine(const std::exception& error) {
+  const std::string what = compat::ExceptionMessage(error);
+  if (IsOutOfMemory(error)) return OutOfMemoryMessage(doing.load(), what, MaxInflatedBytes(), InputMemoryBudget());
+  return absl::StrCat("internal error, training stopped: ", what);
+}
 
 // Each monitor a fit flag names must be a metric the model logs: otherwise the run would fail at the first epoch's
 // end, with a run folder written.
@@ -436,6 +450,7 @@ int Main(int argc, char** argv) {
   if (absl::Status limits = ApplyInputLimitFlags(); !limits.ok()) UsageError(limits.message());
   // --mode=validate and --mode=predict take the model and data flags left out from the checkpoint.
   std::optional<SavedRun> saved;
+  doing = "reading the run --ckpt_path names";
   const std::string ckpt_path = absl::GetFlag(FLAGS_ckpt_path);
   if (absl::GetFlag(FLAGS_mode) != "fit" && !ckpt_path.empty() && ckpt_path != "best") {
     absl::StatusOr<SavedRun> run = ApplySavedRun(ckpt_path == "last" ? ckpt_path : UserPath(ckpt_path),
@@ -458,10 +473,12 @@ int Main(int argc, char** argv) {
   }
   for (const std::string& file : *config_files) config->config_files.push_back(UserPath(file));
   if (absl::Status writable = CheckOutputLocations(*config); !writable.ok()) UsageError(writable.message());
+  doing = "loading the data";
   absl::StatusOr<LoadedData> data = LoadData(config->data);
   if (!data.ok()) UsageError(data.status().message());
   // Seed before building the model, so that its initial parameters depend on --seed alone.
   torch::manual_seed(*config->trainer.seed);
+  doing = "building the model";
   absl::StatusOr<std::shared_ptr<SupervisedModule>> model = MakeModel(config->model, *data);
   if (!model.ok()) UsageError(model.status().message());
   std::map<std::string, std::string> hparams = (*model)->hparams();
@@ -488,8 +505,15 @@ int Main(int argc, char** argv) {
   if (config->mode == "fit") {
     if (absl::Status monitors = CheckMonitors(*config, **model); !monitors.ok()) UsageError(monitors.message());
   }
-  if (config->mode == "validate" || config->mode == "test") return RunEvaluate(*config, *data, **model);
-  if (config->mode == "predict") return RunPredict(*config, *data, **model);
+  if (config->mode == "validate" || config->mode == "test") {
+    doing = "evaluating the model (--mode=validate or test)";
+    return RunEvaluate(*config, *data, **model);
+  }
+  if (config->mode == "predict") {
+    doing = "predicting (--mode=predict)";
+    return RunPredict(*config, *data, **model);
+  }
+  doing = "training (--mode=fit, a --ckpt_path checkpoint read first)";
   return RunFit(*config, *data, **model, std::vector<std::string>(argv, argv + argc), *args);
 }
 
@@ -497,23 +521,22 @@ int Main(int argc, char** argv) {
 }  // namespace kiln
 
 // The last net under fit's promise "never an abort": an exception that escapes (from Kiln, LibTorch or a user's
-// module), here or in a background thread, ends fit with one `error:` line and exit status 1. Outputs are written
+// module), here or in a background thread, ends fit with one `error:` line and exit status 1: memory that ran out
+// says so (what fit was doing, the inputs' limits), anything else is an internal error. Outputs are written
 // atomically, so nothing half-written is left behind.
 [[noreturn]] static void OnTerminate() {
-  std::string what = "an unknown exception";
+  std::string line = "internal error, training stopped: an unknown exception";
   if (std::exception_ptr current = std::current_exception()) {
     try {
       std::rethrow_exception(current);
-    } catch (const c10::Error& error) {
-      what = error.what_without_backtrace();  // what() appends LibTorch's C++ backtrace, many lines long.
     } catch (const std::exception& error) {
-      what = error.what();
+      line = kiln::EscapedErrorLine(error);
     } catch (...) {
     }
   } else {
-    what = "std::terminate without an exception";
+    line = "internal error, training stopped: std::terminate without an exception";
   }
-  kiln::PrintError(absl::StrCat("internal error, training stopped: ", what));
+  kiln::PrintError(line);
   std::_Exit(kiln::kExitFailed);
 }
 
@@ -521,11 +544,8 @@ int main(int argc, char** argv) {
   std::set_terminate(OnTerminate);
   try {
     return kiln::Main(argc, argv);
-  } catch (const c10::Error& error) {
-    kiln::PrintError(absl::StrCat("internal error, training stopped: ", error.what_without_backtrace()));
-    return kiln::kExitFailed;
-  } catch (const std::exception& error) {
-    kiln::PrintError(absl::StrCat("internal error, training stopped: ", error.what()));
+  } catch (const std::exception& error) {  // LibTorch's c10::Error too, without its backtrace.
+    kiln::PrintError(kiln::EscapedErrorLine(error));
     return kiln::kExitFailed;
   }
 }
