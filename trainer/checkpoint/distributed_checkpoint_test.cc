@@ -209,10 +209,8 @@ TEST(DistributedCheckpointTest, DamageAndAMissingRankFileAreRefused) {
   EXPECT_THAT(read.status().message(), HasSubstr("is a folder without meta.pt, so not a sharded checkpoint"));
 }
 
-TEST(DistributedCheckpointTest, AnIndexThatDeclaresMoreThanTheFilesHoldIsRefusedBeforeAllocating) {
-  const std::string dir = testing::TempDir();
-  const std::string path = dir + "/huge.ckpt";
-  ASSERT_NO_FATAL_FAILURE(WriteAll(path, 2, 1.0f));
+// Rewrites the index in `path`'s meta.pt through `edit` (its list of records), as a crafted folder would hold it.
+void EditIndex(const std::string& path, const std::function<void(GenericList&)>& edit) {
   absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(path + "/meta.pt");
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   caffe2::serialize::PyTorchStreamReader reader(MemoryReadAdapter(*bytes));
@@ -220,9 +218,19 @@ TEST(DistributedCheckpointTest, AnIndexThatDeclaresMoreThanTheFilesHoldIsRefused
   ASSERT_TRUE(meta.ok()) << meta.status();
   const GenericDict kiln = meta->toGenericDict().at(IValue(std::string("kiln"))).toGenericDict();
   const GenericDict index = kiln.at(IValue(std::string("sharded"))).toGenericDict();
-  GenericDict first = index.at(IValue(std::string("records"))).toListRef()[0].toGenericDict();
-  first.insert_or_assign(IValue(std::string("size")), IValue(std::vector<int64_t>{int64_t{1} << 40, 3}));
+  GenericList records = index.at(IValue(std::string("records"))).toList();
+  edit(records);
   ASSERT_TRUE(WriteCheckpoint(path + "/meta.pt", meta->toGenericDict()).ok());
+}
+
+TEST(DistributedCheckpointTest, AnIndexThatDeclaresMoreThanTheFilesHoldIsRefusedBeforeAllocating) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/huge.ckpt";
+  ASSERT_NO_FATAL_FAILURE(WriteAll(path, 2, 1.0f));
+  ASSERT_NO_FATAL_FAILURE(EditIndex(path, [](GenericList& records) {
+    GenericDict first = records.get(0).toGenericDict();
+    first.insert_or_assign(IValue(std::string("size")), IValue(std::vector<int64_t>{int64_t{1} << 40, 3}));
+  }));
   absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(read.status().message(), HasSubstr("bytes its files store"));
@@ -244,20 +252,6 @@ uint64_t ShardedBound(const std::string& path, uint64_t tensor_bytes) {
   const uint64_t records_pickle_bytes = distcp_bytes - tensor_bytes;
   return SanitizerMemoryFactor() *
          (meta_bytes + 1024 * meta_bytes + 2 * distcp_bytes + 1024 * records_pickle_bytes + 32 * kMiB);
-}
-
-// Rewrites the index in `path`'s meta.pt through `edit` (its list of records), as a crafted folder would hold it.
-void EditIndex(const std::string& path, const std::function<void(GenericList&)>& edit) {
-  absl::StatusOr<TorchFileBytes> bytes = ReadVerifiedZip(path + "/meta.pt");
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  caffe2::serialize::PyTorchStreamReader reader(MemoryReadAdapter(*bytes));
-  absl::StatusOr<IValue> meta = ReadTorchFile(reader, &*bytes);
-  ASSERT_TRUE(meta.ok()) << meta.status();
-  const GenericDict kiln = meta->toGenericDict().at(IValue(std::string("kiln"))).toGenericDict();
-  const GenericDict index = kiln.at(IValue(std::string("sharded"))).toGenericDict();
-  GenericList records = index.at(IValue(std::string("records"))).toList();
-  edit(records);
-  ASSERT_TRUE(WriteCheckpoint(path + "/meta.pt", meta->toGenericDict()).ok());
 }
 
 // A one-rank sharded checkpoint whose state_dict holds one 8 MiB tensor as "big": one record in __0_0.distcp, a
