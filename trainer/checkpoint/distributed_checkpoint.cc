@@ -534,6 +534,9 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
     IValue value;
     bool pieces = false;  // `value` is a tensor of this key's own, which its pieces fill.
     int64_t filled = 0;
+    // The pieces copied in so far, as (starts, sizes) boxes: a piece that overlaps one would leave as many elements
+    // unfilled as it counts twice, and the tensor would load with memory no record wrote.
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;
   };
   std::vector<std::string> order;
   std::unordered_map<std::string, Whole> wholes;
@@ -581,8 +584,20 @@ absl::Status ReadSharded(const std::string& path, GenericDict& contents) {
       }
       target_view = target_view.narrow(d, starts[d], piece.size(d));
     }
+    std::vector<int64_t> extent = piece.sizes().vec();
+    for (const auto& [other_starts, other_extent] : whole.boxes) {
+      bool overlaps = piece.numel() > 0;
+      for (size_t d = 0; d < sizes.size() && overlaps; ++d) {
+        overlaps = starts[d] < other_starts[d] + other_extent[d] && other_starts[d] < starts[d] + extent[d];
+      }
+      if (overlaps) {
+        return damaged(absl::StrCat("two pieces of ", entry.key, " overlap (at [", absl::StrJoin(starts, ", "),
+                                    "] and [", absl::StrJoin(other_starts, ", "), "])"));
+      }
+    }
     target_view.copy_(piece);
     whole.filled += piece.numel();
+    whole.boxes.emplace_back(starts, std::move(extent));
   }
   // Everything back in place: the state_dict, and each optimizer's state by index again.
   GenericDict state_dict = NewDict();

@@ -347,6 +347,34 @@ TEST(DistributedCheckpointTest, RecordsThatOverlapAreRefused) {
   EXPECT_THAT(read.status().message(), HasSubstr("of __0_0.distcp overlap"));
 }
 
+// Two pieces of one tensor that overlap count as many elements as the tensor has while leaving some unfilled: the
+// tensor would load with memory no record wrote. Rows of a 5-row tensor in two pieces, [0, 3) and [3, 5), the second
+// moved up a row.
+TEST(DistributedCheckpointTest, PiecesOfOneTensorThatOverlapAreRefused) {
+  const std::string path = testing::TempDir() + "/pieces.ckpt";
+  ASSERT_NO_FATAL_FAILURE(WriteAll(path, 2, 1.0f));
+  ASSERT_TRUE(ReadCheckpoint(path).ok());
+  bool moved = false;
+  ASSERT_NO_FATAL_FAILURE(EditIndex(path, [&moved](GenericList& records) {
+    for (size_t i = 0; i < records.size() && !moved; ++i) {
+      GenericDict record = records.get(i).toGenericDict();
+      if (!record.contains(IValue(std::string("offsets")))) continue;  // A value's record.
+      const IValue offsets = record.at(IValue(std::string("offsets")));
+      if (!offsets.isList() && !offsets.isIntList()) continue;
+      std::vector<int64_t> up;
+      for (const IValue& start : offsets.toListRef()) up.push_back(start.toInt());
+      if (up.empty() || up[0] == 0) continue;
+      up[0] -= 1;
+      record.insert_or_assign(IValue(std::string("offsets")), IValue(up));
+      moved = true;
+    }
+  }));
+  ASSERT_TRUE(moved) << "no piece of a tensor starts past its first row";
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_FALSE(read.ok()) << "a tensor with rows no record wrote was read";
+  EXPECT_THAT(read.status().message(), HasSubstr("overlap (at ["));
+}
+
 TEST(DistributedCheckpointTest, ARankThatFailsFailsEveryRankAndNothingIsPublished) {
   const std::string dir = testing::TempDir();
   const std::string path = dir + "/failed.ckpt";
