@@ -278,7 +278,8 @@ typedef KILN_Error* KILN_Plugin_Initialize(KILN_Plugin_Initialize_Args* args);
 /* What the accelerator is. Called after Plugin_Initialize, once per registration of the plugin (a program may
  * register it in more than one registry); the answers must not change while the plugin is loaded. Kiln copies
  * every output. Every string and array here is owned by the plugin and valid while it is loaded. An error fails
- * the load. */
+ * the load. Kiln reads strings of at most 4096 bytes (here, and a statistic's name) and at most 64 aliases; a longer
+ * string or more aliases fails the load (or the Device_Stats call). */
 typedef struct KILN_Plugin_Info_Args {
   size_t struct_size;
   /* out: the name the accelerator registers under: lower-case letters, digits, '_' and '-'; not "auto", and not

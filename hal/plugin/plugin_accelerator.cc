@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -72,6 +73,12 @@ bool IsDeviceName(absl::string_view name) {
   return true;
 }
 
+// Whether a string the plugin returned is longer than Kiln reads (kMaxPluginStringBytes), found without reading more
+// than one byte past that limit.
+bool TooLong(const char* text) {
+  return text != nullptr && ::strnlen(text, kMaxPluginStringBytes + 1) > kMaxPluginStringBytes;
+}
+
 // A Plugin_Info error: names the plugin and the bad answer.
 absl::Status BadInfo(const PluginLibrary& library, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("accelerator plugin '", library.path(), "': Plugin_Info ", problem,
@@ -85,6 +92,24 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
   args.struct_size = KILN_Plugin_Info_Args_STRUCT_SIZE;
   if (absl::Status status = library.Call("Plugin_Info", library.api().Plugin_Info, &args); !status.ok()) {
     return status;
+  }
+  // Every string is checked for length, and the aliases counted, before any is copied.
+  const std::pair<const char*, const char*> strings[] = {
+      {"name", args.name},
+      {"description", args.description},
+      {"process_group_backend", args.process_group_backend},
+      {"visibility_hint", args.visibility_hint_is_set ? args.visibility_hint : nullptr},
+      {"device_name", args.device_name},
+  };
+  for (const auto& [what, text] : strings) {
+    if (TooLong(text)) {
+      return BadInfo(library, absl::StrCat("gave a ", what, " longer than ", kMaxPluginStringBytes,
+                                           " bytes, the most Kiln reads"));
+    }
+  }
+  if (args.num_aliases > kMaxPluginAliases) {
+    return BadInfo(library, absl::StrCat("says it has ", args.num_aliases, " aliases, more than the ",
+                                         kMaxPluginAliases, " Kiln reads"));
   }
   PluginInfo info;
   info.path = library.path();
@@ -101,6 +126,10 @@ absl::StatusOr<PluginInfo> ReadPluginInfo(const PluginLibrary& library) {
   }
   for (size_t i = 0; i < args.num_aliases; ++i) {
     if (args.aliases[i] == nullptr) return BadInfo(library, absl::StrCat("gave NULL as alias ", i));
+    if (TooLong(args.aliases[i])) {
+      return BadInfo(library, absl::StrCat("gave alias ", i, " longer than ", kMaxPluginStringBytes,
+                                           " bytes, the most Kiln reads"));
+    }
     info.aliases.push_back(absl::AsciiStrToLower(args.aliases[i]));
   }
   info.priority = args.priority;
@@ -400,8 +429,14 @@ absl::StatusOr<DeviceStats> PluginAccelerator::GetDeviceStats(const LogicalDevic
                                                 args.num_stats, " statistics but left the name of number ", i,
                                                 " unset"));
       }
+      const size_t length = ::strnlen(buffer[i].name, kMaxPluginStringBytes + 1);
+      if (length > kMaxPluginStringBytes) {
+        return absl::InternalError(absl::StrCat("accelerator plugin '", info_.path, "': Device_Stats named statistic ",
+                                                i, " with more than ", kMaxPluginStringBytes,
+                                                " bytes, the most Kiln reads; a statistic's name is a few words"));
+      }
       // The header asks for finite values; one that is not could not be read, and is left out like one.
-      if (std::isfinite(buffer[i].value)) stats[buffer[i].name] = buffer[i].value;
+      if (std::isfinite(buffer[i].value)) stats[std::string(buffer[i].name, length)] = buffer[i].value;
     }
     return stats;
   }
@@ -438,7 +473,9 @@ std::optional<PrecisionSubstitute> PluginAccelerator::SubstitutePrecision(Precis
     return std::nullopt;
   }
   return PrecisionSubstitute{.precision = *substitute,
-                             .warning = args.warning != nullptr ? args.warning : std::string()};
+                             .warning = args.warning != nullptr
+                                            ? std::string(args.warning, ::strnlen(args.warning, kMaxPluginStringBytes))
+                                            : std::string()};
 }
 
 }  // namespace kiln

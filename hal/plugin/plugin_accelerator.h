@@ -35,6 +35,13 @@ namespace kiln {
 // buffer's allocation aborted the process).
 inline constexpr size_t kMaxPluginDeviceStats = 4096;
 
+// The longest string Kiln takes from a plugin's tables (a name, an alias, a description, a hint, a statistic's name),
+// and the most aliases: every string is copied, so without them a table of a few pointers could cost any amount (4096
+// aliases or statistic names, each pointing into one 64 KiB string, were 256 MiB of copies). A longer string, or more
+// aliases, is an error naming the plugin; a longer Precision_Substitute warning is cut.
+inline constexpr size_t kMaxPluginStringBytes = 4096;
+inline constexpr size_t kMaxPluginAliases = 64;
+
 // The most devices a plugin with indexed devices may count: LibTorch indexes a device type's devices with
 // c10::DeviceIndex, an int8_t, so device 128 would wrap to -128 (a fuzzer's plugin counting 300 devices made
 // ParallelDevices throw for device 200), and honouring a count of millions allocated in proportion.

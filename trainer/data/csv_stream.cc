@@ -124,10 +124,12 @@ absl::StatusOr<CsvTable> CsvStream::ParseBlock(const std::vector<std::string>& l
 absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Open(const std::string& path, const CsvStreamOptions& options) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  if (options.batch_size < 1 || options.block_lines < 1 || options.max_line_bytes < 1) {
+  if (options.batch_size < 1 || options.block_lines < 1 || options.max_block_bytes < 1 ||
+      options.max_line_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a CSV stream needs batch_size, block_lines and max_line_bytes >= 1, got ", options.batch_size, ", ",
-        options.block_lines, " and ", options.max_line_bytes));
+        "a CSV stream needs batch_size, block_lines, max_block_bytes and max_line_bytes >= 1, got ",
+        options.batch_size, ", ", options.block_lines, ", ", options.max_block_bytes, " and ",
+        options.max_line_bytes));
   }
   std::unique_ptr<CsvStream> stream(new CsvStream());
   stream->path_ = path;
@@ -204,8 +206,11 @@ absl::StatusOr<std::unique_ptr<CsvStream>> CsvStream::Scan(std::unique_ptr<CsvSt
   while (more) {
     block.clear();
     numbers.clear();
-    while (static_cast<int64_t>(block.size()) < options.block_lines && (more = reader.Next(line))) {
+    int64_t block_bytes = 0;
+    while (static_cast<int64_t>(block.size()) < options.block_lines && block_bytes < options.max_block_bytes &&
+           (more = reader.Next(line))) {
       if (Blank(line)) continue;
+      block_bytes += static_cast<int64_t>(line.size()) + 1;
       block.push_back(line);
       numbers.push_back(reader.next_line() - 1);
     }

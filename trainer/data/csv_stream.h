@@ -6,7 +6,8 @@
 // Open() reads the file once first, keeping only what the stream needs to be a table's equal: the header, the
 // classes (in csv_table.h's order: numeric when every label is a number, text order otherwise) and, with
 // `normalize`, the features' mean and standard deviation (and a regression target's), so that batches are scaled as
-// TabularData scales its rows. Memory: one block of lines and its batch, whatever the file's size.
+// TabularData scales its rows. Memory: one block of lines (at most `block_lines` lines and `max_block_bytes` bytes,
+// or one line) or one batch at a time, and the file's class labels, whatever the file's size.
 //
 // Batches come in the file's order (a stream is not shuffled). With several processes, process r of W takes rows
 // r, r + W, r + 2W, ... (set_shard). The position (state_dict: the next line's byte offset, its line number and
@@ -35,6 +36,9 @@ struct CsvStreamOptions {
   int64_t batch_size = 64;
   bool normalize = true;      // Standardise with the whole file's statistics (the first pass's).
   int64_t block_lines = 4096;  // Lines parsed at once, in the first pass and when reading a batch (at least 1).
+  // The first pass's block also ends once its lines hold this many bytes (it holds at least one line), so that what
+  // it holds is bounded by bytes, not lines alone: 4096 lines of 1 MiB each would otherwise be 4 GiB at once.
+  int64_t max_block_bytes = int64_t{4} << 20;
   // The longest line read: a longer one (a file without line breaks, say) is refused, naming it, rather than read
   // whole into memory.
   int64_t max_line_bytes = int64_t{16} << 20;

@@ -1,5 +1,7 @@
 #include "trainer/data/csv_stream.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -10,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/data/csv_table.h"
+#include "trainer/io/peak_memory.h"
 
 namespace kiln {
 namespace {
@@ -65,6 +68,42 @@ TEST(CsvStreamTest, StreamsTheTablesRowsWithItsClassesAndTheFilesStatistics) {
     EXPECT_TRUE(at::cat(labels).equal(table->labels));
   }
   EXPECT_LE((*stream)->max_block_lines(), 5) << "a batch reads its own lines, not the file";
+}
+
+// docs/reliability.md, "Memory", a CSV stream: what it may take at its peak, holding a block of `block_bytes` (its
+// first pass's) or a batch of `batch_bytes` of lines, whatever the file's size (and the class labels, here two).
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+uint64_t StreamBound(uint64_t block_bytes, uint64_t batch_bytes) {
+  return SanitizerMemoryFactor() * (64 * (block_bytes + batch_bytes) + 16 * kMiB);
+}
+
+// 4096 lines of 2 KiB (8 MiB) fit in one block of 4096 lines: the first pass held them all, and what parsing them
+// takes (seen failing before blocks were bounded in bytes too: 93 MiB against a bound of 32; 2.4 MiB since). A block now ends at
+// max_block_bytes (128 KiB here), and a batch holds 64 lines, so the stream holds about 256 KiB of lines at a time.
+TEST(CsvStreamTest, MemoryIsBoundedByTheBlockAndTheBatchNotTheFile) {
+  std::string wide;
+  for (int i = 0; i < 1023; ++i) wide += "1,";
+  std::string text;
+  for (int line = 0; line < 4096; ++line) absl::StrAppend(&text, wide, line % 2, "\n");
+  const std::string path = Write("wide.csv", text);
+  const uint64_t line_bytes = wide.size() + 2;
+  const CsvStreamOptions options{.batch_size = 64, .max_block_bytes = 128 << 10};
+  int64_t rows = 0;
+  absl::StatusOr<std::unique_ptr<CsvStream>> stream;
+  absl::StatusOr<uint64_t> peak = PeakResidentGrowth([&] {
+    stream = CsvStream::Open(path, options);
+    if (!stream.ok()) return;
+    while (std::optional<Batch> batch = (*stream)->next_batch()) rows += batch->size();
+  });
+  ASSERT_TRUE(peak.ok()) << peak.status();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ(rows, 4096);
+  EXPECT_EQ((*stream)->num_rows(), 4096);
+  const uint64_t bound = StreamBound(options.max_block_bytes + line_bytes, options.batch_size * line_bytes);
+  EXPECT_LE(*peak, bound) << "streaming " << text.size() / kMiB << " MiB took " << *peak / kMiB
+                          << " MiB at the peak; the bound is " << bound / kMiB << " MiB";
+  std::printf("%s: %zu bytes, peak %llu bytes, bound %llu\n", path.c_str(), text.size(),
+              static_cast<unsigned long long>(*peak), static_cast<unsigned long long>(bound));
 }
 
 TEST(CsvStreamTest, ShardsTakeEveryOtherRowAndThePositionResumes) {

@@ -2,9 +2,12 @@
 
 #include <zlib.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "ATen/ATen.h"
@@ -12,6 +15,7 @@
 #include "trainer/data/digits.h"
 #include "trainer/io/memory_budget.h"
 #include "trainer/data/text_file.h"
+#include "trainer/io/peak_memory.h"
 
 namespace kiln {
 namespace {
@@ -231,6 +235,63 @@ TEST(CsvTableTest, AFileLargerThanTheBudgetIsRefusedBeforeItIsRead) {
   EXPECT_NE(table.status().message().find("sparse.csv (" + std::to_string(size) + " bytes) passes"), std::string::npos)
       << table.status();
   std::filesystem::remove(sparse);
+}
+
+// docs/reliability.md, "Memory", CSV files read whole: what reading a file whose text (or what its gzip stream
+// inflates to) is `text_bytes` may take at its peak.
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+uint64_t WholeCsvBound(uint64_t text_bytes) { return SanitizerMemoryFactor() * (64 * text_bytes + 16 * kMiB); }
+
+// The costliest shapes of CSV text per byte: short rows with a distinct text label each (a line, a label string, a
+// class and its name per 5 to 6 bytes), short rows of numbers, and wide rows (a float per 2 bytes). Each about 2 MiB,
+// plain and gzip, on one thread and on four: within 64 bytes per byte of text and 16 MiB (measured: 37 per byte at
+// most, for the distinct labels).
+TEST(CsvTableTest, ReadingAWholeFileStaysWithinItsMemoryBound) {
+  constexpr size_t kTextBytes = 2 << 20;
+  const auto fill = [&](const std::function<std::string(int64_t)>& row) {
+    std::string text;
+    text.reserve(kTextBytes + 4096);
+    for (int64_t i = 0; text.size() < kTextBytes; ++i) text += row(i);
+    return text;
+  };
+  const char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  const auto label = [&](int64_t i) {
+    std::string name;
+    do {
+      name += kDigits[i % 62];
+      i /= 62;
+    } while (i > 0);
+    return name;
+  };
+  std::string wide_row;
+  for (int i = 0; i < 4095; ++i) wide_row += "1,";
+  struct Shape {
+    std::string name;
+    std::string text;
+    int threads;
+  };
+  std::vector<Shape> shapes;
+  shapes.push_back({"distinct_labels", fill([&](int64_t i) { return "1," + label(i) + "\n"; }), 1});
+  shapes.push_back({"distinct_labels_4_threads", shapes.back().text, 4});
+  shapes.push_back({"short_rows", fill([&](int64_t i) { return i % 2 == 0 ? "1,0\n" : "1,1\n"; }), 1});
+  shapes.push_back({"wide_rows", fill([&](int64_t i) { return wide_row + (i % 2 == 0 ? "0\n" : "1\n"); }), 1});
+  for (const Shape& shape : shapes) {
+    for (const bool gzip : {false, true}) {
+      const std::string path = gzip ? WriteGzip(shape.name + ".csv.gz", shape.text)
+                                    : WriteFile(shape.name + ".csv", shape.text);
+      absl::StatusOr<CsvTable> table;
+      absl::StatusOr<uint64_t> peak = PeakResidentGrowth([&] { table = ReadCsv(path, {.num_threads = shape.threads}); });
+      ASSERT_TRUE(peak.ok()) << peak.status();
+      ASSERT_TRUE(table.ok()) << table.status();
+      EXPECT_LE(*peak, WholeCsvBound(shape.text.size()))
+          << path << ": " << shape.text.size() << " bytes of text took " << *peak / kMiB << " MiB at the peak";
+      std::printf("%s: %zu bytes of text, %lld rows, peak %llu bytes (%.1f per byte)\n", path.c_str(),
+                  shape.text.size(), static_cast<long long>(table->num_rows()),
+                  static_cast<unsigned long long>(*peak), static_cast<double>(*peak) / shape.text.size());
+      table = CsvTable();
+      std::filesystem::remove(path);
+    }
+  }
 }
 
 TEST(DigitsTest, LoadsTheUciDigitsFromPython3Sklearn) {

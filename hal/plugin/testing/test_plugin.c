@@ -33,6 +33,12 @@
  *   TEST_PLUGIN_LACKING_COLLECTIVES  "test_ccl" of TEST_PLUGIN_COLLECTIVES at the header's own version (1.3 or later),
  *                               a PrivateUse1 device "test_npu", declaring that its CCL has no reduce-scatter
  *                               (collectives_lacking)
+ *   TEST_PLUGIN_LARGE_TABLES    "test_large_tables" (as TEST_PLUGIN_LACKING_COLLECTIVES, without collectives), whose
+ *                               tables are as large as the environment variable TEST_PLUGIN_TABLES says, read at
+ *                               each call: "aliases", 4096 aliases that all point to one 64 KiB string; "long_names",
+ *                               4096 statistics whose names are distinct suffixes of one 68 KiB string (each over
+ *                               64 KiB); "names", 4096 statistics with distinct names of 1 to 4096 bytes (suffixes of
+ *                               one 8 KiB string); anything else, the tables of TEST_PLUGIN_INDEXED
  *
  * Variants not named 1.0, 1.1 or 1.2 above report the header's own version.
  *
@@ -106,6 +112,17 @@ static void ErrorGetCode(KILN_Error_GetCode_Args* args) { args->code = args->err
 enum { kDevices = 3, kStats = 40 };
 static char stat_names[kStats][16];
 
+#ifdef TEST_PLUGIN_LARGE_TABLES
+enum { kLargeCount = 4096, kLargeString = 64 << 10 };
+static char* large_string; /* kLargeString + kLargeCount bytes of 'a', then a NUL. */
+static const char** large_aliases;
+
+static int TablesAre(const char* mode) {
+  const char* tables = getenv("TEST_PLUGIN_TABLES");
+  return tables != NULL && strcmp(tables, mode) == 0;
+}
+#endif
+
 static KILN_Error* PluginInitialize(KILN_Plugin_Initialize_Args* args) {
   CHECK_ARGS(args, KILN_Plugin_Initialize_Args);
 #ifdef TEST_PLUGIN_INIT_ERROR
@@ -113,6 +130,14 @@ static KILN_Error* PluginInitialize(KILN_Plugin_Initialize_Args* args) {
                    "the test driver libtestdriver.so.1 is not installed; install it and try again");
 #else
   for (int i = 0; i < kStats; ++i) snprintf(stat_names[i], sizeof(stat_names[i]), "stat_%02d", i);
+#ifdef TEST_PLUGIN_LARGE_TABLES
+  large_string = (char*)malloc(kLargeString + kLargeCount + 1);
+  large_aliases = (const char**)malloc(kLargeCount * sizeof(const char*));
+  if (large_string == NULL || large_aliases == NULL) return MakeError(KILN_ERROR_CODE_RESOURCE_EXHAUSTED, "no memory");
+  memset(large_string, 'a', kLargeString + kLargeCount);
+  large_string[kLargeString + kLargeCount] = '\0';
+  for (int i = 0; i < kLargeCount; ++i) large_aliases[i] = large_string + kLargeCount; /* One 64 KiB string. */
+#endif
   return NULL;
 #endif
 }
@@ -133,6 +158,12 @@ static KILN_Error* PluginInfo(KILN_Plugin_Info_Args* args) {
   args->name = "test_ccl";
 #elif defined(TEST_PLUGIN_V1_2)
   args->name = "test_v1_2";
+#elif defined(TEST_PLUGIN_LARGE_TABLES)
+  args->name = "test_large_tables";
+  if (TablesAre("aliases")) {
+    args->aliases = large_aliases;
+    args->num_aliases = kLargeCount;
+  }
 #else
   args->name = "test_indexed";
   args->aliases = kAliases;
@@ -232,6 +263,18 @@ MAYBE_UNUSED static KILN_Error* DeviceStats(KILN_Device_Stats_Args* args) {
     args->stats[0].value = (double)register_calls;
   }
 #else
+#ifdef TEST_PLUGIN_LARGE_TABLES
+  if (TablesAre("long_names") || TablesAre("names")) {
+    /* Suffixes of one string: distinct names, each over 64 KiB ("long_names") or of 1 to 4096 bytes ("names"). */
+    const char* end = large_string + kLargeString + kLargeCount;
+    args->num_stats = kLargeCount;
+    for (size_t i = 0; i < kLargeCount && i < args->stats_capacity; ++i) {
+      args->stats[i].name = TablesAre("names") ? end - kLargeCount + i : large_string + i;
+      args->stats[i].value = (double)i;
+    }
+    return NULL;
+  }
+#endif
   args->num_stats = kStats;
   for (size_t i = 0; i < kStats && i < args->stats_capacity; ++i) {
     args->stats[i].name = stat_names[i];
