@@ -5,6 +5,7 @@
 set -uo pipefail
 fit=$PWD/trainer/cli/fit
 script=$PWD/tests/cli/torchscript_model.py
+inflating=$PWD/trainer/models/testdata/inflating_model.pt
 python=/usr/bin/python3
 work=${TEST_TMPDIR:-$(mktemp -d)}
 cd "$work" || exit 1
@@ -72,6 +73,15 @@ $fit "${common[@]}" --max_epochs=6 --default_root_dir=split --ckpt_path=last --s
 [[ $(field split.json resumed_from) == split/lightning_logs/version_0/checkpoints/* ]] ||
   fail "the second half did not resume from the first: '$(field split.json resumed_from)'"
 [[ $(field split.json params_sha256) == "$trained" ]] || fail "the resumed run differs from the uninterrupted one"
+
+# A model whose deflated records inflate past --max_inflated_mib (a 32 MiB buffer in 35 KB) is refused from its zip
+# directory before LibTorch reads it: exit 2, naming the file and the flag, nothing written.
+$fit --model="$inflating" --max_inflated_mib=8 --max_epochs=1 --default_root_dir=inflating >/dev/null 2>inflating.err
+code=$?
+[[ $code -eq 2 ]] || fail "a model inflating past --max_inflated_mib: exit $code, not 2: $(tail -3 inflating.err)"
+grep -q "^error: --model=.*inflating_model.pt: .*max_inflated_mib" inflating.err ||
+  fail "the refusal names neither the model nor the flag: $(cat inflating.err)"
+[[ ! -e inflating ]] || fail "the refused run wrote $(ls -R inflating)"
 
 if [[ $failures -ne 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "TorchScript checks passed"

@@ -9,6 +9,7 @@
 #include "trainer/cli/input_guard.h"
 #include "trainer/models/conv_net.h"
 #include "trainer/models/mlp.h"
+#include "trainer/checkpoint/zip_checksums.h"
 #include "trainer/models/torchscript_module.h"
 
 namespace kiln {
@@ -100,6 +101,13 @@ absl::StatusOr<std::shared_ptr<SupervisedModule>> MakeModel(const ModelSpec& spe
     hparams["padding"] = kConvNetPadding;
     hparams["pooling"] = kConvNetPooling;
   } else {
+    // LibTorch allocates each record's stated size as it reads the archive: what its deflated records inflate to
+    // together is held to --max_inflated_mib first, from the zip's directory, as for a checkpoint. Any other fault
+    // of the file is LibTorch's to name (not a TorchScript module).
+    if (absl::Status verified = VerifyZipChecksums(spec.model);
+        verified.code() == absl::StatusCode::kResourceExhausted) {
+      return absl::ResourceExhaustedError(absl::StrCat("--model=", spec.model, ": ", verified.message()));
+    }
     absl::StatusOr<std::shared_ptr<TorchScriptModule>> script = TorchScriptModule::Load(spec.model, options);
     if (!script.ok()) return script.status();
     model = *std::move(script);
