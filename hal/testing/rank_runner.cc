@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -85,10 +86,31 @@ std::vector<RankRun> RunRanks(const std::vector<std::vector<std::string>>& argvs
   return runs;
 }
 
+std::string RankExcerpt(const std::string& text) {
+  constexpr size_t kTail = 2000;
+  constexpr size_t kErrorLine = 600;
+  if (text.size() <= kTail) return text;
+  const size_t tail_start = text.size() - kTail;
+  std::string excerpt;
+  // The rank's own words lead its error line; LibTorch's backtrace after them can fill the whole tail.
+  size_t error = text.rfind("\nerror: ", tail_start);
+  if (error != std::string::npos) {
+    ++error;
+  } else if (text.compare(0, 7, "error: ") == 0) {
+    error = 0;
+  }
+  if (error != std::string::npos && error < tail_start) {
+    const size_t end = text.find('\n', error);
+    excerpt = text.substr(error, std::min(kErrorLine, (end == std::string::npos ? text.size() : end) - error));
+    excerpt += "\n[...]\n";
+  }
+  return excerpt + text.substr(tail_start);
+}
+
 std::string RankOutput(const RankRun& run) {
   std::ifstream file(run.log);
   std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  return text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+  return RankExcerpt(text);
 }
 
 std::string RankEnding(const RankRun& run) {

@@ -38,8 +38,11 @@ int FreeLoopbackPort();
 std::vector<RankRun> RunRanks(const std::vector<std::vector<std::string>>& argvs, const std::string& log_prefix,
                               double deadline_s);
 
-// The last 2000 characters of a rank's output.
+// The last 2000 characters of a rank's output, after the rank's last `error: ` line when the tail does not hold it
+// (a failing step's message followed by LibTorch's backtrace): what the rank said, then how it ended.
 std::string RankOutput(const RankRun& run);
+// The same excerpt of `text`.
+std::string RankExcerpt(const std::string& text);
 
 // What an unsuccessful run's status says, after "rank R of W".
 std::string RankEnding(const RankRun& run);
