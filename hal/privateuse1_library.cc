@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <optional>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -290,14 +292,6 @@ class PrivateUse1Library final : public Accelerator {
   mutable std::vector<C10dCreator> creators_ ABSL_GUARDED_BY(mutex_);
 };
 
-// Whether two paths name one file (the same device and inode), as a link or a relative path may.
-bool SameFile(const std::string& a, const std::string& b) {
-  struct stat first;
-  struct stat second;
-  return ::stat(a.c_str(), &first) == 0 && ::stat(b.c_str(), &second) == 0 && first.st_dev == second.st_dev &&
-         first.st_ino == second.st_ino;
-}
-
 }  // namespace
 
 std::shared_ptr<Accelerator> AdoptPrivateUse1Library(const std::string& path, const std::string& name) {
@@ -322,8 +316,9 @@ absl::Status RegisterPrivateUse1Library(AcceleratorRegistry& registry, const std
   // by two paths): one accelerator.
   if (absl::StatusOr<AcceleratorSpec> registered = registry.Find(name); registered.ok()) {
     constexpr absl::string_view kPrefix = "PrivateUse1 library ";
+    std::error_code error;  // A file that is gone is not the same file.
     if (absl::StartsWith(registered->origin, kPrefix) &&
-        SameFile(registered->origin.substr(kPrefix.size()), path)) {
+        std::filesystem::equivalent(registered->origin.substr(kPrefix.size()), path, error) && !error) {
       return absl::OkStatus();
     }
   }

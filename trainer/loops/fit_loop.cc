@@ -299,8 +299,7 @@ absl::Status FitLoop::Preflight(LightningModule& model) {
   // step finds the mistake the limit would hide), or a monitor is read at steps before validation first logs. A run
   // that validates and reads its monitors after validation calls validation_step no more than Lightning does.
   const bool read_early = std::any_of(monitors.begin(), monitors.end(), [&](const MonitoredMetric& monitor) {
-    return monitor.strict && monitor.every_n_train_steps > 0 &&
-           monitor.every_n_train_steps < plan.first_validation_step;
+    return ReadBeforeValidation(plan, monitor);
   });
   if (!val_loaders_.empty() && (!plan.validation_never_runs.empty() || read_early)) {
     absl::StatusOr<std::set<std::string>> logged = DryValidationMetrics(model);

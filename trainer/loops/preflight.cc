@@ -5,6 +5,10 @@
 
 namespace kiln {
 
+bool ReadBeforeValidation(const PreflightPlan& plan, const MonitoredMetric& monitor) {
+  return monitor.strict && monitor.every_n_train_steps > 0 && monitor.every_n_train_steps < plan.first_validation_step;
+}
+
 absl::Status CheckMonitors(const PreflightPlan& plan, const std::vector<MonitoredMetric>& monitors) {
   for (const MonitoredMetric& monitor : monitors) {
     if (!monitor.strict || monitor.name.empty()) continue;
@@ -20,7 +24,7 @@ absl::Status CheckMonitors(const PreflightPlan& plan, const std::vector<Monitore
           monitor.option, " monitors '", monitor.name, "', ", what, ", but no validation runs in this fit: ",
           plan.validation_never_runs, "; or monitor a metric training logs"));
     }
-    if (monitor.every_n_train_steps > 0 && monitor.every_n_train_steps < plan.first_validation_step) {
+    if (ReadBeforeValidation(plan, monitor)) {
       return absl::InvalidArgumentError(absl::StrCat(
           monitor.option, " reads '", monitor.name, "', ", what, ", every ", monitor.every_n_train_steps,
           " optimizer step(s) from step ", monitor.every_n_train_steps, ", but validation first logs it after step ",

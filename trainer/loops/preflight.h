@@ -37,6 +37,10 @@ struct PreflightPlan {
 // (strict = false) are not refused.
 absl::Status CheckMonitors(const PreflightPlan& plan, const std::vector<MonitoredMetric>& monitors);
 
+// Whether `monitor` is strict and read every N optimizer steps from step N, before validation first logs: a check
+// CheckMonitors makes, and one of the two that need a dry validation step to know what validation logs.
+bool ReadBeforeValidation(const PreflightPlan& plan, const MonitoredMetric& monitor);
+
 }  // namespace kiln
 
 #endif  // KILN_TRAINER_LOOPS_PREFLIGHT_H_
