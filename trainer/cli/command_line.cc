@@ -22,21 +22,6 @@
 namespace kiln {
 namespace {
 
-size_t EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 // " did you mean --x?" for the closest defined flag within a few edits, else "".
 std::string Suggestion(absl::string_view name) {
   std::vector<std::string> names;
@@ -144,19 +129,6 @@ std::string OneLine(absl::string_view text) {
     }
   }
   return out;
-}
-
-std::string ClosestName(absl::string_view name, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_distance = 4;
-  for (const std::string& candidate : candidates) {
-    const size_t distance = EditDistance(name, candidate);
-    if (distance < best_distance || (distance == best_distance && !best.empty() && candidate < best)) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
-  return best;
 }
 
 absl::StatusOr<std::string> ReadArgumentFile(absl::string_view flag, const std::string& shown, const std::string& path,

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trainer/core/closest_name.h"  // ClosestName, declared here until it moved down for the trainer's checks.
 
 namespace kiln {
 
@@ -52,10 +53,6 @@ absl::Status CheckCommandLine(int argc, char** argv);
 // or larger than kMaxFlagFileBytes; `noun` names such a file ("flag file") and `expected` says what to pass instead.
 absl::StatusOr<std::string> ReadArgumentFile(absl::string_view flag, const std::string& shown, const std::string& path,
                                              absl::string_view noun, absl::string_view expected);
-
-// The candidate closest to `name` within three edits (the alphabetically first of equally close ones), or "" when
-// none is that close: the "did you mean" of fit's errors.
-std::string ClosestName(absl::string_view name, const std::vector<std::string>& candidates);
 
 // `text` with its control characters written as escapes (a newline as \n, a carriage return as \r, others and DEL
 // as \xNN; a tab stays), so that one error is one line however a path, a YAML key or a plugin's message was spelt,

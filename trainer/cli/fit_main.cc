@@ -100,7 +100,7 @@ std::string EscapedErrorLine(const std::exception& error) {
 // Each monitor a fit flag names must be a metric the model logs: otherwise the run would fail at the first epoch's
 // end, with a run folder written.
 absl::Status CheckMonitors(const FitConfig& config, const SupervisedModule& model) {
-  const std::vector<std::string> logged = model.LoggedMetricNames();
+  const std::vector<std::string> logged = model.logged_metric_names();
   std::vector<std::pair<std::string, std::string>> monitors;
   if (config.trainer.enable_checkpointing && config.outputs.checkpoint.monitor.has_value()) {
     monitors.emplace_back("checkpoint_monitor", *config.outputs.checkpoint.monitor);

@@ -203,6 +203,11 @@ expect_usage_error "ModelCheckpoint(monitor='val_loss') reads 'val_loss', which 
   --checkpoint_monitor=val_loss --every_n_train_steps=1
 expect_usage_error "the learning-rate scheduler's monitor 'val_loss' (interval='step') reads 'val_loss'" \
   --lr_scheduler=plateau --lr_scheduler_interval=step
+# A schedule whose milestone the run never trains past (issue #62: milestones against max_epochs and max_steps).
+expect_usage_error "StepLR(step_size=5), stepped every 1 epoch (interval='epoch'), changes the rate after 5 epoch(s), but this fit trains 2 epoch(s) (max_epochs=2)" \
+  --lr_scheduler=step --step_size=5 --max_epochs=2
+expect_usage_error "SequentialLR(milestones[0]=6), stepped every 1 optimizer step (interval='step'), changes the rate after 6 optimizer step(s), but this fit trains 4 optimizer step(s) (max_steps=4)" \
+  --lr_scheduler=cosine --lr_scheduler_interval=step --warmup_iters=6 --T_max=10 --max_steps=4
 # The command line.
 expect_usage_error "unknown flag --max_epoch; did you mean --max_epochs?" --max_epoch=3
 expect_usage_error "unknown flag --frobnicate (see --help)" --frobnicate

@@ -359,6 +359,15 @@ class LightningModule : public torch::nn::Module {
   void log_dict(const std::map<std::string, at::Tensor>& metrics, const LogOptions& options = {});
   void log_dict(const std::map<std::string, double>& metrics, const LogOptions& options = {});
 
+  // The metrics this module logs during fit, as callbacks see them in callback_metrics ("train_loss_step" and
+  // "train_loss_epoch" for one logged on step and on epoch, "val_loss"): Kiln's addition, so that fit can check
+  // every monitor (ModelCheckpoint's, EarlyStopping's, a scheduler's) by its name before the run starts, and refuse a
+  // mistyped one before anything is written. Declare all of them or none: when the list is not empty, a monitor
+  // outside it (and outside what a dry validation step logs, when one runs) stops fit with InvalidArgument. Empty
+  // (the default): a monitor is checked against the schedule only, and a name nobody logs is found when it is first
+  // read, as Lightning finds it. Must not throw.
+  virtual std::vector<std::string> logged_metric_names() const { return {}; }
+
   // The optimizer steps the running fit will take, as Lightning's trainer.estimated_stepping_batches counts them:
   // each epoch's training batches over accumulate_grad_batches (rounded up) times max_epochs, capped by max_steps.
   // Valid in configure_optimizers, so that a schedule can span the run (a cosine's T_max, a one-cycle's

@@ -15,6 +15,7 @@
 #include "trainer/loops/call_user.h"
 #include "trainer/loops/evaluation_loop.h"
 #include "trainer/loops/preflight.h"
+#include "trainer/optim/lr_scheduler.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/loops/rank_agreement.h"
 #include "trainer/trainer.h"
@@ -272,9 +273,25 @@ absl::Status FitLoop::Preflight(LightningModule& model) {
                         .every_n_train_steps = every_step ? config.frequency : 0,
                         .strict = config.strict});
   }
+  PreflightPlan plan;
+  PlanRunLength(model, plan);
+  std::vector<ScheduledMilestone> milestones;
+  // Under manual optimization training_step steps the schedules, as often as it likes.
+  for (const SchedulerConfig& config : model.automatic_optimization() ? trainer.optimizers_.schedulers
+                                                                      : std::vector<SchedulerConfig>{}) {
+    const auto* schedule = dynamic_cast<const LRScheduler*>(config.scheduler.get());
+    if (schedule == nullptr) continue;  // LibTorch's own schedulers say nothing of their milestones.
+    for (LRScheduler::Milestone& milestone : schedule->milestones()) {
+      milestones.push_back({.setting = std::move(milestone.setting),
+                            .step = milestone.step,
+                            .per_step = config.interval == SchedulerConfig::Interval::kStep,
+                            .frequency = config.frequency});
+    }
+  }
+  if (absl::Status status = CheckMilestones(plan, milestones); !status.ok()) return status;
   if (monitors.empty()) return absl::OkStatus();
 
-  PreflightPlan plan;
+  for (std::string& name : model.logged_metric_names()) plan.declared_metrics.insert(std::move(name));
   if (val_loaders_.empty()) {
     plan.validation_never_runs = "there is no validation data (the data module gives no val_dataloaders): give some";
   } else if (limits_.val_batches == 0) {
@@ -308,6 +325,33 @@ absl::Status FitLoop::Preflight(LightningModule& model) {
     plan.dry_step_ran = true;
   }
   return CheckMonitors(plan, monitors);
+}
+
+void FitLoop::PlanRunLength(const LightningModule& model, PreflightPlan& plan) const {
+  const TrainerOptions& options = trainer_.options_;
+  const int64_t max_steps = options.max_steps;
+  const int64_t max_epochs = trainer_.max_epochs_;
+  plan.run_steps = model.estimated_stepping_batches();
+  const bool known_epochs = limits_.train_batches > 0 && limits_.train_batches != INT64_MAX;
+  const int64_t per_epoch =
+      known_epochs ? (limits_.train_batches + std::max<int64_t>(1, options.accumulate_grad_batches) - 1) /
+                         std::max<int64_t>(1, options.accumulate_grad_batches)
+                   : 0;
+  const std::string per_epoch_text = absl::StrCat(per_epoch, " optimizer step(s) per epoch");
+  plan.run_steps_bound = max_steps >= 0 && plan.run_steps == max_steps
+                             ? absl::StrCat("max_steps=", max_steps)
+                             : absl::StrCat("max_epochs=", max_epochs, " of ", per_epoch_text);
+  if (max_epochs >= 0) {
+    plan.run_epochs = max_epochs;
+    plan.run_epochs_bound = absl::StrCat("max_epochs=", max_epochs);
+  }
+  if (max_steps >= 0 && per_epoch > 0) {
+    const int64_t by_steps = (max_steps + per_epoch - 1) / per_epoch;
+    if (plan.run_epochs < 0 || by_steps < plan.run_epochs) {
+      plan.run_epochs = by_steps;
+      plan.run_epochs_bound = absl::StrCat("max_steps=", max_steps, " at ", per_epoch_text);
+    }
+  }
 }
 
 absl::StatusOr<std::set<std::string>> FitLoop::DryValidationMetrics(LightningModule& model) {

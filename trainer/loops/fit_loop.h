@@ -19,6 +19,7 @@
 namespace kiln {
 
 class Trainer;
+struct PreflightPlan;
 struct TrainerOptions;
 
 // Lightning's number of epochs when neither max_epochs nor max_steps is set.
@@ -54,6 +55,8 @@ class FitLoop {
   // The metric names one validation step on each validation loader's first batch logs, with nothing else run (no
   // hooks but the batch transfer's, no gradients, eval mode, the CPU generator put back).
   absl::StatusOr<std::set<std::string>> DryValidationMetrics(LightningModule& model);
+  // The run's length in epochs and optimizer steps, and what bounds each, into `plan` (after ConfigureOptimizers).
+  void PlanRunLength(const LightningModule& model, PreflightPlan& plan) const;
   // setup and on_fit_start of the callbacks and the module, and the hyperparameters to the loggers.
   absl::Status Start(LightningModule& model);
   // num_sanity_val_steps of validation, leaving the generator as it found it (so that resuming stays exact).

@@ -22,6 +22,7 @@
 #include "trainer/loops/preflight.h"
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/loops/training_epoch_loop.h"
+#include "trainer/optim/step_lr.h"
 #include "trainer/testing/test_support.h"
 #include "trainer/trainer.h"
 
@@ -359,6 +360,59 @@ TEST(PreflightTest, RefusesMonitorsThatCanNeverBeReadWhereTheyAreRead) {
   EXPECT_TRUE(CheckMonitors(no_dry_step, {training}).ok());
 }
 
+TEST(PreflightTest, RefusesAMonitorTheModuleDeclaresItNeverLogs) {
+  PreflightPlan plan;
+  plan.declared_metrics = {"train_loss_epoch", "train_loss_step", "val_loss"};
+  const MonitoredMetric typo{.name = "val_los", .option = "EarlyStopping(monitor='val_los')"};
+  EXPECT_THAT(CheckMonitors(plan, {typo}).message(),
+              ::testing::HasSubstr("EarlyStopping(monitor='val_los') monitors 'val_los', which this run never logs: "
+                                   "the module logs train_loss_epoch, train_loss_step, val_loss (its "
+                                   "logged_metric_names()); did you mean 'val_loss'?"));
+  const MonitoredMetric declared{.name = "train_loss_epoch", .option = "EarlyStopping(monitor='train_loss_epoch')"};
+  EXPECT_TRUE(CheckMonitors(plan, {declared}).ok());
+  MonitoredMetric lenient = typo;
+  lenient.strict = false;
+  EXPECT_TRUE(CheckMonitors(plan, {lenient}).ok()) << "a lenient reader skips what is not there";
+  PreflightPlan dry = plan;
+  dry.dry_step_ran = true;
+  dry.validation_metrics = {"val_los"};
+  EXPECT_TRUE(CheckMonitors(dry, {typo}).ok()) << "what the dry step saw logged is logged, declared or not";
+  PreflightPlan undeclared;
+  const MonitoredMetric anything{.name = "anything", .option = "ModelCheckpoint(monitor='anything')"};
+  EXPECT_TRUE(CheckMonitors(undeclared, {anything}).ok())
+      << "a module that declares nothing has its names learnt as they are logged";
+}
+
+TEST(PreflightTest, RefusesAMilestoneTheRunNeverPassesWhileItTrains) {
+  PreflightPlan plan;
+  plan.run_epochs = 5;
+  plan.run_epochs_bound = "max_epochs=5";
+  plan.run_steps = 20;
+  plan.run_steps_bound = "max_steps=20";
+  const ScheduledMilestone decay{.setting = "StepLR(step_size=6)", .step = 6};
+  EXPECT_THAT(CheckMilestones(plan, {decay}).message(),
+              ::testing::HasSubstr("StepLR(step_size=6), stepped every 1 epoch (interval='epoch'), changes the rate "
+                                   "after 6 epoch(s), but this fit trains 5 epoch(s) (max_epochs=5): the run ends "
+                                   "before the schedule gets there; set it to at most 5, or train longer"));
+  ScheduledMilestone at_the_end = decay;
+  at_the_end.step = 5;
+  EXPECT_TRUE(CheckMilestones(plan, {at_the_end}).ok())
+      << "the decay after the last epoch is what the last checkpoint holds, for a longer run resumed from it";
+  ScheduledMilestone every_other = decay;
+  every_other.step = 3;
+  every_other.frequency = 2;  // Stepped at the ends of epochs 2 and 4: its 3rd step would come after epoch 6.
+  EXPECT_THAT(CheckMilestones(plan, {every_other}).message(), ::testing::HasSubstr("after 6 epoch(s)"));
+  EXPECT_THAT(CheckMilestones(plan, {every_other}).message(), ::testing::HasSubstr("set it to at most 2"));
+  ScheduledMilestone per_step{.setting = "SequentialLR(milestones[0]=21)", .step = 21, .per_step = true};
+  EXPECT_THAT(CheckMilestones(plan, {per_step}).message(),
+              ::testing::HasSubstr("changes the rate after 21 optimizer step(s), but this fit trains 20 optimizer "
+                                   "step(s) (max_steps=20)"));
+  per_step.step = 20;
+  EXPECT_TRUE(CheckMilestones(plan, {per_step}).ok());
+  PreflightPlan unbounded;
+  EXPECT_TRUE(CheckMilestones(unbounded, {decay}).ok()) << "a run of unknown length is not checked";
+}
+
 // LinearModule that also logs a score whose name does not say it is a validation metric.
 class ScoringModule : public LinearModule {
  public:
@@ -423,6 +477,63 @@ TEST(FitLoopTest, AMonitorValidationNeverLogsStopsFitBeforeAnythingIsWritten) {
   const absl::Status status = trainer.fit(model, data);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(model.validated, (std::vector<int64_t>{0, 1, 0, 1})) << "two epochs' validation, no dry step";
+}
+
+// LinearModule that declares what it logs, and steps a schedule.
+class DeclaringModule : public LinearModule {
+ public:
+  std::vector<std::string> logged_metric_names() const override { return {"val_mean"}; }
+  OptimizerConfig configure_optimizers() override {
+    auto sgd = std::make_shared<torch::optim::SGD>(parameters(), torch::optim::SGDOptions(0.1));
+    OptimizerConfig config(sgd);
+    if (step_size > 0) config.schedulers.push_back({.scheduler = std::make_shared<StepLR>(*sgd, step_size, 0.5)});
+    return config;
+  }
+  int64_t step_size = 0;
+};
+
+// Each mistake the library's fit finds before anything runs: a Status, no folder, no hook with side effects.
+TEST(FitLoopTest, AMonitorNobodyLogsOrAScheduleThatNeverActsStopsFitBeforeAnythingIsWritten) {
+  const std::string root = std::string(std::getenv("TEST_TMPDIR")) + "/preflight_declared";
+  for (const auto& [monitor, step_size, expected] : std::vector<std::tuple<std::string, int64_t, std::string>>{
+           {"val_men", 0, "ModelCheckpoint(monitor='val_men') monitors 'val_men', which this run never logs: the "
+                          "module logs val_mean (its logged_metric_names()); did you mean 'val_mean'?"},
+           {"val_mean", 3, "StepLR(step_size=3), stepped every 1 epoch (interval='epoch'), changes the rate after 3 "
+                           "epoch(s), but this fit trains 2 epoch(s) (max_epochs=2)"},
+       }) {
+    SCOPED_TRACE(expected);
+    auto recorder = std::make_shared<HookRecorder>();
+    TrainerOptions options = Options(recorder);
+    options.logger = true;  // Its folder must not be made.
+    options.default_root_dir = root;
+    options.max_epochs = 2;
+    options.enable_checkpointing = true;
+    options.callbacks.push_back(std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.monitor = monitor}));
+    Trainer trainer(options);
+    DeclaringModule model;
+    model.step_size = step_size;
+    TrainAndValData data;
+    const absl::Status status = trainer.fit(model, data);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(status.message(), ::testing::HasSubstr(expected));
+    EXPECT_FALSE(std::filesystem::exists(root)) << "the run wrote into " << root;
+    EXPECT_THAT(recorder->hooks, ::testing::Not(::testing::Contains("on_fit_start")));
+    EXPECT_TRUE(model.trained.empty());
+    EXPECT_TRUE(model.validated.empty()) << "the declaration is enough: no dry step";
+  }
+  // Declared and logged, and a decay the second epoch trains with: fit trains.
+  TrainerOptions options = Options(nullptr);
+  options.max_epochs = 2;
+  options.callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.dirpath = root + "/ok",
+                                                                                .monitor = "val_mean"})};
+  options.enable_checkpointing = true;
+  Trainer trainer(options);
+  DeclaringModule model;
+  model.step_size = 1;
+  TrainAndValData data;
+  const absl::Status status = trainer.fit(model, data);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(model.validated, (std::vector<int64_t>{0, 1, 0, 1}));
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ void SupervisedModule::LogEvaluation(const std::string& prefix, const at::Tensor
   }
 }
 
-std::vector<std::string> SupervisedModule::LoggedMetricNames() const {
+std::vector<std::string> SupervisedModule::logged_metric_names() const {
   // train_loss is logged on step and on epoch, so it is seen under the two suffixed names only.
   std::vector<std::string> names = {"train_loss_step", "train_loss_epoch"};
   if (options_.task == Task::kClassification) names.push_back("train_acc");

@@ -65,7 +65,11 @@ class SupervisedModule : public LightningModule {
   // The metric names training_step and validation_step log, as callbacks see them during fit ("train_loss_step",
   // "train_loss_epoch", "val_loss", ...): what a monitor (ModelCheckpoint, EarlyStopping, ReduceLROnPlateau) may
   // name; fit checks its monitors against them before the run starts.
-  std::vector<std::string> LoggedMetricNames() const;
+  std::vector<std::string> logged_metric_names() const override;
+  [[deprecated("use logged_metric_names(), LightningModule's declaration of the same list")]]
+  std::vector<std::string> LoggedMetricNames() const {
+    return logged_metric_names();
+  }
 
   const SupervisedOptions& options() const { return options_; }
 

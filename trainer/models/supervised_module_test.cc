@@ -89,7 +89,7 @@ TEST(SupervisedModuleTest, CheckOutputShapeNamesTheMismatch) {
   EXPECT_TRUE(four.is_training());  // The check leaves the mode as it was.
 }
 
-// fit checks its monitors against LoggedMetricNames before a run, so the names must be exactly those a run's
+// fit checks its monitors against logged_metric_names before a run, so the names must be exactly those a run's
 // callbacks see: both tasks, from a real fit (the epoch counter aside).
 std::set<std::string> Seen(const Trainer& trainer) {
   std::set<std::string> seen;
@@ -100,7 +100,7 @@ std::set<std::string> Seen(const Trainer& trainer) {
 }
 
 std::set<std::string> Declared(const SupervisedModule& model) {
-  const std::vector<std::string> names = model.LoggedMetricNames();
+  const std::vector<std::string> names = model.logged_metric_names();
   return std::set<std::string>(names.begin(), names.end());
 }
 

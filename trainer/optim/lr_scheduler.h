@@ -11,6 +11,7 @@
 #define KILN_TRAINER_OPTIM_LR_SCHEDULER_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "torch/optim/optimizer.h"
@@ -29,6 +30,17 @@ class LRScheduler : public torch::optim::LRScheduler {
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   // The optimizer's rates now (PyTorch's get_last_lr()).
   std::vector<double> get_last_lr() const { return get_current_lrs(); }
+
+  // A point where the schedule changes course: after `step` steps (last_epoch == step), as `setting` set it.
+  struct Milestone {
+    int64_t step;
+    std::string setting;  // "StepLR(step_size=10)", "SequentialLR(milestones[0]=5)".
+  };
+  // The schedule's milestones in increasing order (StepLR's first decay, SequentialLR's switches and those of the
+  // schedules it runs), so that fit can refuse, before the run starts, a schedule that the run never steps far
+  // enough to do what it was set to do (trainer/loops/preflight.h). Empty for schedules that change the rate from
+  // their first step. Must not throw.
+  virtual std::vector<Milestone> milestones() const { return {}; }
 
  protected:
   explicit LRScheduler(torch::optim::Optimizer& optimizer);

@@ -200,6 +200,46 @@ TEST(LRSchedulerTest, WarmupThenStep) {
   ExpectRates("warmup_step", Record(*optimizer, 8, [&](int) { scheduler.step(); }));
 }
 
+// The milestones fit checks a run's length against are where the rates change course: read from the rates.
+TEST(LRSchedulerTest, MilestonesAreWhereTheScheduleChangesCourse) {
+  const auto steps = [](const std::vector<LRScheduler::Milestone>& milestones) {
+    std::vector<int64_t> out;
+    for (const LRScheduler::Milestone& milestone : milestones) out.push_back(milestone.step);
+    return out;
+  };
+  auto optimizer = Optimizer({0.1});
+  StepLR step(*optimizer, 3, 0.5);
+  ASSERT_EQ(steps(step.milestones()), std::vector<int64_t>{3});
+  EXPECT_EQ(step.milestones()[0].setting, "StepLR(step_size=3)");
+  std::vector<double> rates = {optimizer->param_groups()[0].options().get_lr()};
+  for (int i = 0; i < 4; ++i) {
+    step.step();
+    rates.push_back(optimizer->param_groups()[0].options().get_lr());
+  }
+  EXPECT_EQ(rates[0], rates[2]) << "no change before the milestone";
+  EXPECT_NE(rates[2], rates[3]) << "the change at step 3";
+
+  auto warmed = Optimizer({0.1});
+  auto warmup = std::make_shared<LinearLR>(*warmed, 0.5, 1.0, 2);
+  auto decay = std::make_shared<StepLR>(*warmed, 3, 0.1);
+  SequentialLR sequence(*warmed, {warmup, decay}, {2});
+  EXPECT_EQ(steps(sequence.milestones()), (std::vector<int64_t>{2, 5})) << "the switch, then the decay after it";
+  EXPECT_EQ(sequence.milestones()[1].setting, "SequentialLR's schedule 1, StepLR(step_size=3)");
+  rates = {warmed->param_groups()[0].options().get_lr()};
+  for (int i = 0; i < 6; ++i) {
+    sequence.step();
+    rates.push_back(warmed->param_groups()[0].options().get_lr());
+  }
+  EXPECT_EQ(rates[2], rates[4]) << "the StepLR holds the rate from the switch until its own milestone";
+  EXPECT_NE(rates[4], rates[5]) << "and decays at 2 + 3";
+
+  auto cut = Optimizer({0.1});
+  auto long_step = std::make_shared<StepLR>(*cut, 5, 0.1);
+  auto after = std::make_shared<LinearLR>(*cut, 0.5, 1.0, 2);
+  SequentialLR cut_off(*cut, {long_step, after}, {3});
+  EXPECT_EQ(steps(cut_off.milestones()), std::vector<int64_t>{3}) << "a decay after the switch never happens";
+}
+
 void ExpectState(const std::string& name, const ReduceLROnPlateau& scheduler) {
   const std::vector<double>& state = Expected(name);
   ASSERT_EQ(state.size(), 4u);

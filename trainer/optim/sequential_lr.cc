@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,21 @@ SequentialLR::SequentialLR(torch::optim::Optimizer& optimizer, std::vector<std::
   schedulers_.front()->InitialStep();
   base_lrs_ = base;
   step_count_ = 1;  // This scheduler's own initial step, whose rates the first schedule set.
+}
+
+std::vector<LRScheduler::Milestone> SequentialLR::milestones() const {
+  std::vector<Milestone> found;
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    const int64_t start = i == 0 ? 0 : milestones_[i - 1];
+    if (i > 0) {
+      found.push_back({start, "SequentialLR(milestones[" + std::to_string(i - 1) + "]=" + std::to_string(start) + ")"});
+    }
+    for (const Milestone& inner : schedulers_[i]->milestones()) {
+      if (i + 1 < schedulers_.size() && start + inner.step >= milestones_[i]) break;  // Cut off by the next switch.
+      found.push_back({start + inner.step, "SequentialLR's schedule " + std::to_string(i) + ", " + inner.setting});
+    }
+  }
+  return found;
 }
 
 std::vector<double> SequentialLR::ComputeLrs(int64_t epoch) {

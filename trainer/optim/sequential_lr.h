@@ -20,6 +20,10 @@ class SequentialLR final : public LRScheduler {
   SequentialLR(torch::optim::Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                std::vector<int64_t> milestones);
 
+  // Each switch, and the milestones of each schedule it runs that fall before the next switch, counted from the
+  // start of this schedule.
+  std::vector<Milestone> milestones() const override;
+
  protected:
   std::vector<double> ComputeLrs(int64_t epoch) override;
 

@@ -2,6 +2,7 @@
 #include "trainer/optim/step_lr.h"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "c10/util/Exception.h"
@@ -16,6 +17,10 @@ StepLR::StepLR(torch::optim::Optimizer& optimizer, int64_t step_size, double gam
 }
 
 // Recursive, as PyTorch's get_lr: the current rate, times gamma on every step_size-th step.
+std::vector<LRScheduler::Milestone> StepLR::milestones() const {
+  return {{step_size_, "StepLR(step_size=" + std::to_string(step_size_) + ")"}};
+}
+
 std::vector<double> StepLR::ComputeLrs(int64_t epoch) {
   std::vector<double> lrs = get_current_lrs();
   if (epoch == 0 || epoch % step_size_ != 0) return lrs;

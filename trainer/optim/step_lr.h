@@ -15,6 +15,9 @@ class StepLR final : public LRScheduler {
   // Throws c10::Error unless step_size >= 1 and gamma > 0.
   StepLR(torch::optim::Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
+  // The first decay (the later ones repeat it).
+  std::vector<Milestone> milestones() const override;
+
  protected:
   std::vector<double> ComputeLrs(int64_t epoch) override;
   std::vector<double> ClosedFormLrs(int64_t epoch) override;
