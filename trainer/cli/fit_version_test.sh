@@ -9,8 +9,11 @@ fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
 # The value of `#define NAME VALUE` in a header.
 macro() { sed -n -E "s/^#define $2 ([0-9]+)\$/\\1/p" "$1"; }
 
-kiln="$(macro hal/version.h KILN_VERSION_MAJOR).$(macro hal/version.h KILN_VERSION_MINOR).$(macro hal/version.h KILN_VERSION_PATCH)"
-plugin="$(macro hal/plugin/kiln_plugin_c_api.h KILN_PLUGIN_API_MAJOR).$(macro hal/plugin/kiln_plugin_c_api.h KILN_PLUGIN_API_MINOR)"
+version_h=hal/version.h
+plugin_h=hal/plugin/kiln_plugin_c_api.h
+kiln="$(macro $version_h KILN_VERSION_MAJOR).$(macro $version_h KILN_VERSION_MINOR)"
+kiln+=".$(macro $version_h KILN_VERSION_PATCH)"
+plugin="$(macro $plugin_h KILN_PLUGIN_API_MAJOR).$(macro $plugin_h KILN_PLUGIN_API_MINOR)"
 [[ $kiln =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "hal/version.h does not define KILN_VERSION_MAJOR/MINOR/PATCH: '$kiln'"
 [[ $plugin =~ ^[0-9]+\.[0-9]+$ ]] || fail "kiln_plugin_c_api.h does not define KILN_PLUGIN_API_MAJOR/MINOR: '$plugin'"
 
