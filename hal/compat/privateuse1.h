@@ -9,7 +9,7 @@
 //   runtime hooks        PrivateUse1HooksInterface, required once the device is named: at::manual_seed asks it for
 //                        the device count and a default generator per device
 //   memory statistics    c10::DeviceAllocator (LibTorch 2.9 and newer; 2.8 has no common interface for them)
-// (Until the release after 2026-12, this file also hid LibTorch 1.13's differences; CHANGELOG.md.)
+// (In 0.1.0, this file also hid LibTorch 1.13's differences; CHANGELOG.md.)
 //
 // Naming has a cost beyond the name: LibTorch 2.x then takes PrivateUse1 for the process's accelerator
 // (at::getAccelerator), and from then on every backward over CUDA tensors in the process fails inside autograd

@@ -77,7 +77,7 @@ constexpr char kUsage[] =
     "  bazel run //trainer:fit -- --model=model.pt              # a TorchScript module from Python\n"
     "  bazel run //trainer:fit -- --ckpt_path=last              # resume the newest run\n"
     "  bazel run //trainer:fit -- --mode=predict --ckpt_path=last\n"
-    "  bazel run //trainer:fit -- --version                     # which LibTorch it was built with and runs with\n\n"
+    "  bazel run //trainer:fit -- --version                     # Kiln's version, its LibTorch, the plugin C API's\n\n"
     "Flags are named after Lightning's Trainer arguments, and LightningCLI's spellings work too: fit validate ...,\n"
     "--trainer.max_epochs=3, --model.KEY, --data.KEY, --optimizer=SGD --optimizer.lr=0.1, --seed_everything=7.\n"
     "Each run writes <default_root_dir>/lightning_logs/version_<N>/ (metrics.csv, hparams.yaml, report.html,\n"

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "hal/compat/version.h"
+#include "hal/plugin/kiln_plugin_c_api.h"
+#include "hal/version.h"
 
 namespace kiln {
 
@@ -20,8 +22,10 @@ bool WantsVersion(int argc, char** argv) {
 std::string VersionText() {
   const std::optional<std::string> runtime = compat::RuntimeLibTorchVersion();
   std::string text =
-      absl::StrCat("fit (Kiln)\nLibTorch: built against ", compat::BuiltLibTorchVersion(), ", running with ",
-                   runtime.value_or("(a LibTorch that does not say its version)"), "\n");
+      absl::StrCat("Kiln: ", std::string(Version()), "\nLibTorch: built against ", compat::BuiltLibTorchVersion(),
+                   ", running with ", runtime.value_or("(a LibTorch that does not say its version)"), "\n");
+  absl::StrAppend(&text, "Plugin C API: ", KILN_PLUGIN_API_MAJOR, ".", KILN_PLUGIN_API_MINOR,
+                  " (hal/plugin/kiln_plugin_c_api.h; plugins of major version ", KILN_PLUGIN_API_MAJOR, " load)\n");
   absl::StrAppend(&text, "LibTorch: Kiln needs ", compat::MinimumLibTorchVersion(),
                   " or newer (PyTorch's DDP reducer and per-device c10d backends, fused optimizer kernels, autocast "
                   "and names for out-of-tree devices; docs/libtorch.md)\n");
