@@ -1,13 +1,17 @@
 // The Trainer's option table's strategy rows (trainer_options.inc's, from trainer/strategies/fsdp_options.inc): fit's
 // flag text parsed into TrainerOptions::fsdp, the typed fields a program sets checked as the flags are, and the
-// deprecated text fields parsed over them.
+// deprecated text fields parsed over them; and, from a Trainer, the typed options reaching the fsdp its name makes.
 #include "trainer/trainer_options.h"
 
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "trainer/classifier.h"
 #include "trainer/strategies/fsdp_options.h"
+#include "trainer/strategies/fsdp_strategy.h"
+#include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
@@ -44,6 +48,53 @@ TEST(TrainerOptionsTest, TypedFsdpOptionsAreCheckedAsTheirFlagsAre) {
   options.fsdp.auto_wrap_policy.min_num_params = -3;
   EXPECT_EQ(CheckTrainerOptions(options).message(),
             "auto_wrap_min_num_params=-3 is not valid; pass an int >= 0 (0: off)");
+}
+
+// From a program that links the library: the typed options refused with a strategy that does not read them, and
+// handed whole to the fsdp its name makes.
+TEST(TrainerOptionsTest, TheTrainerRefusesFsdpOptionsForAnotherStrategy) {
+  MlpClassifier model(MlpOptions{});
+  SyntheticClusters data(SyntheticOptions{.num_train = 64, .num_val = 16});
+  TrainerOptions options{.accelerator = "cpu", .devices = 1, .strategy = "ddp", .max_epochs = 1};
+  options.fsdp.state_dict_type = StateDictType::kSharded;
+  options.enable_progress_bar = false;
+  options.default_root_dir = ::testing::TempDir();
+  Trainer trainer(options);
+  const absl::Status status = trainer.fit(model, data);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "sharding_strategy, auto_wrap_policy, auto_wrap_min_num_params, activation_checkpointing_policy and "
+            "state_dict_type are fsdp's options, but the strategy is 'ddp': use strategy fsdp, or leave them unset");
+}
+
+TEST(TrainerOptionsTest, FsdpByNameIsMadeWithTheTypedOptions) {
+  MlpClassifier model(MlpOptions{});
+  SyntheticClusters data(SyntheticOptions{.num_train = 64, .num_val = 16});
+  TrainerOptions options{.accelerator = "cpu",
+                         .devices = 1,
+                         .strategy = "fsdp",
+                         .process_group_timeout = absl::Seconds(90),
+                         .max_epochs = 1,
+                         .logger = false,
+                         .enable_checkpointing = false,
+                         .enable_progress_bar = false,
+                         .enable_model_summary = false};
+  options.fsdp.sharding_strategy = ShardingStrategy::kShardGradOp;
+  options.fsdp.auto_wrap_policy.module_types = {"Linear"};
+  options.fsdp.forward_prefetch = true;           // Not a row: the struct goes whole.
+  options.fsdp.timeout = absl::Hours(5);          // Not read: process_group_timeout is.
+  options.fsdp.cpu_offload = true;                // Not read: the name says.
+  options.default_root_dir = ::testing::TempDir();
+  Trainer trainer(options);
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  const auto* fsdp = dynamic_cast<const FSDPStrategy*>(trainer.strategy());
+  ASSERT_NE(fsdp, nullptr);
+  EXPECT_EQ(fsdp->options().sharding_strategy, ShardingStrategy::kShardGradOp);
+  EXPECT_EQ(fsdp->options().auto_wrap_policy.module_types, std::vector<std::string>{"Linear"});
+  EXPECT_TRUE(fsdp->options().forward_prefetch);
+  EXPECT_EQ(fsdp->options().timeout, absl::Seconds(90));
+  EXPECT_FALSE(fsdp->options().cpu_offload);
+  EXPECT_EQ(fsdp->name(), "fsdp");
 }
 
 #pragma GCC diagnostic push
