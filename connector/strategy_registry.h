@@ -19,6 +19,7 @@
 #ifndef KILN_CONNECTOR_STRATEGY_REGISTRY_H_
 #define KILN_CONNECTOR_STRATEGY_REGISTRY_H_
 
+#include <any>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,16 +43,25 @@ inline constexpr char kDdpFindUnusedFalseStrategy[] = "ddp_find_unused_parameter
 inline constexpr char kFsdpStrategy[] = "fsdp";
 inline constexpr char kFsdpCpuOffloadStrategy[] = "fsdp_cpu_offload";
 
-// What the trainer hands a strategy factory: the Trainer's options that strategies read.
+// What the trainer hands a strategy factory: the Trainer's options that strategies read. (The deprecated fields warn
+// where a program names them, not where GCC places the implicit constructors' use of them: here.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct StrategyArguments {
   absl::Duration process_group_timeout = absl::Minutes(30);  // TrainerOptions::process_group_timeout.
-  // fsdp's (TrainerOptions' sharding_strategy, auto_wrap_policy split at commas, auto_wrap_min_num_params).
-  std::string sharding_strategy = "FULL_SHARD";
-  std::vector<std::string> auto_wrap_policy;
-  int64_t auto_wrap_min_num_params = 0;
-  std::vector<std::string> activation_checkpointing_policy;  // Split at commas, as auto_wrap_policy.
-  std::string state_dict_type = "full";                      // "full" or "sharded".
+  // Deprecated (0.x; removed in the next release): fsdp's options as text. fsdp's factory reads `options`.
+  [[deprecated("read StrategyArguments::options (a kiln::FSDPOptions)")]] std::string sharding_strategy = "FULL_SHARD";
+  [[deprecated("read StrategyArguments::options (a kiln::FSDPOptions)")]] std::vector<std::string> auto_wrap_policy;
+  [[deprecated("read StrategyArguments::options (a kiln::FSDPOptions)")]] int64_t auto_wrap_min_num_params = 0;
+  [[deprecated("read StrategyArguments::options (a kiln::FSDPOptions)")]] std::vector<std::string>
+      activation_checkpointing_policy;
+  [[deprecated("read StrategyArguments::options (a kiln::FSDPOptions)")]] std::string state_dict_type = "full";
+  // The strategy's own options struct, already parsed (the trainer's TrainerOptions::fsdp, a kiln::FSDPOptions, for
+  // the built-in fsdp names), or empty where the trainer holds none for the name. The connector never looks inside:
+  // a factory takes its own type with std::any_cast, and keeps its defaults when it finds none.
+  std::any options;
 };
+#pragma GCC diagnostic pop
 
 // Makes a strategy for one trainer. It returns a kiln::Strategy (trainer/strategies/strategy.h) as its
 // StrategyDescriptor; the trainer refuses anything else. Called on the trainer's thread; may throw nothing.

@@ -25,7 +25,7 @@
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
-#include "trainer/strategies/fsdp_strategy.h"
+#include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/distributed_program.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/strategies/strategy_factories.h"
@@ -193,19 +193,13 @@ absl::Status Trainer::CheckOptions() const {
 
 absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan) const {
   // fsdp's options by name are refused where no fsdp made by name reads them, rather than ignored.
-  const bool fsdp_options =
-      ParseShardingStrategy(options_.sharding_strategy).value_or(ShardingStrategy::kFullShard) !=
-          ShardingStrategy::kFullShard ||
-      !ModuleTypeNames(options_.auto_wrap_policy).empty() || options_.auto_wrap_min_num_params != 0 ||
-      !ModuleTypeNames(options_.activation_checkpointing_policy).empty() ||
-      ParseStateDictType(options_.state_dict_type).value_or(StateDictType::kFull) != StateDictType::kFull;
+  absl::StatusOr<FSDPOptions> fsdp = EffectiveFsdpOptions(options_);
+  if (!fsdp.ok()) return fsdp.status();
   const bool fsdp_by_name =
       plan.strategy_instance == nullptr && (plan.strategy == kFsdpStrategy || plan.strategy == kFsdpCpuOffloadStrategy);
-  if (fsdp_options && !fsdp_by_name) {
+  if (!FsdpOptionsSet(*fsdp).empty() && !fsdp_by_name) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sharding_strategy, auto_wrap_policy, auto_wrap_min_num_params, activation_checkpointing_policy and "
-        "state_dict_type are fsdp's options, but the strategy is '",
-        plan.strategy, "'",
+        FsdpOptionNames(), " are fsdp's options, but the strategy is '", plan.strategy, "'",
         plan.strategy_instance != nullptr ? " (an instance): set them in its own options (FSDPOptions)"
                                           : ": use strategy fsdp, or leave them unset"));
   }
@@ -226,13 +220,22 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
           "it with StrategySpec::factory (connector/strategy_registry.h) or pass a kiln::Strategy instance as "
           "`strategy`"));
     }
-    const StrategyArguments arguments{
-        .process_group_timeout = options_.process_group_timeout,
-        .sharding_strategy = options_.sharding_strategy,
-        .auto_wrap_policy = ModuleTypeNames(options_.auto_wrap_policy),
-        .auto_wrap_min_num_params = options_.auto_wrap_min_num_params,
-        .activation_checkpointing_policy = ModuleTypeNames(options_.activation_checkpointing_policy),
-        .state_dict_type = options_.state_dict_type};
+    StrategyArguments arguments;
+    arguments.process_group_timeout = options_.process_group_timeout;
+    if (fsdp_by_name) {
+      FSDPOptions typed = *fsdp;
+      typed.process_group_backend.reset();  // TrainerOptions::process_group_backend's, through the plan.
+      arguments.options = std::move(typed);
+    }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    // The deprecated text a factory of one's own may still read (remove with StrategyArguments' fields).
+    arguments.sharding_strategy = FsdpFieldText(fsdp->sharding_strategy);
+    arguments.auto_wrap_policy = fsdp->auto_wrap_policy.module_types;
+    arguments.auto_wrap_min_num_params = fsdp->auto_wrap_policy.min_num_params;
+    arguments.activation_checkpointing_policy = fsdp->activation_checkpointing_policy;
+    arguments.state_dict_type = FsdpFieldText(fsdp->state_dict_type);
+#pragma GCC diagnostic pop
     std::shared_ptr<StrategyDescriptor> made = spec->factory(arguments);
     strategy = std::dynamic_pointer_cast<Strategy>(made);
     if (strategy == nullptr) {

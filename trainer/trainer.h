@@ -42,6 +42,7 @@
 #include "trainer/core/lightning_module.h"
 #include "trainer/core/logger.h"
 #include "trainer/core/metrics.h"
+#include "trainer/strategies/fsdp_options.h"
 
 namespace kiln {
 
@@ -71,6 +72,10 @@ class BatchLimit {
   std::variant<int64_t, double> value_;
 };
 
+// The deprecated fields' warnings are for programs that name them, not for every TrainerOptions made or copied (GCC
+// reports the implicit constructors' use of them here).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct TrainerOptions {
   // Hardware and scale, resolved by the connector.
   AcceleratorFlag accelerator;  // "auto"
@@ -83,13 +88,20 @@ struct TrainerOptions {
   // CUDA device's tensors, or several processes sharing one GPU). The strategy refuses, before training, a backend
   // that cannot carry the device's tensors.
   std::string process_group_backend;
-  // fsdp by name (FSDPOptions, for an FSDPStrategy instance): Lightning's sharding_strategy, and its auto_wrap_policy
-  // by module type (comma-separated names, "Linear") and by size (0: off).
-  std::string sharding_strategy = "FULL_SHARD";
-  std::string auto_wrap_policy;
-  int64_t auto_wrap_min_num_params = 0;
-  std::string activation_checkpointing_policy;  // fsdp: module types, comma-separated, as auto_wrap_policy.
-  std::string state_dict_type = "full";          // fsdp: "full" or "sharded" checkpoints (Lightning's name).
+  // Deprecated (0.x; removed in the next release): fsdp's options as text. Set `fsdp` instead; where one of these
+  // differs from its default it is parsed into `fsdp` (over what `fsdp` holds), and refused as its flag would be.
+  [[deprecated("set TrainerOptions::fsdp.sharding_strategy")]] std::string sharding_strategy = "FULL_SHARD";
+  [[deprecated("set TrainerOptions::fsdp.auto_wrap_policy.module_types")]] std::string auto_wrap_policy;
+  [[deprecated("set TrainerOptions::fsdp.auto_wrap_policy.min_num_params")]] int64_t auto_wrap_min_num_params = 0;
+  [[deprecated("set TrainerOptions::fsdp.activation_checkpointing_policy")]] std::string
+      activation_checkpointing_policy;
+  [[deprecated("set TrainerOptions::fsdp.state_dict_type")]] std::string state_dict_type = "full";
+  // fsdp by name ("fsdp", "fsdp_cpu_offload"): its options (trainer/strategies/fsdp_options.h), which fit's flags,
+  // config keys and a LightningCLI FSDPStrategy's init_args set. Refused with any other strategy when a row of
+  // fsdp_options.inc differs from its default. Its timeout, process_group_backend and cpu_offload are not read: they
+  // come from process_group_timeout, process_group_backend and the strategy's name. For an FSDPStrategy instance,
+  // set its own FSDPOptions.
+  FSDPOptions fsdp;
   std::string precision = "32-true";
   int num_nodes = 1;
 
@@ -136,6 +148,7 @@ struct TrainerOptions {
   // Where names are looked up; the default registry when null. Tests pass their own.
   const AcceleratorRegistry* registry = nullptr;
 };
+#pragma GCC diagnostic pop
 
 class Trainer {
  public:

@@ -1,16 +1,15 @@
 #include "trainer/trainer_options.h"
 
-#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
-#include "trainer/strategies/fsdp_strategy.h"
+#include "trainer/strategies/fsdp_options.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
@@ -132,60 +131,20 @@ OptionCheck SetTrainerOption_process_group_backend(TrainerOptions& options, cons
 // The strategy checks it against the device (a backend that cannot carry its tensors is refused there).
 OptionCheck CheckTrainerOption_process_group_backend(const TrainerOptions&) { return std::nullopt; }
 
-OptionCheck SetTrainerOption_sharding_strategy(TrainerOptions& options, const std::string& value) {
-  options.sharding_strategy = value;
-  return std::nullopt;
-}
-OptionCheck CheckTrainerOption_sharding_strategy(const TrainerOptions& options) {
-  if (ParseShardingStrategy(options.sharding_strategy).ok()) return std::nullopt;
-  return Refuse(options.sharding_strategy, "pass FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
-}
-
-OptionCheck SetTrainerOption_state_dict_type(TrainerOptions& options, const std::string& value) {
-  options.state_dict_type = value;
-  return std::nullopt;
-}
-OptionCheck CheckTrainerOption_state_dict_type(const TrainerOptions& options) {
-  if (ParseStateDictType(options.state_dict_type).ok()) return std::nullopt;
-  return Refuse(options.state_dict_type, "pass full or sharded");
-}
-
-OptionCheck SetTrainerOption_auto_wrap_policy(TrainerOptions& options, const std::string& value) {
-  options.auto_wrap_policy = value;
-  return std::nullopt;
-}
-// Module type names separated by commas, as LibTorch spells the classes.
-OptionCheck TypeNames(const std::string& value) {
-  for (const std::string& name : ModuleTypeNames(value)) {
-    const bool valid = std::all_of(name.begin(), name.end(), [](char c) {
-      return absl::ascii_isalnum(c) || c == '_' || c == ':';
-    });
-    if (!valid) {
-      return Refuse(value, "pass module type names separated by commas, as LibTorch spells the classes (e.g. Linear)");
-    }
+// The strategy's own options: each row of trainer/strategies/fsdp_options.inc sets and checks its field of
+// TrainerOptions::fsdp, by the field's type (SetFsdpField, CheckFsdpField).
+#define KILN_FSDP_OPTION(type, name, field, fit_default, init_arg, help)                                   \
+  OptionCheck SetTrainerOption_##name(TrainerOptions& options, const type& value) {                       \
+    std::optional<std::string> accepted = SetFsdpField(options.fsdp.field, value);                          \
+    if (!accepted.has_value()) return std::nullopt;                                                         \
+    return Refuse(absl::StrCat(value), *std::move(accepted));                                                \
+  }                                                                                                         \
+  OptionCheck CheckTrainerOption_##name(const TrainerOptions& options) {                                  \
+    std::optional<std::string> accepted = CheckFsdpField(options.fsdp.field);                               \
+    if (!accepted.has_value()) return std::nullopt;                                                         \
+    return Refuse(FsdpFieldText(options.fsdp.field), *std::move(accepted));                                  \
   }
-  return std::nullopt;
-}
-
-OptionCheck CheckTrainerOption_auto_wrap_policy(const TrainerOptions& options) {
-  return TypeNames(options.auto_wrap_policy);
-}
-
-OptionCheck SetTrainerOption_activation_checkpointing_policy(TrainerOptions& options, const std::string& value) {
-  options.activation_checkpointing_policy = value;
-  return std::nullopt;
-}
-OptionCheck CheckTrainerOption_activation_checkpointing_policy(const TrainerOptions& options) {
-  return TypeNames(options.activation_checkpointing_policy);
-}
-
-OptionCheck SetTrainerOption_auto_wrap_min_num_params(TrainerOptions& options, const int64_t& value) {
-  options.auto_wrap_min_num_params = value;
-  return std::nullopt;
-}
-OptionCheck CheckTrainerOption_auto_wrap_min_num_params(const TrainerOptions& options) {
-  return AtLeast(options.auto_wrap_min_num_params, 0, " (0: no size-based units)");
-}
+#include "trainer/strategies/fsdp_options.inc"
 
 // The loop.
 OptionCheck SetTrainerOption_seed(TrainerOptions& options, const int64_t& value) {
@@ -397,8 +356,36 @@ const std::vector<TrainerOptionSpec>& TrainerOptionSpecs() {
   return *specs;
 }
 
+// TrainerOptions' deprecated text fields of fsdp's options (remove with them): each one that differs from its default
+// goes through its row's setter, as fit's flag would.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+absl::StatusOr<FSDPOptions> EffectiveFsdpOptions(const TrainerOptions& options) {
+  static const TrainerOptions* const defaults = new TrainerOptions();
+  TrainerOptions parsed;
+  parsed.fsdp = options.fsdp;
+#define KILN_DEPRECATED_FSDP_TEXT(name)                                                                         \
+  if (options.name != defaults->name) {                                                                         \
+    if (OptionCheck refused = SetTrainerOption_##name(parsed, options.name)) {                                  \
+      return absl::InvalidArgumentError(absl::StrCat(#name, "=", refused->value, " is not valid; ", refused->accepted)); \
+    }                                                                                                           \
+  }
+  KILN_DEPRECATED_FSDP_TEXT(sharding_strategy)
+  KILN_DEPRECATED_FSDP_TEXT(auto_wrap_policy)
+  KILN_DEPRECATED_FSDP_TEXT(auto_wrap_min_num_params)
+  KILN_DEPRECATED_FSDP_TEXT(activation_checkpointing_policy)
+  KILN_DEPRECATED_FSDP_TEXT(state_dict_type)
+#undef KILN_DEPRECATED_FSDP_TEXT
+  return parsed.fsdp;
+}
+#pragma GCC diagnostic pop
+
 absl::Status CheckTrainerOptions(const TrainerOptions& options) {
   for (const TrainerOptionSpec& spec : TrainerOptionSpecs()) {
+    if (spec.check == &CheckTrainerOption_strategy) {
+      // fsdp's deprecated text fields, where their rows (after `strategy`) are checked.
+      if (absl::StatusOr<FSDPOptions> fsdp = EffectiveFsdpOptions(options); !fsdp.ok()) return fsdp.status();
+    }
     if (OptionCheck refused = spec.check(options); refused.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat(spec.name, "=", refused->value, " is not valid; ", refused->accepted));
@@ -407,13 +394,6 @@ absl::Status CheckTrainerOptions(const TrainerOptions& options) {
   return absl::OkStatus();
 }
 
-std::vector<std::string> ModuleTypeNames(absl::string_view list) {
-  std::vector<std::string> names;
-  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    name = absl::StripAsciiWhitespace(name);
-    if (!name.empty()) names.emplace_back(name);
-  }
-  return names;
-}
+std::vector<std::string> ModuleTypeNames(absl::string_view list) { return SplitModuleTypes(list); }
 
 }  // namespace kiln

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "trainer/strategies/fsdp_options.h"
 
 namespace kiln {
 
@@ -44,6 +46,11 @@ const std::vector<TrainerOptionSpec>& TrainerOptionSpecs();
 // Every option's check, in the table's order: the first refused, as the library words it
 // (InvalidArgument "name=value is not valid; accepted"), or OK.
 absl::Status CheckTrainerOptions(const TrainerOptions& options);
+
+// The fsdp options `options` asks for: TrainerOptions::fsdp, with each deprecated text field (sharding_strategy,
+// auto_wrap_policy, ...) that differs from its default parsed over it; InvalidArgument as CheckTrainerOptions words it
+// for text that does not parse (CheckTrainerOptions runs this too).
+absl::StatusOr<FSDPOptions> EffectiveFsdpOptions(const TrainerOptions& options);
 
 // The module type names of a comma-separated option (auto_wrap_policy, activation_checkpointing_policy), each without
 // the spaces around it; empty entries dropped.

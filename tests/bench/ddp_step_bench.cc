@@ -54,6 +54,7 @@
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/sgd.h"
 #include "trainer/core/callback.h"
+#include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/launcher.h"
 #include "trainer/trainer.h"
 
@@ -173,8 +174,12 @@ double WithKiln(const Case& c, int rank, int port, const std::vector<Batch>& bat
                          .max_epochs = 1,
                          .num_sanity_val_steps = 0};
   if (strategy == "fsdp") {
-    options.auto_wrap_policy = "Linear";
-    if (const char* sharding = std::getenv("KILN_BENCH_SHARDING")) options.sharding_strategy = sharding;
+    options.fsdp.auto_wrap_policy.module_types = {"Linear"};
+    if (const char* sharding = std::getenv("KILN_BENCH_SHARDING")) {
+      if (std::optional<std::string> accepted = SetFsdpField(options.fsdp.sharding_strategy, sharding)) {
+        Fail(absl::StrCat("KILN_BENCH_SHARDING=", sharding, " is not valid; ", *accepted));
+      }
+    }
   }
   options.callbacks.push_back(clock);
   options.logger = false;

@@ -113,6 +113,27 @@ fi
 expect 0 "the strategies use the core only (not precision, checkpointing or the loops)" \
   $check deps trainer-strategies $dir/trainer_strategies_deps //trainer: //trainer/plugins //trainer/checkpoint \
   //trainer/cli //trainer/data //trainer/loggers //trainer/models //trainer/report //backends
+# Every library of trainer/strategies is in that query: a library added to its BUILD without it fails here.
+strategies_libraries=$(awk '/^cc_library\(/ { library = 1 }
+  library && /name = "/ { match($0, /"[^"]+"/); print substr($0, RSTART + 1, RLENGTH - 2); library = 0 }' \
+  trainer/strategies/BUILD)
+strategies_count=0
+for library in $strategies_libraries; do
+  strategies_count=$((strategies_count + 1))
+  if ! grep -qx "//trainer/strategies:$library" $dir/trainer_strategies_deps; then
+    echo "FAIL: $dir/trainer_strategies_deps does not hold //trainer/strategies:$library: add it to the query"
+    failures=$((failures + 1))
+  fi
+done
+if [[ $strategies_count -lt 10 ]]; then
+  echo "FAIL: found $strategies_count libraries in trainer/strategies/BUILD, expected at least 10"
+  failures=$((failures + 1))
+else
+  echo "ok: the strategies' query holds each of their $strategies_count libraries"
+fi
+expect 0 "fsdp's options (included by the trainer's options and fit's flags) use no LibTorch, HAL or connector" \
+  $check deps trainer-fsdp-options $dir/trainer_fsdp_options_deps @libtorch //hal //connector //trainer: \
+  //trainer/core //backends
 expect 0 "the precision plugins use the core only (not strategies, checkpointing or the loops)" \
   $check deps trainer-precision $dir/trainer_precision_deps //trainer: //trainer/strategies //trainer/checkpoint \
   //trainer/cli //trainer/data //trainer/loggers //trainer/models //trainer/report //backends

@@ -15,10 +15,11 @@ namespace {
 constexpr size_t kWidth = 100;
 constexpr char kIndent[] = "      ";
 
-// Abseil records trainer/trainer_options.inc as the file of the Trainer's options' flags (their rows are there):
-// the row names the *_flags.cc that defines them.
+// Abseil records trainer/trainer_options.inc as the file of the Trainer's options' flags (their rows are there), and
+// trainer/strategies/fsdp_options.inc as the strategy group's: the row names the *_flags.cc that defines them.
 bool FromOptionsTable(const absl::CommandLineFlag& flag) {
-  return absl::EndsWith(flag.Filename(), "trainer/trainer_options.inc");
+  return absl::EndsWith(flag.Filename(), "trainer/trainer_options.inc") ||
+         absl::EndsWith(flag.Filename(), "trainer/strategies/fsdp_options.inc");
 }
 
 std::string OptionFlagsFile(absl::string_view name) {
@@ -68,6 +69,7 @@ bool IsFitFlag(const absl::CommandLineFlag& flag) {
 const std::vector<FlagGroup>& FitFlagGroups() {
   static const std::vector<FlagGroup>* groups = new std::vector<FlagGroup>{
       {"Hardware (Lightning's Trainer arguments, resolved by the connector)", "hardware_flags.cc"},
+      {"Strategy options (the strategy's own: fsdp's)", "strategy_flags.cc"},
       {"Accelerator plugins", "accelerator_plugins.cc"},
       {"Training loop", "loop_flags.cc"},
       {"Checkpoints and resuming", "checkpoint_flags.cc"},

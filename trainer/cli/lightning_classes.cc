@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "trainer/strategies/fsdp_options.h"
 
 namespace kiln {
 namespace {
@@ -183,13 +184,14 @@ std::vector<LightningClass> MakeClasses() {
         {"precision_plugin", nullptr, "null"},
         {"process_group_backend", "process_group_backend", "null"},
         {"timeout", nullptr, "0:30:00"},
-        {"mixed_precision", nullptr, "null"},
-        {"auto_wrap_policy", nullptr, "null"},
-        {"activation_checkpointing", nullptr, "null"},
-        {"activation_checkpointing_policy", nullptr, "null"},
-        {"sharding_strategy", "sharding_strategy", "FULL_SHARD"},
-        {"state_dict_type", "state_dict_type", "full"},
-        {"device_mesh", nullptr, "null"}}},
+        // fsdp's own: the flag each sets is its row's in trainer/strategies/fsdp_options.inc (nullptr: none).
+        {"mixed_precision", FsdpOptionForInitArg("mixed_precision"), "null"},
+        {"auto_wrap_policy", FsdpOptionForInitArg("auto_wrap_policy"), "null"},
+        {"activation_checkpointing", FsdpOptionForInitArg("activation_checkpointing"), "null"},
+        {"activation_checkpointing_policy", FsdpOptionForInitArg("activation_checkpointing_policy"), "null"},
+        {"sharding_strategy", FsdpOptionForInitArg("sharding_strategy"), "FULL_SHARD"},
+        {"state_dict_type", FsdpOptionForInitArg("state_dict_type"), "full"},
+        {"device_mesh", FsdpOptionForInitArg("device_mesh"), "null"}}},
   };
 }
 

@@ -4,10 +4,14 @@
 //   #define KILN_FLAG_GROUP_loop(...) __VA_ARGS__   // this file's group
 //   #include "trainer/cli/trainer_option_flags.h"
 //
-// Abseil records the row's file, trainer/trainer_options.inc, as each flag's file; help.h's IsFitFlag and --help's
+// Abseil records the row's file, trainer/trainer_options.inc (trainer/strategies/fsdp_options.inc for the strategy
+// group's), as each flag's file; help.h's IsFitFlag and --help's
 // groups read the group from the table.
 #ifndef KILN_FLAG_GROUP_hardware
 #define KILN_FLAG_GROUP_hardware(...)
+#endif
+#ifndef KILN_FLAG_GROUP_strategy
+#define KILN_FLAG_GROUP_strategy(...)
 #endif
 #ifndef KILN_FLAG_GROUP_loop
 #define KILN_FLAG_GROUP_loop(...)

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "ATen/ATen.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
@@ -21,8 +20,6 @@
 
 namespace kiln {
 namespace {
-
-constexpr const char* kShardingNames[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"};
 
 // Autograd's post-hook on a parameter's gradient accumulator: runs once its gradient is accumulated.
 class GradientReadyHook final : public torch::autograd::FunctionPostHook {
@@ -41,23 +38,6 @@ class GradientReadyHook final : public torch::autograd::FunctionPostHook {
 };
 
 }  // namespace
-
-absl::StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& text) {
-  const std::string upper = absl::AsciiStrToUpper(text);
-  for (int i = 0; i < 4; ++i) {
-    if (upper == kShardingNames[i]) return static_cast<ShardingStrategy>(i);
-  }
-  return absl::InvalidArgumentError(absl::StrCat("sharding_strategy '", text, "' is not one of ",
-                                                 absl::StrJoin(kShardingNames, ", ")));
-}
-
-const char* ShardingStrategyName(ShardingStrategy strategy) { return kShardingNames[static_cast<int>(strategy)]; }
-
-absl::StatusOr<StateDictType> ParseStateDictType(const std::string& text) {
-  if (text == "full") return StateDictType::kFull;
-  if (text == "sharded") return StateDictType::kSharded;
-  return absl::InvalidArgumentError(absl::StrCat("state_dict_type '", text, "' is not full or sharded"));
-}
 
 FSDPStrategy::FSDPStrategy(FSDPOptions options)
     : ParallelStrategy(options.timeout, options.process_group_backend), options_(std::move(options)) {}

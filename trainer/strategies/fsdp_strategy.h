@@ -41,58 +41,11 @@
 #include "torch/csrc/autograd/function.h"
 #include "absl/time/time.h"
 #include "trainer/strategies/flat_parameter.h"
+#include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/fsdp_unit.h"
 #include "trainer/strategies/parallel_strategy.h"
 
 namespace kiln {
-
-// How a sharded unit's gradients are reduced (FSDPOptions::gradient_reduction).
-enum class GradientReduction {
-  kAuto,           // All-reduce on Gloo (whose reduce-scatter is an all-reduce of a copy) and on a backend that
-                   // declares no reduce-scatter (Accelerator::SupportedCollectives), reduce-scatter elsewhere.
-  kReduceScatter,  // PyTorch's: each rank receives its shard's sum (half an all-reduce's traffic).
-  kAllReduce,      // The whole sum on every rank, each keeping its shard.
-};
-
-// Lightning's and PyTorch's names (ShardingStrategy).
-enum class ShardingStrategy { kFullShard, kShardGradOp, kNoShard, kHybridShard };
-
-// "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD" (case-insensitive); InvalidArgument naming them otherwise.
-absl::StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& text);
-const char* ShardingStrategyName(ShardingStrategy strategy);
-
-// Lightning's state_dict_type: full checkpoints (rank 0 writes the whole model and optimizer state, in ddp's layout)
-// or sharded ones (every rank writes its part, in torch.distributed.checkpoint's layout; distributed_checkpoint.h).
-enum class StateDictType { kFull, kSharded };
-
-// "full" or "sharded", as Lightning spells them; InvalidArgument naming them otherwise.
-absl::StatusOr<StateDictType> ParseStateDictType(const std::string& text);
-
-struct FSDPOptions {
-  absl::Duration timeout = absl::Minutes(30);  // For joining and for each collective.
-  std::optional<std::string> process_group_backend;  // Unset: the accelerator's preference.
-  ShardingStrategy sharding_strategy = ShardingStrategy::kFullShard;  // Lightning's default.
-  FsdpWrapPolicy auto_wrap_policy;                                    // Empty: one (root) unit.
-  // PyTorch's backward_prefetch=BACKWARD_PRE (its default): a unit's backward starts the gather of the unit whose
-  // backward comes next, so that it travels while this one computes (one more unit's parameters whole at a time).
-  bool backward_prefetch = true;
-  // PyTorch's forward_prefetch (off by default there too): the same in the forward pass, in the order of the first
-  // step's forward.
-  bool forward_prefetch = false;
-  // Lightning's cpu_offload (strategy name "fsdp_cpu_offload"): each rank's shards, their gradients and so the
-  // optimizer's state stay in host memory, and the optimizer steps there; only the units computing are on the
-  // device. Shards even one rank; refused with NO_SHARD.
-  bool cpu_offload = false;
-  // Lightning's activation_checkpointing_policy: module types whose activations are made again in the backward pass
-  // instead of kept (they become units too; fsdp_unit.h).
-  std::vector<std::string> activation_checkpointing_policy;
-  // Lightning's state_dict_type (StateDictType).
-  StateDictType state_dict_type = StateDictType::kFull;
-  // Kiln's (PyTorch always reduce-scatters): how a sharded unit's gradients are reduced. kAuto all-reduces on Gloo,
-  // whose reduce-scatter is an all-reduce of a copy of the buffer (so the sums are the same, without the copies), and
-  // reduce-scatters on every other backend.
-  GradientReduction gradient_reduction = GradientReduction::kAuto;
-};
 
 class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
  public:

@@ -23,6 +23,7 @@
 #include "torch/nn/module.h"
 #include "torch/nn/modules/container/any.h"
 #include "torch/nn/modules/container/sequential.h"
+#include "trainer/strategies/fsdp_options.h"  // FsdpWrapPolicy
 
 namespace kiln {
 
@@ -64,17 +65,6 @@ class FsdpUnitImpl : public torch::nn::Module {
   int index_;
   FsdpUnitHooks* hooks_;
   bool checkpointed_ = false;
-};
-
-// Lightning's auto_wrap_policy, both kinds: by module type (names as LibTorch spells the class without its Impl,
-// "Linear", or with its namespace, "torch::nn::Linear") and by size (PyTorch's size_based_auto_wrap_policy: a module
-// whose parameters not yet in a unit number at least min_num_params). Empty and 0: no units but the root.
-struct FsdpWrapPolicy {
-  std::vector<std::string> module_types;
-  int64_t min_num_params = 0;
-  // Lightning's activation_checkpointing_policy, by type as module_types: such modules become units too, and
-  // recompute their activations in the backward pass (FsdpUnitImpl::set_checkpointed).
-  std::vector<std::string> checkpoint_types;
 };
 
 // The units WrapForFsdp made, in the order made (inner units before the units around them), and how to undo it.

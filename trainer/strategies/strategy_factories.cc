@@ -1,7 +1,9 @@
 #include "trainer/strategies/strategy_factories.h"
 
+#include <any>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "glog/logging.h"
 #include "trainer/strategies/ddp_strategy.h"
@@ -20,13 +22,11 @@ StrategyFactory Ddp(bool find_unused_parameters) {
 
 StrategyFactory Fsdp(bool cpu_offload) {
   return [cpu_offload](const StrategyArguments& arguments) -> std::shared_ptr<StrategyDescriptor> {
-    FSDPOptions options{.timeout = arguments.process_group_timeout, .cpu_offload = cpu_offload};
-    // The trainer checked the names (TrainerOptions' checks); the defaults stand for anything else.
-    options.sharding_strategy = ParseShardingStrategy(arguments.sharding_strategy).value_or(options.sharding_strategy);
-    options.auto_wrap_policy = {.module_types = arguments.auto_wrap_policy,
-                                .min_num_params = arguments.auto_wrap_min_num_params};
-    options.activation_checkpointing_policy = arguments.activation_checkpointing_policy;
-    options.state_dict_type = ParseStateDictType(arguments.state_dict_type).value_or(options.state_dict_type);
+    // The options parsed where they came in (the trainer's TrainerOptions::fsdp); the defaults where none came.
+    const FSDPOptions* given = std::any_cast<FSDPOptions>(&arguments.options);
+    FSDPOptions options = given != nullptr ? *given : FSDPOptions{};
+    options.timeout = arguments.process_group_timeout;
+    options.cpu_offload = cpu_offload;
     return std::make_shared<FSDPStrategy>(std::move(options));
   };
 }
