@@ -160,9 +160,17 @@ class Repository:
             if path.endswith("_test.cc"):
                 continue
             flags |= set(re.findall(r"ABSL_FLAG\(\s*[^,]+,\s*(\w+)\s*,", open(path, encoding="utf-8").read()))
-        table = os.path.join(self.root, "trainer/trainer_options.inc")
-        if os.path.exists(table):
-            flags |= set(re.findall(r"^KILN_TRAINER_OPTION\(\s*\w+\s*,\s*[^,]+,\s*(\w+)\s*,", open(table).read(), re.M))
+        # The option table, and the strategies' tables it includes (a strategy's row is (type, flag, ...)).
+        pending, seen = ["trainer/trainer_options.inc"], set()
+        while pending:
+            table = os.path.join(self.root, pending.pop())
+            if table in seen or not os.path.exists(table):
+                continue
+            seen.add(table)
+            text = open(table, encoding="utf-8").read()
+            flags |= set(re.findall(r"^KILN_TRAINER_OPTION\(\s*\w+\s*,\s*[^,]+,\s*(\w+)\s*,", text, re.M))
+            flags |= set(re.findall(r"^KILN_(?!TRAINER_)\w+_OPTION\(\s*[^,]+,\s*(\w+)\s*,", text, re.M))
+            pending += re.findall(r'^\s*#\s*include\s+"([^"]+\.inc)"', text, re.M)
         return flags
 
     def _other_flags(self):

@@ -15,8 +15,12 @@ printf 'cc_library(\n    name = "hal",\n)\n\ncc_test(\n    name = "registry_test
 printf 'load("//tests/fuzz:fuzz.bzl", "kiln_fuzz_target")\n\nkiln_fuzz_target(\n    name = "devices",\n)\n' \
   >"$repo/tests/fuzz/BUILD"
 printf 'alias(\n    name = "fit",\n)\n' >"$repo/trainer/BUILD"
-printf 'KILN_TRAINER_OPTION(loop, int, max_epochs, 10, kTrainer, "max_epochs",\n                    "Epochs.")\n' \
-  >"$repo/trainer/trainer_options.inc"
+printf 'KILN_TRAINER_OPTION(loop, int, max_epochs, 10, kTrainer, "max_epochs",\n                    "Epochs.")\n%s\n' \
+  '#include "trainer/strategies/fsdp_options.inc"' >"$repo/trainer/trainer_options.inc"
+# A strategy's own table, which the option table includes: its rows are (type, flag, ...).
+mkdir -p "$repo/trainer/strategies"
+printf 'KILN_FSDP_OPTION(std::string, sharding_strategy, sharding_strategy, "FULL_SHARD", "s", "Help.")\n' \
+  >"$repo/trainer/strategies/fsdp_options.inc"
 printf 'ABSL_FLAG(std::string, data, "synthetic", "The data.");\n' >"$repo/trainer/cli/data_flags.cc"
 printf 'case "$1" in\n  --cuda) cuda=true ;;\nesac\n' >"$repo/tools/setup.sh"
 
@@ -26,6 +30,7 @@ cat >"$repo/docs/good.md" <<'PAGE'
 `hal/accelerator.h`, `hal/{accelerator,registry}.h`, `hal/*.h`, `tools/setup.sh`, `//hal:registry_test`, `//hal`,
 `@kiln//trainer:fit`, `//tests/fuzz:devices_corpus_test`, `//tests/fuzz:<name>_corpus_test`, `//hal/...`,
 `@acme//:anything`, `acme/BUILD`, `lightning_logs/version_0`, `--max_epochs=3`, `--data`, `--cuda`, `--config=cuda`,
+`--sharding_strategy=NO_SHARD`,
 [a link](good.md#good).
 
     bazel run //trainer:fit -- --max_epochs=2 --data=my.csv

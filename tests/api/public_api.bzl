@@ -124,6 +124,7 @@ PUBLIC_HEADERS = [
     ("//trainer:trainer", "trainer/precision_plugin.h", "deprecated"),
     ("//trainer/strategies:ddp", "trainer/strategies/ddp_strategy.h", ""),
     ("//trainer/strategies:fsdp", "trainer/strategies/flat_parameter.h", ""),
+    ("//trainer/strategies:fsdp_options", "trainer/strategies/fsdp_options.h", ""),
     ("//trainer/strategies:fsdp", "trainer/strategies/fsdp_strategy.h", ""),
     ("//trainer/strategies:fsdp", "trainer/strategies/fsdp_unit.h", ""),
     ("//trainer/strategies:gloo_devices", "trainer/strategies/gloo_devices.h", ""),
