@@ -429,6 +429,31 @@ class TrainAndValData : public DataModule {
   std::vector<std::shared_ptr<DataLoader>> val_dataloaders() override { return {Loader(4, 2)}; }
 };
 
+// Options for a fit whose plan is refused: a logger whose folder (under `root`) must not be made, a ModelCheckpoint
+// monitoring `checkpoint`, and `recorder` to see that no hook ran.
+TrainerOptions RefusedRunOptions(const std::string& root, std::shared_ptr<HookRecorder> recorder,
+                                 ModelCheckpointOptions checkpoint) {
+  TrainerOptions options = Options(std::move(recorder));
+  options.logger = true;
+  options.default_root_dir = root;
+  options.max_epochs = 2;
+  options.enable_checkpointing = true;
+  options.callbacks.push_back(std::make_shared<ModelCheckpoint>(std::move(checkpoint)));
+  return options;
+}
+
+// What fit refusing a plan leaves: an InvalidArgument saying `expected`, no folder, no hook with side effects, no
+// training.
+void ExpectRefusedBeforeAnythingIsWritten(const absl::Status& status, const std::string& expected,
+                                          const std::string& root, const HookRecorder& recorder,
+                                          const LinearModule& model) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr(expected));
+  EXPECT_FALSE(std::filesystem::exists(root)) << "the run wrote into " << root;
+  EXPECT_THAT(recorder.hooks, ::testing::Not(::testing::Contains("on_fit_start")));
+  EXPECT_TRUE(model.trained.empty());
+}
+
 // The library gets the check as a Status from fit, before any hook with side effects and before any folder.
 TEST(FitLoopTest, AMonitorValidationNeverLogsStopsFitBeforeAnythingIsWritten) {
   const std::string root = std::string(std::getenv("TEST_TMPDIR")) + "/preflight";
@@ -444,24 +469,14 @@ TEST(FitLoopTest, AMonitorValidationNeverLogsStopsFitBeforeAnythingIsWritten) {
        }) {
     SCOPED_TRACE(expected);
     auto recorder = std::make_shared<HookRecorder>();
-    TrainerOptions options = Options(recorder);
-    options.logger = true;  // Its folder must not be made.
-    options.default_root_dir = root;
-    options.max_epochs = 2;
+    TrainerOptions options = RefusedRunOptions(
+        root, recorder, ModelCheckpointOptions{.monitor = "score", .every_n_train_steps = every_n_train_steps});
     options.limit_val_batches = limit_val_batches;
     options.check_val_every_n_epoch = check_val_every_n_epoch;
-    options.enable_checkpointing = true;
-    options.callbacks.push_back(std::make_shared<ModelCheckpoint>(
-        ModelCheckpointOptions{.monitor = "score", .every_n_train_steps = every_n_train_steps}));
     Trainer trainer(options);
     ScoringModule model;
     TrainAndValData data;
-    const absl::Status status = trainer.fit(model, data);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-    EXPECT_THAT(status.message(), ::testing::HasSubstr(expected));
-    EXPECT_FALSE(std::filesystem::exists(root)) << "the run wrote into " << root;
-    EXPECT_THAT(recorder->hooks, ::testing::Not(::testing::Contains("on_fit_start")));
-    EXPECT_TRUE(model.trained.empty());
+    ExpectRefusedBeforeAnythingIsWritten(trainer.fit(model, data), expected, root, *recorder, model);
     // Only the dry step, on the first batch.
     EXPECT_EQ(model.validated, std::vector<int64_t>{0});
   }
@@ -503,22 +518,11 @@ TEST(FitLoopTest, AMonitorNobodyLogsOrAScheduleThatNeverActsStopsFitBeforeAnythi
        }) {
     SCOPED_TRACE(expected);
     auto recorder = std::make_shared<HookRecorder>();
-    TrainerOptions options = Options(recorder);
-    options.logger = true;  // Its folder must not be made.
-    options.default_root_dir = root;
-    options.max_epochs = 2;
-    options.enable_checkpointing = true;
-    options.callbacks.push_back(std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.monitor = monitor}));
-    Trainer trainer(options);
+    Trainer trainer(RefusedRunOptions(root, recorder, ModelCheckpointOptions{.monitor = monitor}));
     DeclaringModule model;
     model.step_size = step_size;
     TrainAndValData data;
-    const absl::Status status = trainer.fit(model, data);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-    EXPECT_THAT(status.message(), ::testing::HasSubstr(expected));
-    EXPECT_FALSE(std::filesystem::exists(root)) << "the run wrote into " << root;
-    EXPECT_THAT(recorder->hooks, ::testing::Not(::testing::Contains("on_fit_start")));
-    EXPECT_TRUE(model.trained.empty());
+    ExpectRefusedBeforeAnythingIsWritten(trainer.fit(model, data), expected, root, *recorder, model);
     EXPECT_TRUE(model.validated.empty()) << "the declaration is enough: no dry step";
   }
   // Declared and logged, and a decay the second epoch trains with: fit trains.

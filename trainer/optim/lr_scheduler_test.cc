@@ -211,11 +211,7 @@ TEST(LRSchedulerTest, MilestonesAreWhereTheScheduleChangesCourse) {
   StepLR step(*optimizer, 3, 0.5);
   ASSERT_EQ(steps(step.milestones()), std::vector<int64_t>{3});
   EXPECT_EQ(step.milestones()[0].setting, "StepLR(step_size=3)");
-  std::vector<double> rates = {optimizer->param_groups()[0].options().get_lr()};
-  for (int i = 0; i < 4; ++i) {
-    step.step();
-    rates.push_back(optimizer->param_groups()[0].options().get_lr());
-  }
+  std::vector<double> rates = Record(*optimizer, 4, [&](int) { step.step(); });
   EXPECT_EQ(rates[0], rates[2]) << "no change before the milestone";
   EXPECT_NE(rates[2], rates[3]) << "the change at step 3";
 
@@ -225,11 +221,7 @@ TEST(LRSchedulerTest, MilestonesAreWhereTheScheduleChangesCourse) {
   SequentialLR sequence(*warmed, {warmup, decay}, {2});
   EXPECT_EQ(steps(sequence.milestones()), (std::vector<int64_t>{2, 5})) << "the switch, then the decay after it";
   EXPECT_EQ(sequence.milestones()[1].setting, "SequentialLR's schedule 1, StepLR(step_size=3)");
-  rates = {warmed->param_groups()[0].options().get_lr()};
-  for (int i = 0; i < 6; ++i) {
-    sequence.step();
-    rates.push_back(warmed->param_groups()[0].options().get_lr());
-  }
+  rates = Record(*warmed, 6, [&](int) { sequence.step(); });
   EXPECT_EQ(rates[2], rates[4]) << "the StepLR holds the rate from the switch until its own milestone";
   EXPECT_NE(rates[4], rates[5]) << "and decays at 2 + 3";
 
