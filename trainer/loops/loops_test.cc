@@ -442,6 +442,16 @@ TrainerOptions RefusedRunOptions(const std::string& root, std::shared_ptr<HookRe
   return options;
 }
 
+// Two epochs with a ModelCheckpoint in `dirpath` that monitors val_mean, which LinearModule's validation logs.
+TrainerOptions ValMeanCheckpointOptions(const std::string& dirpath) {
+  TrainerOptions options = Options(nullptr);
+  options.max_epochs = 2;
+  options.callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.dirpath = dirpath,
+                                                                                .monitor = "val_mean"})};
+  options.enable_checkpointing = true;
+  return options;
+}
+
 // What fit refusing a plan leaves: an InvalidArgument saying `expected`, no folder, no hook with side effects, no
 // training.
 void ExpectRefusedBeforeAnythingIsWritten(const absl::Status& status, const std::string& expected,
@@ -481,12 +491,7 @@ TEST(FitLoopTest, AMonitorValidationNeverLogsStopsFitBeforeAnythingIsWritten) {
     EXPECT_EQ(model.validated, std::vector<int64_t>{0});
   }
   // Validation that runs, read where it is there: fit trains, and no dry step was needed.
-  TrainerOptions options = Options(nullptr);
-  options.max_epochs = 2;
-  options.callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.dirpath = root + "/ok",
-                                                                                .monitor = "val_mean"})};
-  options.enable_checkpointing = true;
-  Trainer trainer(options);
+  Trainer trainer(ValMeanCheckpointOptions(root + "/ok"));
   LinearModule model;
   TrainAndValData data;
   const absl::Status status = trainer.fit(model, data);
@@ -526,12 +531,7 @@ TEST(FitLoopTest, AMonitorNobodyLogsOrAScheduleThatNeverActsStopsFitBeforeAnythi
     EXPECT_TRUE(model.validated.empty()) << "the declaration is enough: no dry step";
   }
   // Declared and logged, and a decay the second epoch trains with: fit trains.
-  TrainerOptions options = Options(nullptr);
-  options.max_epochs = 2;
-  options.callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.dirpath = root + "/ok",
-                                                                                .monitor = "val_mean"})};
-  options.enable_checkpointing = true;
-  Trainer trainer(options);
+  Trainer trainer(ValMeanCheckpointOptions(root + "/ok"));
   DeclaringModule model;
   model.step_size = 1;
   TrainAndValData data;
