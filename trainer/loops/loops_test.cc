@@ -15,10 +15,12 @@
 #include "torch/optim/schedulers/lr_scheduler.h"
 #include "torch/optim/sgd.h"
 #include "trainer/callbacks/model_checkpoint.h"
+#include "trainer/checkpoint/checkpoint_connector.h"
 #include "trainer/core/callback.h"
 #include "trainer/loops/automatic_optimization.h"
 #include "trainer/loops/evaluation_loop.h"
 #include "trainer/loops/fit_loop.h"
+#include "trainer/loops/loop_context.h"
 #include "trainer/loops/preflight.h"
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/loops/training_epoch_loop.h"
@@ -28,24 +30,24 @@
 
 namespace kiln {
 
-// The trainer's state as the loops see it, for tests that run one loop alone.
+// A trainer's loops, run one at a time inside its entry-point set-up, through the trainer's internal entry
+// (Trainer::RunLoopsInternal) and the loops' own methods.
 class LoopTestPeer {
  public:
   static absl::Status Run(Trainer& trainer, Stage stage, LightningModule& model,
-                          absl::FunctionRef<absl::Status()> body) {
-    return trainer.RunEntryPoint(stage, model, body);
+                          absl::FunctionRef<absl::Status(FitLoop&)> body) {
+    return trainer.RunLoopsInternal(stage, model, body);
   }
-  static void SetOptimizers(Trainer& trainer, OptimizerConfig config) {
-    trainer.optimizers_ = std::move(config);
-    trainer.scheduler_steps_.assign(trainer.optimizers_.schedulers.size(), 0);
+  // configure_optimizers' result, with a fresh run's counters for it (as fit sets them).
+  static void SetOptimizers(FitLoop& loops, OptimizerConfig config) {
+    loops.context().optimizers = std::move(config);
+    loops.Reset();
   }
   // Where the next epoch starts, as a restored checkpoint says.
-  static void ResumeAt(Trainer& trainer, int64_t epoch, int64_t batch) {
-    trainer.current_epoch_ = epoch;
-    trainer.next_epoch_ = epoch;
-    trainer.next_batch_in_epoch_ = batch;
+  static void ResumeAt(FitLoop& loops, int64_t epoch, int64_t batch) {
+    loops.load_state_dict(LoopProgress{.epoch = epoch, .batch_in_epoch = batch},
+                          loops.epoch_loop().scheduler_progress().total);
   }
-  static const std::vector<int64_t>& scheduler_steps(const Trainer& trainer) { return trainer.scheduler_steps_; }
 };
 
 namespace {
@@ -164,14 +166,16 @@ TEST(AutomaticOptimizationTest, ClipsStepsAndCountsOnceAndZeroGradDropsTheGradie
   }
 
   std::vector<at::Tensor> stepped;
-  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&] {
-    LoopTestPeer::SetOptimizers(trainer, config);
-    AutomaticOptimization optimization(trainer);
+  std::vector<int64_t> scheduler_steps;
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, config);
+    AutomaticOptimization& optimization = loops.epoch_loop().automatic_optimization();
     absl::Status step = optimization.Step(model);
     for (const at::Tensor& parameter : model.parameters()) stepped.push_back(parameter.detach().clone());
     // The step leaves the (clipped) gradients; zero_grad, on the next window's first batch, drops them.
     for (const at::Tensor& parameter : model.parameters()) EXPECT_TRUE(parameter.grad().defined());
     optimization.ZeroGrad(model);
+    scheduler_steps = loops.epoch_loop().scheduler_progress().total;
     return step;
   });
   ASSERT_TRUE(status.ok()) << status;
@@ -182,7 +186,7 @@ TEST(AutomaticOptimizationTest, ClipsStepsAndCountsOnceAndZeroGradDropsTheGradie
   }
   EXPECT_EQ(trainer.global_step(), 1);
   EXPECT_THAT(recorder->hooks, ElementsAre("on_before_optimizer_step", "on_before_zero_grad"));
-  EXPECT_THAT(LoopTestPeer::scheduler_steps(trainer), ElementsAre(1));
+  EXPECT_THAT(scheduler_steps, ElementsAre(1));
   EXPECT_EQ(scheduler->steps, 1) << "the step-interval scheduler stepped once";
 }
 
@@ -192,8 +196,8 @@ TEST(EvaluationLoopTest, RunsTheLimitInEvalModeWithoutGradients) {
   LinearModule model;
   std::shared_ptr<TensorDataLoader> loader = Loader(10, 2);  // 5 batches; the first 3 run.
   absl::StatusOr<MetricMap> metrics = absl::UnknownError("not run");
-  absl::Status status = LoopTestPeer::Run(trainer, Stage::kValidate, model, [&] {
-    metrics = EvaluationLoop(trainer, Stage::kValidate).Run(model, {loader.get()}, /*limits=*/{3});
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kValidate, model, [&](FitLoop& loops) {
+    metrics = EvaluationLoop(loops.context(), Stage::kValidate).Run(model, {loader.get()}, /*limits=*/{3});
     return metrics.status();
   });
   ASSERT_TRUE(status.ok()) << status;
@@ -236,8 +240,8 @@ TEST(PredictionLoopTest, PredictsTheLimitBatchByBatch) {
   LinearModule model;
   PredictData data(Loader(6, 2));
   absl::StatusOr<std::vector<at::Tensor>> predictions = absl::UnknownError("not run");
-  absl::Status status = LoopTestPeer::Run(trainer, Stage::kPredict, model, [&] {
-    predictions = PredictionLoop(trainer).Run(model, data, /*ckpt_path=*/"");
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kPredict, model, [&](FitLoop& loops) {
+    predictions = PredictionLoop(loops.context()).Run(model, data, /*ckpt_path=*/"");
     return predictions.status();
   });
   ASSERT_TRUE(status.ok()) << status;
@@ -259,9 +263,9 @@ TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
                               .val_batches_per_loader = {2},
                               .val_check_batch = 2,
                               .val_at_epoch_end = false};
-  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&] {
-    LoopTestPeer::SetOptimizers(trainer, model.configure_optimizers());
-    return TrainingEpochLoop(trainer, limits).Run(model, *train, {val.get()});
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, model.configure_optimizers());
+    return loops.epoch_loop().Run(model, limits, *train, {val.get()});
   });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(model.trained, ElementsAre(0, 1, 2, 3, 4));
@@ -271,10 +275,10 @@ TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
   // The same epoch resumed after batch 3, as a checkpoint written there says: batches 3 and 4 only.
   Trainer resumed(options);
   LinearModule again;
-  status = LoopTestPeer::Run(resumed, Stage::kFit, again, [&] {
-    LoopTestPeer::SetOptimizers(resumed, again.configure_optimizers());
-    LoopTestPeer::ResumeAt(resumed, /*epoch=*/0, /*batch=*/3);
-    return TrainingEpochLoop(resumed, limits).Run(again, *train, {val.get()});
+  status = LoopTestPeer::Run(resumed, Stage::kFit, again, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, again.configure_optimizers());
+    LoopTestPeer::ResumeAt(loops, /*epoch=*/0, /*batch=*/3);
+    return loops.epoch_loop().Run(again, limits, *train, {val.get()});
   });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(again.trained, ElementsAre(3, 4));
@@ -319,7 +323,7 @@ TEST(FitLoopTest, AStopWaitsForTheMinimumEpochs) {
   LinearModule model;
   TrainData data;
   absl::Status status =
-      LoopTestPeer::Run(trainer, Stage::kFit, model, [&] { return FitLoop(trainer).Run(model, data, ""); });
+      LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) { return loops.Run(model, data, ""); });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(recorder->hooks, ::testing::Contains("on_train_epoch_start 1"));
   EXPECT_THAT(recorder->hooks, ::testing::Not(::testing::Contains("on_train_epoch_start 2")));
