@@ -29,7 +29,8 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
   });
   if (!status.ok()) return status;
   if (!ckpt_path.empty()) {
-    if (absl::Status restored = context_.restore_checkpoint(model, ckpt_path, /*restore_training=*/false, /*data=*/nullptr);
+    if (absl::Status restored =
+            context_.restore_checkpoint(model, ckpt_path, /*restore_training=*/false, /*data=*/nullptr);
         !restored.ok()) {
       return restored;
     }

@@ -387,7 +387,8 @@ absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& tra
     // default (which says so the first time it runs).
     if (context_.callbacks.empty() && model.train_batch_end_is_default()) return;
     const at::Tensor outputs = result.loss.defined() ? result.loss.detach() : at::Tensor();
-    context_.CallCallbacks([&](Callback& c) { c.on_train_batch_end(trainer, model, outputs, result.batch, batch_idx); });
+    context_.CallCallbacks(
+        [&](Callback& c) { c.on_train_batch_end(trainer, model, outputs, result.batch, batch_idx); });
     model.on_train_batch_end(outputs, result.batch, batch_idx);
   });
   // A checkpoint the callbacks asked for found a non-finite loss (save_checkpoint): that is the run's error.
@@ -444,7 +445,8 @@ absl::Status TrainingEpochLoop::StepEpochSchedulers(bool ran_batches) {
       // Resumed from a checkpoint written after this epoch's last batch but before its validation: the value the
       // step needs was never computed in this run (Lightning skips plateau schedulers when restarting too).
       LOG(WARNING) << "not stepping the scheduler that monitors '" << scheduler.monitor << "' at the end of epoch "
-                   << epoch_progress_.current << ": the run resumed after the epoch's last batch, before its validation";
+                   << epoch_progress_.current
+                   << ": the run resumed after the epoch's last batch, before its validation";
       continue;
     }
     if (absl::Status stepped = optimization_.StepScheduler(i); !stepped.ok()) return stepped;
