@@ -250,6 +250,15 @@ TEST(PredictionLoopTest, PredictsTheLimitBatchByBatch) {
   EXPECT_TRUE(at::allclose(at::cat(*predictions), at::arange(4, at::kFloat) * 0.625 + 0.125));
 }
 
+// An epoch of 5 training batches, validated (2 batches) after every 2 and not at its end.
+TrainingLimits FiveBatchesValidatedEveryTwo() {
+  return {.train_batches = 5,
+          .val_batches = 2,
+          .val_batches_per_loader = {2},
+          .val_check_batch = 2,
+          .val_at_epoch_end = false};
+}
+
 TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
   auto recorder = std::make_shared<HookRecorder>();
   TrainerOptions options = Options(recorder);
@@ -258,11 +267,7 @@ TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
   LinearModule model;
   std::shared_ptr<TensorDataLoader> train = Loader(10, 2);  // 5 batches.
   std::shared_ptr<TensorDataLoader> val = Loader(2, 1);     // 2 batches.
-  const TrainingLimits limits{.train_batches = 5,
-                              .val_batches = 2,
-                              .val_batches_per_loader = {2},
-                              .val_check_batch = 2,
-                              .val_at_epoch_end = false};
+  const TrainingLimits limits = FiveBatchesValidatedEveryTwo();
   absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) {
     LoopTestPeer::SetOptimizers(loops, model.configure_optimizers());
     return loops.epoch_loop().Run(model, limits, *train, {val.get()});
@@ -283,6 +288,59 @@ TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(again.trained, ElementsAre(3, 4));
   EXPECT_THAT(again.validated, ElementsAre(0, 1)) << "after training batch 4";
+}
+
+TEST(TrainingEpochLoopTest, OwnsTheCountersThatTheTrainerAndCheckpointsRead) {
+  TrainerOptions options = Options(nullptr);
+  options.accumulate_grad_batches = 2;
+  Trainer trainer(options);
+  LinearModule model;
+  LoopProgress saved;
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, model.configure_optimizers());
+    // 5 training batches of 2 examples, 2 validation batches of 1.
+    absl::Status ran =
+        loops.epoch_loop().Run(model, FiveBatchesValidatedEveryTwo(), *Loader(10, 2), {Loader(2, 1).get()});
+    saved = loops.state_dict();
+    return ran;
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  // Steps after batches 1, 3 and the epoch's last; validation (2 batches) after batches 1 and 3.
+  EXPECT_EQ(trainer.global_step(), 3);
+  EXPECT_EQ(trainer.logged_step(), 3);
+  EXPECT_EQ(trainer.current_epoch(), 0) << "the fit loop, not run here, moves to the next epoch";
+  EXPECT_EQ(saved.epoch, 1) << "a checkpoint written after the epoch resumes in the next";
+  EXPECT_EQ(saved.batch_in_epoch, 0);
+  EXPECT_EQ(saved.global_step, 3);
+  EXPECT_EQ(saved.current_epoch, 0);
+  EXPECT_EQ(saved.batches_done, 5);
+  EXPECT_EQ(saved.lightning.batches_total, 5);
+  EXPECT_EQ(saved.lightning.batches_completed, 5);
+  EXPECT_EQ(saved.lightning.batches_that_stepped, 3);
+  EXPECT_EQ(saved.lightning.steps_in_epoch, 3);
+  EXPECT_EQ(saved.lightning.scheduler_steps_in_epoch, 0);
+  EXPECT_EQ(saved.lightning.val_batches_in_epoch, 4);
+  EXPECT_EQ(saved.lightning.val_batches_last_run, 2);
+  EXPECT_TRUE(saved.train_loader.isNone());
+
+  // What a checkpoint restores, the loops hold again.
+  Trainer resumed(options);
+  LinearModule again;
+  LoopProgress restored;
+  status = LoopTestPeer::Run(resumed, Stage::kFit, again, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, again.configure_optimizers());
+    loops.load_state_dict(saved, /*scheduler_steps=*/{});
+    restored = loops.state_dict();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(resumed.current_epoch(), 1);
+  EXPECT_EQ(resumed.global_step(), 3);
+  EXPECT_EQ(restored.epoch, 1);
+  EXPECT_EQ(restored.global_step, 3);
+  EXPECT_EQ(restored.lightning.batches_total, 5);
+  EXPECT_EQ(restored.lightning.val_batches_in_epoch, 4);
+  EXPECT_EQ(restored.lightning.val_batches_last_run, 2);
 }
 
 TEST(FitLoopTest, ResolvesLimitsAsLightningDoes) {
