@@ -21,7 +21,7 @@
 #include "trainer/loops/call_user.h"
 #include "trainer/loops/evaluation_loop.h"
 #include "trainer/loops/fit_loop.h"
-#include "trainer/loops/loss_check.h"
+#include "trainer/loops/loop_context.h"
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
@@ -98,8 +98,25 @@ std::string BatchLimit::ToString() const {
 // ---------------------------------------------------------------------------------------------------------------
 // Set-up
 
-Trainer::Trainer(TrainerOptions options)
-    : options_(std::move(options)), loss_check_(std::make_unique<DeviceLossCheck>()) {
+Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
+  // The loops get what they need of the trainer explicitly, and keep their progress themselves.
+  loop_context_ = std::make_unique<LoopContext>(LoopContext{
+      .trainer = *this,
+      .callbacks = callbacks_,
+      .optimizers = optimizers_,
+      .optimizer_parameters = optimizer_parameters_,
+      .callback_metrics = callback_metrics_,
+      .live_step_metrics = live_step_metrics_,
+      .progress = progress_,
+      .resumed_from = resumed_from_,
+      .setup_loggers = [this] { return SetupLoggers(); },
+      .finalize_loggers = [this] { return FinalizeLoggers(); },
+      .restore_checkpoint =
+          [this](LightningModule& model, const std::string& ckpt_path, bool restore_training, DataModule* data) {
+            return RestoreCheckpoint(model, ckpt_path, restore_training, data);
+          },
+      .resolve_checkpoint_path = [this](const std::string& ckpt_path) { return ResolveCheckpointPath(ckpt_path); }});
+  fit_loop_ = std::make_unique<FitLoop>(*loop_context_);
   if (options_.fast_dev_run > 0) {
     // Lightning's fast_dev_run: N batches of everything, one epoch, no sanity check, no checkpoints or logs.
     const int64_t n = options_.fast_dev_run;
@@ -131,6 +148,16 @@ const MetricMap& Trainer::callback_metrics() const {
   if (live_step_metrics_ != nullptr) Merge(callback_metrics_, live_step_metrics_->StepMetrics());
   return callback_metrics_;
 }
+
+int64_t Trainer::current_epoch() const { return fit_loop_->epoch_progress().current; }
+int64_t Trainer::global_step() const { return fit_loop_->epoch_loop().global_step(); }
+int64_t Trainer::skipped_batches() const { return fit_loop_->epoch_loop().skipped_batches(); }
+int64_t Trainer::num_training_batches() const { return fit_loop_->num_training_batches(); }
+bool Trainer::sanity_checking() const { return fit_loop_->sanity_checking(); }
+bool Trainer::should_stop() const { return fit_loop_->should_stop(); }
+void Trainer::set_should_stop() { fit_loop_->set_should_stop(); }
+int64_t Trainer::max_epochs() const { return fit_loop_->max_epochs(); }
+int64_t Trainer::logged_step() const { return fit_loop_->epoch_loop().batches_that_stepped(); }
 
 const Plan& Trainer::RankPlan() const {
   if (plan_.has_value()) return *plan_;
@@ -167,9 +194,9 @@ ModelCheckpoint* Trainer::checkpoint_callback() const {
 }
 
 void Trainer::log_metrics(MetricMap metrics, int64_t step) {
-  if (!is_global_zero() || metrics.empty() || options_.fast_dev_run > 0 || sanity_checking_) return;
+  if (!is_global_zero() || metrics.empty() || options_.fast_dev_run > 0 || sanity_checking()) return;
   // Every row says its epoch, as Lightning's loggers do, so that a table of them groups by epoch.
-  metrics.emplace("epoch", static_cast<double>(current_epoch_));
+  metrics.emplace("epoch", static_cast<double>(current_epoch()));
   for (const auto& logger : options_.loggers) {
     if (absl::Status status = logger->log_metrics(metrics, step); !status.ok()) {
       LOG(WARNING) << "logger '" << logger->name() << "' failed: " << status;
@@ -182,7 +209,8 @@ void Trainer::log_metrics(MetricMap metrics, int64_t step) {
 
 void Trainer::CallOnException(LightningModule& model, const absl::Status& error) {
   const absl::Status called =
-      CallUser("on_exception", [&] { CallCallbacks([&](Callback& c) { c.on_exception(*this, model, error); }); });
+      CallUser("on_exception",
+               [&] { loop_context_->CallCallbacks([&](Callback& c) { c.on_exception(*this, model, error); }); });
   if (!called.ok()) LOG(WARNING) << "on_exception failed (the run's error stands): " << called;
 }
 
@@ -349,43 +377,37 @@ absl::Status Trainer::FinishStrategy(absl::Status status) {
   return status;
 }
 
-void Trainer::CallSetupHooks(DataModule& data, LightningModule& model, Stage stage) {
-  data.setup(stage);
-  CallCallbacks([&](Callback& c) { c.setup(*this, model, stage); });
-  model.setup(stage);
-}
+namespace {
 
-void Trainer::CallTeardownHooks(LightningModule& model, Stage stage) {
-  CallCallbacks([&](Callback& c) { c.teardown(*this, model, stage); });
-  model.teardown(stage);
-}
-
-// What a module sees of the run (LightningModule::current_epoch and the rest), for the length of an entry point.
+// What a module sees of the run (LightningModule::current_epoch and the rest), for the length of an entry point:
+// the trainer's public state.
 class TrainerRunView final : public RunView {
  public:
   explicit TrainerRunView(Trainer& trainer) : trainer_(trainer) {}
   int64_t current_epoch() const override { return trainer_.current_epoch(); }
   int64_t global_step() const override { return trainer_.global_step(); }
   c10::Device device() const override {
-    return trainer_.strategy_ != nullptr ? trainer_.strategy_->root_device() : c10::Device(c10::DeviceType::CPU);
+    return trainer_.strategy() != nullptr ? trainer_.strategy()->root_device() : c10::Device(c10::DeviceType::CPU);
   }
   Trainer* trainer() const override { return &trainer_; }
   int global_rank() const override { return trainer_.global_rank(); }
   int local_rank() const override { return trainer_.local_rank(); }
   Batch MoveBatch(const Batch& batch, c10::Device device) const override {
-    if (trainer_.strategy_ != nullptr && device == trainer_.strategy_->root_device()) {
-      return trainer_.strategy_->BatchToDevice(batch);
+    if (trainer_.strategy() != nullptr && device == trainer_.strategy()->root_device()) {
+      return trainer_.strategy()->BatchToDevice(batch);
     }
     return kiln::MoveBatch(batch, device);
   }
   void ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) const override {
-    if (trainer_.strategy_ == nullptr) return RunView::ClipGradientsNorm(parameters, max_norm);
-    trainer_.strategy_->ClipGradientsNorm(parameters, max_norm);
+    if (trainer_.strategy() == nullptr) return RunView::ClipGradientsNorm(parameters, max_norm);
+    trainer_.strategy()->ClipGradientsNorm(parameters, max_norm);
   }
 
  private:
   Trainer& trainer_;
 };
+
+}  // namespace
 
 absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::FunctionRef<absl::Status()> body) {
   TrainerRunView view(*this);
@@ -445,32 +467,23 @@ absl::Status Trainer::SetupLoggers() {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::CheckPendingLosses() {
-  std::optional<DeviceLossCheck::Loss> failed;
-  absl::Status status = loss_check_->Check(&failed);
-  if (failed.has_value()) {
-    // The device skipped this batch's update and every one after it: the run stands where it stood before it.
-    current_epoch_ = failed->epoch;
-    global_step_ = failed->global_step;
-    batches_that_stepped_ = failed->global_step;
-    next_batch_in_epoch_ = failed->batch;
-    batches_done_in_epoch_ = failed->batch;
-  }
-  return status;
-}
-
 absl::Status Trainer::fit(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
   return RunEntryPoint(Stage::kFit, model, [&] {
     model_ = &model;  // For save_checkpoint, while the loop runs.
     data_ = &data;
-    return FitLoop(*this).Run(model, data, ckpt_path);
+    return fit_loop_->Run(model, data, ckpt_path);
   });
+}
+
+absl::Status Trainer::RunLoopsInternal(Stage stage, LightningModule& model,
+                                       absl::FunctionRef<absl::Status(FitLoop&)> body) {
+  return RunEntryPoint(stage, model, [&] { return body(*fit_loop_); });
 }
 
 absl::StatusOr<MetricMap> Trainer::validate(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
   absl::StatusOr<MetricMap> metrics = absl::UnknownError("not run");
   absl::Status status = RunEntryPoint(Stage::kValidate, model, [&] {
-    metrics = EvaluationLoop(*this, Stage::kValidate).RunStage(model, data, ckpt_path);
+    metrics = EvaluationLoop(*loop_context_, Stage::kValidate).RunStage(model, data, ckpt_path);
     return metrics.status();
   });
   if (!status.ok()) return status;
@@ -480,7 +493,7 @@ absl::StatusOr<MetricMap> Trainer::validate(LightningModule& model, DataModule& 
 absl::StatusOr<MetricMap> Trainer::test(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
   absl::StatusOr<MetricMap> metrics = absl::UnknownError("not run");
   absl::Status status = RunEntryPoint(Stage::kTest, model, [&] {
-    metrics = EvaluationLoop(*this, Stage::kTest).RunStage(model, data, ckpt_path);
+    metrics = EvaluationLoop(*loop_context_, Stage::kTest).RunStage(model, data, ckpt_path);
     return metrics.status();
   });
   if (!status.ok()) return status;
@@ -491,7 +504,7 @@ absl::StatusOr<std::vector<at::Tensor>> Trainer::predict(LightningModule& model,
                                                          const std::string& ckpt_path) {
   absl::StatusOr<std::vector<at::Tensor>> predictions = absl::UnknownError("not run");
   absl::Status status = RunEntryPoint(Stage::kPredict, model, [&] {
-    predictions = PredictionLoop(*this).Run(model, data, ckpt_path);
+    predictions = PredictionLoop(*loop_context_).Run(model, data, ckpt_path);
     return predictions.status();
   });
   if (!status.ok()) return status;

@@ -46,7 +46,8 @@
 
 namespace kiln {
 
-class DeviceLossCheck;
+class FitLoop;
+struct LoopContext;
 class ModelCheckpoint;
 class PrecisionPlugin;
 class ProgressReporter;
@@ -85,17 +86,18 @@ class Trainer {
   const std::optional<Plan>& plan() const { return plan_; }
   // Reading brings in the latest step metrics of a running epoch (which stay tensors until read).
   const MetricMap& callback_metrics() const;
-  int64_t current_epoch() const { return current_epoch_; }
-  int64_t global_step() const { return global_step_; }
+  // The counters below are the loops' (trainer/loops/progress.h), read where the loops keep them.
+  int64_t current_epoch() const;
+  int64_t global_step() const;
   // The step loggers get, as Lightning numbers its rows (its epoch loop's _batches_that_stepped): during a training
   // batch, the optimizer steps before this batch's (so with log_every_n_steps=50 the rows are at steps 49, 99, ...,
   // and validation and the epoch's metrics share the step of the batch they follow); otherwise global_step().
   // Batches skipped for a non-finite loss (on_nonfinite_loss="skip") in the last fit.
-  int64_t skipped_batches() const { return skipped_batches_; }
-  int64_t num_training_batches() const { return num_training_batches_; }
-  bool sanity_checking() const { return sanity_checking_; }
-  bool should_stop() const { return should_stop_; }
-  void set_should_stop() { should_stop_ = true; }
+  int64_t skipped_batches() const;
+  int64_t num_training_batches() const;
+  bool sanity_checking() const;
+  bool should_stop() const;
+  void set_should_stop();
   // Lightning's rank API: this process's place among the processes of the run (rank 0 of 1 on one process). The
   // global rank counts every process of every node, the local rank those of this node, the node rank the nodes;
   // world_size() = num_nodes() x num_devices() processes. Before the first entry point, as the options and the
@@ -110,13 +112,13 @@ class Trainer {
   int num_nodes() const;
   int num_devices() const;  // Processes (devices) per node.
   bool is_global_zero() const;  // global_rank() == 0.
-  int64_t max_epochs() const { return max_epochs_; }
+  int64_t max_epochs() const;
   const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const { return optimizers_.optimizers; }
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return options_.loggers; }
   // Sends `metrics`, with the current epoch added as "epoch" unless given, to every logger at `step` (rank zero
   // only). Taken by value: a caller done with its map moves it in, and nothing is copied.
   void log_metrics(MetricMap metrics, int64_t step);
-  int64_t logged_step() const { return batches_that_stepped_; }
+  int64_t logged_step() const;
   // Where ModelCheckpoint writes by default: <first logger's log_dir>/checkpoints, else <default_root_dir>/checkpoints.
   std::string checkpoint_dir() const;
   // The first ModelCheckpoint among the callbacks (null if none).
@@ -127,16 +129,12 @@ class Trainer {
   // The precision plugin of the last set-up (null before the first fit/validate/test/predict).
   PrecisionPlugin* precision_plugin() const { return precision_.get(); }
 
+  // Internal to Kiln, not part of the API (it may change in any release): runs `body` on this trainer's loops
+  // (trainer/loops/fit_loop.h, which hands out the others and their LoopContext) inside the set-up every entry point
+  // shares, as fit runs them. trainer/loops/loops_test.cc runs one loop alone this way.
+  absl::Status RunLoopsInternal(Stage stage, LightningModule& model, absl::FunctionRef<absl::Status(FitLoop&)> body);
+
  private:
-  // The loops (trainer/loops/) run on the trainer's state and hand the trainer to every hook.
-  friend class AutomaticOptimization;
-  friend class EvaluationLoop;
-  friend class FitLoop;
-  friend class ManualOptimization;
-  friend class PredictionLoop;
-  friend class TrainingEpochLoop;
-  friend class LoopTestPeer;  // trainer/loops/loops_test.cc: each loop run on its own.
-  friend class TrainerRunView;  // What the module sees of the run (trainer.cc).
 
   // The one wrapper around every entry point (fit, validate, test, predict): checks the options and resolves the
   // plan (Prepare), starts the other local processes and sets the strategy up, runs `body`, gives a failure to the
@@ -166,25 +164,10 @@ class Trainer {
   // Logger::finalize on global rank zero, every logger's: the first failure (what a logger could not write), naming
   // the logger. After fit, validate and test alike.
   absl::Status FinalizeLoggers();
-  // Reads the device's non-finite flag (a host read) when losses are pending; when one of them was not finite,
-  // returns the error that stops fit, naming the first such batch, with the loop's counters put back to it.
-  absl::Status CheckPendingLosses();
   // `data` (with restore_training) gets its state back from the checkpoint.
   absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
                                  DataModule* data = nullptr);
   absl::StatusOr<std::string> ResolveCheckpointPath(const std::string& ckpt_path) const;
-  // The setup hooks of an entry point's stage, in Lightning's order: the data module's, the callbacks', the module's;
-  // and the teardown hooks: the callbacks', the module's. Throw what the hooks throw.
-  void CallSetupHooks(DataModule& data, LightningModule& model, Stage stage);
-  void CallTeardownHooks(LightningModule& model, Stage stage);
-  // Calls `hook` on every callback (with `monitoring`, only those whose is_monitoring() says so), in order.
-  template <typename Hook>
-  void CallCallbacks(Hook&& hook, std::optional<bool> monitoring = std::nullopt) {
-    for (const auto& callback : callbacks_) {
-      if (monitoring.has_value() && callback->is_monitoring() != *monitoring) continue;
-      hook(*callback);
-    }
-  }
 
   TrainerOptions options_;
   std::optional<Plan> plan_;
@@ -198,38 +181,16 @@ class Trainer {
   DataModule* data_ = nullptr;        // Its data, for save_checkpoint.
   OptimizerConfig optimizers_;
   std::vector<std::vector<at::Tensor>> optimizer_parameters_;  // The module's parameters of each, as configured.
-  std::vector<int64_t> scheduler_steps_;
   mutable MetricMap callback_metrics_;
   MetricCollector* live_step_metrics_ = nullptr;  // The running training epoch's metrics.
-  int64_t current_epoch_ = 0;
-  int64_t global_step_ = 0;
-  int64_t max_epochs_ = 0;
-  int64_t num_training_batches_ = 0;
-  int64_t next_batch_in_epoch_ = 0;    // Where a checkpoint written now resumes, within next_epoch_.
-  // A stream's position (DataLoader::state_dict) after the last batch taken, for checkpoints; and the one a
-  // restored checkpoint holds, until the epoch it resumes starts.
-  c10::IValue train_loader_state_;
-  c10::IValue restored_loader_state_;
-  int64_t batches_done_in_epoch_ = 0;  // Batches of current_epoch_ run so far (kept after the epoch ends).
-  int64_t batches_that_stepped_ = 0;   // logged_step(): global_step_, updated once a training batch is done.
-  int64_t next_epoch_ = 0;
-  // Lightning's loop counters, written into checkpoints so that Lightning resumes them where Kiln stood
-  // (trainer/checkpoint/lightning_layout.h, LightningCounters), and restored from them.
-  int64_t batches_total_ = 0;               // Training batches started, all epochs.
-  int64_t batches_completed_in_epoch_ = 0;  // Batches of the epoch whose on_train_batch_end has returned.
-  int64_t steps_in_epoch_ = 0;              // Optimizer steps in the epoch.
-  int64_t scheduler_steps_in_epoch_ = 0;    // Every scheduler's steps in the epoch.
-  int64_t val_batches_in_epoch_ = 0;        // Validation batches run inside fit in the epoch.
-  int64_t val_batches_last_run_ = 0;        // Validation batches of the last validation run.
-  bool sanity_checking_ = false;
   // The ModelCheckpoint the last fit added (enable_checkpointing without one of the user's), kept for later stages.
   std::shared_ptr<ModelCheckpoint> default_checkpoint_;
-  int64_t skipped_batches_ = 0;
-  // The device-side check that no non-finite loss is trained on (trainer/loops/loss_check.h).
-  std::unique_ptr<DeviceLossCheck> loss_check_;
-  bool skip_window_ = false;  // The rest of an accumulation window that had a non-finite loss.
-  bool should_stop_ = false;
   std::string resumed_from_;
+  // What the loops get of the members above (trainer/loops/loop_context.h), and the loops, which keep their own
+  // progress: the fit loop, and through it the training epoch loop, its optimization and its validation loop. Made
+  // with the Trainer, and destroyed (the loops first) with it.
+  std::unique_ptr<LoopContext> loop_context_;
+  std::unique_ptr<FitLoop> fit_loop_;
 };
 
 }  // namespace kiln

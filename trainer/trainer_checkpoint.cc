@@ -14,6 +14,7 @@
 #include "trainer/checkpoint/checkpoint_io.h"
 #include "trainer/checkpoint/distributed_checkpoint.h"
 #include "trainer/checkpoint/optimizer_state_dict.h"
+#include "trainer/loops/fit_loop.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/trainer.h"
@@ -61,21 +62,11 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
         absl::StrCat("save_checkpoint('", path, "') was called outside fit; call it from a hook or callback"));
   }
   // Never a checkpoint of a run that met a non-finite loss the device has not reported yet (RunTrainEpoch).
-  if (absl::Status checked = CheckPendingLosses(); !checked.ok()) return checked;
-  const TrainingState state{*model_, optimizers_, scheduler_steps_, callbacks_, *precision_, data_};
-  const LoopProgress progress{.epoch = next_epoch_,
-                       .batch_in_epoch = next_batch_in_epoch_,
-                       .global_step = global_step_,
-                       .current_epoch = current_epoch_,
-                       .batches_done = batches_done_in_epoch_,
-                       .lightning = {.batches_total = batches_total_,
-                                     .batches_completed = batches_completed_in_epoch_,
-                                     .batches_that_stepped = batches_that_stepped_,
-                                     .steps_in_epoch = steps_in_epoch_,
-                                     .scheduler_steps_in_epoch = scheduler_steps_in_epoch_,
-                                     .val_batches_in_epoch = val_batches_in_epoch_,
-                                     .val_batches_last_run = val_batches_last_run_},
-                       .train_loader = next_batch_in_epoch_ > 0 ? train_loader_state_ : c10::IValue()};
+  if (absl::Status checked = fit_loop_->epoch_loop().CheckPendingLosses(); !checked.ok()) return checked;
+  // Where the loops stand, from the loops (FitLoop::state_dict), and the schedulers' steps they counted.
+  const LoopProgress progress = fit_loop_->state_dict();
+  std::vector<int64_t> scheduler_steps = fit_loop_->epoch_loop().scheduler_progress().total;
+  const TrainingState state{*model_, optimizers_, scheduler_steps, callbacks_, *precision_, data_};
   // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
   absl::Status status = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, [&] {
     if (strategy_->SavesShardedCheckpoints()) return SaveSharded(path, state, progress, *strategy_);
@@ -117,28 +108,19 @@ absl::Status Trainer::RestoreCheckpoint(LightningModule& model, const std::strin
   absl::StatusOr<std::string> path = ResolveCheckpointPath(ckpt_path);
   if (!path.ok()) return path.status();
   absl::StatusOr<LoopProgress> progress = absl::UnknownError("not restored");
+  // The schedulers' steps the checkpoint holds (with restore_training), for the loops to count on from.
+  std::vector<int64_t> scheduler_steps = fit_loop_->epoch_loop().scheduler_progress().total;
   // A strategy that shards the model and optimizer state restores them whole, then keeps its part.
   absl::Status restored = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/true, [&] {
     progress =
-        RestoreTrainingState(*path, TrainingState{model, optimizers_, scheduler_steps_, callbacks_, *precision_, data},
+        RestoreTrainingState(*path, TrainingState{model, optimizers_, scheduler_steps, callbacks_, *precision_, data},
                              strategy_->root_device(), restore_training);
     return progress.status();
   });
   if (!restored.ok()) return restored;
   if (restore_training) {
-    next_epoch_ = progress->epoch;
-    next_batch_in_epoch_ = progress->batch_in_epoch;
-    current_epoch_ = progress->epoch;
-    global_step_ = progress->global_step;
-    batches_that_stepped_ = global_step_;
-    const LightningCounters& counters = progress->lightning;
-    batches_total_ = counters.batches_total;
-    batches_completed_in_epoch_ = counters.batches_completed;
-    steps_in_epoch_ = counters.steps_in_epoch;
-    scheduler_steps_in_epoch_ = counters.scheduler_steps_in_epoch;
-    val_batches_in_epoch_ = counters.val_batches_in_epoch;
-    val_batches_last_run_ = counters.val_batches_last_run;
-    restored_loader_state_ = progress->train_loader;
+    // The loops resume where the checkpoint stood (FitLoop::load_state_dict).
+    fit_loop_->load_state_dict(*progress, scheduler_steps);
     LOG(INFO) << "Restored from checkpoint " << *path << " (epoch " << progress->epoch << ", batch "
               << progress->batch_in_epoch << ", global step " << progress->global_step << ")";
     // The run resumed from was perhaps killed in the middle of a write: the temporary files of processes that no

@@ -10,17 +10,21 @@
 #include "absl/status/status.h"
 #include "torch/optim/optimizer.h"
 #include "trainer/core/lightning_module.h"
+#include "trainer/loops/progress.h"
 
 namespace kiln {
 
-class Trainer;
+struct LoopContext;
 
 // Whether `config` is a ReduceLROnPlateau-style scheduler, which steps with a monitored value.
 bool IsMetricScheduler(const SchedulerConfig& config);
 
 class AutomaticOptimization {
  public:
-  explicit AutomaticOptimization(Trainer& trainer) : trainer_(trainer) {}
+  // Counts its steps in `optim_progress` and `scheduler_progress`, the training epoch loop's. All three outlive it.
+  AutomaticOptimization(LoopContext& context, OptimizerProgress& optim_progress,
+                        SchedulerProgress& scheduler_progress)
+      : context_(context), optim_progress_(optim_progress), scheduler_progress_(scheduler_progress) {}
 
   // On the first batch of each accumulation window, after training_step and before backward (Lightning's order):
   // per optimizer on_before_zero_grad (callbacks, then the module) and zero_grad (set_to_none).
@@ -33,12 +37,14 @@ class AutomaticOptimization {
   // schedulers step after validation instead (StepScheduler, from the epoch loop).
   absl::Status Step(LightningModule& model);
 
-  // Steps the trainer's scheduler `index` once and counts it: a MetricScheduler with its monitored value from
+  // Steps configure_optimizers' scheduler `index` once and counts it: a MetricScheduler with its monitored value from
   // callback_metrics (a missing one is an InvalidArgument error when strict, else a warning and no step).
   absl::Status StepScheduler(size_t index);
 
  private:
-  Trainer& trainer_;
+  LoopContext& context_;
+  OptimizerProgress& optim_progress_;
+  SchedulerProgress& scheduler_progress_;
 };
 
 }  // namespace kiln

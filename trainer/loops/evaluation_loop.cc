@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "torch/utils.h"
 #include "trainer/loops/call_user.h"
+#include "trainer/loops/loop_context.h"
 #include "trainer/loops/rank_agreement.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/progress.h"
@@ -16,24 +17,25 @@
 
 namespace kiln {
 
-EvaluationLoop::EvaluationLoop(Trainer& trainer, Stage stage) : trainer_(trainer), stage_(stage) {}
+EvaluationLoop::EvaluationLoop(LoopContext& context, Stage stage) : context_(context), stage_(stage) {}
 
 absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataModule& data,
                                                    const std::string& ckpt_path) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   // Lightning's order: the setup hooks, then the checkpoint (on_load_checkpoint), then the loggers and loaders.
   std::vector<std::shared_ptr<DataLoader>> loaders;
   absl::Status status = CallUser("setup", [&] {
-    trainer.CallSetupHooks(data, model, stage_);
+    context_.CallSetupHooks(data, model, stage_);
   });
   if (!status.ok()) return status;
   if (!ckpt_path.empty()) {
-    if (absl::Status restored = trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false);
+    if (absl::Status restored =
+            context_.restore_checkpoint(model, ckpt_path, /*restore_training=*/false, /*data=*/nullptr);
         !restored.ok()) {
       return restored;
     }
   }
-  if (absl::Status claimed = trainer.SetupLoggers(); !claimed.ok()) return claimed;
+  if (absl::Status claimed = context_.setup_loggers(); !claimed.ok()) return claimed;
   status = CallUser("setup", [&] { loaders = validating() ? data.val_dataloaders() : data.test_dataloaders(); });
   if (!status.ok()) return status;
   if (loaders.empty()) {
@@ -50,8 +52,8 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
     }
   }
   const std::vector<DataLoader*> pointers = LoaderPointers(loaders);
-  if (absl::Status sharded = ShardLoaders(*trainer.strategy_, pointers); !sharded.ok()) return sharded;
-  const TrainerOptions& options = trainer.options_;
+  if (absl::Status sharded = ShardLoaders(*trainer.strategy(), pointers); !sharded.ok()) return sharded;
+  const TrainerOptions& options = trainer.options();
   std::vector<int64_t> limits;
   for (DataLoader* loader : pointers) {
     absl::StatusOr<int64_t> limit =
@@ -62,44 +64,44 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
   }
   absl::StatusOr<MetricMap> metrics = Run(model, pointers, limits);
   status = CallUser("teardown", [&] {
-    trainer.CallTeardownHooks(model, stage_);
+    context_.CallTeardownHooks(model, stage_);
   });
   if (metrics.ok() && !status.ok()) return status;
   // A logger that could not write what it holds fails the run, as after fit (the metrics would be missing).
-  if (absl::Status finalized = trainer.FinalizeLoggers(); !finalized.ok() && metrics.ok()) return finalized;
+  if (absl::Status finalized = context_.finalize_loggers(); !finalized.ok() && metrics.ok()) return finalized;
   return metrics;
 }
 
 Batch EvaluationLoop::TransferBatch(Trainer& trainer, LightningModule& model, Batch batch, int64_t dataloader_idx) {
   batch = model.on_before_batch_transfer(std::move(batch), dataloader_idx);
-  batch = model.transfer_batch_to_device(batch, trainer.strategy_->root_device(), dataloader_idx);
+  batch = model.transfer_batch_to_device(batch, trainer.strategy()->root_device(), dataloader_idx);
   batch = model.on_after_batch_transfer(std::move(batch), dataloader_idx);
-  return trainer.precision_->ConvertInput(batch);
+  return trainer.precision_plugin()->ConvertInput(batch);
 }
 
 void EvaluationLoop::StartHooks(LightningModule& model) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   if (validating()) {
     model.on_validation_model_eval();
-    trainer.CallCallbacks([&](Callback& c) { c.on_validation_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_validation_start(trainer, model); });
     model.on_validation_start();
-    trainer.CallCallbacks([&](Callback& c) { c.on_validation_epoch_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_validation_epoch_start(trainer, model); });
     model.on_validation_epoch_start();
   } else {
     model.on_test_model_eval();
-    trainer.CallCallbacks([&](Callback& c) { c.on_test_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_test_start(trainer, model); });
     model.on_test_start();
-    trainer.CallCallbacks([&](Callback& c) { c.on_test_epoch_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_test_epoch_start(trainer, model); });
     model.on_test_epoch_start();
   }
 }
 
 void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_t batch_idx, int64_t dataloader_idx,
                               MetricCollector& metrics) {
-  Trainer& trainer = trainer_;
-  PrecisionPlugin& precision = *trainer.precision_;
+  Trainer& trainer = context_.trainer;
+  PrecisionPlugin& precision = *trainer.precision_plugin();
   Batch batch = TransferBatch(trainer, model, loader.get_batch(batch_idx), dataloader_idx);
-  trainer.CallCallbacks([&](Callback& c) {
+  context_.CallCallbacks([&](Callback& c) {
     validating() ? c.on_validation_batch_start(trainer, model, batch, batch_idx, dataloader_idx)
                  : c.on_test_batch_start(trainer, model, batch, batch_idx, dataloader_idx);
   });
@@ -112,7 +114,7 @@ void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_
                  : model.test_step(batch, batch_idx, dataloader_idx);
   }
   model.set_metric_sink(nullptr, 0);
-  trainer.CallCallbacks([&](Callback& c) {
+  context_.CallCallbacks([&](Callback& c) {
     validating() ? c.on_validation_batch_end(trainer, model, batch, batch_idx, dataloader_idx)
                  : c.on_test_batch_end(trainer, model, batch, batch_idx, dataloader_idx);
   });
@@ -122,9 +124,9 @@ void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_
 
 absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std::vector<DataLoader*>& loaders,
                                               const std::vector<int64_t>& limits) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   for (int64_t limit : limits) {
-    if (absl::Status agreed = CheckNoEmptyShard(*trainer.strategy_, limit, validating() ? "validation" : "test");
+    if (absl::Status agreed = CheckNoEmptyShard(*trainer.strategy(), limit, validating() ? "validation" : "test");
         !agreed.ok()) {
       return agreed;
     }
@@ -136,8 +138,8 @@ absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std:
   MetricCollector epoch_end(/*training=*/false);
   MetricCollector& end_sink = steps.size() == 1 ? *steps[0] : epoch_end;
   SinkGuard sink_guard(model);
-  ProgressReporter& progress = *trainer.progress_;
-  const char* what = trainer.sanity_checking_ ? "Sanity Checking" : validating() ? "Validation" : "Testing";
+  ProgressReporter& progress = *context_.progress;
+  const char* what = trainer.sanity_checking() ? "Sanity Checking" : validating() ? "Validation" : "Testing";
   absl::Status status = CallUser(validating() ? "validation loop" : "test loop", [&] {
     StartHooks(model);
     torch::NoGradGuard no_grad;
@@ -153,7 +155,7 @@ absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std:
     }
     // Lightning's order: the callbacks' epoch-end hooks, then the module's (whose log() calls count), and the
     // epoch's metrics are reduced after both.
-    trainer.CallCallbacks([&](Callback& c) {
+    context_.CallCallbacks([&](Callback& c) {
       validating() ? c.on_validation_epoch_end(trainer, model) : c.on_test_epoch_end(trainer, model);
     });
     model.set_metric_sink(&end_sink, 1);
@@ -162,13 +164,18 @@ absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std:
   });
   progress.EndEvaluation();
   if (!status.ok()) return status;
-  return Finish(model, steps, epoch_end);
+  absl::StatusOr<MetricMap> metrics = Finish(model, steps, epoch_end);
+  if (!metrics.ok()) return metrics;
+  batch_progress_.last_run = 0;
+  for (int64_t limit : limits) batch_progress_.last_run += limit;
+  batch_progress_.in_epoch += batch_progress_.last_run;
+  return metrics;
 }
 
 absl::StatusOr<MetricMap> EvaluationLoop::Finish(LightningModule& model,
                                                  const std::vector<std::unique_ptr<MetricCollector>>& steps,
                                                  const MetricCollector& epoch_end) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   MetricMap result;
   // Every rank reduces the same collectors in the same order (with one loader, its collector holds the epoch end's
   // metrics too).
@@ -178,7 +185,7 @@ absl::StatusOr<MetricMap> EvaluationLoop::Finish(LightningModule& model,
       const MetricCollector& metrics = i < steps.size() ? *steps[i] : epoch_end;
       MetricMap reduced = metrics.EpochMetrics();
       Merge(reduced, metrics.StepMetrics());
-      reduced = GlobalMetrics(*trainer.strategy_, metrics, std::move(reduced), /*steps=*/true);
+      reduced = GlobalMetrics(*trainer.strategy(), metrics, std::move(reduced), /*steps=*/true);
       if (i < steps.size() && steps.size() > 1) {
         MetricMap named;
         for (auto& [name, value] : reduced) named[absl::StrCat(name, "/dataloader_idx_", i)] = std::move(value);
@@ -188,17 +195,17 @@ absl::StatusOr<MetricMap> EvaluationLoop::Finish(LightningModule& model,
     }
   });
   if (!status.ok()) return status;
-  if (!trainer.sanity_checking_) {
-    Merge(trainer.callback_metrics_, result);
+  if (!trainer.sanity_checking()) {
+    Merge(context_.callback_metrics, result);
     trainer.log_metrics(result, trainer.logged_step());
   }
   status = CallUser(validating() ? "on_validation_end" : "on_test_end", [&] {
     if (validating()) {
-      trainer.CallCallbacks([&](Callback& c) { c.on_validation_end(trainer, model); });
+      context_.CallCallbacks([&](Callback& c) { c.on_validation_end(trainer, model); });
       model.on_validation_end();
       model.on_validation_model_train();
     } else {
-      trainer.CallCallbacks([&](Callback& c) { c.on_test_end(trainer, model); });
+      context_.CallCallbacks([&](Callback& c) { c.on_test_end(trainer, model); });
       model.on_test_end();
       model.on_test_model_train();
     }

@@ -12,15 +12,17 @@
 #include "trainer/core/data_loader.h"
 #include "trainer/core/lightning_module.h"
 #include "trainer/core/metrics.h"
+#include "trainer/loops/progress.h"
 
 namespace kiln {
 
+struct LoopContext;
 class Trainer;
 
 class EvaluationLoop {
  public:
-  // `stage`: Stage::kValidate or Stage::kTest.
-  EvaluationLoop(Trainer& trainer, Stage stage);
+  // `stage`: Stage::kValidate or Stage::kTest. `context` outlives the loop.
+  EvaluationLoop(LoopContext& context, Stage stage);
 
   // Trainer::validate / test inside the entry point's set-up: restores `ckpt_path` (the weights only), claims the
   // loggers' folders, sets the data up, runs each of the stage's loaders (limit_val_batches / limit_test_batches of
@@ -30,7 +32,8 @@ class EvaluationLoop {
   // One pass over the first limits[i] batches of each of `loaders`, in order, with the stage's hooks, in no-grad
   // and eval mode. Returns the metrics the steps logged (each with "/dataloader_idx_<i>" when there are two loaders
   // or more, as Lightning names them) and the epoch-end hook's, with the last step's beside them, reduced over the
-  // processes where logged with sync_dist; outside the sanity check they join callback_metrics and are logged.
+  // processes where logged with sync_dist; outside the sanity check they join callback_metrics and are logged. A run
+  // that succeeds counts its batches (batch_progress()).
   absl::StatusOr<MetricMap> Run(LightningModule& model, const std::vector<DataLoader*>& loaders,
                                 const std::vector<int64_t>& limits);
 
@@ -38,6 +41,12 @@ class EvaluationLoop {
   // (to the strategy's device) and on_after_batch_transfer, then the precision plugin's ConvertInput. Every loop's
   // batches come this way. Throws what the hooks throw.
   static Batch TransferBatch(Trainer& trainer, LightningModule& model, Batch batch, int64_t dataloader_idx);
+
+  // The validation batches run in the training epoch and in the last run, as fit's validation loop counts them
+  // (Lightning's val_loop.batch_progress); StartEpoch starts the epoch's count, load_state_dict sets both.
+  const EvaluationProgress& batch_progress() const { return batch_progress_; }
+  void StartEpoch() { batch_progress_.in_epoch = 0; }
+  void load_state_dict(const EvaluationProgress& progress) { batch_progress_ = progress; }
 
  private:
   bool validating() const { return stage_ == Stage::kValidate; }
@@ -47,8 +56,9 @@ class EvaluationLoop {
   absl::StatusOr<MetricMap> Finish(LightningModule& model, const std::vector<std::unique_ptr<MetricCollector>>& steps,
                                    const MetricCollector& epoch_end);
 
-  Trainer& trainer_;
+  LoopContext& context_;
   const Stage stage_;
+  EvaluationProgress batch_progress_;
 };
 
 // The raw pointers of `loaders`, in order.

@@ -9,11 +9,13 @@
 #include "ATen/CPUGeneratorImpl.h"
 #include "absl/strings/str_cat.h"
 #include "c10/core/InferenceMode.h"
+#include "trainer/checkpoint/checkpoint_connector.h"
 #include "trainer/core/option_fix.h"
 #include "glog/logging.h"
 #include "trainer/loops/automatic_optimization.h"
 #include "trainer/loops/call_user.h"
 #include "trainer/loops/evaluation_loop.h"
+#include "trainer/loops/loop_context.h"
 #include "trainer/loops/preflight.h"
 #include "trainer/optim/lr_scheduler.h"
 #include "trainer/plugins/precision/precision_plugin.h"
@@ -22,41 +24,62 @@
 
 namespace kiln {
 
+FitLoop::FitLoop(LoopContext& context) : context_(context), epoch_loop_(context, epoch_progress_) {}
+
+void FitLoop::Reset() {
+  epoch_progress_ = EpochProgress();
+  epoch_loop_.Reset(context_.optimizers.schedulers.size());
+  should_stop_ = false;
+  context_.callback_metrics.clear();
+  context_.resumed_from.clear();
+}
+
+LoopProgress FitLoop::state_dict() const {
+  LoopProgress progress{.epoch = epoch_progress_.resume, .current_epoch = epoch_progress_.current};
+  epoch_loop_.AddToStateDict(progress);
+  return progress;
+}
+
+void FitLoop::load_state_dict(const LoopProgress& progress, const std::vector<int64_t>& scheduler_steps) {
+  epoch_progress_.resume = progress.epoch;
+  epoch_progress_.current = progress.epoch;
+  epoch_loop_.load_state_dict(progress, scheduler_steps);
+}
+
 absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   if (absl::Status status = SetupData(model, data); !status.ok()) return status;
   std::vector<int64_t> val_batches;
   for (const auto& loader : val_loaders_) val_batches.push_back(loader->num_batches());
-  absl::StatusOr<TrainingLimits> limits = ResolveLimits(trainer.options_, train_loader_->num_batches(), val_batches);
+  absl::StatusOr<TrainingLimits> limits = ResolveLimits(trainer.options(), train_loader_->num_batches(), val_batches);
   if (!limits.ok()) return limits.status();
   limits_ = *limits;
-  trainer.num_training_batches_ = limits_.train_batches;
-  trainer.max_epochs_ = trainer.options_.max_epochs.value_or(-1);
-  if (!trainer.options_.max_epochs.has_value() && trainer.options_.max_steps == -1) {
+  num_training_batches_ = limits_.train_batches;
+  max_epochs_ = trainer.options().max_epochs.value_or(-1);
+  if (!trainer.options().max_epochs.has_value() && trainer.options().max_steps == -1) {
     LOG(WARNING) << "`max_epochs` was not set. Setting it to " << kDefaultMaxEpochs
                  << " epochs. To train without an epoch limit, set `max_epochs=-1`.";
-    trainer.max_epochs_ = kDefaultMaxEpochs;
+    max_epochs_ = kDefaultMaxEpochs;
   }
   if (absl::Status status = ConfigureOptimizers(model); !status.ok()) return status;
   if (absl::Status status = Restart(model, data, ckpt_path); !status.ok()) return status;
-  for (const auto& optimizer : trainer.optimizers_.optimizers) ZeroGradToNone(*optimizer);
+  for (const auto& optimizer : context_.optimizers.optimizers) ZeroGradToNone(*optimizer);
   if (absl::Status status = Preflight(model); !status.ok()) return status;
   // After every input check, so that a run refused for its input leaves no folder behind.
-  if (absl::Status claimed = trainer.SetupLoggers(); !claimed.ok()) return claimed;
+  if (absl::Status claimed = context_.setup_loggers(); !claimed.ok()) return claimed;
   if (absl::Status status = Start(model); !status.ok()) return status;
   if (absl::Status status = SanityCheck(model); !status.ok()) return status;
 
-  trainer.current_epoch_ = trainer.next_epoch_;
+  epoch_progress_.current = epoch_progress_.resume;
   absl::Status status = CallUser("on_train_start", [&] {
-    trainer.CallCallbacks([&](Callback& c) { c.on_train_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_train_start(trainer, model); });
     model.on_train_start();
   });
   if (!status.ok()) return status;
   while (!Done()) {
-    status = TrainingEpochLoop(trainer, limits_, model.automatic_optimization())
-                 .Run(model, *train_loader_, LoaderPointers(val_loaders_));
+    status = epoch_loop_.Run(model, limits_, *train_loader_, LoaderPointers(val_loaders_));
     if (!status.ok()) return status;
-    ++trainer.current_epoch_;
+    ++epoch_progress_.current;
   }
   return End(model);
 }
@@ -65,7 +88,7 @@ absl::Status FitLoop::SetupData(LightningModule& model, DataModule& data) {
   // Lightning's order: the data's setup, the callbacks', the module's, then (below) the loaders, and
   // configure_optimizers after all of them, so that a module may build its layers in setup.
   absl::Status status = CallUser("setup", [&] {
-    trainer_.CallSetupHooks(data, model, Stage::kFit);
+    context_.CallSetupHooks(data, model, Stage::kFit);
     train_loader_ = data.train_dataloader();
     val_loaders_ = data.val_dataloaders();
   });
@@ -82,7 +105,7 @@ absl::Status FitLoop::SetupData(LightningModule& model, DataModule& data) {
   }
   std::vector<DataLoader*> loaders = LoaderPointers(val_loaders_);
   loaders.insert(loaders.begin(), train_loader_.get());
-  return ShardLoaders(*trainer_.strategy_, loaders);
+  return ShardLoaders(*context_.trainer.strategy(), loaders);
 }
 
 absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& options, int64_t train_batches,
@@ -144,37 +167,37 @@ absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& opti
 }
 
 absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
-  Trainer& trainer = trainer_;
-  const TrainerOptions& options = trainer.options_;
+  Trainer& trainer = context_.trainer;
+  const TrainerOptions& options = trainer.options();
   const int64_t accumulate = std::max<int64_t>(1, options.accumulate_grad_batches);
   // A stream without a batch limit has no known length: only max_steps bounds the run.
   const bool unbounded = limits_.train_batches == INT64_MAX;
   int64_t steps = -1;
-  if (trainer.max_epochs_ >= 0 && !unbounded) {
+  if (max_epochs_ >= 0 && !unbounded) {
     const int64_t per_epoch = (limits_.train_batches + accumulate - 1) / accumulate;
-    steps = per_epoch * std::max<int64_t>(1, trainer.max_epochs_);
+    steps = per_epoch * std::max<int64_t>(1, max_epochs_);
   }
   if (options.max_steps >= 0) steps = steps < 0 ? options.max_steps : std::min(steps, options.max_steps);
   model.set_estimated_stepping_batches(steps);
-  absl::Status status = CallUser("configure_optimizers", [&] { trainer.optimizers_ = model.configure_optimizers(); });
+  absl::Status status = CallUser("configure_optimizers", [&] { context_.optimizers = model.configure_optimizers(); });
   if (!status.ok()) return status;
-  if (trainer.optimizers_.optimizers.empty()) {
+  if (context_.optimizers.optimizers.empty()) {
     return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
   }
   // What each optimizer steps of the module, before a strategy that shards the parameters points the optimizers at
   // its shards (before any state is restored): toggle_optimizer relates them to the module's parameters.
-  trainer.optimizer_parameters_.clear();
-  for (const auto& optimizer : trainer.optimizers_.optimizers) {
-    std::vector<at::Tensor>& parameters = trainer.optimizer_parameters_.emplace_back();
+  context_.optimizer_parameters.clear();
+  for (const auto& optimizer : context_.optimizers.optimizers) {
+    std::vector<at::Tensor>& parameters = context_.optimizer_parameters.emplace_back();
     for (const auto& group : optimizer->param_groups()) {
       parameters.insert(parameters.end(), group.params().begin(), group.params().end());
     }
   }
-  if (absl::Status connected = trainer.strategy_->ConnectOptimizers(trainer.optimizers_.optimizers);
+  if (absl::Status connected = trainer.strategy()->ConnectOptimizers(context_.optimizers.optimizers);
       !connected.ok()) {
     return connected;
   }
-  for (const SchedulerConfig& scheduler : trainer.optimizers_.schedulers) {
+  for (const SchedulerConfig& scheduler : context_.optimizers.schedulers) {
     if (scheduler.scheduler == nullptr || scheduler.frequency < 1) {
       return absl::InvalidArgumentError(
           "configure_optimizers returned a scheduler config without a scheduler or with frequency < 1");
@@ -185,7 +208,6 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
           "set its SchedulerConfig's monitor to a logged metric, e.g. monitor = \"val_loss\"");
     }
   }
-  trainer.scheduler_steps_.assign(trainer.optimizers_.schedulers.size(), 0);
   if (!model.automatic_optimization()) {
     // Lightning's refusals, with its fixes: under manual optimization the step accumulates and clips.
     if (options.accumulate_grad_batches > 1) {
@@ -205,32 +227,13 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
 }
 
 absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const std::string& ckpt_path) {
-  Trainer& trainer = trainer_;
-  trainer.current_epoch_ = 0;
-  trainer.global_step_ = 0;
-  trainer.next_epoch_ = 0;
-  trainer.next_batch_in_epoch_ = 0;
-  trainer.batches_done_in_epoch_ = 0;
-  trainer.batches_that_stepped_ = 0;
-  trainer.batches_total_ = 0;
-  trainer.batches_completed_in_epoch_ = 0;
-  trainer.steps_in_epoch_ = 0;
-  trainer.scheduler_steps_in_epoch_ = 0;
-  trainer.val_batches_in_epoch_ = 0;
-  trainer.val_batches_last_run_ = 0;
-  trainer.should_stop_ = false;
-  trainer.skipped_batches_ = 0;
-  trainer.skip_window_ = false;
-  trainer.callback_metrics_.clear();
-  trainer.resumed_from_.clear();
-  trainer.train_loader_state_ = c10::IValue();
-  trainer.restored_loader_state_ = c10::IValue();
+  Reset();
   if (ckpt_path.empty()) return absl::OkStatus();
   std::string path = ckpt_path;
   if (ckpt_path == "last") {
     // As Lightning's ckpt_path="last": with nothing to resume, a script that always passes it trains from scratch.
     // The file found is restored as found: finding it read and checked it once already.
-    absl::StatusOr<std::string> last = trainer.ResolveCheckpointPath(ckpt_path);
+    absl::StatusOr<std::string> last = context_.resolve_checkpoint_path(ckpt_path);
     if (absl::IsNotFound(last.status())) {
       LOG(WARNING) << last.status().message() << ". There is nothing to resume: training starts from scratch";
       return absl::OkStatus();
@@ -238,18 +241,18 @@ absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const st
     if (!last.ok()) return last.status();
     path = *std::move(last);
   }
-  return trainer.RestoreCheckpoint(model, path, /*restore_training=*/true, &data);
+  return context_.restore_checkpoint(model, path, /*restore_training=*/true, &data);
 }
 
 absl::Status FitLoop::Start(LightningModule& model) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   absl::Status status = CallUser("on_fit_start", [&] {
-    trainer.CallCallbacks([&](Callback& c) { c.on_fit_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_fit_start(trainer, model); });
     model.on_fit_start();
   });
   if (!status.ok()) return status;
-  if (!trainer.is_global_zero() || trainer.options_.fast_dev_run > 0) return absl::OkStatus();
-  for (const auto& logger : trainer.options_.loggers) {
+  if (!trainer.is_global_zero() || trainer.options().fast_dev_run > 0) return absl::OkStatus();
+  for (const auto& logger : trainer.options().loggers) {
     if (absl::Status logged = logger->log_hyperparams(model.hparams()); !logged.ok()) {
       LOG(WARNING) << "logger '" << logger->name() << "' failed: " << logged;
     }
@@ -258,13 +261,13 @@ absl::Status FitLoop::Start(LightningModule& model) {
 }
 
 absl::Status FitLoop::Preflight(LightningModule& model) {
-  Trainer& trainer = trainer_;
-  const TrainerOptions& options = trainer.options_;
+  Trainer& trainer = context_.trainer;
+  const TrainerOptions& options = trainer.options();
   std::vector<MonitoredMetric> monitors;
-  for (const auto& callback : trainer.callbacks_) {
+  for (const auto& callback : context_.callbacks) {
     for (MonitoredMetric& monitor : callback->monitored_metrics()) monitors.push_back(std::move(monitor));
   }
-  for (const SchedulerConfig& config : trainer.optimizers_.schedulers) {
+  for (const SchedulerConfig& config : context_.optimizers.schedulers) {
     if (config.monitor.empty()) continue;
     const bool every_step = config.interval == SchedulerConfig::Interval::kStep;
     monitors.push_back({.name = config.monitor,
@@ -277,7 +280,7 @@ absl::Status FitLoop::Preflight(LightningModule& model) {
   PlanRunLength(model, plan);
   std::vector<ScheduledMilestone> milestones;
   // Under manual optimization training_step steps the schedules, as often as it likes.
-  for (const SchedulerConfig& config : model.automatic_optimization() ? trainer.optimizers_.schedulers
+  for (const SchedulerConfig& config : model.automatic_optimization() ? context_.optimizers.schedulers
                                                                       : std::vector<SchedulerConfig>{}) {
     const auto* schedule = dynamic_cast<const LRScheduler*>(config.scheduler.get());
     if (schedule == nullptr) continue;  // LibTorch's own schedulers say nothing of their milestones.
@@ -297,14 +300,14 @@ absl::Status FitLoop::Preflight(LightningModule& model) {
   } else if (limits_.val_batches == 0) {
     plan.validation_never_runs = absl::StrCat(OptionFix("limit_val_batches", "--limit_val_batches"), " is ",
                                               options.limit_val_batches.ToString(), ": set it above 0");
-  } else if (trainer.max_epochs_ >= 0 && options.check_val_every_n_epoch > trainer.max_epochs_) {
+  } else if (max_epochs_ >= 0 && options.check_val_every_n_epoch > max_epochs_) {
     plan.validation_never_runs =
         absl::StrCat(OptionFix("check_val_every_n_epoch", "--check_val_every_n_epoch"), " is ",
-                     options.check_val_every_n_epoch, ", beyond max_epochs=", trainer.max_epochs_,
-                     ": set it to at most ", trainer.max_epochs_);
+                     options.check_val_every_n_epoch, ", beyond max_epochs=", max_epochs_,
+                     ": set it to at most ", max_epochs_);
   }
   const int64_t train_batches = limits_.train_batches;
-  if (plan.validation_never_runs.empty() && trainer.global_step_ == 0 && train_batches > 0 &&
+  if (plan.validation_never_runs.empty() && epoch_loop_.global_step() == 0 && train_batches > 0 &&
       train_batches != INT64_MAX) {
     // Validation first runs in epoch check_val_every_n_epoch - 1, after val_check_batch batches (or at its end).
     const int64_t within = limits_.val_check_batch > 0 ? std::min(limits_.val_check_batch, train_batches)
@@ -328,9 +331,9 @@ absl::Status FitLoop::Preflight(LightningModule& model) {
 }
 
 void FitLoop::PlanRunLength(const LightningModule& model, PreflightPlan& plan) const {
-  const TrainerOptions& options = trainer_.options_;
+  const TrainerOptions& options = context_.trainer.options();
   const int64_t max_steps = options.max_steps;
-  const int64_t max_epochs = trainer_.max_epochs_;
+  const int64_t max_epochs = max_epochs_;
   plan.run_steps = model.estimated_stepping_batches();
   const bool known_epochs = limits_.train_batches > 0 && limits_.train_batches != INT64_MAX;
   const int64_t per_epoch =
@@ -355,7 +358,7 @@ void FitLoop::PlanRunLength(const LightningModule& model, PreflightPlan& plan) c
 }
 
 absl::StatusOr<std::set<std::string>> FitLoop::DryValidationMetrics(LightningModule& model) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   std::set<std::string> names;
   const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
   const bool was_training = model.is_training();
@@ -369,7 +372,7 @@ absl::StatusOr<std::set<std::string>> FitLoop::DryValidationMetrics(LightningMod
       MetricCollector collector(/*training=*/false);
       model.set_metric_sink(&collector, batch.size());
       {
-        PrecisionPlugin::ForwardContext forward_context(*trainer.precision_);
+        PrecisionPlugin::ForwardContext forward_context(*trainer.precision_plugin());
         model.validation_step(batch, 0, static_cast<int64_t>(i));
       }
       model.set_metric_sink(nullptr, 0);
@@ -388,9 +391,9 @@ absl::StatusOr<std::set<std::string>> FitLoop::DryValidationMetrics(LightningMod
 }
 
 absl::Status FitLoop::SanityCheck(LightningModule& model) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   // num_sanity_val_steps of each validation loader, as Lightning runs them.
-  const int64_t requested = trainer.options_.num_sanity_val_steps;
+  const int64_t requested = trainer.options().num_sanity_val_steps;
   std::vector<int64_t> steps;
   int64_t total = 0;
   for (int64_t limit : limits_.val_batches_per_loader) {
@@ -399,49 +402,49 @@ absl::Status FitLoop::SanityCheck(LightningModule& model) {
   }
   if (val_loaders_.empty() || total <= 0) return absl::OkStatus();
   const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
-  trainer.sanity_checking_ = true;
+  sanity_checking_ = true;
   absl::Status status = CallUser("on_sanity_check_start", [&] {
-    trainer.CallCallbacks([&](Callback& c) { c.on_sanity_check_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_sanity_check_start(trainer, model); });
   });
   absl::StatusOr<MetricMap> sanity =
-      status.ok() ? EvaluationLoop(trainer, Stage::kValidate).Run(model, LoaderPointers(val_loaders_), steps) : status;
+      status.ok() ? EvaluationLoop(context_, Stage::kValidate).Run(model, LoaderPointers(val_loaders_), steps) : status;
   if (sanity.ok()) {
     status = CallUser("on_sanity_check_end", [&] {
-      trainer.CallCallbacks([&](Callback& c) { c.on_sanity_check_end(trainer, model); });
+      context_.CallCallbacks([&](Callback& c) { c.on_sanity_check_end(trainer, model); });
     });
     if (!status.ok()) sanity = status;
   }
-  trainer.sanity_checking_ = false;
+  sanity_checking_ = false;
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(rng);
   return sanity.status();
 }
 
 bool FitLoop::Done() {
-  Trainer& trainer = trainer_;
-  const TrainerOptions& options = trainer.options_;
-  const bool min_epochs_met = !options.min_epochs.has_value() || trainer.current_epoch_ >= *options.min_epochs;
-  if (trainer.should_stop_ && !min_epochs_met) {
+  Trainer& trainer = context_.trainer;
+  const TrainerOptions& options = trainer.options();
+  const bool min_epochs_met = !options.min_epochs.has_value() || epoch_progress_.current >= *options.min_epochs;
+  if (should_stop_ && !min_epochs_met) {
     LOG(INFO) << "Trainer was signaled to stop but the required `min_epochs=" << *options.min_epochs
               << "` has not been met. Training will continue...";
-    trainer.should_stop_ = false;
+    should_stop_ = false;
   }
-  return (options.max_steps >= 0 && trainer.global_step_ >= options.max_steps) ||
-         (trainer.max_epochs_ >= 0 && trainer.current_epoch_ >= trainer.max_epochs_) ||
-         (trainer.should_stop_ && min_epochs_met);
+  return (options.max_steps >= 0 && epoch_loop_.global_step() >= options.max_steps) ||
+         (max_epochs_ >= 0 && epoch_progress_.current >= max_epochs_) ||
+         (should_stop_ && min_epochs_met);
 }
 
 absl::Status FitLoop::End(LightningModule& model) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   absl::Status status = CallUser("on_train_end", [&] {
-    trainer.CallCallbacks([&](Callback& c) { c.on_train_end(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_train_end(trainer, model); });
     model.on_train_end();
   });
   if (!status.ok()) return status;
   return CallUser("on_fit_end", [&] {
-    trainer.CallCallbacks([&](Callback& c) { c.on_fit_end(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_fit_end(trainer, model); });
     model.on_fit_end();
-    trainer.CallTeardownHooks(model, Stage::kFit);
+    context_.CallTeardownHooks(model, Stage::kFit);
   });
 }
 

@@ -1,6 +1,9 @@
 // The fit loop (Lightning's loops/fit_loop.py): Trainer::fit inside the entry point's set-up. It gets the data and
 // the optimizers, resolves how much of each loader an epoch runs, restores a checkpoint, runs the sanity check, and
-// then one TrainingEpochLoop per epoch until max_epochs, max_steps or a stop. Internal to //trainer.
+// then its TrainingEpochLoop once per epoch until max_epochs, max_steps or a stop. The Trainer holds one FitLoop for
+// its lifetime, and through it the epoch loop and its optimization and validation: the loops' progress (progress.h)
+// lives there, the Trainer's counters (current_epoch(), global_step(), ...) read it, and checkpoints save and restore
+// it (state_dict, load_state_dict). Internal to //trainer.
 #ifndef KILN_TRAINER_LOOPS_FIT_LOOP_H_
 #define KILN_TRAINER_LOOPS_FIT_LOOP_H_
 
@@ -14,11 +17,13 @@
 #include "absl/status/statusor.h"
 #include "trainer/core/data_loader.h"
 #include "trainer/core/lightning_module.h"
+#include "trainer/loops/progress.h"
 #include "trainer/loops/training_epoch_loop.h"
 
 namespace kiln {
 
-class Trainer;
+struct LoopContext;
+struct LoopProgress;
 struct PreflightPlan;
 struct TrainerOptions;
 
@@ -27,9 +32,34 @@ inline constexpr int64_t kDefaultMaxEpochs = 1000;
 
 class FitLoop {
  public:
-  explicit FitLoop(Trainer& trainer) : trainer_(trainer) {}
+  // `context` outlives the loop (the Trainer owns both).
+  explicit FitLoop(LoopContext& context);
 
   absl::Status Run(LightningModule& model, DataModule& data, const std::string& ckpt_path);
+
+  // The counters of a fresh run: every progress counter zero (each of the configured optimizers' schedulers
+  // included), no stop asked for, no batch skipped, no loader position; the callback metrics and resumed_from
+  // cleared.
+  void Reset();
+  // Where the loops stand, as a checkpoint written now holds it (the checkpoint's "loops" entry and Kiln's own
+  // position; each scheduler's steps are epoch_loop().scheduler_progress()'s), and back: a restored checkpoint's
+  // position and `scheduler_steps`, from which the next epoch run resumes.
+  LoopProgress state_dict() const;
+  void load_state_dict(const LoopProgress& progress, const std::vector<int64_t>& scheduler_steps);
+
+  const EpochProgress& epoch_progress() const { return epoch_progress_; }
+  TrainingEpochLoop& epoch_loop() { return epoch_loop_; }
+  const TrainingEpochLoop& epoch_loop() const { return epoch_loop_; }
+  LoopContext& context() const { return context_; }
+  // max_epochs as the last fit resolved it (kDefaultMaxEpochs when neither limit was set), and its training batches
+  // per epoch.
+  int64_t max_epochs() const { return max_epochs_; }
+  int64_t num_training_batches() const { return num_training_batches_; }
+  bool sanity_checking() const { return sanity_checking_; }
+  // Trainer::should_stop() and set_should_stop(): the epoch ends after its batch, and fit after the epoch once
+  // min_epochs allows.
+  bool should_stop() const { return should_stop_; }
+  void set_should_stop() { should_stop_ = true; }
 
   // How much of each loader an epoch runs: limit_train_batches of `train_batches`, limit_val_batches of each
   // validation loader's batches (`val_batches`, one per loader, in order; none: no validation), and where
@@ -65,7 +95,13 @@ class FitLoop {
   bool Done();
   absl::Status End(LightningModule& model);
 
-  Trainer& trainer_;
+  LoopContext& context_;
+  EpochProgress epoch_progress_;
+  TrainingEpochLoop epoch_loop_;
+  int64_t max_epochs_ = 0;
+  int64_t num_training_batches_ = 0;
+  bool sanity_checking_ = false;
+  bool should_stop_ = false;
   std::shared_ptr<DataLoader> train_loader_;
   std::vector<std::shared_ptr<DataLoader>> val_loaders_;
   TrainingLimits limits_;

@@ -15,10 +15,12 @@
 #include "torch/optim/schedulers/lr_scheduler.h"
 #include "torch/optim/sgd.h"
 #include "trainer/callbacks/model_checkpoint.h"
+#include "trainer/checkpoint/checkpoint_connector.h"
 #include "trainer/core/callback.h"
 #include "trainer/loops/automatic_optimization.h"
 #include "trainer/loops/evaluation_loop.h"
 #include "trainer/loops/fit_loop.h"
+#include "trainer/loops/loop_context.h"
 #include "trainer/loops/preflight.h"
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/loops/training_epoch_loop.h"
@@ -28,24 +30,24 @@
 
 namespace kiln {
 
-// The trainer's state as the loops see it, for tests that run one loop alone.
+// A trainer's loops, run one at a time inside its entry-point set-up, through the trainer's internal entry
+// (Trainer::RunLoopsInternal) and the loops' own methods.
 class LoopTestPeer {
  public:
   static absl::Status Run(Trainer& trainer, Stage stage, LightningModule& model,
-                          absl::FunctionRef<absl::Status()> body) {
-    return trainer.RunEntryPoint(stage, model, body);
+                          absl::FunctionRef<absl::Status(FitLoop&)> body) {
+    return trainer.RunLoopsInternal(stage, model, body);
   }
-  static void SetOptimizers(Trainer& trainer, OptimizerConfig config) {
-    trainer.optimizers_ = std::move(config);
-    trainer.scheduler_steps_.assign(trainer.optimizers_.schedulers.size(), 0);
+  // configure_optimizers' result, with a fresh run's counters for it (as fit sets them).
+  static void SetOptimizers(FitLoop& loops, OptimizerConfig config) {
+    loops.context().optimizers = std::move(config);
+    loops.Reset();
   }
   // Where the next epoch starts, as a restored checkpoint says.
-  static void ResumeAt(Trainer& trainer, int64_t epoch, int64_t batch) {
-    trainer.current_epoch_ = epoch;
-    trainer.next_epoch_ = epoch;
-    trainer.next_batch_in_epoch_ = batch;
+  static void ResumeAt(FitLoop& loops, int64_t epoch, int64_t batch) {
+    loops.load_state_dict(LoopProgress{.epoch = epoch, .batch_in_epoch = batch},
+                          loops.epoch_loop().scheduler_progress().total);
   }
-  static const std::vector<int64_t>& scheduler_steps(const Trainer& trainer) { return trainer.scheduler_steps_; }
 };
 
 namespace {
@@ -164,14 +166,16 @@ TEST(AutomaticOptimizationTest, ClipsStepsAndCountsOnceAndZeroGradDropsTheGradie
   }
 
   std::vector<at::Tensor> stepped;
-  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&] {
-    LoopTestPeer::SetOptimizers(trainer, config);
-    AutomaticOptimization optimization(trainer);
+  std::vector<int64_t> scheduler_steps;
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, config);
+    AutomaticOptimization& optimization = loops.epoch_loop().automatic_optimization();
     absl::Status step = optimization.Step(model);
     for (const at::Tensor& parameter : model.parameters()) stepped.push_back(parameter.detach().clone());
     // The step leaves the (clipped) gradients; zero_grad, on the next window's first batch, drops them.
     for (const at::Tensor& parameter : model.parameters()) EXPECT_TRUE(parameter.grad().defined());
     optimization.ZeroGrad(model);
+    scheduler_steps = loops.epoch_loop().scheduler_progress().total;
     return step;
   });
   ASSERT_TRUE(status.ok()) << status;
@@ -182,7 +186,7 @@ TEST(AutomaticOptimizationTest, ClipsStepsAndCountsOnceAndZeroGradDropsTheGradie
   }
   EXPECT_EQ(trainer.global_step(), 1);
   EXPECT_THAT(recorder->hooks, ElementsAre("on_before_optimizer_step", "on_before_zero_grad"));
-  EXPECT_THAT(LoopTestPeer::scheduler_steps(trainer), ElementsAre(1));
+  EXPECT_THAT(scheduler_steps, ElementsAre(1));
   EXPECT_EQ(scheduler->steps, 1) << "the step-interval scheduler stepped once";
 }
 
@@ -192,8 +196,8 @@ TEST(EvaluationLoopTest, RunsTheLimitInEvalModeWithoutGradients) {
   LinearModule model;
   std::shared_ptr<TensorDataLoader> loader = Loader(10, 2);  // 5 batches; the first 3 run.
   absl::StatusOr<MetricMap> metrics = absl::UnknownError("not run");
-  absl::Status status = LoopTestPeer::Run(trainer, Stage::kValidate, model, [&] {
-    metrics = EvaluationLoop(trainer, Stage::kValidate).Run(model, {loader.get()}, /*limits=*/{3});
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kValidate, model, [&](FitLoop& loops) {
+    metrics = EvaluationLoop(loops.context(), Stage::kValidate).Run(model, {loader.get()}, /*limits=*/{3});
     return metrics.status();
   });
   ASSERT_TRUE(status.ok()) << status;
@@ -236,14 +240,23 @@ TEST(PredictionLoopTest, PredictsTheLimitBatchByBatch) {
   LinearModule model;
   PredictData data(Loader(6, 2));
   absl::StatusOr<std::vector<at::Tensor>> predictions = absl::UnknownError("not run");
-  absl::Status status = LoopTestPeer::Run(trainer, Stage::kPredict, model, [&] {
-    predictions = PredictionLoop(trainer).Run(model, data, /*ckpt_path=*/"");
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kPredict, model, [&](FitLoop& loops) {
+    predictions = PredictionLoop(loops.context()).Run(model, data, /*ckpt_path=*/"");
     return predictions.status();
   });
   ASSERT_TRUE(status.ok()) << status;
   ASSERT_EQ(predictions->size(), 2u);
   // 0.5 x - 0.25 (-x / 2) + 0.125 = 0.625 x + 0.125 for examples 0..3.
   EXPECT_TRUE(at::allclose(at::cat(*predictions), at::arange(4, at::kFloat) * 0.625 + 0.125));
+}
+
+// An epoch of 5 training batches, validated (2 batches) after every 2 and not at its end.
+TrainingLimits FiveBatchesValidatedEveryTwo() {
+  return {.train_batches = 5,
+          .val_batches = 2,
+          .val_batches_per_loader = {2},
+          .val_check_batch = 2,
+          .val_at_epoch_end = false};
 }
 
 TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
@@ -254,14 +267,10 @@ TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
   LinearModule model;
   std::shared_ptr<TensorDataLoader> train = Loader(10, 2);  // 5 batches.
   std::shared_ptr<TensorDataLoader> val = Loader(2, 1);     // 2 batches.
-  const TrainingLimits limits{.train_batches = 5,
-                              .val_batches = 2,
-                              .val_batches_per_loader = {2},
-                              .val_check_batch = 2,
-                              .val_at_epoch_end = false};
-  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&] {
-    LoopTestPeer::SetOptimizers(trainer, model.configure_optimizers());
-    return TrainingEpochLoop(trainer, limits).Run(model, *train, {val.get()});
+  const TrainingLimits limits = FiveBatchesValidatedEveryTwo();
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, model.configure_optimizers());
+    return loops.epoch_loop().Run(model, limits, *train, {val.get()});
   });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(model.trained, ElementsAre(0, 1, 2, 3, 4));
@@ -271,14 +280,67 @@ TEST(TrainingEpochLoopTest, AccumulatesValidatesAndResumesMidEpoch) {
   // The same epoch resumed after batch 3, as a checkpoint written there says: batches 3 and 4 only.
   Trainer resumed(options);
   LinearModule again;
-  status = LoopTestPeer::Run(resumed, Stage::kFit, again, [&] {
-    LoopTestPeer::SetOptimizers(resumed, again.configure_optimizers());
-    LoopTestPeer::ResumeAt(resumed, /*epoch=*/0, /*batch=*/3);
-    return TrainingEpochLoop(resumed, limits).Run(again, *train, {val.get()});
+  status = LoopTestPeer::Run(resumed, Stage::kFit, again, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, again.configure_optimizers());
+    LoopTestPeer::ResumeAt(loops, /*epoch=*/0, /*batch=*/3);
+    return loops.epoch_loop().Run(again, limits, *train, {val.get()});
   });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(again.trained, ElementsAre(3, 4));
   EXPECT_THAT(again.validated, ElementsAre(0, 1)) << "after training batch 4";
+}
+
+TEST(TrainingEpochLoopTest, OwnsTheCountersThatTheTrainerAndCheckpointsRead) {
+  TrainerOptions options = Options(nullptr);
+  options.accumulate_grad_batches = 2;
+  Trainer trainer(options);
+  LinearModule model;
+  LoopProgress saved;
+  absl::Status status = LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, model.configure_optimizers());
+    // 5 training batches of 2 examples, 2 validation batches of 1.
+    absl::Status ran =
+        loops.epoch_loop().Run(model, FiveBatchesValidatedEveryTwo(), *Loader(10, 2), {Loader(2, 1).get()});
+    saved = loops.state_dict();
+    return ran;
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  // Steps after batches 1, 3 and the epoch's last; validation (2 batches) after batches 1 and 3.
+  EXPECT_EQ(trainer.global_step(), 3);
+  EXPECT_EQ(trainer.logged_step(), 3);
+  EXPECT_EQ(trainer.current_epoch(), 0) << "the fit loop, not run here, moves to the next epoch";
+  EXPECT_EQ(saved.epoch, 1) << "a checkpoint written after the epoch resumes in the next";
+  EXPECT_EQ(saved.batch_in_epoch, 0);
+  EXPECT_EQ(saved.global_step, 3);
+  EXPECT_EQ(saved.current_epoch, 0);
+  EXPECT_EQ(saved.batches_done, 5);
+  EXPECT_EQ(saved.lightning.batches_total, 5);
+  EXPECT_EQ(saved.lightning.batches_completed, 5);
+  EXPECT_EQ(saved.lightning.batches_that_stepped, 3);
+  EXPECT_EQ(saved.lightning.steps_in_epoch, 3);
+  EXPECT_EQ(saved.lightning.scheduler_steps_in_epoch, 0);
+  EXPECT_EQ(saved.lightning.val_batches_in_epoch, 4);
+  EXPECT_EQ(saved.lightning.val_batches_last_run, 2);
+  EXPECT_TRUE(saved.train_loader.isNone());
+
+  // What a checkpoint restores, the loops hold again.
+  Trainer resumed(options);
+  LinearModule again;
+  LoopProgress restored;
+  status = LoopTestPeer::Run(resumed, Stage::kFit, again, [&](FitLoop& loops) {
+    LoopTestPeer::SetOptimizers(loops, again.configure_optimizers());
+    loops.load_state_dict(saved, /*scheduler_steps=*/{});
+    restored = loops.state_dict();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(resumed.current_epoch(), 1);
+  EXPECT_EQ(resumed.global_step(), 3);
+  EXPECT_EQ(restored.epoch, 1);
+  EXPECT_EQ(restored.global_step, 3);
+  EXPECT_EQ(restored.lightning.batches_total, 5);
+  EXPECT_EQ(restored.lightning.val_batches_in_epoch, 4);
+  EXPECT_EQ(restored.lightning.val_batches_last_run, 2);
 }
 
 TEST(FitLoopTest, ResolvesLimitsAsLightningDoes) {
@@ -319,7 +381,7 @@ TEST(FitLoopTest, AStopWaitsForTheMinimumEpochs) {
   LinearModule model;
   TrainData data;
   absl::Status status =
-      LoopTestPeer::Run(trainer, Stage::kFit, model, [&] { return FitLoop(trainer).Run(model, data, ""); });
+      LoopTestPeer::Run(trainer, Stage::kFit, model, [&](FitLoop& loops) { return loops.Run(model, data, ""); });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(recorder->hooks, ::testing::Contains("on_train_epoch_start 1"));
   EXPECT_THAT(recorder->hooks, ::testing::Not(::testing::Contains("on_train_epoch_start 2")));

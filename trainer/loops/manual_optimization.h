@@ -15,14 +15,17 @@
 #include "ATen/core/Tensor.h"
 #include "absl/status/status.h"
 #include "trainer/core/lightning_module.h"
+#include "trainer/loops/progress.h"
 
 namespace kiln {
 
-class Trainer;
+struct LoopContext;
 
 class ManualOptimization final : public ManualOptimizationDriver {
  public:
-  explicit ManualOptimization(Trainer& trainer) : trainer_(trainer) {}
+  // Counts the steps in `optim_progress` and `scheduler_progress`, the training epoch loop's. All three outlive it.
+  ManualOptimization(LoopContext& context, OptimizerProgress& optim_progress, SchedulerProgress& scheduler_progress)
+      : context_(context), optim_progress_(optim_progress), scheduler_progress_(scheduler_progress) {}
 
   // Before each training_step of `model`: nothing stepped or skipped yet.
   void StartBatch(LightningModule& model, int64_t batch_idx);
@@ -43,7 +46,9 @@ class ManualOptimization final : public ManualOptimizationDriver {
   bool SetGradientSync(bool sync) override { return std::exchange(sync_gradients_, sync); }
 
  private:
-  Trainer& trainer_;
+  LoopContext& context_;
+  OptimizerProgress& optim_progress_;
+  SchedulerProgress& scheduler_progress_;
   LightningModule* model_ = nullptr;
   int64_t batch_idx_ = 0;
   int64_t steps_ = 0;

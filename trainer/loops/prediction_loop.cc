@@ -7,6 +7,7 @@
 #include "torch/utils.h"
 #include "trainer/loops/call_user.h"
 #include "trainer/loops/evaluation_loop.h"
+#include "trainer/loops/loop_context.h"
 #include "trainer/loops/rank_agreement.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/strategies/strategy.h"
@@ -38,15 +39,16 @@ absl::StatusOr<at::Tensor> InterleaveShards(const std::vector<at::Tensor>& shard
 
 absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Run(LightningModule& model, DataModule& data,
                                                             const std::string& ckpt_path) {
-  Trainer& trainer = trainer_;
+  Trainer& trainer = context_.trainer;
   // Lightning's order: the setup hooks, then the checkpoint (on_load_checkpoint), then the loaders.
   std::vector<std::shared_ptr<DataLoader>> loaders;
   absl::Status status = CallUser("setup", [&] {
-    trainer.CallSetupHooks(data, model, Stage::kPredict);
+    context_.CallSetupHooks(data, model, Stage::kPredict);
   });
   if (!status.ok()) return status;
   if (!ckpt_path.empty()) {
-    if (absl::Status restored = trainer.RestoreCheckpoint(model, ckpt_path, /*restore_training=*/false);
+    if (absl::Status restored =
+            context_.restore_checkpoint(model, ckpt_path, /*restore_training=*/false, /*data=*/nullptr);
         !restored.ok()) {
       return restored;
     }
@@ -64,30 +66,30 @@ absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Run(LightningModule& mod
     }
   }
   const std::vector<DataLoader*> pointers = LoaderPointers(loaders);
-  if (absl::Status sharded = ShardLoaders(*trainer.strategy_, pointers); !sharded.ok()) return sharded;
+  if (absl::Status sharded = ShardLoaders(*trainer.strategy(), pointers); !sharded.ok()) return sharded;
   std::vector<int64_t> limits;
   for (DataLoader* loader : pointers) {
     absl::StatusOr<int64_t> limit =
-        trainer.options_.limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
+        trainer.options().limit_predict_batches.Resolve(loader->num_batches(), "limit_predict_batches");
     if (!limit.ok()) return limit.status();
-    if (absl::Status agreed = CheckNoEmptyShard(*trainer.strategy_, *limit, "predict"); !agreed.ok()) return agreed;
+    if (absl::Status agreed = CheckNoEmptyShard(*trainer.strategy(), *limit, "predict"); !agreed.ok()) return agreed;
     limits.push_back(*limit);
   }
   absl::StatusOr<std::vector<std::vector<at::Tensor>>> per_loader = Predict(model, pointers, limits);
   if (!per_loader.ok()) return per_loader.status();
   status = CallUser("teardown",
-                    [&] { trainer.CallTeardownHooks(model, Stage::kPredict); });
+                    [&] { context_.CallTeardownHooks(model, Stage::kPredict); });
   if (!status.ok()) return status;
   std::vector<at::Tensor> predictions;
   for (std::vector<at::Tensor>& loader_predictions : *per_loader) {
     // Empty: on every rank (the limits agree).
-    if (trainer.strategy_->world_size() <= 1 || loader_predictions.empty()) {
+    if (trainer.strategy()->world_size() <= 1 || loader_predictions.empty()) {
       for (at::Tensor& prediction : loader_predictions) predictions.push_back(std::move(prediction));
       continue;
     }
     std::vector<at::Tensor> shards;
     status = CallUser("gathering predictions",
-                      [&] { shards = trainer.strategy_->AllGather(at::cat(loader_predictions)); });
+                      [&] { shards = trainer.strategy()->AllGather(at::cat(loader_predictions)); });
     if (!status.ok()) return status;
     absl::StatusOr<at::Tensor> all = InterleaveShards(shards);
     if (!all.ok()) return all.status();
@@ -99,14 +101,14 @@ absl::StatusOr<std::vector<at::Tensor>> PredictionLoop::Run(LightningModule& mod
 absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(LightningModule& model,
                                                                              const std::vector<DataLoader*>& loaders,
                                                                              const std::vector<int64_t>& limits) {
-  Trainer& trainer = trainer_;
-  PrecisionPlugin& precision = *trainer.precision_;
+  Trainer& trainer = context_.trainer;
+  PrecisionPlugin& precision = *trainer.precision_plugin();
   std::vector<std::vector<at::Tensor>> predictions(loaders.size());
   absl::Status status = CallUser("predict_step", [&] {
     model.on_predict_model_eval();
-    trainer.CallCallbacks([&](Callback& c) { c.on_predict_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_predict_start(trainer, model); });
     model.on_predict_start();
-    trainer.CallCallbacks([&](Callback& c) { c.on_predict_epoch_start(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_predict_epoch_start(trainer, model); });
     model.on_predict_epoch_start();
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < loaders.size(); ++i) {
@@ -115,7 +117,7 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(Lig
       loader.set_epoch(0);
       for (int64_t batch_idx = 0; batch_idx < limits[i]; ++batch_idx) {
         Batch batch = EvaluationLoop::TransferBatch(trainer, model, loader.get_batch(batch_idx), dataloader_idx);
-        trainer.CallCallbacks(
+        context_.CallCallbacks(
             [&](Callback& c) { c.on_predict_batch_start(trainer, model, batch, batch_idx, dataloader_idx); });
         model.on_predict_batch_start(batch, batch_idx, dataloader_idx);
         at::Tensor prediction;
@@ -123,16 +125,16 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(Lig
           PrecisionPlugin::ForwardContext forward_context(precision);
           prediction = model.predict_step(batch, batch_idx, dataloader_idx);
         }
-        trainer.CallCallbacks([&](Callback& c) {
+        context_.CallCallbacks([&](Callback& c) {
           c.on_predict_batch_end(trainer, model, prediction, batch, batch_idx, dataloader_idx);
         });
         model.on_predict_batch_end(prediction, batch, batch_idx, dataloader_idx);
         predictions[i].push_back(prediction.to(at::kCPU));
       }
     }
-    trainer.CallCallbacks([&](Callback& c) { c.on_predict_epoch_end(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_predict_epoch_end(trainer, model); });
     model.on_predict_epoch_end();
-    trainer.CallCallbacks([&](Callback& c) { c.on_predict_end(trainer, model); });
+    context_.CallCallbacks([&](Callback& c) { c.on_predict_end(trainer, model); });
     model.on_predict_end();
   });
   if (!status.ok()) return status;

@@ -13,7 +13,7 @@
 
 namespace kiln {
 
-class Trainer;
+struct LoopContext;
 
 // The rows of `shards` (rank r's predictions of examples r, r + W, r + 2W, ...: the DataLoader::set_shard contract)
 // put back in the data's order, as one tensor. An error when a shard's size does not fit that contract.
@@ -21,7 +21,8 @@ absl::StatusOr<at::Tensor> InterleaveShards(const std::vector<at::Tensor>& shard
 
 class PredictionLoop {
  public:
-  explicit PredictionLoop(Trainer& trainer) : trainer_(trainer) {}
+  // `context` outlives the loop.
+  explicit PredictionLoop(LoopContext& context) : context_(context) {}
 
   // Trainer::predict inside the entry point's set-up: restores `ckpt_path` (the weights only), sets the data up,
   // runs predict_step over limit_predict_batches of each predict loader in turn (DataModule::predict_dataloaders) in
@@ -35,7 +36,7 @@ class PredictionLoop {
                                                                const std::vector<DataLoader*>& loaders,
                                                                const std::vector<int64_t>& limits);
 
-  Trainer& trainer_;
+  LoopContext& context_;
 };
 
 }  // namespace kiln
