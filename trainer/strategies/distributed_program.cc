@@ -229,36 +229,46 @@ absl::Status DistributedProgram::Agree(absl::Time deadline) {
       "; every process of a program must call the same entry points (fit, validate, test, predict), in the same order";
   try {
     store_->set(EntryKey(entries_, rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
-    std::vector<int> waiting;
-    for (int rank = 0; rank < world_size_; ++rank) {
-      if (rank != rank_) waiting.push_back(rank);
-    }
+    // What each other rank said: nothing yet, the same entry point, another one, or that its program ended. The
+    // report names the lowest rank that disagrees, once every rank below it has answered, so that it does not
+    // depend on which answer the store gave first.
+    enum class Answer { kNone, kSame, kOther, kEnded };
+    std::vector<Answer> answers(world_size_, Answer::kNone);
+    std::vector<std::string> said(world_size_);
+    answers[rank_] = Answer::kSame;
     absl::Duration pause = absl::Milliseconds(1);
     while (true) {
-      for (auto it = waiting.begin(); it != waiting.end();) {
-        const std::string key = EntryKey(entries_, *it);
-        if (store_->check({key})) {
-          const std::string theirs = Text(store_->get(key));
-          if (theirs != mine) {
-            return absl::FailedPreconditionError(absl::StrCat("entry point ", entries_, " of this program differs "
-                                                              "between the ranks: rank ", rank_, " (this one) called ",
-                                                              mine, ", rank ", *it, " called ", theirs, rule));
-          }
-          it = waiting.erase(it);
+      for (int rank = 0; rank < world_size_; ++rank) {
+        if (answers[rank] != Answer::kNone) continue;
+        if (const std::string key = EntryKey(entries_, rank); store_->check({key})) {
+          said[rank] = Text(store_->get(key));
+          answers[rank] = said[rank] == mine ? Answer::kSame : Answer::kOther;
+        } else if (store_->check({ExitKey(rank)})) {
+          said[rank] = Text(store_->get(ExitKey(rank)));  // "<entry points met> <the last one's name>"
+          answers[rank] = Answer::kEnded;
+        }
+      }
+      std::vector<int> waiting;
+      for (int rank = 0; rank < world_size_; ++rank) {
+        if (answers[rank] == Answer::kSame) continue;
+        if (answers[rank] == Answer::kNone) {
+          waiting.push_back(rank);
           continue;
         }
-        if (store_->check({ExitKey(*it)})) {
-          // "<entry points met> <the last one's name>"
-          const std::vector<std::string> ended = absl::StrSplit(Text(store_->get(ExitKey(*it))), absl::MaxSplits(' ', 1));
-          int count = 0;
-          (void)absl::SimpleAtoi(ended[0], &count);
-          const std::string last = ended.size() > 1 && !ended[1].empty() ? absl::StrCat(" (the last: ", ended[1], ")")
-                                                                          : "";
-          return absl::FailedPreconditionError(absl::StrCat(
-              "rank ", *it, " ended its program after ", EntryPoints(count), last, ", while rank ", rank_,
-              " (this one) called ", mine, " as entry point ", entries_, rule));
+        if (!waiting.empty()) break;  // A lower rank has not answered: it may be the one to name.
+        if (answers[rank] == Answer::kOther) {
+          return absl::FailedPreconditionError(absl::StrCat("entry point ", entries_, " of this program differs "
+                                                            "between the ranks: rank ", rank_, " (this one) called ",
+                                                            mine, ", rank ", rank, " called ", said[rank], rule));
         }
-        ++it;
+        const std::vector<std::string> ended = absl::StrSplit(said[rank], absl::MaxSplits(' ', 1));
+        int count = 0;
+        (void)absl::SimpleAtoi(ended[0], &count);
+        const std::string last =
+            ended.size() > 1 && !ended[1].empty() ? absl::StrCat(" (the last: ", ended[1], ")") : "";
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", rank, " ended its program after ", EntryPoints(count), last, ", while rank ", rank_,
+            " (this one) called ", mine, " as entry point ", entries_, rule));
       }
       if (waiting.empty()) return absl::OkStatus();
       if (absl::Now() >= deadline) {
