@@ -169,14 +169,10 @@ absl::StatusOr<TrainingLimits> FitLoop::ResolveLimits(const TrainerOptions& opti
 absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
   Trainer& trainer = context_.trainer;
   const TrainerOptions& options = trainer.options();
-  const int64_t accumulate = std::max<int64_t>(1, options.accumulate_grad_batches);
   // A stream without a batch limit has no known length: only max_steps bounds the run.
   const bool unbounded = limits_.train_batches == INT64_MAX;
   int64_t steps = -1;
-  if (max_epochs_ >= 0 && !unbounded) {
-    const int64_t per_epoch = (limits_.train_batches + accumulate - 1) / accumulate;
-    steps = per_epoch * std::max<int64_t>(1, max_epochs_);
-  }
+  if (max_epochs_ >= 0 && !unbounded) steps = OptimizerStepsPerEpoch() * std::max<int64_t>(1, max_epochs_);
   if (options.max_steps >= 0) steps = steps < 0 ? options.max_steps : std::min(steps, options.max_steps);
   model.set_estimated_stepping_batches(steps);
   absl::Status status = CallUser("configure_optimizers", [&] { context_.optimizers = model.configure_optimizers(); });
@@ -330,16 +326,18 @@ absl::Status FitLoop::Preflight(LightningModule& model) {
   return CheckMonitors(plan, monitors);
 }
 
+int64_t FitLoop::OptimizerStepsPerEpoch() const {
+  if (limits_.train_batches == INT64_MAX) return 0;
+  const int64_t accumulate = std::max<int64_t>(1, context_.trainer.options().accumulate_grad_batches);
+  return (limits_.train_batches + accumulate - 1) / accumulate;
+}
+
 void FitLoop::PlanRunLength(const LightningModule& model, PreflightPlan& plan) const {
   const TrainerOptions& options = context_.trainer.options();
   const int64_t max_steps = options.max_steps;
   const int64_t max_epochs = max_epochs_;
   plan.run_steps = model.estimated_stepping_batches();
-  const bool known_epochs = limits_.train_batches > 0 && limits_.train_batches != INT64_MAX;
-  const int64_t per_epoch =
-      known_epochs ? (limits_.train_batches + std::max<int64_t>(1, options.accumulate_grad_batches) - 1) /
-                         std::max<int64_t>(1, options.accumulate_grad_batches)
-                   : 0;
+  const int64_t per_epoch = OptimizerStepsPerEpoch();
   const std::string per_epoch_text = absl::StrCat(per_epoch, " optimizer step(s) per epoch");
   plan.run_steps_bound = max_steps >= 0 && plan.run_steps == max_steps
                              ? absl::StrCat("max_steps=", max_steps)

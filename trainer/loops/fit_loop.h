@@ -85,6 +85,9 @@ class FitLoop {
   // The metric names one validation step on each validation loader's first batch logs, with nothing else run (no
   // hooks but the batch transfer's, no gradients, eval mode, the CPU generator put back).
   absl::StatusOr<std::set<std::string>> DryValidationMetrics(LightningModule& model);
+  // The optimizer steps one epoch of the limits takes (its training batches over accumulate_grad_batches, rounded
+  // up); 0 for a stream of unknown length.
+  int64_t OptimizerStepsPerEpoch() const;
   // The run's length in epochs and optimizer steps, and what bounds each, into `plan` (after ConfigureOptimizers).
   void PlanRunLength(const LightningModule& model, PreflightPlan& plan) const;
   // setup and on_fit_start of the callbacks and the module, and the hyperparameters to the loggers.
