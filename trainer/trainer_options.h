@@ -159,7 +159,9 @@ absl::Status CheckTrainerOptions(const TrainerOptions& options);
 absl::StatusOr<FSDPOptions> EffectiveFsdpOptions(const TrainerOptions& options);
 
 // The module type names of a comma-separated option (auto_wrap_policy, activation_checkpointing_policy), each without
-// the spaces around it; empty entries dropped.
+// the spaces around it; empty entries dropped. Deprecated after 0.2.0 (CHANGELOG.md's rule): the same as
+// SplitModuleTypes, beside the fsdp options it splits.
+[[deprecated("use kiln::SplitModuleTypes (trainer/strategies/fsdp_options.h)")]]
 std::vector<std::string> ModuleTypeNames(absl::string_view list);
 
 }  // namespace kiln
