@@ -346,9 +346,11 @@ class Reader {
       if (absl::string_view(callback_class.name) == "ModelCheckpoint") {
         const auto steps = given.find("every_n_train_steps");
         const auto epochs = given.find("every_n_epochs");
+        const auto interval = given.find("train_time_interval");
         int64_t n = 0;
-        if (steps != given.end() && absl::SimpleAtoi(steps->second, &n) && n > 0 &&
-            (epochs == given.end() || epochs->second == "null")) {
+        const bool other_trigger = (steps != given.end() && absl::SimpleAtoi(steps->second, &n) && n > 0) ||
+                                   (interval != given.end() && interval->second != "null");
+        if (other_trigger && (epochs == given.end() || epochs->second == "null")) {
           args_.push_back("--every_n_epochs=0");
         }
       }
@@ -888,6 +890,10 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"every_n_epochs", Section::kModelCheckpoint, "every_n_epochs"},
       {"every_n_train_steps", Section::kModelCheckpoint, "every_n_train_steps"},
       {"save_last", Section::kModelCheckpoint, "save_last"},
+      {"save_weights_only", Section::kModelCheckpoint, "save_weights_only"},
+      {"train_time_interval", Section::kModelCheckpoint, "train_time_interval"},
+      {"save_on_train_epoch_end", Section::kModelCheckpoint, "save_on_train_epoch_end"},
+      {"enable_version_counter", Section::kModelCheckpoint, "enable_version_counter"},
       {"early_stopping_monitor", Section::kEarlyStopping, "monitor"},
       {"early_stopping_mode", Section::kEarlyStopping, "mode"},
       {"patience", Section::kEarlyStopping, "patience"},
