@@ -39,6 +39,11 @@ ABSL_FLAG(std::string, save_on_train_epoch_end, "",
 ABSL_FLAG(bool, enable_version_counter, true,
           "ModelCheckpoint's enable_version_counter: a checkpoint name already taken gets -v1, -v2, ...; false "
           "replaces the file.");
+ABSL_FLAG(std::string, on_exception_dirpath, "",
+          "OnExceptionCheckpoint's dirpath: when fit fails with an error (not a non-finite loss), save a checkpoint "
+          "of where it stood to <dir>/<--on_exception_filename>.ckpt before exiting; empty: none.");
+ABSL_FLAG(std::string, on_exception_filename, "on_exception",
+          "OnExceptionCheckpoint's filename, without the extension.");
 ABSL_FLAG(std::string, early_stopping_monitor, "",
           "EarlyStopping's monitor: stop when this logged metric (e.g. val_loss) stops improving; empty: no early "
           "stopping.");

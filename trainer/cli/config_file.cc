@@ -336,6 +336,11 @@ class Reader {
                                     : absl::StrCat("trainer.callbacks[", callback_class.name, "].init_args");
       std::map<std::string, std::string> given;
       if (absl::Status read = ReadClass(callback_class, found->init_args, where, &given); !read.ok()) return read;
+      if (absl::string_view(callback_class.name) == "OnExceptionCheckpoint" &&
+          (given.count("dirpath") == 0 || given["dirpath"] == "null" || given["dirpath"] == "''")) {
+        return Error(where, "OnExceptionCheckpoint needs dirpath, the folder its checkpoint goes to (e.g. dirpath: "
+                            "crash)");
+      }
       // Lightning's EarlyStopping cannot be made without the metric it watches.
       if (absl::string_view(callback_class.name) == "EarlyStopping" &&
           (given.count("monitor") == 0 || given["monitor"] == "null")) {
@@ -1085,6 +1090,9 @@ std::string ConfigYaml() {
   if (!FlagValue("early_stopping_monitor").empty()) WriteClass(out, ClassNamed(ClassKind::kCallback, "EarlyStopping"));
   if (FlagValue("device_stats_monitor") == "true") {
     WriteClass(out, ClassNamed(ClassKind::kCallback, "DeviceStatsMonitor"));
+  }
+  if (!FlagValue("on_exception_dirpath").empty()) {
+    WriteClass(out, ClassNamed(ClassKind::kCallback, "OnExceptionCheckpoint"));
   }
   out << YAML::EndSeq << YAML::EndMap;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;

@@ -468,6 +468,14 @@ absl::Status OutputsFromFlags(const std::string& root, OutputSpec& outputs) {
           "--every_n_epochs=0 with --train_time_interval, or leave it empty"));
     }
   }
+  if (const std::string dirpath = absl::GetFlag(FLAGS_on_exception_dirpath); !dirpath.empty()) {
+    const std::string filename = absl::GetFlag(FLAGS_on_exception_filename);
+    if (filename.empty() || absl::StrContains(filename, '/')) {
+      return FlagError("on_exception_filename", filename, "pass a file name without '/' or the extension, e.g. "
+                       "on_exception (the default)");
+    }
+    outputs.on_exception = OnExceptionCheckpointOptions{.dirpath = UserPath(dirpath), .filename = filename};
+  }
   if (const std::string monitor = absl::GetFlag(FLAGS_early_stopping_monitor); !monitor.empty()) {
     EarlyStoppingOptions early_stopping{.monitor = monitor,
                                         .min_delta = absl::GetFlag(FLAGS_min_delta),

@@ -41,6 +41,8 @@ ABSL_DECLARE_FLAG(bool, save_weights_only);
 ABSL_DECLARE_FLAG(std::string, train_time_interval);
 ABSL_DECLARE_FLAG(std::string, save_on_train_epoch_end);
 ABSL_DECLARE_FLAG(bool, enable_version_counter);
+ABSL_DECLARE_FLAG(std::string, on_exception_dirpath);
+ABSL_DECLARE_FLAG(std::string, on_exception_filename);
 
 // Model.
 ABSL_DECLARE_FLAG(std::string, model);

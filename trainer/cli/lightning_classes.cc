@@ -106,6 +106,9 @@ std::vector<LightningClass> MakeClasses() {
         {"every_n_epochs", "every_n_epochs", "null"},
         {"save_on_train_epoch_end", "save_on_train_epoch_end", "null"},
         {"enable_version_counter", "enable_version_counter", "true"}}},
+      // fit adds it with --on_exception_dirpath.
+      {ClassKind::kCallback, "OnExceptionCheckpoint", "lightning.pytorch.callbacks", nullptr, nullptr,
+       {{"dirpath", "on_exception_dirpath", nullptr}, {"filename", "on_exception_filename", "on_exception"}}},
       {ClassKind::kCallback, "EarlyStopping", "lightning.pytorch.callbacks", nullptr, nullptr,
        {{"monitor", "early_stopping_monitor", nullptr},
         {"min_delta", "min_delta", "0.0"},
