@@ -888,6 +888,9 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"log_version", Section::kTrainer, "log_version", false, /*written=*/false},
       // Read here; written as the DeviceStatsMonitor callback.
       {"device_stats_monitor", Section::kTrainer, "device_stats_monitor", false, /*written=*/false},
+      // Read here; written as the OnExceptionCheckpoint callback (its dirpath and filename).
+      {"on_exception_dirpath", Section::kTrainer, "on_exception_dirpath", false, /*written=*/false},
+      {"on_exception_filename", Section::kTrainer, "on_exception_filename", false, /*written=*/false},
       {"checkpoint_monitor", Section::kModelCheckpoint, "monitor"},
       {"checkpoint_mode", Section::kModelCheckpoint, "mode"},
       {"save_top_k", Section::kModelCheckpoint, "save_top_k"},

@@ -106,9 +106,6 @@ std::vector<LightningClass> MakeClasses() {
         {"every_n_epochs", "every_n_epochs", "null"},
         {"save_on_train_epoch_end", "save_on_train_epoch_end", "null"},
         {"enable_version_counter", "enable_version_counter", "true"}}},
-      // fit adds it with --on_exception_dirpath.
-      {ClassKind::kCallback, "OnExceptionCheckpoint", "lightning.pytorch.callbacks", nullptr, nullptr,
-       {{"dirpath", "on_exception_dirpath", nullptr}, {"filename", "on_exception_filename", "on_exception"}}},
       {ClassKind::kCallback, "EarlyStopping", "lightning.pytorch.callbacks", nullptr, nullptr,
        {{"monitor", "early_stopping_monitor", nullptr},
         {"min_delta", "min_delta", "0.0"},
@@ -134,6 +131,9 @@ std::vector<LightningClass> MakeClasses() {
        {{"duration", "max_time", "null"}, {"interval", nullptr, "step"}, {"verbose", nullptr, "true"}}},
       {ClassKind::kCallback, "TQDMProgressBar", "lightning.pytorch.callbacks", "enable_progress_bar", "true",
        {{"refresh_rate", nullptr, "1"}, {"process_position", nullptr, "0"}, {"leave", nullptr, "false"}}},
+      // fit adds it with --on_exception_dirpath.
+      {ClassKind::kCallback, "OnExceptionCheckpoint", "lightning.pytorch.callbacks", nullptr, nullptr,
+       {{"dirpath", "on_exception_dirpath", nullptr}, {"filename", "on_exception_filename", "on_exception"}}},
       // Loggers (lightning.pytorch.loggers). save_dir is the trainer's default_root_dir (config_file.cc).
       {ClassKind::kLogger, "CSVLogger", "lightning.pytorch.loggers", "logger", "csv",
        {{"save_dir", nullptr, "null"},
