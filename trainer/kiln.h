@@ -15,6 +15,7 @@
 #include "trainer/callbacks/learning_rate_monitor.h"  // IWYU pragma: export
 #include "trainer/callbacks/model_checkpoint.h"       // IWYU pragma: export
 #include "trainer/callbacks/model_summary_callback.h"  // IWYU pragma: export
+#include "trainer/callbacks/on_exception_checkpoint.h"  // IWYU pragma: export
 #include "trainer/callbacks/timer.h"                  // IWYU pragma: export
 #include "trainer/core/batch.h"                       // IWYU pragma: export
 #include "trainer/core/callback.h"                    // IWYU pragma: export

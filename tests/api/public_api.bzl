@@ -56,6 +56,7 @@ PUBLIC_HEADERS = [
     ("//trainer:trainer", "trainer/callbacks/model_checkpoint.h", ""),
     ("//trainer:trainer", "trainer/callbacks/model_summary_callback.h", ""),
     ("//trainer:trainer", "trainer/callbacks/monitor.h", ""),
+    ("//trainer:trainer", "trainer/callbacks/on_exception_checkpoint.h", ""),
     ("//trainer:trainer", "trainer/callbacks/timer.h", ""),
     ("//trainer/checkpoint:checkpoint_io", "trainer/checkpoint/checkpoint_io.h", ""),
     ("//trainer/checkpoint:checkpoint_io", "trainer/checkpoint/distributed_checkpoint.h", "deprecated"),

@@ -38,6 +38,7 @@
 #include "trainer/accelerator_plugins.h"
 #include "trainer/callbacks/device_stats_monitor.h"
 #include "trainer/callbacks/early_stopping.h"
+#include "trainer/callbacks/on_exception_checkpoint.h"
 #include "trainer/callbacks/learning_rate_monitor.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/cli/command_line.h"
@@ -233,6 +234,9 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
   if (options.enable_checkpointing) {
     checkpoint = std::make_shared<ModelCheckpoint>(outputs.checkpoint);
     options.callbacks.push_back(checkpoint);
+  }
+  if (outputs.on_exception.has_value()) {
+    options.callbacks.push_back(std::make_shared<OnExceptionCheckpoint>(*outputs.on_exception));
   }
   if (outputs.early_stopping.has_value()) {
     options.callbacks.push_back(std::make_shared<EarlyStopping>(*outputs.early_stopping));

@@ -46,8 +46,10 @@ struct SchedulerConfig {
   bool strict = true;
 };
 
-// What configure_optimizers returns: one or more LibTorch optimizers over the module's parameters, and optional
-// schedulers. Every optimizer steps on every optimization step (automatic optimization).
+// What configure_optimizers returns: LibTorch optimizers over the module's parameters, and optional schedulers. Under
+// automatic optimization, one optimizer, which steps on every optimization step; several are refused before
+// anything runs, as in Lightning 2.x: they need manual optimization (automatic_optimization() false), where
+// training_step steps each itself.
 struct OptimizerConfig {
   OptimizerConfig() = default;
   template <typename T, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, T>>>
