@@ -881,6 +881,10 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"log_version", Section::kTrainer, "log_version", false, /*written=*/false},
       // Read here; written as the DeviceStatsMonitor callback.
       {"device_stats_monitor", Section::kTrainer, "device_stats_monitor", false, /*written=*/false},
+      // Read here; written as the ThroughputMonitor callback (its window_size) or not at all (Kiln's own peak).
+      {"throughput_monitor", Section::kTrainer, "throughput_monitor", false, /*written=*/false},
+      {"throughput_window_size", Section::kTrainer, "throughput_window_size", false, /*written=*/false},
+      {"throughput_available_flops", Section::kTrainer, "throughput_available_flops", false, /*written=*/false},
       {"checkpoint_monitor", Section::kModelCheckpoint, "monitor"},
       {"checkpoint_mode", Section::kModelCheckpoint, "mode"},
       {"save_top_k", Section::kModelCheckpoint, "save_top_k"},
@@ -1079,6 +1083,9 @@ std::string ConfigYaml() {
   if (!FlagValue("early_stopping_monitor").empty()) WriteClass(out, ClassNamed(ClassKind::kCallback, "EarlyStopping"));
   if (FlagValue("device_stats_monitor") == "true") {
     WriteClass(out, ClassNamed(ClassKind::kCallback, "DeviceStatsMonitor"));
+  }
+  if (FlagValue("throughput_monitor") == "true") {
+    WriteClass(out, ClassNamed(ClassKind::kCallback, "ThroughputMonitor"));
   }
   out << YAML::EndSeq << YAML::EndMap;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
