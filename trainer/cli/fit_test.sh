@@ -24,7 +24,7 @@ kept=$(cd lightning_logs/version_0/checkpoints 2>/dev/null && ls | grep -c '^epo
 # none), the callback in config.yaml, which runs again with it.
 mkdir -p "$work/throughput" && cd "$work/throughput" || exit 1
 $fit --max_epochs=1 --num_train=256 --num_val=64 --batch_size=32 --log_every_n_steps=1 --enable_progress_bar=false \
-  --throughput_monitor --throughput_window_size=2 >/dev/null 2>"$work/throughput.err" ||
+  --logger=csv --throughput_monitor --throughput_window_size=2 >/dev/null 2>"$work/throughput.err" ||
   fail "--throughput_monitor: the run failed: $(tail -3 "$work/throughput.err")"
 header=$(head -1 lightning_logs/version_0/metrics.csv 2>/dev/null)
 for key in train/device/samples_per_sec train/device/batches_per_sec train/device/flops_per_sec train/samples \
