@@ -891,6 +891,11 @@ const std::vector<ConfigKey>& ConfigKeys() {
       // Read here; written as the OnExceptionCheckpoint callback (its dirpath and filename).
       {"on_exception_dirpath", Section::kTrainer, "on_exception_dirpath", false, /*written=*/false},
       {"on_exception_filename", Section::kTrainer, "on_exception_filename", false, /*written=*/false},
+
+      // Read here; written as the ThroughputMonitor callback (its window_size) or not at all (Kiln's own peak).
+      {"throughput_monitor", Section::kTrainer, "throughput_monitor", false, /*written=*/false},
+      {"throughput_window_size", Section::kTrainer, "throughput_window_size", false, /*written=*/false},
+      {"throughput_available_flops", Section::kTrainer, "throughput_available_flops", false, /*written=*/false},
       {"checkpoint_monitor", Section::kModelCheckpoint, "monitor"},
       {"checkpoint_mode", Section::kModelCheckpoint, "mode"},
       {"save_top_k", Section::kModelCheckpoint, "save_top_k"},
@@ -1096,6 +1101,9 @@ std::string ConfigYaml() {
   }
   if (!FlagValue("on_exception_dirpath").empty()) {
     WriteClass(out, ClassNamed(ClassKind::kCallback, "OnExceptionCheckpoint"));
+  }
+  if (FlagValue("throughput_monitor") == "true") {
+    WriteClass(out, ClassNamed(ClassKind::kCallback, "ThroughputMonitor"));
   }
   out << YAML::EndSeq << YAML::EndMap;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;

@@ -55,6 +55,9 @@ ABSL_DECLARE_FLAG(bool, fused_optimizer);
 ABSL_DECLARE_FLAG(double, learning_rate);
 ABSL_DECLARE_FLAG(double, momentum);
 ABSL_DECLARE_FLAG(bool, device_stats_monitor);
+ABSL_DECLARE_FLAG(bool, throughput_monitor);
+ABSL_DECLARE_FLAG(int64_t, throughput_window_size);
+ABSL_DECLARE_FLAG(double, throughput_available_flops);
 ABSL_DECLARE_FLAG(double, weight_decay);
 
 // Learning-rate scheduler.

@@ -127,6 +127,13 @@ std::vector<LightningClass> MakeClasses() {
        {{"max_depth", nullptr, "1"}}},
       {ClassKind::kCallback, "DeviceStatsMonitor", "lightning.pytorch.callbacks", "device_stats_monitor", "true",
        {{"cpu_stats", nullptr, "null"}}},
+      // Kiln counts a batch's samples as its first dimension (Lightning's required batch_size_fn, a Python callable)
+      // and has no length_fn in fit; the peak FLOP/s is fit's --throughput_available_flops.
+      {ClassKind::kCallback, "ThroughputMonitor", "lightning.pytorch.callbacks", "throughput_monitor", "true",
+       {{"batch_size_fn", nullptr, nullptr, "null", /*written=*/false},
+        {"length_fn", nullptr, "null"},
+        {"window_size", "throughput_window_size", "100"},
+        {"separator", nullptr, "/"}}},
       {ClassKind::kCallback, "Timer", "lightning.pytorch.callbacks", nullptr, nullptr,
        {{"duration", "max_time", "null"}, {"interval", nullptr, "step"}, {"verbose", nullptr, "true"}}},
       {ClassKind::kCallback, "TQDMProgressBar", "lightning.pytorch.callbacks", "enable_progress_bar", "true",

@@ -319,6 +319,12 @@ class LightningModule : public torch::nn::Module {
   void clip_gradients(torch::optim::Optimizer& optimizer, std::optional<double> gradient_clip_val,
                       std::optional<std::string> gradient_clip_algorithm = std::nullopt);
 
+  // Lightning's flops_per_batch attribute: the FLOPs one batch of this module costs (a training batch: forward and
+  // backward), which ThroughputMonitor turns into FLOP/s and MFU. std::nullopt (the default): ThroughputMonitor counts
+  // them itself, on the first batch of each stage (FlopCounter, trainer/core/flop_counter.h); MeasureFlops there
+  // computes a figure to return here.
+  virtual std::optional<int64_t> flops_per_batch() const { return std::nullopt; }
+
   // The checkpoint's dictionary, as Lightning's hooks get it. on_save_checkpoint may add entries under keys of its
   // own (values torch.save can hold: tensors, numbers, strings, lists, dictionaries; tensors are copied at the step);
   // a key Kiln writes is refused. on_load_checkpoint sees the whole dictionary read back, before the module's
