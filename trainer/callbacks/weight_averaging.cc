@@ -192,11 +192,8 @@ void WeightAveraging::on_validation_epoch_end(Trainer& trainer, LightningModule&
 
 int64_t WeightAveraging::n_averaged() const { return n_averaged_.defined() ? n_averaged_.item<int64_t>() : 0; }
 
-CallbackState WeightAveraging::state_dict() const {
-  return {{"latest_update_step", absl::StrCat(latest_update_step_)},
-          {"latest_update_epoch", absl::StrCat(latest_update_epoch_)}};
-}
-
+// The counters are integers in the file, as Lightning's are (value_state_dict); the checkpoint gives them here as
+// text too.
 absl::Status WeightAveraging::load_state_dict(const CallbackState& state) {
   absl::StatusOr<int64_t> step = IntField(state, "latest_update_step");
   if (!step.ok()) return step.status();
@@ -208,10 +205,13 @@ absl::Status WeightAveraging::load_state_dict(const CallbackState& state) {
 }
 
 CallbackValues WeightAveraging::value_state_dict() const {
-  if (averaged_.empty()) return {};
+  CallbackValues values = {{"latest_update_step", latest_update_step_}, {"latest_update_epoch", latest_update_epoch_}};
+  if (averaged_.empty()) return values;
   c10::impl::GenericDict average(c10::StringType::get(), c10::TensorType::get());
   for (size_t i = 0; i < averaged_.size(); ++i) average.insert(names_[i], averaged_[i]);
-  return {{"n_averaged", n_averaged()}, {"average_model_state", average}};
+  values.emplace("n_averaged", n_averaged());
+  values.emplace("average_model_state", average);
+  return values;
 }
 
 absl::Status WeightAveraging::load_value_state_dict(const CallbackValues& state) {

@@ -66,7 +66,6 @@ class WeightAveraging : public Callback {
   void on_train_end(Trainer& trainer, LightningModule& module) override;
   void on_validation_epoch_start(Trainer& trainer, LightningModule& module) override;
   void on_validation_epoch_end(Trainer& trainer, LightningModule& module) override;
-  CallbackState state_dict() const override;
   absl::Status load_state_dict(const CallbackState& state) override;
   CallbackValues value_state_dict() const override;
   absl::Status load_value_state_dict(const CallbackValues& state) override;
