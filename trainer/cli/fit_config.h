@@ -16,6 +16,8 @@
 #include "absl/status/statusor.h"
 #include "trainer/callbacks/early_stopping.h"
 #include "trainer/callbacks/model_checkpoint.h"
+#include "trainer/callbacks/stochastic_weight_averaging.h"
+#include "trainer/callbacks/weight_averaging.h"
 #include "trainer/data/task.h"
 #include "trainer/io/user_path.h"  // UserPath, which fit applies to every path flag.
 #include "trainer/loggers/log_dir.h"
@@ -75,6 +77,8 @@ struct OutputSpec {
   std::string predictions;                             // --mode=predict's output file.
   ModelCheckpointOptions checkpoint;                   // With enable_checkpointing.
   std::optional<EarlyStoppingOptions> early_stopping;  // With --early_stopping_monitor.
+  std::optional<StochasticWeightAveragingOptions> swa;  // With --swa_lrs.
+  std::optional<EMAWeightAveragingOptions> ema;         // With --ema_weight_averaging.
 };
 
 struct FitConfig {
