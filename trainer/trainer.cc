@@ -154,6 +154,7 @@ int64_t Trainer::global_step() const { return fit_loop_->epoch_loop().global_ste
 int64_t Trainer::skipped_batches() const { return fit_loop_->epoch_loop().skipped_batches(); }
 int64_t Trainer::num_training_batches() const { return fit_loop_->num_training_batches(); }
 int64_t Trainer::num_val_batches() const { return fit_loop_->num_val_batches(); }
+DataLoader* Trainer::train_dataloader() const { return fit_loop_->train_loader(); }
 bool Trainer::sanity_checking() const { return fit_loop_->sanity_checking(); }
 bool Trainer::should_stop() const { return fit_loop_->should_stop(); }
 void Trainer::set_should_stop() { fit_loop_->set_should_stop(); }

@@ -122,6 +122,13 @@ class Trainer {
   bool is_global_zero() const;  // global_rank() == 0.
   int64_t max_epochs() const;
   const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers() const { return optimizers_.optimizers; }
+  // The running fit's schedulers, as configure_optimizers returned them (Lightning's trainer.lr_scheduler_configs). A
+  // callback may replace a config's scheduler from on_train_epoch_start on (StochasticWeightAveraging swaps in its
+  // own); adding or removing configs during a fit is not supported (checkpoints count each one's steps).
+  std::vector<SchedulerConfig>& lr_scheduler_configs() { return optimizers_.schedulers; }
+  // The running fit's training loader, this process's shard of it (Lightning's trainer.train_dataloader); null
+  // outside a fit. Its batches go through EvaluationLoop::TransferBatch as the loop's do.
+  DataLoader* train_dataloader() const;
   const std::vector<std::shared_ptr<Logger>>& loggers() const { return options_.loggers; }
   // Sends `metrics`, with the current epoch added as "epoch" unless given, to every logger at `step` (rank zero
   // only). Taken by value: a caller done with its map moves it in, and nothing is copied.

@@ -2,7 +2,8 @@
 # LightningCLI configs both ways, with the real LightningCLI (Lightning 2.x from PyPI, tools/setup.sh) and the real
 # //trainer:fit:
 #   1. LightningCLI takes Kiln's config.yaml (fit --print_config), less the keys only Kiln has, and makes the same
-#      run: trainer, optimizer and scheduler classes with their arguments, callbacks, loggers, model, data;
+#      run: trainer, optimizer and scheduler classes with their arguments, callbacks (the weight-averaging ones
+#      too), loggers, model, data;
 #   2. a config LightningCLI's --print_config wrote (every Trainer argument, the classes with all their init_args,
 #      seed_everything, weights_only) runs in fit as written, and fit's config of it goes back to LightningCLI as
 #      the same run;
@@ -16,14 +17,16 @@ source "$PWD/tests/lightning/common.sh"
 "$fit" --print_config --max_epochs=3 --optimizer=sgd --learning_rate=0.05 --momentum=0.5 --lr_scheduler=step \
   --step_size=2 --gamma=0.5 --checkpoint_monitor=val_loss --save_top_k=2 --early_stopping_monitor=val_loss \
   --patience=4 --hidden_sizes=32,16 --batch_size=32 --num_train=256 --num_val=64 --seed=5 --default_root_dir=run \
-  >kiln.yaml 2>print.err || { cat print.err; fail "fit --print_config failed"; }
-lightning "$cli" accept kiln.yaml 3 || fail "LightningCLI did not make Kiln's run from Kiln's config.yaml"
+  --swa_lrs=0.05 --swa_epoch_start=2 --annealing_strategy=linear --ema_weight_averaging --ema_decay=0.9 \
+  --ema_update_every_n_steps=2 >kiln.yaml 2>print.err || { cat print.err; fail "fit --print_config failed"; }
+lightning "$cli" accept kiln.yaml 3 swa || fail "LightningCLI did not make Kiln's run from Kiln's config.yaml"
 
 # 2. LightningCLI -> Kiln -> LightningCLI.
 lightning "$cli" print --seed_everything=5 --trainer.max_epochs=2 --optimizer=SGD --optimizer.lr=0.05 \
   --optimizer.momentum=0.5 --lr_scheduler=StepLR --lr_scheduler.step_size=2 --lr_scheduler.gamma=0.5 \
   --trainer.callbacks+=ModelCheckpoint --trainer.callbacks.monitor=val_loss --trainer.callbacks.save_top_k=2 \
   --trainer.callbacks+=EarlyStopping --trainer.callbacks.monitor=val_loss --trainer.callbacks.patience=4 \
+  --trainer.callbacks+=EMAWeightAveraging --trainer.callbacks.decay=0.9 --trainer.callbacks.update_every_n_steps=2 \
   --trainer.logger+=CSVLogger --trainer.logger.save_dir=lightning_run --trainer.logger+=TensorBoardLogger \
   --trainer.logger.save_dir=lightning_run '--model.hidden_sizes=[32,16]' --data.batch_size=32 --data.num_train=256 \
   --data.num_val=64 >lightning.yaml || fail "LightningCLI --print_config failed"

@@ -2,11 +2,11 @@
 data module whose init arguments are fit's model and data keys (KilnModel, KilnData), so that a config file means
 the same run to both.
 
-  lightning_cli.py accept KILN_YAML MAX_EPOCHS
+  lightning_cli.py accept KILN_YAML MAX_EPOCHS [swa]
       LightningCLI parses and instantiates Kiln's config.yaml (fit --print_config), less the keys only Kiln has
       (KILN_ONLY: each one left out is printed, and any other key Lightning lacks fails the test), and checks the
       trainer, optimizer, scheduler, callbacks, loggers, model and data it made against the settings cli_test.sh gave
-      (MAX_EPOCHS epochs).
+      (MAX_EPOCHS epochs; with swa, StochasticWeightAveraging's too). EMAWeightAveraging must be there in both.
   lightning_cli.py print ARGS...
       LightningCLI's own --print_config for `fit ARGS...`: the config a Lightning user has.
 """
@@ -55,7 +55,7 @@ def check(label, got, want):
         sys.exit(f"FAIL: LightningCLI read Kiln's config to {label} = {got!r}, not {want!r}")
 
 
-def accept(path, max_epochs):
+def accept(path, max_epochs, swa):
     config = yaml.safe_load(open(path))
     for section, keys in KILN_ONLY.items():
         where = config if section == "" else config[section]
@@ -66,11 +66,13 @@ def accept(path, max_epochs):
     # The fit subcommand, as `python cli.py fit --config=...` runs it, stopped where training would start.
     sys.argv = sys.argv[:1]
     CheckingCli.max_epochs = max_epochs
+    CheckingCli.swa = swa
     CheckingCli(KilnModel, KilnData, args=["fit", "--config", stripped], save_config_callback=None)
 
 
 class CheckingCli(LightningCLI):
     max_epochs = None
+    swa = False
 
     def before_fit(self):
         trainer, model = self.trainer, self.model
@@ -87,11 +89,23 @@ class CheckingCli(LightningCLI):
               (callbacks["ModelCheckpoint"].monitor, callbacks["ModelCheckpoint"].save_top_k), ("val_loss", 2))
         check("EarlyStopping's monitor, patience",
               (callbacks["EarlyStopping"].monitor, callbacks["EarlyStopping"].patience), ("val_loss", 4))
+        ema = callbacks.get("EMAWeightAveraging")
+        check("EMAWeightAveraging's update_every_n_steps", ema and ema.update_every_n_steps, 2)
+        # The decay is in the averaging function Lightning builds from it (get_ema_avg_fn): averaging 0 with 1 gives
+        # 1 - decay.
+        one = torch.tensor(1.0, dtype=torch.float64)
+        decay = ema and 1 - ema._kwargs["avg_fn"](0 * one, one, one).item()
+        check("EMAWeightAveraging's decay", ema and round(decay, 12), 0.9)
+        if self.swa:
+            swa = callbacks.get("StochasticWeightAveraging")
+            check("StochasticWeightAveraging's swa_lrs, swa_epoch_start, annealing_strategy",
+                  swa and (swa._swa_lrs, swa._swa_epoch_start, swa._annealing_strategy), (0.05, 2, "linear"))
         check("the loggers", [type(logger).__name__ for logger in trainer.loggers], ["CSVLogger", "TensorBoardLogger"])
         check("model.hidden_sizes", list(model.hparams.hidden_sizes), [32, 16])
         check("data.batch_size", self.datamodule.batch_size, 32)
         print(f"LightningCLI made Kiln's run: SGD(lr=0.05, momentum=0.5), StepLR(2, 0.5), ModelCheckpoint and "
-              f"EarlyStopping on val_loss, CSV and TensorBoard loggers, {self.max_epochs} epochs")
+              f"EarlyStopping on val_loss, EMAWeightAveraging{', StochasticWeightAveraging' if self.swa else ''}, "
+              f"CSV and TensorBoard loggers, {self.max_epochs} epochs")
         raise SystemExit(0)
 
 
@@ -102,7 +116,7 @@ def print_config(args):
 
 if __name__ == "__main__":
     if sys.argv[1] == "accept":
-        accept(sys.argv[2], int(sys.argv[3]))
+        accept(sys.argv[2], int(sys.argv[3]), sys.argv[4:] == ["swa"])
     elif sys.argv[1] == "print":
         print_config(sys.argv[2:])
     else:

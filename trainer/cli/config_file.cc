@@ -50,6 +50,10 @@ const char* SectionName(Section section) {
       return "trainer.callbacks[ModelCheckpoint].init_args";
     case Section::kEarlyStopping:
       return "trainer.callbacks[EarlyStopping].init_args";
+    case Section::kStochasticWeightAveraging:
+      return "trainer.callbacks[StochasticWeightAveraging].init_args";
+    case Section::kEMAWeightAveraging:
+      return "trainer.callbacks[EMAWeightAveraging].init_args";
     case Section::kOptimizer:
       return "optimizer.init_args";
   }
@@ -77,6 +81,15 @@ const ConfigKey* FindKey(Section section, absl::string_view key) {
   return nullptr;
 }
 
+// Whether fit's flag `flag` is a comma-separated list (written as a YAML list; a class argument such as
+// StochasticWeightAveraging's swa_lrs takes one value or a list).
+bool IsListFlag(absl::string_view flag) {
+  for (const ConfigKey& entry : ConfigKeys()) {
+    if (entry.flag == flag) return entry.list;
+  }
+  return false;
+}
+
 // A node as LightningCLI's defaults are written (lightning_classes.h): a scalar's text, "null", or "[a, b]".
 std::string NodeText(const YAML::Node& node) {
   if (!node || node.IsNull()) return "null";
@@ -92,10 +105,13 @@ std::string NodeText(const YAML::Node& node) {
   return absl::StrCat("{", absl::StrJoin(items, ", "), "}");
 }
 
-// The section a callback's init_args fill when fit's config table has it (ModelCheckpoint's, EarlyStopping's).
+// The section a callback's init_args fill when fit's config table has it (ModelCheckpoint's, EarlyStopping's, the
+// weight-averaging callbacks').
 std::optional<Section> CallbackSection(const LightningClass& callback) {
   if (absl::string_view(callback.name) == "ModelCheckpoint") return Section::kModelCheckpoint;
   if (absl::string_view(callback.name) == "EarlyStopping") return Section::kEarlyStopping;
+  if (absl::string_view(callback.name) == "StochasticWeightAveraging") return Section::kStochasticWeightAveraging;
+  if (absl::string_view(callback.name) == "EMAWeightAveraging") return Section::kEMAWeightAveraging;
   return std::nullopt;
 }
 
@@ -346,6 +362,11 @@ class Reader {
           (given.count("monitor") == 0 || given["monitor"] == "null")) {
         return Error(where, "EarlyStopping needs monitor, the metric it watches (e.g. monitor: val_loss)");
       }
+      // Lightning's StochasticWeightAveraging cannot be made without its learning rate.
+      if (absl::string_view(callback_class.name) == "StochasticWeightAveraging" &&
+          (given.count("swa_lrs") == 0 || given["swa_lrs"] == "null")) {
+        return Error(where, "StochasticWeightAveraging needs swa_lrs, the SWA learning rate (e.g. swa_lrs: 0.01)");
+      }
       // Lightning's ModelCheckpoint saves every N steps or every N epochs: every_n_epochs left null with steps set
       // means no epoch checkpoints.
       if (absl::string_view(callback_class.name) == "ModelCheckpoint") {
@@ -475,7 +496,9 @@ class Reader {
           }
           continue;
         }
-        if (absl::Status set = SetFlag(dotted, argument->flag, item.second, false); !set.ok()) return set;
+        if (absl::Status set = SetFlag(dotted, argument->flag, item.second, IsListFlag(argument->flag)); !set.ok()) {
+          return set;
+        }
       }
     }
     for (const ClassArgument& argument : c.arguments) {
@@ -771,7 +794,9 @@ void WriteClassKeys(YAML::Emitter& out, const LightningClass& c,
     } else if (argument.flag != nullptr) {
       // --weight_decay=-1 is the optimizer's own default: left to it.
       if (absl::string_view(argument.flag) == "weight_decay" && FlagValue("weight_decay") == "-1") continue;
-      WriteFlag(out, argument.name, argument.flag, /*list=*/false);
+      // A list flag of one item (swa_lrs: 0.01) is written as the one value, as LightningCLI writes a float.
+      const bool list = IsListFlag(argument.flag) && absl::StrContains(FlagValue(argument.flag), ',');
+      WriteFlag(out, argument.name, argument.flag, list);
     } else {
       out << YAML::Key << argument.name << YAML::Value;
       WriteLiteral(out, argument.kiln_value != nullptr ? argument.kiln_value : argument.lightning_default);
@@ -874,7 +899,8 @@ void WriteScheduler(YAML::Emitter& out) {
 }  // namespace
 
 const std::vector<ConfigKey>& ConfigKeys() {
-  // The keys are Lightning's names: Trainer's arguments, ModelCheckpoint's and EarlyStopping's init_args and
+  // The keys are Lightning's names: Trainer's arguments, the callbacks' init_args (ModelCheckpoint's, EarlyStopping's,
+  // StochasticWeightAveraging's, EMAWeightAveraging's) and
   // LightningCLI's seed_everything and ckpt_path. Model and data keys are fit's own flags. lr_scheduler holds the
   // keys of Lightning's lr_scheduler config (scheduler, interval, frequency, monitor) and each schedule's settings
   // under fit's flag names, which are PyTorch's (plateau's prefixed, as they share a section).
@@ -911,6 +937,17 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"early_stopping_mode", Section::kEarlyStopping, "mode"},
       {"patience", Section::kEarlyStopping, "patience"},
       {"min_delta", Section::kEarlyStopping, "min_delta"},
+      {"swa_lrs", Section::kStochasticWeightAveraging, "swa_lrs", /*list=*/true},
+      {"swa_epoch_start", Section::kStochasticWeightAveraging, "swa_epoch_start"},
+      {"annealing_epochs", Section::kStochasticWeightAveraging, "annealing_epochs"},
+      {"annealing_strategy", Section::kStochasticWeightAveraging, "annealing_strategy"},
+      // Read here; written as the EMAWeightAveraging callback.
+      {"ema_weight_averaging", Section::kTrainer, "ema_weight_averaging", false, /*written=*/false},
+      {"ema_decay", Section::kEMAWeightAveraging, "decay"},
+      {"ema_update_every_n_steps", Section::kEMAWeightAveraging, "update_every_n_steps"},
+      {"ema_update_starting_at_step", Section::kEMAWeightAveraging, "update_starting_at_step"},
+      {"ema_update_starting_at_epoch", Section::kEMAWeightAveraging, "update_starting_at_epoch"},
+      {"ema_use_buffers", Section::kEMAWeightAveraging, "use_buffers"},
       {"model", Section::kModel, "model"},
       {"hidden_sizes", Section::kModel, "hidden_sizes", /*list=*/true},
       {"channels", Section::kModel, "channels", /*list=*/true},
@@ -1096,6 +1133,12 @@ std::string ConfigYaml() {
   out << YAML::Key << "callbacks" << YAML::Value << YAML::BeginSeq;
   WriteClass(out, ClassNamed(ClassKind::kCallback, "ModelCheckpoint"));
   if (!FlagValue("early_stopping_monitor").empty()) WriteClass(out, ClassNamed(ClassKind::kCallback, "EarlyStopping"));
+  if (!FlagValue("swa_lrs").empty()) {
+    WriteClass(out, ClassNamed(ClassKind::kCallback, "StochasticWeightAveraging"));
+  }
+  if (FlagValue("ema_weight_averaging") == "true") {
+    WriteClass(out, ClassNamed(ClassKind::kCallback, "EMAWeightAveraging"));
+  }
   if (FlagValue("device_stats_monitor") == "true") {
     WriteClass(out, ClassNamed(ClassKind::kCallback, "DeviceStatsMonitor"));
   }

@@ -8,7 +8,7 @@
 //     logger:                          # --logger, --log_name, --log_version; or false, or [csv, tensorboard]
 //     - class_path: lightning.pytorch.loggers.CSVLogger
 //       init_args: {save_dir: ., name: lightning_logs, version: null}
-//     callbacks:                       # --checkpoint_monitor, --save_top_k, --early_stopping_monitor, ...
+//     callbacks:                       # --checkpoint_monitor, --early_stopping_monitor, --swa_lrs, ...
 //     - class_path: lightning.pytorch.callbacks.ModelCheckpoint
 //       init_args: {monitor: val_loss, save_top_k: 2}
 //   model: {model: mlp, hidden_sizes: [64, 64]}
@@ -46,7 +46,18 @@ namespace kiln {
 
 // Where one of fit's flags sits in a config file.
 struct ConfigKey {
-  enum class Section { kTop, kTrainer, kModel, kData, kLrScheduler, kModelCheckpoint, kEarlyStopping, kOptimizer };
+  enum class Section {
+    kTop,
+    kTrainer,
+    kModel,
+    kData,
+    kLrScheduler,
+    kModelCheckpoint,
+    kEarlyStopping,
+    kStochasticWeightAveraging,
+    kEMAWeightAveraging,
+    kOptimizer
+  };
   const char* flag;  // fit's flag, without "--".
   Section section;
   const char* key;    // The key in its section: Lightning's argument name where Lightning has one.
@@ -95,7 +106,8 @@ absl::StatusOr<std::vector<std::string>> ApplyConfigFiles(const std::vector<std:
                                                           std::string (*resolve_path)(const std::string&));
 
 // The current values of fit's flags as a config file (what --print_config prints and each run saves): every key of
-// ConfigKeys(), EarlyStopping only when --early_stopping_monitor is set. ConfigFileArguments reads it back to the
+// ConfigKeys(), EarlyStopping only when --early_stopping_monitor is set, StochasticWeightAveraging only with --swa_lrs,
+// EMAWeightAveraging only with --ema_weight_averaging. ConfigFileArguments reads it back to the
 // same flag values.
 std::string ConfigYaml();
 

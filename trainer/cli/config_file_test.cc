@@ -170,6 +170,64 @@ TEST_F(ConfigFileTest, EarlyStoppingIsWrittenOnlyWhenItWatchesAMetric) {
   EXPECT_THAT(ConfigYaml(), HasSubstr("class_path: lightning.pytorch.callbacks.ModelCheckpoint"));
 }
 
+// The weight-averaging callbacks are written as LightningCLI writes them (every init argument, Lightning's defaults
+// where fit has no flag), only when they are on, and read back to the same flags.
+TEST_F(ConfigFileTest, WeightAveragingCallbacksAreWrittenAsLightningCliWritesThem) {
+  EXPECT_THAT(ConfigYaml(), Not(HasSubstr("WeightAveraging")));
+  Set("swa_lrs", "0.05");
+  Set("swa_epoch_start", "2");
+  Set("annealing_strategy", "linear");
+  Set("ema_weight_averaging", "true");
+  Set("ema_decay", "0.9");
+  Set("ema_update_starting_at_epoch", "1");
+  std::map<std::string, std::string> before;
+  for (const ConfigKey& entry : ConfigKeys()) before[entry.flag] = Value(entry.flag);
+  const std::string yaml = ConfigYaml();
+  EXPECT_THAT(yaml, HasSubstr("    - class_path: lightning.pytorch.callbacks.StochasticWeightAveraging\n"
+                              "      init_args:\n"
+                              "        swa_lrs: 0.05\n"
+                              "        swa_epoch_start: 2\n"
+                              "        annealing_epochs: 10\n"
+                              "        annealing_strategy: linear\n"
+                              "        avg_fn: null\n"
+                              "        device: cpu\n"));
+  EXPECT_THAT(yaml, HasSubstr("    - class_path: lightning.pytorch.callbacks.EMAWeightAveraging\n"
+                              "      init_args:\n"
+                              "        device: null\n"
+                              "        use_buffers: true\n"
+                              "        decay: 0.9\n"
+                              "        update_every_n_steps: 1\n"
+                              "        update_starting_at_step: null\n"
+                              "        update_starting_at_epoch: 1\n"
+                              "        multi_avg_fn: null\n"));
+  for (const ConfigKey& entry : ConfigKeys()) Set(entry.flag, absl::FindCommandLineFlag(entry.flag)->DefaultValue());
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "printed.yaml");
+  ASSERT_TRUE(args.ok()) << args.status() << "\n" << yaml;
+  Apply(*args);
+  for (const auto& [name, value] : before) EXPECT_EQ(Value(name), value) << "--" << name << " in\n" << yaml;
+}
+
+// LightningCLI's forms: swa_lrs as a float or a list of one, arguments left out at Lightning's defaults (which are
+// fit's flags' defaults), and EMAWeightAveraging named alone.
+TEST_F(ConfigFileTest, ReadsLightningsWeightAveragingCallbacks) {
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(R"(trainer:
+  callbacks:
+  - class_path: lightning.pytorch.callbacks.StochasticWeightAveraging
+    init_args: {swa_lrs: [0.01], swa_epoch_start: 0.5}
+  - class_path: EMAWeightAveraging
+)",
+                                                                      "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("--swa_lrs=0.01", "--swa_epoch_start=0.5", "--annealing_epochs=10",
+                                 "--annealing_strategy=cos", "--ema_weight_averaging=true", "--ema_use_buffers=true",
+                                 "--ema_decay=0.999", "--ema_update_every_n_steps=1"));
+  args = ConfigFileArguments("trainer: {callbacks: [{class_path: StochasticWeightAveraging, init_args: {swa_lrs: 0.02, "
+                             "avg_fn: null, device: cpu}}]}",
+                             "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, Contains("--swa_lrs=0.02"));
+}
+
 TEST_F(ConfigFileTest, ReadsLightningsSpellings) {
   const std::string yaml = R"(# lightning.pytorch==2.2.5
 seed_everything: 3
@@ -271,8 +329,17 @@ TEST_F(ConfigFileTest, MistakesNameTheKeyAndTheFix) {
       {"trainer: {max_epochs: 1, max_epochs: 2}", "trainer.max_epochs: given twice; keep one"},
       {"trainer: [", "--config=run.yaml: line 1: not valid YAML"},
       {"a: 1\n---\nb: 2\n", "holds 2 YAML documents; a config file holds one"},
-      {"trainer: {callbacks: [{class_path: StochasticWeightAveraging}]}",
-       "class_path 'StochasticWeightAveraging' is not one fit has; it has ModelCheckpoint, EarlyStopping"},
+      {"trainer: {callbacks: [{class_path: BackboneFinetuning}]}",
+       "class_path 'BackboneFinetuning' is not one fit has; it has ModelCheckpoint, EarlyStopping, "
+       "StochasticWeightAveraging, EMAWeightAveraging"},
+      {"trainer: {callbacks: [{class_path: StochasticWeightAveraging}]}", "StochasticWeightAveraging needs swa_lrs"},
+      {"trainer: {callbacks: [{class_path: StochasticWeightAveraging, init_args: {swa_lrs: 0.1, device: cuda}}]}",
+       "trainer.callbacks[StochasticWeightAveraging].init_args.device: cuda is not supported: Kiln's "
+       "StochasticWeightAveraging runs as device=cpu; write cpu or leave it out"},
+      {"trainer: {callbacks: [{class_path: EMAWeightAveraging, init_args: {decay: high}}]}",
+       "trainer.callbacks[EMAWeightAveraging].init_args.decay: 'high' is not valid; write a number"},
+      {"trainer: {callbacks: [{class_path: EMAWeightAveraging, init_args: {decai: 0.9}}]}",
+       "did you mean trainer.callbacks[EMAWeightAveraging].init_args.decay?"},
       {"trainer: {callbacks: [{class_path: EarlyStopping, init_args: {patience: 1}}]}", "EarlyStopping needs monitor"},
       {"trainer: {strategy: {class_path: DeepSpeedStrategy}}",
        "trainer.strategy: class_path 'DeepSpeedStrategy' is not one fit has; it has DDPStrategy, FSDPStrategy"},

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
@@ -493,6 +494,115 @@ absl::Status OutputsFromFlags(const std::string& root, OutputSpec& outputs) {
   return absl::OkStatus();
 }
 
+// Whether the flag `name` was given a value other than its default.
+bool Changed(const char* name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag != nullptr && flag->CurrentValue() != flag->DefaultValue();
+}
+
+// A flag that tunes a callback which is off: refused rather than ignored.
+absl::Status OnlyWith(const std::vector<const char*>& flags, absl::string_view callback, absl::string_view how) {
+  for (const char* name : flags) {
+    if (!Changed(name)) continue;
+    return FlagError(name, absl::FindCommandLineFlag(name)->CurrentValue(),
+                     absl::StrCat("it tunes ", callback, ", which is off: ", how, ", or leave it out"));
+  }
+  return absl::OkStatus();
+}
+
+// An optional step or epoch index: empty (none) or an int >= 0.
+absl::StatusOr<std::optional<int64_t>> OptionalIndex(const char* flag, const std::string& value,
+                                                     absl::string_view what) {
+  if (value.empty()) return std::optional<int64_t>();
+  int64_t index = 0;
+  if (!absl::SimpleAtoi(value, &index) || index < 0) {
+    return FlagError(flag, value, absl::StrCat("pass ", what, ", an int >= 0, or leave it empty (none)"));
+  }
+  return std::optional<int64_t>(index);
+}
+
+// StochasticWeightAveraging (--swa_lrs) and EMAWeightAveraging (--ema_weight_averaging), with Lightning's checks and
+// those that fit's model adds (one parameter group, so one rate), before anything is written. `strategy` is the
+// strategy's name: neither averages a sharded model.
+absl::Status WeightAveragingFromFlags(const std::string& strategy, OutputSpec& outputs) {
+  const std::string swa_lrs = absl::GetFlag(FLAGS_swa_lrs);
+  if (swa_lrs.empty()) {
+    if (absl::Status off = OnlyWith({"swa_epoch_start", "annealing_epochs", "annealing_strategy"},
+                                    "StochasticWeightAveraging", "add it with --swa_lrs (e.g. --swa_lrs=0.01)");
+        !off.ok()) {
+      return off;
+    }
+  } else {
+    StochasticWeightAveragingOptions swa;
+    double lr = 0;
+    if (absl::StrContains(swa_lrs, ',') || !absl::SimpleAtod(swa_lrs, &lr) || !(lr > 0) ||
+        !(lr <= std::numeric_limits<float>::max())) {
+      return FlagError("swa_lrs", swa_lrs,
+                       "pass one learning rate > 0 (fit's optimizer has one parameter group), e.g. 0.01; or leave it "
+                       "empty for no SWA");
+    }
+    swa.swa_lrs = {lr};
+    const std::string start = absl::GetFlag(FLAGS_swa_epoch_start);
+    const std::string start_accepted =
+        "pass an int >= 1 (the epoch SWA starts at, counted from 1) or a fraction of --max_epochs in [0.0, 1.0] "
+        "written with a '.', e.g. 0.8 (Lightning's default)";
+    if (start.find_first_of(".eE") != std::string::npos) {
+      double fraction = 0;
+      if (!absl::SimpleAtod(start, &fraction) || !(fraction >= 0 && fraction <= 1)) {
+        return FlagError("swa_epoch_start", start, start_accepted);
+      }
+      swa.swa_epoch_start = fraction;
+    } else {
+      int64_t epoch = 0;
+      if (!absl::SimpleAtoi(start, &epoch) || epoch < 1) return FlagError("swa_epoch_start", start, start_accepted);
+      swa.swa_epoch_start = epoch;
+    }
+    swa.annealing_epochs = absl::GetFlag(FLAGS_annealing_epochs);
+    if (absl::Status s = AtLeast("annealing_epochs", swa.annealing_epochs, 0, " (0: straight to --swa_lrs)"); !s.ok()) {
+      return s;
+    }
+    swa.annealing_strategy = absl::GetFlag(FLAGS_annealing_strategy);
+    if (swa.annealing_strategy != "cos" && swa.annealing_strategy != "linear") {
+      return FlagError("annealing_strategy", swa.annealing_strategy, "pass cos or linear");
+    }
+    if (absl::StrContains(strategy, "fsdp")) {
+      return FlagError("swa_lrs", swa_lrs,
+                       absl::StrCat("StochasticWeightAveraging does not average a sharded model (--strategy=", strategy,
+                                    "); use --strategy=ddp, or leave --swa_lrs empty"));
+    }
+    outputs.swa = std::move(swa);
+  }
+  if (!absl::GetFlag(FLAGS_ema_weight_averaging)) {
+    return OnlyWith({"ema_decay", "ema_update_every_n_steps", "ema_update_starting_at_step",
+                     "ema_update_starting_at_epoch", "ema_use_buffers"},
+                    "EMAWeightAveraging", "add it with --ema_weight_averaging");
+  }
+  EMAWeightAveragingOptions ema;
+  ema.decay = absl::GetFlag(FLAGS_ema_decay);
+  if (!(ema.decay >= 0 && ema.decay <= 1)) {
+    return FlagError("ema_decay", absl::StrCat(ema.decay), "pass a value in [0, 1], e.g. 0.999 (Lightning's default)");
+  }
+  ema.update_every_n_steps = absl::GetFlag(FLAGS_ema_update_every_n_steps);
+  if (absl::Status s = AtLeast("ema_update_every_n_steps", ema.update_every_n_steps, 1); !s.ok()) return s;
+  absl::StatusOr<std::optional<int64_t>> step = OptionalIndex(
+      "ema_update_starting_at_step", absl::GetFlag(FLAGS_ema_update_starting_at_step), "the first step to update after");
+  if (!step.ok()) return step.status();
+  ema.update_starting_at_step = *step;
+  absl::StatusOr<std::optional<int64_t>> epoch =
+      OptionalIndex("ema_update_starting_at_epoch", absl::GetFlag(FLAGS_ema_update_starting_at_epoch),
+                    "the first epoch to update at the end of");
+  if (!epoch.ok()) return epoch.status();
+  ema.update_starting_at_epoch = *epoch;
+  ema.use_buffers = absl::GetFlag(FLAGS_ema_use_buffers);
+  if (absl::StrContains(strategy, "fsdp")) {
+    return FlagError("ema_weight_averaging", "true",
+                     absl::StrCat("EMAWeightAveraging does not average a sharded model (--strategy=", strategy,
+                                  "); use --strategy=ddp, or leave it out"));
+  }
+  outputs.ema = ema;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<FitConfig> FitConfigFromFlags() {
@@ -510,6 +620,9 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (absl::Status data = DataFromFlags(trainer.seed.value_or(0), config.data); !data.ok()) return data;
   if (absl::Status model = ModelFromFlags(trainer.max_epochs.value_or(-1), config.model); !model.ok()) return model;
   if (absl::Status outputs = OutputsFromFlags(trainer.default_root_dir, config.outputs); !outputs.ok()) return outputs;
+  if (absl::Status averaging = WeightAveragingFromFlags(trainer.strategy.name(), config.outputs); !averaging.ok()) {
+    return averaging;
+  }
   return config;
 }
 

@@ -17,6 +17,8 @@
 #include "trainer/callbacks/early_stopping.h"
 #include "trainer/callbacks/on_exception_checkpoint.h"
 #include "trainer/callbacks/model_checkpoint.h"
+#include "trainer/callbacks/stochastic_weight_averaging.h"
+#include "trainer/callbacks/weight_averaging.h"
 #include "trainer/data/task.h"
 #include "trainer/io/user_path.h"  // UserPath, which fit applies to every path flag.
 #include "trainer/loggers/log_dir.h"
@@ -77,6 +79,8 @@ struct OutputSpec {
   ModelCheckpointOptions checkpoint;                   // With enable_checkpointing.
   std::optional<EarlyStoppingOptions> early_stopping;  // With --early_stopping_monitor.
   std::optional<OnExceptionCheckpointOptions> on_exception;  // With --on_exception_dirpath.
+  std::optional<StochasticWeightAveragingOptions> swa;  // With --swa_lrs.
+  std::optional<EMAWeightAveragingOptions> ema;         // With --ema_weight_averaging.
 };
 
 struct FitConfig {

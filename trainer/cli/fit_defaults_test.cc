@@ -2,10 +2,12 @@
 // (and Lightning's), field by field. The two places where they differ on purpose are named below.
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainer/cli/fit_config.h"
+#include "trainer/cli/flags.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
@@ -63,6 +65,41 @@ TEST(FitDefaultsTest, FitWithNoFlagsIsTrainerOptionsDefaults) {
   EXPECT_FALSE(library.max_epochs.has_value());
   EXPECT_EQ(fit.seed, std::optional<uint64_t>(42));
   EXPECT_FALSE(library.seed.has_value());
+}
+
+// The weight-averaging callbacks' flags, once each callback is on, are their options structs' defaults (Lightning's).
+TEST(FitDefaultsTest, WeightAveragingFlagsAreTheCallbacksDefaults) {
+  absl::SetFlag(&FLAGS_swa_lrs, "0.01");
+  absl::SetFlag(&FLAGS_ema_weight_averaging, true);
+  absl::StatusOr<FitConfig> config = FitConfigFromFlags();
+  absl::SetFlag(&FLAGS_swa_lrs, "");
+  absl::SetFlag(&FLAGS_ema_weight_averaging, false);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(config->outputs.swa.has_value());
+  const StochasticWeightAveragingOptions& swa = *config->outputs.swa;
+  const StochasticWeightAveragingOptions swa_library;
+  EXPECT_THAT(swa.swa_lrs, ElementsAre(0.01));
+  EXPECT_EQ(swa.swa_epoch_start, swa_library.swa_epoch_start);
+  EXPECT_EQ(swa.annealing_epochs, swa_library.annealing_epochs);
+  EXPECT_EQ(swa.annealing_strategy, swa_library.annealing_strategy);
+  EXPECT_EQ(swa.device, swa_library.device);
+  EXPECT_FALSE(static_cast<bool>(swa.avg_fn));
+  ASSERT_TRUE(config->outputs.ema.has_value());
+  const EMAWeightAveragingOptions& ema = *config->outputs.ema;
+  const EMAWeightAveragingOptions ema_library;
+  EXPECT_EQ(ema.decay, ema_library.decay);
+  EXPECT_EQ(ema.update_every_n_steps, ema_library.update_every_n_steps);
+  EXPECT_EQ(ema.update_starting_at_step, ema_library.update_starting_at_step);
+  EXPECT_EQ(ema.update_starting_at_epoch, ema_library.update_starting_at_epoch);
+  EXPECT_EQ(ema.use_buffers, ema_library.use_buffers);
+  EXPECT_EQ(ema.device, ema_library.device);
+}
+
+TEST(FitDefaultsTest, NoWeightAveragingWithoutItsFlags) {
+  absl::StatusOr<FitConfig> config = FitConfigFromFlags();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->outputs.swa.has_value());
+  EXPECT_FALSE(config->outputs.ema.has_value());
 }
 
 }  // namespace

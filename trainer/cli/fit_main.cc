@@ -40,6 +40,8 @@
 #include "trainer/callbacks/throughput_monitor.h"
 #include "trainer/callbacks/early_stopping.h"
 #include "trainer/callbacks/on_exception_checkpoint.h"
+#include "trainer/callbacks/stochastic_weight_averaging.h"
+#include "trainer/callbacks/weight_averaging.h"
 #include "trainer/callbacks/learning_rate_monitor.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/cli/command_line.h"
@@ -231,6 +233,9 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
     run_report = std::make_shared<RunReport>(memory, RunReportOptions{.every_n_steps = options.log_every_n_steps});
     options.callbacks.push_back(run_report);
   }
+  // Before ModelCheckpoint, so that a checkpoint saved after a step or an epoch holds the average that includes it.
+  if (outputs.swa.has_value()) options.callbacks.push_back(std::make_shared<StochasticWeightAveraging>(*outputs.swa));
+  if (outputs.ema.has_value()) options.callbacks.push_back(std::make_shared<EMAWeightAveraging>(*outputs.ema));
   std::shared_ptr<ModelCheckpoint> checkpoint;
   if (options.enable_checkpointing) {
     checkpoint = std::make_shared<ModelCheckpoint>(outputs.checkpoint);

@@ -114,6 +114,10 @@ $fit --config=lightning.yaml --default_root_dir=from_yaml >/dev/null 2>"$work/co
   fail "lightning.yaml: wanted from_yaml/checkpoints/best-epoch=0.ckpt and no logs: $(ls -R from_yaml)"
 printf 'trainer:\n  max_epoch: 3\n' >"$work/typo.yaml"
 printf 'model:\n  max_epochs: 3\n' >"$work/misplaced.yaml"
+printf 'trainer:\n  callbacks:\n  - class_path: StochasticWeightAveraging\n    init_args: {swa_epoch_start: 2}\n' \
+  >"$work/swa.yaml"
+printf 'trainer:\n  callbacks:\n  - class_path: lightning.pytorch.callbacks.EMAWeightAveraging\n    init_args: {decay: 2}\n' \
+  >"$work/ema.yaml"
 printf 'trainer: {max_epochs: ten}\n' >"$work/bad_value.yaml"
 cd "$work/default" || exit 1
 
@@ -269,6 +273,29 @@ expect_usage_error "--save_top_k='-2' is not valid; pass an int >= -1 (-1: all, 
 expect_usage_error "--patience='-1' is not valid; pass an int >= 0" --early_stopping_monitor=val_loss --patience=-1
 expect_usage_error "--early_stopping_mode='up' is not valid; pass min or max" --early_stopping_monitor=val_loss \
   --early_stopping_mode=up
+# StochasticWeightAveraging and EMAWeightAveraging (tests/cli/weight_averaging_test.sh runs them).
+expect_usage_error "--swa_lrs='-0.01' is not valid; pass one learning rate > 0" --swa_lrs=-0.01
+expect_usage_error "--swa_lrs='0.01,0.02' is not valid; pass one learning rate > 0 (fit's optimizer has one parameter group)" \
+  --swa_lrs=0.01,0.02
+expect_usage_error "--swa_epoch_start='1.5' is not valid; pass an int >= 1 (the epoch SWA starts at, counted from 1) or a fraction of --max_epochs in [0.0, 1.0]" \
+  --swa_lrs=0.01 --swa_epoch_start=1.5
+expect_usage_error "--swa_epoch_start='0' is not valid; pass an int >= 1" --swa_lrs=0.01 --swa_epoch_start=0
+expect_usage_error "--annealing_strategy='cosine' is not valid; pass cos or linear" --swa_lrs=0.01 \
+  --annealing_strategy=cosine
+expect_usage_error "--annealing_epochs='-1' is not valid; pass an int >= 0" --swa_lrs=0.01 --annealing_epochs=-1
+expect_usage_error "--annealing_epochs='5' is not valid; it tunes StochasticWeightAveraging, which is off: add it with --swa_lrs" \
+  --annealing_epochs=5
+expect_usage_error "--ema_decay='1.5' is not valid; pass a value in [0, 1]" --ema_weight_averaging --ema_decay=1.5
+expect_usage_error "--ema_decay='-0.1' is not valid; pass a value in [0, 1]" --ema_weight_averaging --ema_decay=-0.1
+expect_usage_error "--ema_update_every_n_steps='0' is not valid; pass an int >= 1" --ema_weight_averaging \
+  --ema_update_every_n_steps=0
+expect_usage_error "--ema_decay='0.9' is not valid; it tunes EMAWeightAveraging, which is off: add it with --ema_weight_averaging" \
+  --ema_decay=0.9
+expect_usage_error "StochasticWeightAveraging does not average a sharded model (--strategy=fsdp)" --swa_lrs=0.01 \
+  --strategy=fsdp --devices=2
+expect_usage_error "--config=$work/swa.yaml: trainer.callbacks[StochasticWeightAveraging].init_args: StochasticWeightAveraging needs swa_lrs" \
+  --config="$work/swa.yaml"
+expect_usage_error "--ema_decay='2' is not valid; pass a value in [0, 1]" --config="$work/ema.yaml"
 expect_usage_error "--seed='-1' is not valid; pass an int >= 0" --seed=-1
 expect_usage_error "--log_every_n_steps='-1' is not valid" --log_every_n_steps=-1
 expect_usage_error "\`val_check_interval\` (1000) must be less than or equal to the number of the training batches" \

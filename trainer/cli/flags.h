@@ -3,6 +3,7 @@
 //   hardware_flags.cc    where to run: accelerator, devices, strategy, precision, num_nodes
 //   loop_flags.cc        the training loop: epochs, steps, batch limits, accumulation, clipping, seed
 //   checkpoint_flags.cc  checkpoints and resuming
+//   weight_averaging_flags.cc  StochasticWeightAveraging and EMAWeightAveraging
 //   model_flags.cc       which model, and its sizes
 //   scheduler_flags.cc   the learning-rate scheduler and its settings
 //   data_flags.cc        which data, and how it is read
@@ -43,6 +44,18 @@ ABSL_DECLARE_FLAG(std::string, save_on_train_epoch_end);
 ABSL_DECLARE_FLAG(bool, enable_version_counter);
 ABSL_DECLARE_FLAG(std::string, on_exception_dirpath);
 ABSL_DECLARE_FLAG(std::string, on_exception_filename);
+
+// Weight averaging.
+ABSL_DECLARE_FLAG(std::string, swa_lrs);
+ABSL_DECLARE_FLAG(std::string, swa_epoch_start);
+ABSL_DECLARE_FLAG(int64_t, annealing_epochs);
+ABSL_DECLARE_FLAG(std::string, annealing_strategy);
+ABSL_DECLARE_FLAG(bool, ema_weight_averaging);
+ABSL_DECLARE_FLAG(double, ema_decay);
+ABSL_DECLARE_FLAG(int64_t, ema_update_every_n_steps);
+ABSL_DECLARE_FLAG(std::string, ema_update_starting_at_step);
+ABSL_DECLARE_FLAG(std::string, ema_update_starting_at_epoch);
+ABSL_DECLARE_FLAG(bool, ema_use_buffers);
 
 // Model.
 ABSL_DECLARE_FLAG(std::string, model);

@@ -73,6 +73,8 @@ const std::vector<FlagGroup>& FitFlagGroups() {
       {"Accelerator plugins", "accelerator_plugins.cc"},
       {"Training loop", "loop_flags.cc"},
       {"Checkpoints and resuming", "checkpoint_flags.cc"},
+      {"Weight averaging (Lightning's StochasticWeightAveraging and EMAWeightAveraging callbacks)",
+       "weight_averaging_flags.cc"},
       {"Model", "model_flags.cc"},
       {"Learning-rate scheduler (PyTorch's torch.optim.lr_scheduler)", "scheduler_flags.cc"},
       {"Data", "data_flags.cc"},

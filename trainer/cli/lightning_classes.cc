@@ -118,6 +118,24 @@ std::vector<LightningClass> MakeClasses() {
         {"divergence_threshold", nullptr, "null"},
         {"check_on_train_epoch_end", nullptr, "null"},
         {"log_rank_zero_only", nullptr, "false"}}},
+      // Weight averaging: --swa_lrs adds StochasticWeightAveraging (Lightning requires swa_lrs: config_file.cc);
+      // naming EMAWeightAveraging sets --ema_weight_averaging. Kiln has the equal average and the EMA, and keeps the
+      // averaged copy where Lightning's default puts it (SWA: cpu; EMA: null, the module's device).
+      {ClassKind::kCallback, "StochasticWeightAveraging", "lightning.pytorch.callbacks", nullptr, nullptr,
+       {{"swa_lrs", "swa_lrs", nullptr},
+        {"swa_epoch_start", "swa_epoch_start", "0.8"},
+        {"annealing_epochs", "annealing_epochs", "10"},
+        {"annealing_strategy", "annealing_strategy", "cos"},
+        {"avg_fn", nullptr, "null"},
+        {"device", nullptr, "cpu"}}},
+      {ClassKind::kCallback, "EMAWeightAveraging", "lightning.pytorch.callbacks", "ema_weight_averaging", "true",
+       {{"device", nullptr, "null"},
+        {"use_buffers", "ema_use_buffers", "true"},
+        {"decay", "ema_decay", "0.999"},
+        {"update_every_n_steps", "ema_update_every_n_steps", "1"},
+        {"update_starting_at_step", "ema_update_starting_at_step", "null"},
+        {"update_starting_at_epoch", "ema_update_starting_at_epoch", "null"},
+        {"multi_avg_fn", nullptr, "null"}}},
       // fit logs the learning rates whenever a schedule runs.
       {ClassKind::kCallback, "LearningRateMonitor", "lightning.pytorch.callbacks", nullptr, nullptr,
        {{"logging_interval", nullptr, "null"},

@@ -183,7 +183,8 @@ class Translator {
       if (section == Section::kTrainer && absl::StartsWith(key, "callbacks")) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--", name, ": callbacks on the command line are not supported; use fit's flags (--checkpoint_monitor, "
-            "--save_top_k, --early_stopping_monitor, --patience, ...) or trainer.callbacks in a --config file"));
+            "--save_top_k, --early_stopping_monitor, --patience, --swa_lrs, --ema_weight_averaging, ...) or "
+            "trainer.callbacks in a --config file"));
       }
       std::string flag = FlagOf(section, key);
       // LightningCLI's scheduler arguments (--lr_scheduler.factor is fit's --plateau_factor).

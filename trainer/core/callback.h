@@ -56,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "ATen/core/ivalue.h"
 #include "absl/status/status.h"
 #include "trainer/core/batch.h"
 #include "trainer/core/data_loader.h"
@@ -71,6 +72,9 @@ class Trainer;
 
 // What a callback keeps in checkpoints: text keys and values.
 using CallbackState = std::map<std::string, std::string>;
+// What a callback keeps in checkpoints that is not text (Callback::value_state_dict): tensors, numbers, and lists
+// and dictionaries of them, by key.
+using CallbackValues = std::map<std::string, c10::IValue>;
 
 // A logged metric a callback reads during fit (ModelCheckpoint's and EarlyStopping's `monitor`), for the check fit
 // makes before the run folder exists: a metric that validation logs while validation never runs, or that is read at
@@ -198,6 +202,18 @@ class Callback {
   // Checkpointed state. load_state_dict gets exactly what state_dict returned; a malformed value is an error.
   virtual CallbackState state_dict() const { return {}; }
   virtual absl::Status load_state_dict(const CallbackState& state) {
+    (void)state;
+    return absl::OkStatus();
+  }
+  // Checkpointed state that is not text (StochasticWeightAveraging's averaged weights, as a {name: tensor}
+  // dictionary), written with its types beside state_dict()'s entries, in the same dictionary under state_key(), so
+  // that torch.load and Lightning read it as they read their own; its keys must differ from state_dict()'s. Called
+  // at save time, right after state_dict(), on every rank; the checkpoint takes a copy of every tensor then, so the
+  // callback may go on updating its own in place. load_value_state_dict runs after load_state_dict, when the
+  // checkpoint holds this callback's dictionary, and gets every entry of it as read (the text ones too, with the
+  // types the file has); a value that does not fit is an error, which stops the resume.
+  virtual CallbackValues value_state_dict() const { return {}; }
+  virtual absl::Status load_value_state_dict(const CallbackValues& state) {
     (void)state;
     return absl::OkStatus();
   }

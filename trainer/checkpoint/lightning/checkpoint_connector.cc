@@ -73,6 +73,7 @@ struct LoadedCheckpoint {
   // By scheduler index: the saved state of each MetricScheduler, checked by its CheckStateDict.
   std::map<size_t, GenericDict> scheduler_states;
   std::map<std::string, CallbackState> callbacks;
+  std::map<std::string, CallbackValues> callback_values;  // Every entry of each callback's dictionary, as read.
   at::Tensor rng;            // Undefined: the generator keeps its state.
   PrecisionState precision;  // Empty when the checkpoint has none (an older file, or a plugin without state).
   std::function<absl::Status()> load_data;  // Null: the data keeps its state.
@@ -188,6 +189,12 @@ absl::StatusOr<LoopProgress> Apply(const std::string& path, const TrainingState&
     auto found = loaded.callbacks.find(callback->state_key());
     if (found == loaded.callbacks.end()) continue;
     if (absl::Status status = callback->load_state_dict(found->second); !status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", path, ": state of callback ", callback->state_key(), ": ", status.message()));
+    }
+    auto values = loaded.callback_values.find(callback->state_key());
+    if (values == loaded.callback_values.end()) continue;
+    if (absl::Status status = callback->load_value_state_dict(values->second); !status.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint ", path, ": state of callback ", callback->state_key(), ": ", status.message()));
     }
@@ -429,7 +436,13 @@ struct TakenCheckpoint {
   bool weights_only = false;  // TrainingState::weights_only: only the keys such a file has.
   int64_t scheduler_steps = 0;                                   // Every scheduler's steps, summed.
   std::vector<std::pair<std::string, at::Tensor>> model;         // Copies, in NamedState order.
-  std::vector<std::pair<std::string, CallbackState>> callbacks;  // The non-empty states, under their state keys.
+  // The non-empty states, under their state keys: the text (state_dict) and the values (value_state_dict, copied).
+  struct TakenCallback {
+    std::string key;
+    CallbackState state;
+    CallbackValues values;
+  };
+  std::vector<TakenCallback> callbacks;
   std::vector<TakenOptimizerState> optimizers;
   // By scheduler: its steps, and a MetricScheduler's state_dict() (a plain copy); None for the others, which are
   // written from their steps.
@@ -465,9 +478,9 @@ void WriteTrainingKeys(Sink& out, const TakenCheckpoint& taken) {
   const CheckpointKeys& keys = Keys();
   WriteKey(out, keys.callbacks);
   out.BeginDict(taken.callbacks.size());
-  for (const auto& [key, state] : taken.callbacks) {
+  for (const auto& [key, state, values] : taken.callbacks) {
     out.Key(key);
-    LightningCallbackState(out, key, state);
+    LightningCallbackState(out, key, state, values);
   }
   out.EndDict();
   WriteKey(out, keys.optimizer_states);
@@ -637,7 +650,9 @@ absl::Status CallSaveCheckpointHooks(const std::string& path, const TrainingStat
   TakenCheckpoint dropped;
   try {
     for (const auto& callback : state.callbacks) {
-      if (!state.weights_only) callback->state_dict();
+      if (state.weights_only) break;
+      callback->state_dict();
+      callback->value_state_dict();
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
@@ -668,8 +683,13 @@ absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& pat
     // the callbacks' state_dict for one either).
     for (const auto& callback : state.callbacks) {
       if (state.weights_only) break;
-      CallbackState callback_state = callback->state_dict();
-      if (!callback_state.empty()) taken->callbacks.emplace_back(callback->state_key(), std::move(callback_state));
+      TakenCheckpoint::TakenCallback taken_callback{callback->state_key(), callback->state_dict(), {}};
+      for (auto& [key, value] : callback->value_state_dict()) {
+        taken_callback.values.emplace(key, PlainValue(value, copy));
+      }
+      if (!taken_callback.state.empty() || !taken_callback.values.empty()) {
+        taken->callbacks.push_back(std::move(taken_callback));
+      }
     }
     taken->optimizers.reserve(state.optimizers.optimizers.size());
     for (const auto& optimizer : state.optimizers.optimizers) {
@@ -833,6 +853,8 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
           TORCH_CHECK(entry.key().isString(), "'callbacks' has a key that is not text");
           const std::string key = CurrentStateKey(entry.key().toStringRef());
           loaded.callbacks[key] = KilnCallbackState(key, entry.value());
+          CallbackValues& values = loaded.callback_values[key];
+          for (const auto& item : entry.value().toGenericDict()) values[item.key().toStringRef()] = item.value();
         }
         const GenericDict kiln = DictField(top, kKilnSectionKey, "the checkpoint");
         const c10::IValue& rng_value = Field(kiln, "rng_cpu", "'kiln'");

@@ -13,7 +13,8 @@
 //                              state_dict() instead, with PyTorch's keys (best, num_bad_epochs, cooldown_counter,
 //                              last_epoch, ...), loaded as it is
 //   callbacks                  each callback's non-empty state, under its state_key: text, with Lightning's types
-//                              for the callbacks Lightning also has (lightning_layout.h)
+//                              for the callbacks Lightning also has (lightning_layout.h), and beside it what
+//                              value_state_dict() returns, with its own types (tensors, lists, dictionaries)
 //   hyper_parameters           the module's hyper-parameters (numbers and booleans as such), hparams_name "kwargs"
 //   <the data's state_key()>   the data module's state_dict(), as Lightning keeps a datamodule's (the built-in
 //                              tables': "TabularData", their columns, classes and feature statistics)

@@ -194,8 +194,8 @@ bool AsText(const std::string& state_key, const std::string& key, const c10::IVa
                   state_key, ": '", key, "' holds a ", entry.value().tagKind(), " where a score was expected");
       absl::StrAppend(text, entry.key().toStringRef(), "\t", score, "\n");
     }
-  } else if (value.isNone()) {
-    return false;
+  } else if (value.isNone() || value.isTensor() || value.isList() || value.isTuple()) {
+    return false;  // Values a callback reads back through load_value_state_dict (CallbackValues).
   } else {
     TORCH_CHECK(false, "the state of callback ", state_key, " holds a ", value.tagKind(), " under '", key,
                 "' where text or a number was expected");
@@ -275,9 +275,10 @@ void WriteLoops(Sink& out, const LightningLoopPosition& position, const Lightnin
 
 // A callback's state (lightning_layout.h), into either sink.
 template <typename Sink>
-void WriteCallbackState(Sink& out, const std::string& state_key, const CallbackState& state) {
+void WriteCallbackState(Sink& out, const std::string& state_key, const CallbackState& state,
+                        const CallbackValues& values = {}) {
   const LayoutKeys& keys = Keys();
-  out.BeginDict(state.size() + 1);
+  out.BeginDict(state.size() + values.size() + 1);
   for (const auto& [key, text] : state) {
     out.Key(key);
     const TypedKey* typed = FindTypedKey(state_key, key);
@@ -286,6 +287,12 @@ void WriteCallbackState(Sink& out, const std::string& state_key, const CallbackS
     } else {
       out.Value(Typed(typed->kind, text));
     }
+  }
+  for (const auto& [key, value] : values) {
+    TORCH_CHECK(state.count(key) == 0, "the state of callback ", state_key, " has '", key,
+                "' both as text (state_dict) and as a value (value_state_dict); use one key once");
+    out.Key(key);
+    out.Value(value);
   }
   // Lightning's ModelCheckpoint reads its best score whether or not there is one.
   if (absl::StartsWith(state_key, "ModelCheckpoint{") && state.count("best_model_score") == 0) {
@@ -356,6 +363,16 @@ void LightningCallbackState(PickleWriter& out, const std::string& state_key, con
 
 void LightningCallbackState(ValueBuilder& out, const std::string& state_key, const CallbackState& state) {
   WriteCallbackState(out, state_key, state);
+}
+
+void LightningCallbackState(PickleWriter& out, const std::string& state_key, const CallbackState& state,
+                            const CallbackValues& values) {
+  WriteCallbackState(out, state_key, state, values);
+}
+
+void LightningCallbackState(ValueBuilder& out, const std::string& state_key, const CallbackState& state,
+                            const CallbackValues& values) {
+  WriteCallbackState(out, state_key, state, values);
 }
 
 GenericDict LightningCallbackState(const std::string& state_key, const CallbackState& state) {

@@ -81,6 +81,12 @@ LightningCounters ReadLightningCounters(const c10::impl::GenericDict& checkpoint
 c10::impl::GenericDict LightningCallbackState(const std::string& state_key, const CallbackState& state);
 void LightningCallbackState(PickleWriter& out, const std::string& state_key, const CallbackState& state);
 void LightningCallbackState(ValueBuilder& out, const std::string& state_key, const CallbackState& state);
+// The forms with `values` also write a callback's value_state_dict() (already copied), with their types; a key in
+// both throws c10::Error. KilnCallbackState reads the text ones back and leaves tensors, lists and None out.
+void LightningCallbackState(PickleWriter& out, const std::string& state_key, const CallbackState& state,
+                            const CallbackValues& values);
+void LightningCallbackState(ValueBuilder& out, const std::string& state_key, const CallbackState& state,
+                            const CallbackValues& values);
 CallbackState KilnCallbackState(const std::string& state_key, const c10::IValue& value);
 
 // Kiln's earlier name for a ModelCheckpoint's state key (before Lightning 2.x's train_time_interval was part of it)

@@ -145,11 +145,26 @@ TEST(LightningCallbackStateTest, EarlyStoppingAndTimer) {
   EXPECT_EQ(KilnCallbackState("Timer", timer), (CallbackState{{"time_elapsed_seconds", "12.5"}}));
 }
 
-TEST(LightningCallbackStateTest, RefusesWhatIsNotTextOrANumber) {
-  GenericDict bad(c10::StringType::get(), c10::AnyType::get());
-  bad.insert("x", c10::IValue(std::vector<int64_t>{1, 2}));
-  EXPECT_THROW(KilnCallbackState("Mine", bad), c10::Error);
+TEST(LightningCallbackStateTest, LeavesValuesOutOfTheTextAndRefusesWhatIsNotADictionary) {
+  // Lists and tensors are a callback's value state (Callback::load_value_state_dict), not text.
+  GenericDict values(c10::StringType::get(), c10::AnyType::get());
+  values.insert("x", c10::IValue(std::vector<int64_t>{1, 2}));
+  values.insert("w", at::ones({2, 3}));
+  values.insert("n", int64_t{4});
+  EXPECT_EQ(KilnCallbackState("Mine", values), (CallbackState{{"n", "4"}}));
   EXPECT_THROW(KilnCallbackState("Mine", c10::IValue(3)), c10::Error);
+}
+
+TEST(LightningCallbackStateTest, WritesValuesWithTheirTypesBesideTheText) {
+  ValueBuilder out;
+  LightningCallbackState(out, "Mine", CallbackState{{"step", "7"}}, CallbackValues{{"w", at::full({2}, 1.5)}});
+  const GenericDict written = out.Finish().toGenericDict();
+  EXPECT_EQ(written.at("step").toStringRef(), "7");
+  ASSERT_TRUE(written.at("w").isTensor());
+  EXPECT_TRUE(at::equal(written.at("w").toTensor(), at::full({2}, 1.5)));
+  ValueBuilder twice;
+  EXPECT_THROW(LightningCallbackState(twice, "Mine", CallbackState{{"w", "1"}}, CallbackValues{{"w", int64_t{1}}}),
+               c10::Error);
 }
 
 TEST(CurrentStateKeyTest, AddsTrainTimeIntervalToKilnsEarlierModelCheckpointKey) {
