@@ -24,6 +24,7 @@
 #include "trainer/loops/loop_context.h"
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/plugins/precision/precision_plugin.h"
+#include "trainer/profilers/profiler.h"
 #include "trainer/progress.h"
 #include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/distributed_program.h"
@@ -115,7 +116,8 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
           [this](LightningModule& model, const std::string& ckpt_path, bool restore_training, DataModule* data) {
             return RestoreCheckpoint(model, ckpt_path, restore_training, data);
           },
-      .resolve_checkpoint_path = [this](const std::string& ckpt_path) { return ResolveCheckpointPath(ckpt_path); }});
+      .resolve_checkpoint_path = [this](const std::string& ckpt_path) { return ResolveCheckpointPath(ckpt_path); },
+      .profiler = running_profiler_});
   fit_loop_ = std::make_unique<FitLoop>(*loop_context_);
   if (options_.fast_dev_run > 0) {
     // Lightning's fast_dev_run: N batches of everything, one epoch, no sanity check, no checkpoints or logs.
@@ -210,7 +212,7 @@ void Trainer::log_metrics(MetricMap metrics, int64_t step) {
 void Trainer::CallOnException(LightningModule& model, const absl::Status& error) {
   const absl::Status called =
       CallUser("on_exception",
-               [&] { loop_context_->CallCallbacks([&](Callback& c) { c.on_exception(*this, model, error); }); });
+               [&] { loop_context_->CallCallbacks("on_exception", [&](Callback& c) { c.on_exception(*this, model, error); }); });
   if (!called.ok()) LOG(WARNING) << "on_exception failed (the run's error stands): " << called;
 }
 
@@ -336,6 +338,12 @@ absl::Status Trainer::Prepare(Stage stage) {
   precision_ = std::move(precision).value();
   progress_ = std::make_unique<ProgressReporter>(
       options_.enable_progress_bar && stage == Stage::kFit && plan_->global_rank == 0, options_.log_every_n_steps);
+  if (!options_.profiler.empty() && profiler_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<Profiler>> made =
+        MakeProfiler(options_.profiler, options_.profiler_dirpath, options_.profiler_filename);
+    if (!made.ok()) return made.status();
+    profiler_ = *std::move(made);
+  }
   if (options_.seed.has_value()) torch::manual_seed(*options_.seed);
   at::globalContext().setDeterministicAlgorithms(options_.deterministic, /*warn_only=*/false);
   return absl::OkStatus();
@@ -422,6 +430,25 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
     if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) LOG(WARNING) << teardown;
     return FinishStrategy(status);
   }
+  if (profiler_ != nullptr) {
+    // Lightning's profiler.setup: the stage, the local rank when there are several processes, the log folder
+    // (dirpath's default: rank zero's first logger's folder, the one it claims; default_root_dir without a logger,
+    // and on the other ranks, whose loggers claim none).
+    std::string log_dir = options_.default_root_dir;
+    if (is_global_zero() && !options_.loggers.empty() && !options_.loggers.front()->log_dir().empty()) {
+      log_dir = options_.loggers.front()->log_dir();
+    }
+    ProfilerSetup setup{.stage = StageName(stage),
+                        .local_rank = strategy_->world_size() > 1 ? std::optional<int>(local_rank()) : std::nullopt,
+                        .log_dir = std::move(log_dir),
+                        .accelerator = plan_->accelerator.get(),
+                        .device = plan_->root_logical_device()};
+    if (absl::Status started = profiler_->setup(setup); !started.ok()) {
+      if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) LOG(WARNING) << teardown;
+      return FinishStrategy(started);
+    }
+    running_profiler_ = profiler_.get();
+  }
   {
     TeardownGuard teardown(*strategy_);
     // A loss scaler's inf/NaN check counts on every rank where ranks hold different parts of the gradients.
@@ -438,6 +465,14 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
     if (checkpoint_writer_ != nullptr) {
       if (absl::Status written = checkpoint_writer_->Flush(); !written.ok() && status.ok()) status = written;
       checkpoint_writer_.reset();
+    }
+  }
+  if (running_profiler_ != nullptr) {
+    // Lightning's profiler.describe at teardown: the report, written or printed (rank zero), however the run ended.
+    running_profiler_ = nullptr;
+    if (absl::Status described = profiler_->describe(); !described.ok()) {
+      if (status.ok()) status = described;
+      else LOG(WARNING) << "profiler: " << described;
     }
   }
   status = FinishStrategy(status);

@@ -50,6 +50,7 @@ class FitLoop;
 struct LoopContext;
 class ModelCheckpoint;
 class PrecisionPlugin;
+class Profiler;
 class ProgressReporter;
 class Strategy;
 
@@ -126,6 +127,9 @@ class Trainer {
   // The path fit resumed from ("" when it started fresh).
   const std::string& resumed_from() const { return resumed_from_; }
   Strategy* strategy() const { return strategy_.get(); }
+  // Lightning's trainer.profiler: the one TrainerOptions::profiler names, made by the first entry point and kept for
+  // the Trainer's life (its report covers every entry point run so far, as Lightning's does); null without one.
+  Profiler* profiler() const { return profiler_.get(); }
   // The precision plugin of the last set-up (null before the first fit/validate/test/predict).
   PrecisionPlugin* precision_plugin() const { return precision_.get(); }
 
@@ -191,6 +195,8 @@ class Trainer {
   // with the Trainer, and destroyed (the loops first) with it.
   std::unique_ptr<LoopContext> loop_context_;
   std::unique_ptr<FitLoop> fit_loop_;
+  std::unique_ptr<Profiler> profiler_;
+  Profiler* running_profiler_ = nullptr;  // profiler_ while an entry point runs (LoopContext::profiler), else null.
 };
 
 }  // namespace kiln

@@ -7,8 +7,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "trainer/profilers/profiler.h"
 #include "trainer/strategies/fsdp_options.h"
 #include "trainer/trainer.h"
 
@@ -347,6 +349,32 @@ OptionCheck SetTrainerOption_enable_model_summary(TrainerOptions& options, const
   return std::nullopt;
 }
 OptionCheck CheckTrainerOption_enable_model_summary(const TrainerOptions&) { return std::nullopt; }
+
+OptionCheck SetTrainerOption_profiler(TrainerOptions& options, const std::string& value) {
+  options.profiler = value;
+  return CheckTrainerOption_profiler(options);
+}
+OptionCheck CheckTrainerOption_profiler(const TrainerOptions& options) {
+  if (options.profiler.empty()) return std::nullopt;
+  for (const std::string& name : ProfilerNames()) {
+    if (options.profiler == name) return std::nullopt;
+  }
+  return Refuse(options.profiler,
+                absl::StrCat("pass ", absl::StrJoin(ProfilerNames(), ", "),
+                             " (Lightning's names; its xla has no Kiln counterpart), or nothing for no profiler"));
+}
+
+OptionCheck SetTrainerOption_profiler_dirpath(TrainerOptions& options, const std::string& value) {
+  options.profiler_dirpath = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_profiler_dirpath(const TrainerOptions&) { return std::nullopt; }
+
+OptionCheck SetTrainerOption_profiler_filename(TrainerOptions& options, const std::string& value) {
+  options.profiler_filename = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_profiler_filename(const TrainerOptions&) { return std::nullopt; }
 
 const std::vector<TrainerOptionSpec>& TrainerOptionSpecs() {
   static const std::vector<TrainerOptionSpec>* specs = new std::vector<TrainerOptionSpec>{
