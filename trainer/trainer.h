@@ -13,8 +13,8 @@
 // Checkpoints (save_checkpoint, ModelCheckpoint) hold everything needed to continue exactly, in the file format
 // Python's torch.save writes and with Lightning's keys (state_dict, epoch, global_step, optimizer_states,
 // lr_schedulers, callbacks, hyper_parameters, loops, plus Kiln's own section "kiln"): the full list is in
-// trainer/checkpoint/checkpoint_connector.h. In Python, torch.load(path)["state_dict"] goes into an equivalent
-// torch.nn module with load_state_dict. Kiln resumes from checkpoints Lightning wrote, and from those earlier Kiln
+// trainer/checkpoint/lightning/checkpoint_connector.h. In Python, torch.load(path)["state_dict"] goes into an
+// equivalent torch.nn module with load_state_dict. Kiln resumes from checkpoints Lightning wrote, and from those earlier Kiln
 // versions wrote (format 1).
 // Loading checks the whole file (and that every parameter exists with the right shape) before it changes
 // anything, so a damaged, truncated or foreign file is refused with the model untouched.
@@ -30,8 +30,8 @@
 #include <variant>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "connector/options.h"

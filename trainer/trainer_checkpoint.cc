@@ -1,5 +1,5 @@
 // Trainer::save_checkpoint, remove_checkpoint and the restore path of fit/validate/test/predict: where the files go
-// and when; what they hold is trainer/checkpoint/checkpoint_connector.h's.
+// and when; what they hold is trainer/checkpoint/lightning/checkpoint_connector.h's.
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "trainer/callbacks/model_checkpoint.h"
-#include "trainer/checkpoint/checkpoint_connector.h"
 #include "trainer/checkpoint/checkpoint_io.h"
-#include "trainer/checkpoint/distributed_checkpoint.h"
-#include "trainer/checkpoint/optimizer_state_dict.h"
+#include "trainer/checkpoint/lightning/checkpoint_connector.h"
+#include "trainer/checkpoint/lightning/optimizer_state_dict.h"
+#include "trainer/checkpoint/sharded/sharded_checkpoint.h"
 #include "trainer/loops/fit_loop.h"
 #include "trainer/plugins/precision/precision_plugin.h"
 #include "trainer/strategies/strategy.h"
@@ -33,7 +33,7 @@ Strategy::OptimizerStateCodec CheckpointCodec() {
           }};
 }
 
-// A sharded checkpoint (distributed_checkpoint.h) of `state`, made whole on every rank: each writes its part.
+// A sharded checkpoint (sharded_checkpoint.h) of `state`, made whole on every rank: each writes its part.
 absl::Status SaveSharded(const std::string& path, const TrainingState& state, const LoopProgress& progress,
                          Strategy& strategy) {
   std::unordered_map<const c10::TensorImpl*, std::string> names;

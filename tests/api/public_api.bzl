@@ -10,8 +10,8 @@ examples show include only listed headers. A header of a public label that is no
 """
 
 # (label, header, note): note is "" or "deprecated" (a forwarding header kept by the deprecation rule). A header a
-# deprecated forwarding header leads to is public while that one is (trainer/checkpoint/zip_checksums.h,
-# trainer/strategies/gloo_devices.h and launcher.h). A textual include (.inc) is part of the header that includes it.
+# deprecated forwarding header leads to is public while that one is (trainer/strategies/gloo_devices.h and
+# launcher.h). A textual include (.inc) is part of the header that includes it.
 PUBLIC_HEADERS = [
     # The HAL: what a backend and a vendor's library are written against.
     ("//hal:hal", "hal/accelerator.h", ""),
@@ -58,8 +58,11 @@ PUBLIC_HEADERS = [
     ("//trainer:trainer", "trainer/callbacks/monitor.h", ""),
     ("//trainer:trainer", "trainer/callbacks/timer.h", ""),
     ("//trainer/checkpoint:checkpoint_io", "trainer/checkpoint/checkpoint_io.h", ""),
-    ("//trainer/checkpoint:checkpoint_io", "trainer/checkpoint/distributed_checkpoint.h", ""),
-    ("//trainer/checkpoint:zip_checksums", "trainer/checkpoint/zip_checksums.h", ""),
+    ("//trainer/checkpoint:checkpoint_io", "trainer/checkpoint/distributed_checkpoint.h", "deprecated"),
+    ("//trainer/checkpoint:zip_checksums", "trainer/checkpoint/zip_checksums.h", "deprecated"),
+    ("//trainer/checkpoint/format:checkpoint_file", "trainer/checkpoint/format/checkpoint_file.h", ""),
+    ("//trainer/checkpoint/format:zip_checksums", "trainer/checkpoint/format/zip_checksums.h", ""),
+    ("//trainer/checkpoint/sharded:sharded_checkpoint", "trainer/checkpoint/sharded/sharded_checkpoint.h", ""),
     ("//trainer:trainer", "trainer/checkpoint_io.h", "deprecated"),
     ("//trainer:examples", "trainer/classifier.h", ""),
     ("//trainer/core:core", "trainer/core/batch.h", ""),
@@ -170,6 +173,9 @@ KILN_PACKAGES = [
     "hal/plugin",
     "trainer",
     "trainer/checkpoint",
+    "trainer/checkpoint/format",
+    "trainer/checkpoint/lightning",
+    "trainer/checkpoint/sharded",
     "trainer/cli",
     "trainer/core",
     "trainer/data",

@@ -17,6 +17,7 @@
 #include "ATen/Parallel.h"
 #include "benchmark/benchmark.h"
 #include "caffe2/serialize/inline_container.h"
+#include "tests/bench/scratch_dir.h"
 #include "torch/csrc/jit/serialization/export.h"
 #include "torch/csrc/jit/serialization/import_read.h"
 #include "torch/csrc/jit/serialization/pickler.h"
@@ -25,9 +26,8 @@
 #include "torch/nn/modules/container/sequential.h"
 #include "torch/nn/modules/linear.h"
 #include "torch/optim/adam.h"
-#include "tests/bench/scratch_dir.h"
 #include "trainer/checkpoint/checkpoint_io.h"
-#include "trainer/checkpoint/optimizer_state_dict.h"
+#include "trainer/checkpoint/lightning/optimizer_state_dict.h"
 #include "trainer/io/durable_file.h"
 
 namespace kiln {

@@ -4,7 +4,7 @@
 Each is a zip archive whose CRCs are right (Python's zipfile writes them), laid out as torch.save lays out its files
 (archive/data.pkl, archive/data/<key>, archive/version), with a pickle spelt opcode by opcode as protocol 2 writes
 it. Every one of them crashed Kiln, or had it read memory it does not own, before the reader's checks
-(trainer/checkpoint/torch_file.cc, zip_checksums.cc); the corpus replays run them under AddressSanitizer in CI.
+(trainer/checkpoint/format/torch_file.cc, zip_checksums.cc); the corpus replays run them under AddressSanitizer in CI.
 
     tests/fuzz/hostile_checkpoints.py tests/fuzz/corpus/checkpoint_reader
 """

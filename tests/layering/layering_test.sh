@@ -8,7 +8,8 @@
 #             package names a third-party backend (they come in through the WORKSPACE's kiln_backends).
 #   trainer   its libraries depend on no backend: programs link //backends:linked. Inside it (trainer/README.md):
 #             core uses no other room of the trainer; strategies and precision use the core only; checkpointing the
-#             core and precision; the loggers and the data the core only; the loops (//trainer) sit on top.
+#             core and precision, its byte format the io utilities alone, its sharded checkpoints the format; the
+#             loggers and the data the core only; the loops (//trainer) sit on top.
 # The checker is first shown failing on known-bad inputs, so a broken checker cannot pass silently.
 set -uo pipefail
 
@@ -113,24 +114,27 @@ fi
 expect 0 "the strategies use the core only (not precision, checkpointing or the loops)" \
   $check deps trainer-strategies $dir/trainer_strategies_deps //trainer: //trainer/plugins //trainer/checkpoint \
   //trainer/cli //trainer/data //trainer/loggers //trainer/models //trainer/report //backends
-# Every library of trainer/strategies is in that query: a library added to its BUILD without it fails here.
-strategies_libraries=$(awk '/^cc_library\(/ { library = 1 }
-  library && /name = "/ { match($0, /"[^"]+"/); print substr($0, RSTART + 1, RLENGTH - 2); library = 0 }' \
-  trainer/strategies/BUILD)
-strategies_count=0
-for library in $strategies_libraries; do
-  strategies_count=$((strategies_count + 1))
-  if ! grep -qx "//trainer/strategies:$library" $dir/trainer_strategies_deps; then
-    echo "FAIL: $dir/trainer_strategies_deps does not hold //trainer/strategies:$library: add it to the query"
+# Every library of a room is in its query: a library added to the room's BUILD without it fails here.
+# every_library_queried <BUILD> <package label> <deps file> <at least>.
+every_library_queried() {
+  local build=$1 package=$2 deps=$3 least=$4 library count=0
+  for library in $(awk '/^cc_library\(/ { library = 1 }
+      library && /name = "/ { match($0, /"[^"]+"/); print substr($0, RSTART + 1, RLENGTH - 2); library = 0 }' \
+      "$build"); do
+    count=$((count + 1))
+    if ! grep -qx "$package:$library" "$deps"; then
+      echo "FAIL: $deps does not hold $package:$library: add it to the query"
+      failures=$((failures + 1))
+    fi
+  done
+  if [[ $count -lt $least ]]; then
+    echo "FAIL: found $count libraries in $build, expected at least $least"
     failures=$((failures + 1))
+  else
+    echo "ok: the query of $package holds each of its $count libraries"
   fi
-done
-if [[ $strategies_count -lt 10 ]]; then
-  echo "FAIL: found $strategies_count libraries in trainer/strategies/BUILD, expected at least 10"
-  failures=$((failures + 1))
-else
-  echo "ok: the strategies' query holds each of their $strategies_count libraries"
-fi
+}
+every_library_queried trainer/strategies/BUILD //trainer/strategies $dir/trainer_strategies_deps 10
 expect 0 "fsdp's options (included by the trainer's options and fit's flags) use no LibTorch, HAL or connector" \
   $check deps trainer-fsdp-options $dir/trainer_fsdp_options_deps @libtorch //hal //connector //trainer: \
   //trainer/core //backends
@@ -140,6 +144,19 @@ expect 0 "the precision plugins use the core only (not strategies, checkpointing
 expect 0 "checkpointing uses the core and precision only (not strategies or the loops)" \
   $check deps trainer-checkpoint $dir/trainer_checkpoint_deps //trainer: //trainer/strategies //trainer/cli \
   //trainer/data //trainer/loggers //trainer/models //trainer/report //backends
+# The checkpoint package's rooms (trainer/checkpoint/BUILD): the byte format knows nothing of checkpoints' contents,
+# the sharded checkpoints nothing of the trainer.
+expect 0 "the checkpoint's byte format uses the io utilities alone (no room of the trainer, no other checkpoint room)" \
+  $check deps trainer-checkpoint-format $dir/trainer_checkpoint_format_deps //trainer: //trainer/core \
+  //trainer/strategies //trainer/plugins //trainer/checkpoint: //trainer/checkpoint/lightning \
+  //trainer/checkpoint/sharded //trainer/cli //trainer/data //trainer/loggers //trainer/models //trainer/optim \
+  //trainer/report //backends
+every_library_queried trainer/checkpoint/format/BUILD //trainer/checkpoint/format \
+  $dir/trainer_checkpoint_format_deps 8
+expect 0 "sharded checkpoints use the byte format and io utilities (not the trainer's core, nor Lightning's layout)" \
+  $check deps trainer-checkpoint-sharded $dir/trainer_checkpoint_sharded_deps //trainer: //trainer/core \
+  //trainer/strategies //trainer/plugins //trainer/checkpoint: //trainer/checkpoint/lightning //trainer/cli \
+  //trainer/data //trainer/loggers //trainer/models //trainer/optim //trainer/report //backends
 expect 0 "the loggers and the data build on the trainer's core alone" \
   $check deps trainer-loggers-data $dir/trainer_loggers_data_deps //trainer: //trainer/strategies //trainer/plugins \
   //trainer/checkpoint //trainer/cli //trainer/models //trainer/report //backends

@@ -18,83 +18,27 @@
 #include "c10/util/Exception.h"
 #include "caffe2/serialize/inline_container.h"
 #include "glog/logging.h"
-#include "trainer/checkpoint/distributed_checkpoint.h"
-#include "trainer/checkpoint/pickle_writer.h"
-#include "trainer/checkpoint/snapshot_dict.h"
-#include "trainer/checkpoint/torch_file.h"
-#include "trainer/checkpoint/zip_checksums.h"
+#include "trainer/checkpoint/format/pickle_writer.h"
+#include "trainer/checkpoint/format/snapshot_dict.h"
+#include "trainer/checkpoint/format/torch_file.h"
+#include "trainer/checkpoint/format/zip_checksums.h"
+#include "trainer/checkpoint/sharded/sharded_checkpoint.h"
 #include "trainer/io/durable_file.h"
 
 namespace kiln {
-namespace {
 
 namespace fs = std::filesystem;
-
-constexpr char kFormatKey[] = "kiln_format";
-constexpr char kFormatValue[] = "kiln.checkpoint";
-constexpr char kVersionKey[] = "kiln_format_version";
-
-}  // namespace
-
-namespace {
-
-absl::Status CannotSerialise(const std::string& path, absl::string_view why) {
-  return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", why));
-}
-
-// Sets the format records in `contents`'s "kiln" section (created when missing).
-absl::Status SetFormat(const std::string& path, c10::impl::GenericDict& contents) {
-  try {
-    const c10::IValue key{std::string(kKilnSectionKey)};
-    if (!contents.contains(key))
-      contents.insert(key, c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
-    c10::impl::GenericDict kiln = contents.at(key).toGenericDict();
-    kiln.insert_or_assign(std::string(kFormatKey), std::string(kFormatValue));
-    kiln.insert_or_assign(std::string(kVersionKey), kCheckpointFormatVersion);
-  } catch (const c10::Error& e) {
-    return CannotSerialise(path, e.what_without_backtrace());
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-namespace {
-
-template <typename Sink>
-void FormatRecords(Sink& out) {
-  out.Key(kFormatKey);
-  out.String(kFormatValue);
-  out.Key(kVersionKey);
-  out.Int(kCheckpointFormatVersion);
-}
-
-}  // namespace
-
-void WriteFormatRecords(PickleWriter& out) { FormatRecords(out); }
-
-void WriteFormatRecords(ValueBuilder& out) { FormatRecords(out); }
-
-absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
-  if (absl::Status status = SetFormat(path, contents); !status.ok()) return status;
-  absl::StatusOr<std::string> bytes = SerializeTorchFile(contents);
-  if (!bytes.ok()) return CannotSerialise(path, bytes.status().message());
-  return bytes;
-}
-
-absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents) {
-  if (absl::Status status = SetFormat(path, contents); !status.ok()) return status;
-  // As pieces: the tensors' bytes go to the file from where they are, without a copy into one buffer.
-  absl::StatusOr<TorchFilePieces> file = SerializeTorchFilePieces(contents);
-  if (!file.ok()) return CannotSerialise(path, file.status().message());
-  return WriteFileDurably(path, absl::MakeConstSpan(file->pieces()), kCheckpointWrite);
-}
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   return WriteFileDurably(path, bytes, kCheckpointWrite);
 }
 
 namespace {
+
+// As checkpoint_file.cc says a checkpoint it could not serialise (the writer thread's builds and pickles).
+absl::Status CannotSerialise(const std::string& path, absl::string_view why) {
+  return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", why));
+}
 
 absl::Status Damaged(const std::string& path, absl::string_view what) {
   return absl::InvalidArgumentError(
@@ -132,13 +76,13 @@ absl::Status ReadFormat1(const std::string& path, Checkpoint& checkpoint) {
   c10::IValue format;
   c10::IValue version;
   try {
-    if (!archive->try_read(kFormatKey, format) || !format.isString() || format.toStringRef() != kFormatValue) {
+    if (!archive->try_read(kKilnFormatKey, format) || !format.isString() || format.toStringRef() != kKilnFormatValue) {
       return absl::InvalidArgumentError(
           absl::StrCat("file ", path,
                        " is not a Kiln checkpoint (it has no kiln_format record); pass a .ckpt "
                        "file written by Kiln or Lightning"));
     }
-    if (!archive->try_read(kVersionKey, version) || !version.isInt()) {
+    if (!archive->try_read(kKilnFormatVersionKey, version) || !version.isInt()) {
       return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " has no readable format version"));
     }
   } catch (const c10::Error& e) {
@@ -157,7 +101,7 @@ absl::Status ReadFormat1(const std::string& path, Checkpoint& checkpoint) {
 }
 
 // Formats 2 and 0: a torch.save dictionary.
-// `sharded_folder` set: `path` is that sharded checkpoint's meta.pt (distributed_checkpoint.h), which the state
+// `sharded_folder` set: `path` is that sharded checkpoint's meta.pt (sharded_checkpoint.h), which the state
 // read from the folder's records completes.
 absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchStreamReader& reader,
                             const TorchFileBytes& bytes, Checkpoint& checkpoint,
@@ -175,10 +119,10 @@ absl::Status ReadDictionary(const std::string& path, caffe2::serialize::PyTorchS
     const c10::IValue& kiln = checkpoint.contents.at(kiln_key);
     if (!kiln.isGenericDict()) return Damaged(path, "its 'kiln' section is not a dictionary");
     const c10::impl::GenericDict section = kiln.toGenericDict();
-    const c10::IValue format_key{std::string(kFormatKey)};
-    const c10::IValue version_key{std::string(kVersionKey)};
+    const c10::IValue format_key{std::string(kKilnFormatKey)};
+    const c10::IValue version_key{std::string(kKilnFormatVersionKey)};
     if (!section.contains(format_key) || !section.at(format_key).isString() ||
-        section.at(format_key).toStringRef() != kFormatValue) {
+        section.at(format_key).toStringRef() != kKilnFormatValue) {
       return Damaged(path, "its 'kiln' section has no kiln_format");
     }
     if (!section.contains(version_key) || !section.at(version_key).isInt()) {
@@ -292,7 +236,7 @@ int RemoveStaleTemporaryFiles(const std::string& dir) {
     // Still running (or not ours to ask about): its write may be in progress.
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
     std::error_code ignored;
-    // A folder: a sharded checkpoint's (distributed_checkpoint.h).
+    // A folder: a sharded checkpoint's (sharded_checkpoint.h).
     if (fs::remove_all(it->path(), ignored) > 0) {
       LOG(INFO) << "removed " << it->path().string() << ", left by a checkpoint write of process " << pid
                 << " that no longer runs";

@@ -34,20 +34,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "torch/serialize/input-archive.h"
+#include "trainer/checkpoint/format/checkpoint_file.h"  // IWYU pragma: export
 #include "trainer/io/durable_file.h"
 
 namespace kiln {
-
-class PickleWriter;  // trainer/checkpoint/pickle_writer.h
-class ValueBuilder;  // trainer/checkpoint/snapshot_dict.h
-
-inline constexpr int64_t kCheckpointFormatVersion = 2;
-inline constexpr char kCheckpointExtension[] = ".ckpt";
-inline constexpr char kKilnSectionKey[] = "kiln";
-// How every checkpoint file is written (WriteFileDurably): named a checkpoint in errors, a symbolic link at its path
-// replaced rather than written through, and the checkpoint it replaces removed after the write returns.
-inline constexpr DurableWriteOptions kCheckpointWrite{
-    .what = "checkpoint", .follow_links = false, .remove_replaced_later = true};
 
 // A checkpoint as read.
 struct Checkpoint {
@@ -58,22 +48,10 @@ struct Checkpoint {
   std::unique_ptr<torch::serialize::InputArchive> archive;                       // Format 1.
 };
 
-// The bytes of a checkpoint file holding `contents` (a dictionary with string keys), after setting the format
-// records in its "kiln" section (created when missing). Errors name `path` (used in messages only).
-absl::StatusOr<std::string> SerializeCheckpoint(const std::string& path, c10::impl::GenericDict contents);
-
 // Deprecated (2026-12, kept for one release): kiln::WriteFileDurably (trainer/io/durable_file.h), which every
 // output of Kiln's now goes through. This wrote a checkpoint durably, creating folders, replacing a link at `path`.
 [[deprecated("use kiln::WriteFileDurably (trainer/io/durable_file.h)")]] absl::Status WriteFileAtomically(
     const std::string& path, const std::string& bytes);
-
-// SerializeCheckpoint, then writes it durably (WriteFileDurably; a symbolic link at `path` is replaced).
-absl::Status WriteCheckpoint(const std::string& path, c10::impl::GenericDict contents);
-
-// The format records of the "kiln" section (its key, value pairs, written last in it), as SerializeCheckpoint sets
-// them: for a checkpoint written piece by piece (CheckpointSnapshot::pickle).
-void WriteFormatRecords(PickleWriter& out);
-void WriteFormatRecords(ValueBuilder& out);
 
 // A checkpoint taken at a step but not yet a dictionary: what it was taken from is copied into `build` (the state's
 // tensors, as copies of their own, and plain values), and `build` makes the dictionary SerializeCheckpoint takes.

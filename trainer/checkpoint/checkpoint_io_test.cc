@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "torch/serialize.h"
-#include "trainer/checkpoint/torch_file.h"
+#include "trainer/checkpoint/format/torch_file.h"
 #include "trainer/testing/test_support.h"
 
 namespace kiln {

@@ -3,7 +3,7 @@
 // shares it, and the reader's peak memory stays within the bound docs/reliability.md states ("Memory": at most the
 // file, plus what its deflated records inflate to together, plus 1024 times its data.pkl, plus 32 MiB). The files
 // are testdata/make_shared_storage_checkpoints.py's, written by PyTorch 2.11.
-#include "trainer/checkpoint/torch_file.h"
+#include "trainer/checkpoint/format/torch_file.h"
 
 #include <cstdint>
 #include <filesystem>

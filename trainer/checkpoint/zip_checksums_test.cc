@@ -1,4 +1,4 @@
-#include "trainer/checkpoint/zip_checksums.h"
+#include "trainer/checkpoint/format/zip_checksums.h"
 
 #include <fcntl.h>
 #include <unistd.h>

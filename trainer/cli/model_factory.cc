@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "trainer/checkpoint/format/zip_checksums.h"
 #include "trainer/cli/input_guard.h"
 #include "trainer/models/conv_net.h"
 #include "trainer/models/mlp.h"
-#include "trainer/checkpoint/zip_checksums.h"
 #include "trainer/models/torchscript_module.h"
 
 namespace kiln {

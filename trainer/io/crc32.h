@@ -1,5 +1,5 @@
 // CRC-32 as zip, gzip and zlib compute it (reflected polynomial 0xEDB88320, initial and final xor 0xFFFFFFFF): the
-// check of every record of a checkpoint (trainer/checkpoint/zip_checksums.h).
+// check of every record of a checkpoint (trainer/checkpoint/format/zip_checksums.h).
 //
 // Why Kiln has its own: Debian 12's zlib 1.2.13 computes it with tables, 2 to 5 GB/s, a large share of the time a
 // validated checkpoint read takes. Folding with carry-less multiplication (PCLMULQDQ, or VPCLMULQDQ on 512-bit

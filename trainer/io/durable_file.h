@@ -41,8 +41,9 @@ absl::Status WriteFileDurably(const std::string& path, absl::string_view content
                               const DurableWriteOptions& options = {});
 
 // The same for contents given as pieces, written in order with writev (no piece is copied): a checkpoint's headers
-// and its tensors' bytes where they are (trainer/checkpoint/zip_writer.h). The disk starts writing each 256 KiB as soon
-// as it is written, while the rest is written, so that the closing fsync waits for the last of them only.
+// and its tensors' bytes where they are (trainer/checkpoint/format/zip_writer.h). The disk starts writing each
+// 256 KiB as soon as it is written, while the rest is written, so that the closing fsync waits for the last of them
+// only.
 absl::Status WriteFileDurably(const std::string& path, absl::Span<const absl::string_view> pieces,
                               const DurableWriteOptions& options = {});
 

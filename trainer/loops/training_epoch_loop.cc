@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "trainer/checkpoint/lightning/checkpoint_connector.h"
 #include "trainer/core/device_skip_optimizer.h"
 #include "trainer/loops/automatic_optimization.h"
 #include "trainer/loops/call_user.h"
-#include "trainer/checkpoint/checkpoint_connector.h"
 #include "trainer/loops/evaluation_loop.h"
 #include "trainer/loops/loop_context.h"
 #include "trainer/loops/loss_check.h"

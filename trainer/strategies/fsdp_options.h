@@ -39,7 +39,7 @@ absl::StatusOr<ShardingStrategy> ParseShardingStrategy(const std::string& text);
 const char* ShardingStrategyName(ShardingStrategy strategy);
 
 // Lightning's state_dict_type: full checkpoints (rank 0 writes the whole model and optimizer state, in ddp's layout)
-// or sharded ones (every rank writes its part, in torch.distributed.checkpoint's layout; distributed_checkpoint.h).
+// or sharded ones (every rank writes its part, in torch.distributed.checkpoint's layout; sharded_checkpoint.h).
 enum class StateDictType { kFull, kSharded };
 
 // "full" or "sharded", as Lightning spells them; InvalidArgument naming them otherwise.

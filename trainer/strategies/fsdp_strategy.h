@@ -25,9 +25,9 @@
 // Checkpoints are full ones by default (WithFullState): rank 0 writes the model and the optimizers' state whole, in
 // the layout DDP's checkpoints have, so that ddp, one device, torch.load and Lightning read them, and fsdp resumes
 // them on any number of ranks. With state_dict_type "sharded", every rank writes its part of the same state at once,
-// in torch.distributed.checkpoint's layout (trainer/checkpoint/distributed_checkpoint.h); any number of ranks resumes
-// it. Both are made from the state made whole on every rank first (WithFullState), so a checkpoint needs the room
-// of the whole model and optimizer state on each rank's host for a moment.
+// in torch.distributed.checkpoint's layout (trainer/checkpoint/sharded/sharded_checkpoint.h); any number of ranks
+// resumes it. Both are made from the state made whole on every rank first (WithFullState), so a checkpoint needs the
+// room of the whole model and optimizer state on each rank's host for a moment.
 #ifndef KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_FSDP_STRATEGY_H_
 
@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "torch/csrc/autograd/function.h"
 #include "absl/time/time.h"
+#include "torch/csrc/autograd/function.h"
 #include "trainer/strategies/flat_parameter.h"
 #include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/fsdp_unit.h"

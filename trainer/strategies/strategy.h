@@ -96,7 +96,7 @@ class Strategy : public StrategyDescriptor {
   virtual std::function<void(at::Tensor&)> GradientOverflowAgreement();
 
   // Whether a checkpoint is saved sharded: every rank writes its part of it, in torch.distributed.checkpoint's layout
-  // (trainer/checkpoint/distributed_checkpoint.h), rather than rank 0 the whole file. The default: false (fsdp with
+  // (trainer/checkpoint/sharded/sharded_checkpoint.h), rather than rank 0 the whole file. The default: false (fsdp with
   // state_dict_type "sharded": true).
   virtual bool SavesShardedCheckpoints() const { return false; }
 
