@@ -338,9 +338,11 @@ absl::Status Trainer::Prepare(Stage stage) {
   precision_ = std::move(precision).value();
   progress_ = std::make_unique<ProgressReporter>(
       options_.enable_progress_bar && stage == Stage::kFit && plan_->global_rank == 0, options_.log_every_n_steps);
-  if (!options_.profiler.empty() && profiler_ == nullptr) {
+  if (options_.profiler.instance() != nullptr) {
+    profiler_ = options_.profiler.instance();  // The program's own object, shared.
+  } else if (!options_.profiler.name().empty() && profiler_ == nullptr) {
     absl::StatusOr<std::unique_ptr<Profiler>> made =
-        MakeProfiler(options_.profiler, options_.profiler_dirpath, options_.profiler_filename);
+        MakeProfiler(options_.profiler.name(), options_.profiler_dirpath, options_.profiler_filename);
     if (!made.ok()) return made.status();
     profiler_ = *std::move(made);
   }

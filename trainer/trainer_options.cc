@@ -355,26 +355,42 @@ OptionCheck SetTrainerOption_profiler(TrainerOptions& options, const std::string
   return CheckTrainerOption_profiler(options);
 }
 OptionCheck CheckTrainerOption_profiler(const TrainerOptions& options) {
-  if (options.profiler.empty()) return std::nullopt;
-  for (const std::string& name : ProfilerNames()) {
-    if (options.profiler == name) return std::nullopt;
+  const std::string& name = options.profiler.name();
+  if (name.empty()) return std::nullopt;
+  for (const std::string& known : ProfilerNames()) {
+    if (name == known) return std::nullopt;
   }
-  return Refuse(options.profiler,
-                absl::StrCat("pass ", absl::StrJoin(ProfilerNames(), ", "),
-                             " (Lightning's names; its xla has no Kiln counterpart), or nothing for no profiler"));
+  return Refuse(name, absl::StrCat("pass ", absl::StrJoin(ProfilerNames(), ", "),
+                                   " (Lightning's names; its xla has no Kiln counterpart), a profiler object of your "
+                                   "own (kiln::Profiler), or nothing for no profiler"));
 }
+
+namespace {
+
+// A profiler object has its own dirpath and filename (Profiler's constructor): these two are a named profiler's.
+OptionCheck RefuseBesideProfilerObject(const TrainerOptions& options, const std::string& value) {
+  if (options.profiler.instance() == nullptr || value.empty()) return std::nullopt;
+  return Refuse(value, "leave it empty when profiler is a profiler object: give the object its dirpath and filename "
+                       "(kiln::Profiler(dirpath, filename)), or name the profiler (simple, advanced, pytorch)");
+}
+
+}  // namespace
 
 OptionCheck SetTrainerOption_profiler_dirpath(TrainerOptions& options, const std::string& value) {
   options.profiler_dirpath = value;
-  return std::nullopt;
+  return CheckTrainerOption_profiler_dirpath(options);
 }
-OptionCheck CheckTrainerOption_profiler_dirpath(const TrainerOptions&) { return std::nullopt; }
+OptionCheck CheckTrainerOption_profiler_dirpath(const TrainerOptions& options) {
+  return RefuseBesideProfilerObject(options, options.profiler_dirpath);
+}
 
 OptionCheck SetTrainerOption_profiler_filename(TrainerOptions& options, const std::string& value) {
   options.profiler_filename = value;
-  return std::nullopt;
+  return CheckTrainerOption_profiler_filename(options);
 }
-OptionCheck CheckTrainerOption_profiler_filename(const TrainerOptions&) { return std::nullopt; }
+OptionCheck CheckTrainerOption_profiler_filename(const TrainerOptions& options) {
+  return RefuseBesideProfilerObject(options, options.profiler_filename);
+}
 
 const std::vector<TrainerOptionSpec>& TrainerOptionSpecs() {
   static const std::vector<TrainerOptionSpec>* specs = new std::vector<TrainerOptionSpec>{

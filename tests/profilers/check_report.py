@@ -3,6 +3,8 @@
     check_report.py simple REPORT COUNTS        Lightning's SimpleProfiler table: every hook, with its calls
     check_report.py advanced REPORT COUNTS      the per-action statistics
     check_report.py trace TRACE COUNTS [DEVICE] the Chrome trace: valid JSON, the hooks' ranges, the device's events
+    check_report.py custom REPORT COUNTS        the program's own profiler object's report (profile_program.cc's
+                                                TallyProfiler): every hook's starts, every stop matched
 """
 import json
 import re
@@ -101,6 +103,19 @@ def check_trace(trace, c, device=None):
     print(f"ok: {trace}: valid JSON, {len(events)} events, every hook's range as often as the run called it")
 
 
+def check_custom(report, c):
+    lines = open(report).read().splitlines()
+    if lines[:1] != ["TALLY fit"]:
+        fail(f"{report} is not the program's profiler's report (its summary, for the stage fit): {lines[:1]}")
+    if lines[-1] != "0 unmatched":
+        fail(f"the trainer stopped actions it had not started, or left some running: {lines[-1]}")
+    rows = {line.split(" ", 1)[1]: int(line.split(" ", 1)[0]) for line in lines[1:-1]}
+    for action, calls in expected_calls(c).items():
+        if rows.get(action) != calls:
+            fail(f"the program's profiler saw {action} start {rows.get(action)} times, the run called it {calls}")
+    print(f"ok: {report}: the program's own profiler saw {len(rows)} actions, as often as the run called them")
+
+
 if __name__ == "__main__":
     kind, path, count_file = sys.argv[1:4]
     c = counts(count_file)
@@ -108,5 +123,7 @@ if __name__ == "__main__":
         check_simple(path, c)
     elif kind == "advanced":
         check_advanced(path, c)
+    elif kind == "custom":
+        check_custom(path, c)
     else:
         check_trace(path, c, sys.argv[4] if len(sys.argv) > 4 else None)

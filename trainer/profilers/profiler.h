@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -95,6 +97,31 @@ class ProfileAction {
  private:
   Profiler* profiler_;
   absl::string_view name_;
+};
+
+// Lightning's `Trainer(profiler=...)`: a profiler's name ("simple", "advanced", "pytorch"; empty for none) or a
+// profiler object of the program's own (a class derived from Profiler), which the Trainer then uses as it is: its
+// dirpath and filename are its own, and it may be read after the run (its counts, its summary()). The Trainer shares
+// the object; it calls it from the thread that runs each entry point, one entry point at a time.
+class ProfilerFlag {
+ public:
+  ProfilerFlag() = default;
+  ProfilerFlag(const char* name) : name_(name) {}             // NOLINT(google-explicit-constructor)
+  ProfilerFlag(std::string name) : name_(std::move(name)) {}  // NOLINT(google-explicit-constructor)
+  template <typename T, typename = std::enable_if_t<std::is_base_of_v<Profiler, T>>>
+  ProfilerFlag(std::shared_ptr<T> instance)  // NOLINT(google-explicit-constructor)
+      : instance_(std::move(instance)) {}
+
+  // The name, when a name was given (empty with an instance, and for none).
+  const std::string& name() const { return name_; }
+  // The object, when one was given (then name() is empty).
+  const std::shared_ptr<Profiler>& instance() const { return instance_; }
+  // Neither a name nor an object: no profiler (Lightning's None).
+  bool empty() const { return name_.empty() && instance_ == nullptr; }
+
+ private:
+  std::string name_;
+  std::shared_ptr<Profiler> instance_;
 };
 
 // The names TrainerOptions::profiler accepts, in order: simple, advanced, pytorch.
