@@ -116,8 +116,7 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
           [this](LightningModule& model, const std::string& ckpt_path, bool restore_training, DataModule* data) {
             return RestoreCheckpoint(model, ckpt_path, restore_training, data);
           },
-      .resolve_checkpoint_path = [this](const std::string& ckpt_path) { return ResolveCheckpointPath(ckpt_path); },
-      .profiler = running_profiler_});
+      .resolve_checkpoint_path = [this](const std::string& ckpt_path) { return ResolveCheckpointPath(ckpt_path); }});
   fit_loop_ = std::make_unique<FitLoop>(*loop_context_);
   if (options_.fast_dev_run > 0) {
     // Lightning's fast_dev_run: N batches of everything, one epoch, no sanity check, no checkpoints or logs.
@@ -212,7 +211,10 @@ void Trainer::log_metrics(MetricMap metrics, int64_t step) {
 void Trainer::CallOnException(LightningModule& model, const absl::Status& error) {
   const absl::Status called =
       CallUser("on_exception",
-               [&] { loop_context_->CallCallbacks("on_exception", [&](Callback& c) { c.on_exception(*this, model, error); }); });
+               [&] {
+                 loop_context_->CallCallbacks("on_exception",
+                                              [&](Callback& c) { c.on_exception(*this, model, error); });
+               });
   if (!called.ok()) LOG(WARNING) << "on_exception failed (the run's error stands): " << called;
 }
 
@@ -449,7 +451,7 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
       if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) LOG(WARNING) << teardown;
       return FinishStrategy(started);
     }
-    running_profiler_ = profiler_.get();
+    loop_context_->profiler = profiler_.get();
   }
   {
     TeardownGuard teardown(*strategy_);
@@ -469,9 +471,9 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
       checkpoint_writer_.reset();
     }
   }
-  if (running_profiler_ != nullptr) {
+  if (loop_context_->profiler != nullptr) {
     // Lightning's profiler.describe at teardown: the report, written or printed (rank zero), however the run ended.
-    running_profiler_ = nullptr;
+    loop_context_->profiler = nullptr;
     if (absl::Status described = profiler_->describe(); !described.ok()) {
       if (status.ok()) status = described;
       else LOG(WARNING) << "profiler: " << described;

@@ -197,7 +197,6 @@ class Trainer {
   std::unique_ptr<LoopContext> loop_context_;
   std::unique_ptr<FitLoop> fit_loop_;
   std::shared_ptr<Profiler> profiler_;
-  Profiler* running_profiler_ = nullptr;  // profiler_ while an entry point runs (LoopContext::profiler), else null.
 };
 
 }  // namespace kiln

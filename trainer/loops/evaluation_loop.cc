@@ -93,7 +93,8 @@ void EvaluationLoop::StartHooks(LightningModule& model) {
     context_.CallModuleHook("on_validation_model_eval", model, [&] { model.on_validation_model_eval(); });
     context_.CallCallbacks("on_validation_start", [&](Callback& c) { c.on_validation_start(trainer, model); });
     context_.CallModuleHook("on_validation_start", model, [&] { model.on_validation_start(); });
-    context_.CallCallbacks("on_validation_epoch_start", [&](Callback& c) { c.on_validation_epoch_start(trainer, model); });
+    context_.CallCallbacks("on_validation_epoch_start",
+                           [&](Callback& c) { c.on_validation_epoch_start(trainer, model); });
     context_.CallModuleHook("on_validation_epoch_start", model, [&] { model.on_validation_epoch_start(); });
   } else {
     context_.CallModuleHook("on_test_model_eval", model, [&] { model.on_test_model_eval(); });
@@ -109,9 +110,11 @@ void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_
   Trainer& trainer = context_.trainer;
   PrecisionPlugin& precision = *trainer.precision_plugin();
   // Lightning's "[_EvaluationLoop].val_next" (test_next when testing): the loader's next batch.
-  Batch raw = context_.ProfileLoopAction(validating() ? "[_EvaluationLoop].val_next" : "[_EvaluationLoop].test_next",
-                                         [&] { return loader.get_batch(batch_idx); });
-  Batch batch = TransferBatch(context_, model, std::move(raw), dataloader_idx);
+  Batch batch = TransferBatch(
+      context_, model,
+      context_.ProfileLoopAction(validating() ? "[_EvaluationLoop].val_next" : "[_EvaluationLoop].test_next",
+                                 [&] { return loader.get_batch(batch_idx); }),
+      dataloader_idx);
   const char* batch_start = validating() ? "on_validation_batch_start" : "on_test_batch_start";
   const char* batch_end = validating() ? "on_validation_batch_end" : "on_test_batch_end";
   context_.CallCallbacks(batch_start, [&](Callback& c) {

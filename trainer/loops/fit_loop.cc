@@ -77,8 +77,9 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
   });
   if (!status.ok()) return status;
   while (!Done()) {
-    status = context_.ProfileLoopAction(
-        "run_training_epoch", [&] { return epoch_loop_.Run(model, limits_, *train_loader_, LoaderPointers(val_loaders_)); });
+    status = context_.ProfileLoopAction("run_training_epoch", [&] {
+      return epoch_loop_.Run(model, limits_, *train_loader_, LoaderPointers(val_loaders_));
+    });
     if (!status.ok()) return status;
     ++epoch_progress_.current;
   }

@@ -47,11 +47,14 @@ struct LoopContext {
                              DataModule* data)>
       restore_checkpoint;
   std::function<absl::StatusOr<std::string>(const std::string& ckpt_path)> resolve_checkpoint_path;
-  // The running entry point's profiler (TrainerOptions::profiler), null when none.
-  Profiler*& profiler;
+  // The running entry point's profiler (TrainerOptions::profiler), null when none: the Trainer sets it when an entry
+  // point starts and clears it when it ends. A value, not a reference to the Trainer's member, so that the test
+  // below reads one pointer.
+  Profiler* profiler = nullptr;
 
   // The one place the loops call hooks, so that the profiler times each, named as Lightning's profilers name them.
-  // Without a profiler, each costs one test of a null pointer (docs/performance.md).
+  // Without a profiler, each costs one test of a null pointer and nothing else: no name is built and nothing is
+  // allocated (docs/performance.md, "The profiler's cost when off").
   //
   // Calls `hook` on every callback (with `monitoring`, only those whose is_monitoring() says so), in order:
   // "[Callback]<state_key>.<hook_name>".
@@ -68,7 +71,8 @@ struct LoopContext {
       hook(*callback);
     }
   }
-  // Calls the module's hook `hook_name` (`call` calls it and returns what it returns): "[LightningModule]<class>.<hook>".
+  // Calls the module's hook `hook_name` (`call` calls it and returns what it returns):
+  // "[LightningModule]<class>.<hook>".
   template <typename Call>
   decltype(auto) CallModuleHook(const char* hook_name, const LightningModule& model, Call&& call) const {
     if (profiler == nullptr) return call();
@@ -76,7 +80,8 @@ struct LoopContext {
     ProfileAction timed(profiler, action);
     return call();
   }
-  // The strategy's part of a step (training_step, validation_step, backward, batch_to_device): "[Strategy]<class>.<hook>".
+  // The strategy's part of a step (training_step, validation_step, backward, batch_to_device):
+  // "[Strategy]<class>.<hook>".
   template <typename Call>
   decltype(auto) CallStrategyHook(const char* hook_name, Call&& call) const {
     if (profiler == nullptr) return call();

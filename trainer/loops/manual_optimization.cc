@@ -81,7 +81,8 @@ void ManualOptimization::Step(size_t index) {
   PrecisionPlugin& precision = *trainer.precision_plugin();
   // on_before_optimizer_step sees true gradients: 16-mixed unscales them first (unless clip_gradients did).
   UnscaleGradients(index);
-  context_.CallCallbacks("on_before_optimizer_step", [&](Callback& c) { c.on_before_optimizer_step(trainer, model, optimizer); });
+  context_.CallCallbacks("on_before_optimizer_step",
+                         [&](Callback& c) { c.on_before_optimizer_step(trainer, model, optimizer); });
   context_.CallModuleHook("on_before_optimizer_step", model, [&] { model.on_before_optimizer_step(optimizer); });
   precision.OptimizerStep(optimizer, [&] { trainer.strategy()->OptimizerStep(optimizer); });
   precision.Update();

@@ -116,12 +116,14 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(Lig
       DataLoader& loader = *loaders[i];
       loader.set_epoch(0);
       for (int64_t batch_idx = 0; batch_idx < limits[i]; ++batch_idx) {
-        Batch raw = context_.ProfileLoopAction("[_PredictionLoop].predict_next",
-                                               [&] { return loader.get_batch(batch_idx); });
-        Batch batch = EvaluationLoop::TransferBatch(context_, model, std::move(raw), dataloader_idx);
+        Batch batch = EvaluationLoop::TransferBatch(
+            context_, model,
+            context_.ProfileLoopAction("[_PredictionLoop].predict_next", [&] { return loader.get_batch(batch_idx); }),
+            dataloader_idx);
         context_.CallCallbacks("on_predict_batch_start",
             [&](Callback& c) { c.on_predict_batch_start(trainer, model, batch, batch_idx, dataloader_idx); });
-        context_.CallModuleHook("on_predict_batch_start", model, [&] { model.on_predict_batch_start(batch, batch_idx, dataloader_idx); });
+        context_.CallModuleHook("on_predict_batch_start", model,
+                                [&] { model.on_predict_batch_start(batch, batch_idx, dataloader_idx); });
         at::Tensor prediction;
         context_.CallStrategyHook("predict_step", [&] {
           PrecisionPlugin::ForwardContext forward_context(precision);
@@ -130,7 +132,8 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(Lig
         context_.CallCallbacks("on_predict_batch_end", [&](Callback& c) {
           c.on_predict_batch_end(trainer, model, prediction, batch, batch_idx, dataloader_idx);
         });
-        context_.CallModuleHook("on_predict_batch_end", model, [&] { model.on_predict_batch_end(prediction, batch, batch_idx, dataloader_idx); });
+        context_.CallModuleHook("on_predict_batch_end", model,
+                                [&] { model.on_predict_batch_end(prediction, batch, batch_idx, dataloader_idx); });
         predictions[i].push_back(prediction.to(at::kCPU));
       }
     }

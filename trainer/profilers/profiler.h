@@ -88,8 +88,11 @@ class ProfileAction {
   ProfileAction(Profiler* profiler, absl::string_view name) : profiler_(profiler), name_(name) {
     if (profiler_ != nullptr) profiler_->start(name_);
   }
-  ~ProfileAction() {
+  ~ProfileAction() { Stop(); }
+  // Stops timing now, before the end of the scope (then the destructor does nothing).
+  void Stop() {
     if (profiler_ != nullptr) profiler_->stop(name_);
+    profiler_ = nullptr;
   }
   ProfileAction(const ProfileAction&) = delete;
   ProfileAction& operator=(const ProfileAction&) = delete;
