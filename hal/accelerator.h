@@ -20,6 +20,7 @@
 #ifndef KILN_HAL_ACCELERATOR_H_
 #define KILN_HAL_ACCELERATOR_H_
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -58,6 +59,17 @@ struct LogicalDevice {
 struct PrecisionSubstitute {
   Precision precision;
   std::string warning;  // Shown to the user, in Lightning's words where Lightning has them.
+};
+
+// One thing a device did on its own (a kernel, a copy, a collective), as it reports it for a profiler's trace: what
+// the host's profiler cannot see. Times are the host's wall clock (std::chrono::system_clock), in nanoseconds since
+// the Unix epoch, which is the clock LibTorch's profiler stamps its own events with.
+struct DeviceTraceEvent {
+  std::string name;           // As the device's own tools name it ("Memcpy HtoD", a kernel's name).
+  std::string category;       // A Chrome-trace category ("kernel", "gpu_memcpy"); empty: "device".
+  int64_t start_ns = 0;       // When it started.
+  int64_t duration_ns = 0;    // How long it took (>= 0).
+  int device_index = 0;       // The accelerator's own index of the device (LogicalDevice::index).
 };
 
 class Accelerator {
@@ -147,6 +159,20 @@ class Accelerator {
     (void)device;
     (void)dtype;
     return std::nullopt;
+  }
+
+  // Device-side tracing, for the trainer's "pytorch" profiler: StartDeviceTrace asks `device` to record what it does
+  // from now on; StopDeviceTrace stops recording and returns the events recorded since (each with `device.index`),
+  // which the profiler merges into its trace. Called in pairs, once per profiled entry point, from the thread that
+  // set the device up, after SetupDevice. A device that records nothing keeps the defaults (OK; no events). Errors
+  // are values (the profiler warns and writes its trace without the device's events); must not throw.
+  virtual absl::Status StartDeviceTrace(const LogicalDevice& device) {
+    (void)device;
+    return absl::OkStatus();
+  }
+  virtual absl::StatusOr<std::vector<DeviceTraceEvent>> StopDeviceTrace(const LogicalDevice& device) {
+    (void)device;
+    return std::vector<DeviceTraceEvent>();
   }
 };
 

@@ -12,12 +12,18 @@
 #   bazel build -c opt //tests/bench:step_instructions && tools/bench_instructions.sh [overhead|optimizers]
 #
 # "overhead" runs the tiny model's figures only (raw, kiln, metrics, checkpoint), "optimizers" the optimizer ones
-# only; both by default.
+# only; both by default. "profiler" compares Kiln's step with no profiler set against the same step built before the
+# profilers (KILN_STEP_INSTRUCTIONS_BASELINE: a step_instructions built -c opt at a commit without them, such as
+# d4a1f65), twice each: what the loops' dispatch through LoopContext costs when off (docs/performance.md).
 set -euo pipefail
 part=${1:-all}
 case "$part" in
-  all | overhead | optimizers) ;;
-  *) echo "tools/bench_instructions.sh: unknown part '$part'; accepted: overhead, optimizers (default: both)" >&2; exit 2 ;;
+  all | overhead | optimizers | profiler) ;;
+  *)
+    echo "tools/bench_instructions.sh: unknown part '$part'; accepted: overhead, optimizers, profiler (default: the" \
+      "first two)" >&2
+    exit 2
+    ;;
 esac
 cd "$(dirname "$0")/.."
 binary=${KILN_STEP_INSTRUCTIONS:-bazel-out/k8-opt/bin/tests/bench/step_instructions}  # -c opt's; or a copy built elsewhere.
@@ -48,6 +54,21 @@ per_step() {
 }
 # ratio <name> <numerator> <denominator>
 ratio() { awk -v a="$2" -v b="$3" -v n="$1" 'BEGIN {printf "%s %.4f\n", n, a / b}'; }
+if [[ $part == profiler ]]; then
+  baseline=${KILN_STEP_INSTRUCTIONS_BASELINE:-}
+  [[ -x $baseline ]] || {
+    echo "set KILN_STEP_INSTRUCTIONS_BASELINE to a step_instructions built -c opt before the profilers (d4a1f65)" >&2
+    exit 1
+  }
+  for round in 1 2; do
+    off=$(per_step kiln 200 400)
+    before=$(binary=$baseline per_step kiln 200 400)
+    echo "kiln_profiler_off round $round instructions_per_step $off"
+    echo "kiln_before_profilers round $round instructions_per_step $before"
+    ratio "profiler_off_over_before_profilers_round_${round}_instructions" "$off" "$before"
+  done
+  exit 0
+fi
 raw_per_step=$(per_step raw 200 400)
 echo "raw instructions_per_step $raw_per_step"
 fused_raw_per_step=$(per_step fused_raw 200 400)

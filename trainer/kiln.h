@@ -1,5 +1,5 @@
 // Kiln's library in one include: the Trainer and everything a training program names (LightningModule, DataModule,
-// TensorDataLoader, callbacks, loggers, strategies, precision). Depend on @kiln//trainer, and link one
+// TensorDataLoader, callbacks, loggers, strategies, precision, profilers). Depend on @kiln//trainer, and link one
 // @kiln//backends:linked into each program that trains.
 //
 //   #include "trainer/kiln.h"
@@ -27,6 +27,7 @@
 #include "trainer/loggers/csv_logger.h"               // IWYU pragma: export
 #include "trainer/loggers/tensorboard_logger.h"       // IWYU pragma: export
 #include "trainer/plugins/precision/precision_plugin.h"  // IWYU pragma: export
+#include "trainer/profilers/profiler.h"               // IWYU pragma: export
 #include "trainer/strategies/ddp_strategy.h"          // IWYU pragma: export
 #include "trainer/strategies/fsdp_strategy.h"         // IWYU pragma: export
 #include "trainer/strategies/strategy.h"              // IWYU pragma: export

@@ -24,6 +24,7 @@
 #include "trainer/loops/loop_context.h"
 #include "trainer/loops/prediction_loop.h"
 #include "trainer/plugins/precision/precision_plugin.h"
+#include "trainer/profilers/profiler.h"
 #include "trainer/progress.h"
 #include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/distributed_program.h"
@@ -212,7 +213,10 @@ void Trainer::log_metrics(MetricMap metrics, int64_t step) {
 void Trainer::CallOnException(LightningModule& model, const absl::Status& error) {
   const absl::Status called =
       CallUser("on_exception",
-               [&] { loop_context_->CallCallbacks([&](Callback& c) { c.on_exception(*this, model, error); }); });
+               [&] {
+                 loop_context_->CallCallbacks("on_exception",
+                                              [&](Callback& c) { c.on_exception(*this, model, error); });
+               });
   if (!called.ok()) LOG(WARNING) << "on_exception failed (the run's error stands): " << called;
 }
 
@@ -338,6 +342,14 @@ absl::Status Trainer::Prepare(Stage stage) {
   precision_ = std::move(precision).value();
   progress_ = std::make_unique<ProgressReporter>(
       options_.enable_progress_bar && stage == Stage::kFit && plan_->global_rank == 0, options_.log_every_n_steps);
+  if (options_.profiler.instance() != nullptr) {
+    profiler_ = options_.profiler.instance();  // The program's own object, shared.
+  } else if (!options_.profiler.name().empty() && profiler_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<Profiler>> made =
+        MakeProfiler(options_.profiler.name(), options_.profiler_dirpath, options_.profiler_filename);
+    if (!made.ok()) return made.status();
+    profiler_ = *std::move(made);
+  }
   if (options_.seed.has_value()) torch::manual_seed(*options_.seed);
   at::globalContext().setDeterministicAlgorithms(options_.deterministic, /*warn_only=*/false);
   return absl::OkStatus();
@@ -424,6 +436,25 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
     if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) LOG(WARNING) << teardown;
     return FinishStrategy(status);
   }
+  if (profiler_ != nullptr) {
+    // Lightning's profiler.setup: the stage, the local rank when there are several processes, the log folder
+    // (dirpath's default: rank zero's first logger's folder, the one it claims; default_root_dir without a logger,
+    // and on the other ranks, whose loggers claim none).
+    std::string log_dir = options_.default_root_dir;
+    if (is_global_zero() && !options_.loggers.empty() && !options_.loggers.front()->log_dir().empty()) {
+      log_dir = options_.loggers.front()->log_dir();
+    }
+    ProfilerSetup setup{.stage = StageName(stage),
+                        .local_rank = strategy_->world_size() > 1 ? std::optional<int>(local_rank()) : std::nullopt,
+                        .log_dir = std::move(log_dir),
+                        .accelerator = plan_->accelerator.get(),
+                        .device = plan_->root_logical_device()};
+    if (absl::Status started = profiler_->setup(setup); !started.ok()) {
+      if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) LOG(WARNING) << teardown;
+      return FinishStrategy(started);
+    }
+    loop_context_->profiler = profiler_.get();
+  }
   {
     TeardownGuard teardown(*strategy_);
     // A loss scaler's inf/NaN check counts on every rank where ranks hold different parts of the gradients.
@@ -440,6 +471,14 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
     if (checkpoint_writer_ != nullptr) {
       if (absl::Status written = checkpoint_writer_->Flush(); !written.ok() && status.ok()) status = written;
       checkpoint_writer_.reset();
+    }
+  }
+  if (loop_context_->profiler != nullptr) {
+    // Lightning's profiler.describe at teardown: the report, written or printed (rank zero), however the run ended.
+    loop_context_->profiler = nullptr;
+    if (absl::Status described = profiler_->describe(); !described.ok()) {
+      if (status.ok()) status = described;
+      else LOG(WARNING) << "profiler: " << described;
     }
   }
   status = FinishStrategy(status);

@@ -50,6 +50,7 @@ class FitLoop;
 struct LoopContext;
 class ModelCheckpoint;
 class PrecisionPlugin;
+class Profiler;
 class ProgressReporter;
 class Strategy;
 
@@ -141,6 +142,10 @@ class Trainer {
   // The path fit resumed from ("" when it started fresh).
   const std::string& resumed_from() const { return resumed_from_; }
   Strategy* strategy() const { return strategy_.get(); }
+  // Lightning's trainer.profiler: the program's own object TrainerOptions::profiler holds, or the one it names, made
+  // by the first entry point and kept for the Trainer's life (its report covers every entry point run so far, as
+  // Lightning's does); null without one.
+  Profiler* profiler() const { return profiler_.get(); }
   // The precision plugin of the last set-up (null before the first fit/validate/test/predict).
   PrecisionPlugin* precision_plugin() const { return precision_.get(); }
 
@@ -206,6 +211,7 @@ class Trainer {
   // with the Trainer, and destroyed (the loops first) with it.
   std::unique_ptr<LoopContext> loop_context_;
   std::unique_ptr<FitLoop> fit_loop_;
+  std::shared_ptr<Profiler> profiler_;
 };
 
 }  // namespace kiln

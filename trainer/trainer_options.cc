@@ -7,8 +7,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "trainer/profilers/profiler.h"
 #include "trainer/strategies/fsdp_options.h"
 #include "trainer/trainer.h"
 
@@ -347,6 +349,48 @@ OptionCheck SetTrainerOption_enable_model_summary(TrainerOptions& options, const
   return std::nullopt;
 }
 OptionCheck CheckTrainerOption_enable_model_summary(const TrainerOptions&) { return std::nullopt; }
+
+OptionCheck SetTrainerOption_profiler(TrainerOptions& options, const std::string& value) {
+  options.profiler = value;
+  return CheckTrainerOption_profiler(options);
+}
+OptionCheck CheckTrainerOption_profiler(const TrainerOptions& options) {
+  const std::string& name = options.profiler.name();
+  if (name.empty()) return std::nullopt;
+  for (const std::string& known : ProfilerNames()) {
+    if (name == known) return std::nullopt;
+  }
+  return Refuse(name, absl::StrCat("pass ", absl::StrJoin(ProfilerNames(), ", "),
+                                   " (Lightning's names; its xla has no Kiln counterpart), a profiler object of your "
+                                   "own (kiln::Profiler), or nothing for no profiler"));
+}
+
+namespace {
+
+// A profiler object has its own dirpath and filename (Profiler's constructor): these two are a named profiler's.
+OptionCheck RefuseBesideProfilerObject(const TrainerOptions& options, const std::string& value) {
+  if (options.profiler.instance() == nullptr || value.empty()) return std::nullopt;
+  return Refuse(value, "leave it empty when profiler is a profiler object: give the object its dirpath and filename "
+                       "(kiln::Profiler(dirpath, filename)), or name the profiler (simple, advanced, pytorch)");
+}
+
+}  // namespace
+
+OptionCheck SetTrainerOption_profiler_dirpath(TrainerOptions& options, const std::string& value) {
+  options.profiler_dirpath = value;
+  return CheckTrainerOption_profiler_dirpath(options);
+}
+OptionCheck CheckTrainerOption_profiler_dirpath(const TrainerOptions& options) {
+  return RefuseBesideProfilerObject(options, options.profiler_dirpath);
+}
+
+OptionCheck SetTrainerOption_profiler_filename(TrainerOptions& options, const std::string& value) {
+  options.profiler_filename = value;
+  return CheckTrainerOption_profiler_filename(options);
+}
+OptionCheck CheckTrainerOption_profiler_filename(const TrainerOptions& options) {
+  return RefuseBesideProfilerObject(options, options.profiler_filename);
+}
 
 const std::vector<TrainerOptionSpec>& TrainerOptionSpecs() {
   static const std::vector<TrainerOptionSpec>* specs = new std::vector<TrainerOptionSpec>{

@@ -19,6 +19,7 @@
 #include "hal/registry.h"
 #include "trainer/core/callback.h"
 #include "trainer/core/logger.h"
+#include "trainer/profilers/profiler.h"
 #include "trainer/strategies/fsdp_options.h"
 
 namespace kiln {
@@ -113,6 +114,15 @@ struct TrainerOptions {
   bool enable_checkpointing = true;  // Adds a ModelCheckpoint (last epoch) unless one is given.
   bool enable_progress_bar = true;   // On a terminal; rank zero only.
   bool enable_model_summary = true;  // Adds a ModelSummaryCallback (printed when fit starts) unless one is given.
+  // Lightning's `profiler`: "simple", "advanced" or "pytorch" (trainer/profilers/profiler.h), or a profiler object
+  // of the program's own (`std::make_shared<MyProfiler>(...)`, a class derived from kiln::Profiler); empty for none
+  // (which costs the loops one null test per hook). `profiler_dirpath` and `profiler_filename` are a named
+  // profiler's dirpath and filename (an object has its own; they are refused beside one): with a filename the report
+  // goes to <dirpath>/<stage>-<filename>[-<local_rank>].txt, else to standard error (rank zero); dirpath defaults to
+  // the run folder.
+  ProfilerFlag profiler;
+  std::string profiler_dirpath;
+  std::string profiler_filename;
   // Replaces the plugin chosen from `precision` (precision_plugin.h), as a precision plugin in Lightning's
   // `plugins` does. Its precision must be one the accelerator declares; `precision` must then be left at its
   // default or name the same precision.

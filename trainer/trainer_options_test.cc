@@ -1,14 +1,20 @@
 // The Trainer's option table's strategy rows (trainer_options.inc's, from trainer/strategies/fsdp_options.inc): fit's
 // flag text parsed into TrainerOptions::fsdp, the typed fields a program sets checked as the flags are, and the
 // deprecated text fields parsed over them; and, from a Trainer, the typed options reaching the fsdp its name makes.
+// The profiler option's object form: a program's own profiler, and what is refused beside it.
 #include "trainer/trainer_options.h"
 
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "trainer/classifier.h"
+#include "trainer/profilers/profiler.h"
 #include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/fsdp_strategy.h"
 #include "trainer/synthetic_data.h"
@@ -128,6 +134,87 @@ TEST(TrainerOptionsTest, DeprecatedTextFieldsAreParsedOverTheTypedOptions) {
   EXPECT_EQ(CheckTrainerOptions(options).message(), "state_dict_type=halves is not valid; pass full or sharded");
 }
 #pragma GCC diagnostic pop
+
+// Lightning's Trainer(profiler=MyProfiler()): a program's own profiler object is the Trainer's profiler, called for
+// every action (each stop matching its start) and set up and described with the run's stage; a name beside it, or
+// the named profilers' dirpath and filename, are refused naming the option.
+class RecordingProfiler final : public Profiler {
+ public:
+  using Profiler::Profiler;
+  void start(absl::string_view action) override {
+    running.emplace_back(action);
+    ++starts[std::string(action)];
+  }
+  void stop(absl::string_view action) override {
+    if (running.empty() || running.back() != action) ++unmatched;
+    if (!running.empty()) running.pop_back();
+  }
+  std::string summary() override { return "recorded " + std::to_string(starts.size()) + " actions\n"; }
+  absl::Status teardown() override {
+    ++teardowns;
+    return absl::OkStatus();
+  }
+  std::map<std::string, int> starts;
+  std::vector<std::string> running;
+  int unmatched = 0;
+  int teardowns = 0;
+};
+
+TEST(TrainerOptionsTest, AProgramsOwnProfilerObjectTimesTheRun) {
+  const std::string dir = ::testing::TempDir() + "/own_profiler";
+  auto profiler = std::make_shared<RecordingProfiler>(dir, "mine");
+  MlpClassifier model(MlpOptions{});
+  SyntheticClusters data(SyntheticOptions{.num_train = 64, .num_val = 16, .batch_size = 16});
+  Trainer trainer({.accelerator = "cpu",
+                   .devices = 1,
+                   .max_epochs = 2,
+                   .num_sanity_val_steps = 0,
+                   .default_root_dir = ::testing::TempDir(),
+                   .logger = false,
+                   .enable_checkpointing = false,
+                   .enable_progress_bar = false,
+                   .enable_model_summary = false,
+                   .profiler = profiler});
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  EXPECT_EQ(trainer.profiler(), profiler.get());
+  // 64 rows in batches of 16, two epochs: the counts the run itself reports.
+  const int64_t steps = trainer.global_step();
+  EXPECT_EQ(steps, 2 * (64 / 16));
+  EXPECT_EQ(profiler->starts["run_training_batch"], steps);
+  EXPECT_EQ(profiler->starts["[Strategy]SingleDeviceStrategy.training_step"], steps);
+  EXPECT_EQ(profiler->starts["[Strategy]SingleDeviceStrategy.backward"], steps);
+  EXPECT_EQ(profiler->starts["run_training_epoch"], trainer.current_epoch());
+  EXPECT_EQ(profiler->starts["[LightningModule]MlpClassifier.configure_optimizers"], 1);
+  EXPECT_EQ(profiler->unmatched, 0);
+  EXPECT_TRUE(profiler->running.empty());
+  EXPECT_EQ(profiler->stage(), "fit");
+  EXPECT_EQ(profiler->teardowns, 1);
+  // Its report, written by Profiler::describe where its own dirpath and filename say.
+  std::ifstream report(dir + "/fit-mine.txt");
+  std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "recorded " + std::to_string(profiler->starts.size()) + " actions\n");
+}
+
+TEST(TrainerOptionsTest, AProfilerObjectRefusesTheNamedProfilersOptions) {
+  TrainerOptions options;
+  options.profiler = std::make_shared<RecordingProfiler>();
+  EXPECT_TRUE(CheckTrainerOptions(options).ok());
+  options.profiler_dirpath = "/tmp/prof";
+  EXPECT_EQ(CheckTrainerOptions(options).message(),
+            "profiler_dirpath=/tmp/prof is not valid; leave it empty when profiler is a profiler object: give the "
+            "object its dirpath and filename (kiln::Profiler(dirpath, filename)), or name the profiler (simple, "
+            "advanced, pytorch)");
+  options.profiler_dirpath.clear();
+  options.profiler_filename = "perf";
+  EXPECT_EQ(CheckTrainerOptions(options).code(), absl::StatusCode::kInvalidArgument);
+  // A name and no object: the named profiler's options are its own.
+  options.profiler = "simple";
+  EXPECT_TRUE(CheckTrainerOptions(options).ok());
+  options.profiler = "xla";
+  EXPECT_EQ(CheckTrainerOptions(options).message(),
+            "profiler=xla is not valid; pass simple, advanced, pytorch (Lightning's names; its xla has no Kiln "
+            "counterpart), a profiler object of your own (kiln::Profiler), or nothing for no profiler");
+}
 
 }  // namespace
 }  // namespace kiln

@@ -1,8 +1,13 @@
 #include "device.h"
 
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +15,34 @@
 
 namespace virtual_npu {
 namespace {
+
+// Each device's trace: whether it records, and what it recorded (copies are made from any thread).
+struct Trace {
+  std::atomic<bool> on{false};
+  std::mutex mutex;
+  std::vector<CopyRecord> records;
+};
+std::array<Trace, kMaxDevices>& Traces() {
+  static auto* const traces = new std::array<Trace, kMaxDevices>();
+  return *traces;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* CopyName(kiln::device_kit::CopyKind kind) {
+  switch (kind) {
+    case kiln::device_kit::CopyKind::kHostToDevice:
+      return "Memcpy HtoD";
+    case kiln::device_kit::CopyKind::kDeviceToHost:
+      return "Memcpy DtoH";
+    case kiln::device_kit::CopyKind::kDeviceToDevice:
+      return "Memcpy DtoD";
+  }
+  return "Memcpy";
+}
 
 // The virtual NPU's runtime, as the kit asks for it: its memory is host memory (64-byte aligned), copies are
 // memcpy. A real device's runtime calls its driver here; the kit does the rest.
@@ -26,7 +59,16 @@ class HostMemoryDevice final : public kiln::device_kit::Device {
   void Free(int index, void* data) noexcept override { std::free(data); }
 
   void Copy(void* dst, const void* src, size_t bytes, kiln::device_kit::CopyKind kind, int index) override {
+    Trace* trace = index >= 0 && index < kMaxDevices ? &Traces()[index] : nullptr;
+    if (trace == nullptr || !trace->on.load(std::memory_order_relaxed)) {
+      std::memmove(dst, src, bytes);
+      return;
+    }
+    const int64_t start = NowNs();
     std::memmove(dst, src, bytes);
+    const int64_t end = NowNs();
+    std::lock_guard<std::mutex> lock(trace->mutex);
+    trace->records.push_back({CopyName(kind), start, end - start});
   }
 };
 
@@ -61,6 +103,20 @@ absl::Status CheckDevice(const c10::Device& device) {
                                                    kDevicesVariable, ")"));
   }
   return absl::OkStatus();
+}
+
+void StartTrace(int index) {
+  Trace& trace = Traces()[index];
+  std::lock_guard<std::mutex> lock(trace.mutex);
+  trace.records.clear();
+  trace.on.store(true, std::memory_order_relaxed);
+}
+
+std::vector<CopyRecord> StopTrace(int index) {
+  Trace& trace = Traces()[index];
+  std::lock_guard<std::mutex> lock(trace.mutex);
+  trace.on.store(false, std::memory_order_relaxed);
+  return std::exchange(trace.records, {});
 }
 
 absl::Status RegistrationStatus() {

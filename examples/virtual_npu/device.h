@@ -17,6 +17,10 @@
 #ifndef VIRTUAL_NPU_DEVICE_H_
 #define VIRTUAL_NPU_DEVICE_H_
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "c10/core/Device.h"
@@ -51,6 +55,19 @@ absl::Status RegistrationStatus();
 // OK when `device` is a virtual NPU device that exists in this process; otherwise InvalidArgument saying which
 // devices exist. Never throws.
 absl::Status CheckDevice(const c10::Device& device);
+
+// The device's own trace (the accelerator's StartDeviceTrace and StopDeviceTrace): while device `index` traces, each
+// copy to, from or within its memory is recorded with its wall-clock time (system_clock, ns since the epoch), named as
+// CUDA's traces name copies ("Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD"). Copies are the only work the virtual NPU
+// does itself (its operators run on the CPU's kernels, which LibTorch's profiler sees already). Not tracing, a copy
+// costs one relaxed atomic load more. Thread-safe. `index` must be a device of this process (CheckDevice).
+struct CopyRecord {
+  std::string name;
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;
+};
+void StartTrace(int index);
+std::vector<CopyRecord> StopTrace(int index);  // The copies recorded since StartTrace; stops recording.
 
 }  // namespace virtual_npu
 

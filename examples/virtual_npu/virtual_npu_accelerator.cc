@@ -125,6 +125,28 @@ std::vector<kiln::Precision> VirtualNpuAccelerator::SupportedPrecisions() const 
   return precisions;
 }
 
+absl::Status VirtualNpuAccelerator::StartDeviceTrace(const kiln::LogicalDevice& device) {
+  if (absl::Status status = kiln::CheckIndexIsCompute(device); !status.ok()) return status;
+  if (absl::Status status = CheckDevice(device.compute); !status.ok()) return status;
+  StartTrace(device.index);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<kiln::DeviceTraceEvent>> VirtualNpuAccelerator::StopDeviceTrace(
+    const kiln::LogicalDevice& device) {
+  if (absl::Status status = kiln::CheckIndexIsCompute(device); !status.ok()) return status;
+  if (absl::Status status = CheckDevice(device.compute); !status.ok()) return status;
+  std::vector<kiln::DeviceTraceEvent> events;
+  for (CopyRecord& copy : StopTrace(device.index)) {
+    events.push_back({.name = std::move(copy.name),
+                      .category = "gpu_memcpy",
+                      .start_ns = copy.start_ns,
+                      .duration_ns = copy.duration_ns,
+                      .device_index = device.index});
+  }
+  return events;
+}
+
 KILN_REGISTER_ACCELERATOR({
     .name = kName,
     .description = "A sample out-of-tree device (PrivateUse1) in host memory, computing through the CPU kernels.",

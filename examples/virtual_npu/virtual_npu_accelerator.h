@@ -33,6 +33,10 @@
 //   memory_total_blocks          allocations ever made on the device
 //   cpu_fallback_calls           operators computed through the CPU fallback so far, all devices together
 //   device_to_host_copies        reads of the device's memory by the host so far, all devices together
+//
+// Device trace (StartDeviceTrace, StopDeviceTrace; the trainer's "pytorch" profiler merges it into its trace): every
+// copy to, from or within the device's memory while it traces, named "Memcpy HtoD", "Memcpy DtoH" or "Memcpy DtoD"
+// (category "gpu_memcpy", as CUDA's traces have them).
 #ifndef VIRTUAL_NPU_VIRTUAL_NPU_ACCELERATOR_H_
 #define VIRTUAL_NPU_VIRTUAL_NPU_ACCELERATOR_H_
 
@@ -70,6 +74,8 @@ class VirtualNpuAccelerator final : public kiln::Accelerator {
       const kiln::LogicalDevice& device, const kiln::CollectiveOptions& options) override;
   std::vector<kiln::Precision> SupportedPrecisions() const override;
   std::optional<double> PeakFlops(const kiln::LogicalDevice& device, c10::ScalarType dtype) const override;
+  absl::Status StartDeviceTrace(const kiln::LogicalDevice& device) override;
+  absl::StatusOr<std::vector<kiln::DeviceTraceEvent>> StopDeviceTrace(const kiln::LogicalDevice& device) override;
 };
 
 }  // namespace virtual_npu

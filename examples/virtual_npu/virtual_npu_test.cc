@@ -1,7 +1,9 @@
 // The virtual NPU's own tests: the device computes (and matches the CPU exactly), its allocator counts what it
 // hands out, and the accelerator reports those numbers. Kiln's conformance suite runs separately
 // (:conformance_test).
+#include <chrono>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -182,6 +184,51 @@ TEST(AcceleratorTest, RefusesDevicesItDoesNotHave) {
                                          ":0 to " + name + ":1"));
   EXPECT_FALSE(accelerator.GetDeviceStats(kiln::LogicalDeviceOf(accelerator, c10::Device(c10::DeviceType::CPU))).ok());
   EXPECT_THROW(at::empty({1}, at::TensorOptions().device(missing)), c10::Error);
+}
+
+// The device's own trace (Accelerator::StartDeviceTrace/StopDeviceTrace, which the pytorch profiler merges into its
+// trace): the copies made while it records, each named as CUDA's traces name it and stamped within the time they were
+// made; nothing before StartDeviceTrace or after StopDeviceTrace, and nothing of the other device.
+TEST(AcceleratorTest, TracesTheCopiesOfItsDeviceWhileAsked) {
+  VirtualNpuAccelerator accelerator;
+  const kiln::LogicalDevice npu1 = kiln::LogicalDeviceOf(accelerator, kNpu1);
+  ASSERT_TRUE(accelerator.SetupDevice(npu1).ok());
+  const at::Tensor host = at::randn({16, 8});
+  const at::Tensor untraced = host.to(kNpu1);  // Before the trace: not recorded.
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  ASSERT_TRUE(accelerator.StartDeviceTrace(npu1).ok());
+  const int64_t before = now_ns();
+  const at::Tensor on_device = host.to(kNpu1);
+  const at::Tensor other_device = host.to(kNpu0);  // Device 0 does not trace.
+  const at::Tensor back = on_device.to(at::kCPU);
+  const int64_t after = now_ns();
+  absl::StatusOr<std::vector<kiln::DeviceTraceEvent>> events = accelerator.StopDeviceTrace(npu1);
+  ASSERT_TRUE(events.ok()) << events.status();
+  const at::Tensor after_trace = host.to(kNpu1);  // After it: not recorded.
+  EXPECT_TRUE(at::equal(back, host));
+  std::vector<std::string> names;
+  for (const kiln::DeviceTraceEvent& event : *events) {
+    names.push_back(event.name);
+    EXPECT_EQ(event.category, "gpu_memcpy");
+    EXPECT_EQ(event.device_index, 1);
+    EXPECT_GE(event.start_ns, before);
+    EXPECT_GE(event.duration_ns, 0);
+    EXPECT_LE(event.start_ns + event.duration_ns, after);
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("Memcpy HtoD", "Memcpy DtoH"));
+  // Stopped, it records nothing more: a new trace starts empty.
+  ASSERT_TRUE(accelerator.StartDeviceTrace(npu1).ok());
+  events = accelerator.StopDeviceTrace(npu1);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(events->empty());
+  // A device this process does not have is refused, naming it.
+  const absl::Status missing =
+      accelerator.StartDeviceTrace(kiln::LogicalDeviceOf(accelerator, c10::Device(kDeviceType, 2)));
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(accelerator.TeardownDevice(npu1).ok());
 }
 
 TEST(SerializationTest, DeviceTensorsSaveAndLoadLikeCheckpointsDo) {

@@ -107,6 +107,10 @@ PUBLIC_HEADERS = [
     ("//trainer/loggers:log_dir", "trainer/loggers/log_dir.h", ""),
     ("//trainer/loggers:tensorboard_events", "trainer/loggers/tensorboard_events.h", ""),
     ("//trainer/loggers:tensorboard_logger", "trainer/loggers/tensorboard_logger.h", ""),
+    ("//trainer/profilers:profilers", "trainer/profilers/advanced_profiler.h", ""),
+    ("//trainer/profilers:profilers", "trainer/profilers/profiler.h", ""),
+    ("//trainer/profilers:profilers", "trainer/profilers/pytorch_profiler.h", ""),
+    ("//trainer/profilers:profilers", "trainer/profilers/simple_profiler.h", ""),
     ("//trainer/loggers:tfrecord_writer", "trainer/loggers/tfrecord_writer.h", ""),
     ("//trainer:trainer", "trainer/metrics.h", "deprecated"),
     ("//trainer:trainer", "trainer/mixed_precision.h", "deprecated"),
@@ -186,6 +190,7 @@ KILN_PACKAGES = [
     "trainer/models",
     "trainer/optim",
     "trainer/plugins/precision",
+    "trainer/profilers",
     "trainer/report",
     "trainer/strategies",
 ]

@@ -9,7 +9,8 @@
 #   trainer   its libraries depend on no backend: programs link //backends:linked. Inside it (trainer/README.md):
 #             core uses no other room of the trainer; strategies and precision use the core only; checkpointing the
 #             core and precision, its byte format the io utilities alone, its sharded checkpoints the format; the
-#             loggers and the data the core only; the loops (//trainer) sit on top.
+#             loggers and the data the core only; the profilers the HAL and the io utilities only; the loops
+#             (//trainer) sit on top.
 # The checker is first shown failing on known-bad inputs, so a broken checker cannot pass silently.
 set -uo pipefail
 
@@ -157,6 +158,12 @@ expect 0 "sharded checkpoints use the byte format and io utilities (not the trai
   $check deps trainer-checkpoint-sharded $dir/trainer_checkpoint_sharded_deps //trainer: //trainer/core \
   //trainer/strategies //trainer/plugins //trainer/checkpoint: //trainer/checkpoint/lightning //trainer/cli \
   //trainer/data //trainer/loggers //trainer/models //trainer/optim //trainer/report //backends
+# The profilers know action names, not the loops that time them: the trainer's top uses them, never the reverse.
+expect 0 "the profilers use the HAL, the io utilities, LibTorch and nlohmann_json (no loop, no other room)" \
+  $check deps trainer-profilers $dir/trainer_profilers_deps //trainer: //trainer/core //trainer/strategies \
+  //trainer/plugins //trainer/checkpoint //trainer/callbacks //trainer/cli //trainer/data //trainer/loggers \
+  //trainer/models //trainer/optim //trainer/report //connector //backends @kiln_backends @virtual_npu //tools
+every_library_queried trainer/profilers/BUILD //trainer/profilers $dir/trainer_profilers_deps 1
 expect 0 "the loggers and the data build on the trainer's core alone" \
   $check deps trainer-loggers-data $dir/trainer_loggers_data_deps //trainer: //trainer/strategies //trainer/plugins \
   //trainer/checkpoint //trainer/cli //trainer/models //trainer/report //backends

@@ -322,6 +322,10 @@ class Reader {
         if (absl::Status read = ReadStrategy(item.second); !read.ok()) return read;
         continue;
       }
+      if (section == Section::kTrainer && *key == "profiler" && IsProfilerClass(item.second)) {
+        if (absl::Status read = ReadProfiler(item.second); !read.ok()) return read;
+        continue;
+      }
       if (section == Section::kTrainer && *key == "logger" && IsLoggerClasses(item.second)) {
         ReadLoggers(item.second);
         continue;
@@ -411,6 +415,23 @@ class Reader {
     }
     std::map<std::string, std::string> given;
     return ReadClass(strategy, init_args, where, &given);
+  }
+
+  // trainer.profiler as LightningCLI writes a profiler object: {class_path: SimpleProfiler, init_args: {dirpath: ...,
+  // filename: ...}}, or the class's name alone (SimpleProfiler, lightning.pytorch.profilers.AdvancedProfiler). fit's
+  // own names (simple, advanced, pytorch) are the key's value as fit's flag reads it.
+  static bool IsProfilerClass(const YAML::Node& node) {
+    if (node.IsMap()) return true;
+    return node.IsScalar() && FindLightningClass(ClassKind::kProfiler, node.Scalar()) != nullptr &&
+           LightningClassOfValue(ClassKind::kProfiler, node.Scalar()) == nullptr;
+  }
+
+  absl::Status ReadProfiler(const YAML::Node& node) {
+    absl::StatusOr<ClassRead> found = ClassEntry(ClassKind::kProfiler, node, "trainer.profiler");
+    if (!found.ok()) return found.status();
+    if (found->named == nullptr) return absl::OkStatus();  // Reported.
+    std::map<std::string, std::string> given;
+    return ReadClass(*found->named, found->init_args, "trainer.profiler.init_args", &given);
   }
 
   // A class a config names, and its init_args (absent when the entry names the class alone).
@@ -859,6 +880,37 @@ bool WriteLoggers(YAML::Emitter& out) {
   return true;
 }
 
+// trainer.profiler: null without one; LightningCLI's class of the profiler --profiler names, with --profiler_dirpath
+// and --profiler_filename as its dirpath and filename (null when empty). Returns whether it was written as a class
+// (which holds those two).
+bool WriteProfiler(YAML::Emitter& out) {
+  out << YAML::Key << "profiler" << YAML::Value;
+  const std::string name = FlagValue("profiler");
+  const LightningClass* profiler = LightningClassOfValue(ClassKind::kProfiler, name);
+  if (profiler == nullptr) {
+    // None, or a name fit refuses when the run starts (written as given, so that it reads back).
+    if (name.empty()) {
+      out << YAML::Null;
+    } else {
+      WriteYamlScalar(out, name);
+    }
+    return false;
+  }
+  WriteClass(out, *profiler, [](const ClassArgument& argument, YAML::Emitter& emitter) {
+    if (argument.flag == nullptr) {
+      WriteLiteral(emitter, argument.kiln_value != nullptr ? argument.kiln_value : argument.lightning_default);
+      return;
+    }
+    const std::string value = FlagValue(argument.flag);
+    if (value.empty()) {
+      emitter << YAML::Null;
+    } else {
+      WriteYamlScalar(emitter, value);
+    }
+  });
+  return true;
+}
+
 // lr_scheduler: null without one; LightningCLI's class with its arguments, and fit's own keys beside it where they
 // are not their defaults (interval, frequency, warm-up); fit's own mapping for a warm-up alone.
 void WriteScheduler(YAML::Emitter& out) {
@@ -1112,7 +1164,8 @@ std::string ConfigYaml() {
   out << YAML::Key << "trainer" << YAML::Value << YAML::BeginMap;
   for (const ConfigKey& entry : keys) {
     if (entry.section != Section::kTrainer || !entry.written) continue;
-    if (absl::string_view(entry.flag) == "logger") {
+    const absl::string_view flag_name = entry.flag;
+    if (flag_name == "logger") {
       if (!WriteLoggers(out)) {
         // No logger classes to hold them: fit's own keys, where they are not the defaults.
         for (const char* own : {"log_name", "log_version"}) {
@@ -1120,6 +1173,16 @@ std::string ConfigYaml() {
           if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) WriteFlag(out, own, own, false);
         }
       }
+    } else if (flag_name == "profiler") {
+      if (!WriteProfiler(out)) {
+        // No profiler class to hold them: fit's own keys, where they are not the defaults.
+        for (const char* own : {"profiler_dirpath", "profiler_filename"}) {
+          absl::CommandLineFlag* flag = absl::FindCommandLineFlag(own);
+          if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) WriteFlag(out, own, own, false);
+        }
+      }
+    } else if (flag_name == "profiler_dirpath" || flag_name == "profiler_filename") {
+      continue;  // Written with the profiler (WriteProfiler) or after it.
     } else {
       WriteValue(out, entry);
     }

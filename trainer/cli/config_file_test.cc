@@ -300,6 +300,75 @@ TEST_F(ConfigFileTest, ReadsLightningsStrategyObjects) {
   EXPECT_THAT(*args, ElementsAre("--strategy=fsdp", "--sharding_strategy=FULL_SHARD", "--state_dict_type=full"));
 }
 
+// trainer.profiler as LightningCLI writes a profiler object, or its class's name alone: the class is fit's profiler
+// name, dirpath and filename its flags; an argument Kiln has only at one value is refused at another.
+TEST_F(ConfigFileTest, ReadsLightningsProfilerObjects) {
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(R"(trainer:
+  profiler:
+    class_path: lightning.pytorch.profilers.SimpleProfiler
+    init_args:
+      dirpath: prof
+      filename: perf
+      extended: true
+)",
+                                                                      "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("--profiler=simple", "--profiler_dirpath=prof", "--profiler_filename=perf"));
+  args = ConfigFileArguments("trainer: {profiler: {class_path: AdvancedProfiler, init_args: {filename: a, dirpath: "
+                             "null, dump_stats: false}}}",
+                             "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("--profiler=advanced", "--profiler_filename=a", "--profiler_dirpath="));
+  args = ConfigFileArguments("trainer: {profiler: {class_path: PyTorchProfiler, init_args: {row_limit: -1}}}",
+                             "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("--profiler=pytorch"));
+  // The class's name alone (short or with its module), and fit's own names, as the key's value.
+  for (const auto& [yaml, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"SimpleProfiler", "--profiler=simple"},
+           {"lightning.pytorch.profilers.AdvancedProfiler", "--profiler=advanced"},
+           {"PyTorchProfiler", "--profiler=pytorch"},
+           {"simple", "--profiler=simple"},
+           {"null", "--profiler="}}) {
+    args = ConfigFileArguments("trainer: {profiler: " + yaml + "}", "run.yaml");
+    ASSERT_TRUE(args.ok()) << yaml << ": " << args.status();
+    EXPECT_THAT(*args, ElementsAre(flag)) << yaml;
+  }
+  for (const auto& [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"trainer: {profiler: {class_path: XLAProfiler}}",
+            "trainer.profiler: class_path 'XLAProfiler' is not one fit has; it has SimpleProfiler, AdvancedProfiler, "
+            "PyTorchProfiler"},
+           {"trainer: {profiler: {class_path: PyTorchProfiler, init_args: {record_module_names: true}}}",
+            "trainer.profiler.init_args.record_module_names: true is not supported: Kiln's PyTorchProfiler runs as "
+            "record_module_names=false; write false or leave it out"},
+           {"trainer: {profiler: {class_path: SimpleProfiler, init_args: {dir_path: x}}}",
+            "unknown key trainer.profiler.init_args.dir_path; did you mean trainer.profiler.init_args.dirpath?"},
+           {"trainer: {profiler: {class_path: SimpleProfiler, args: {}}}", "unknown key 'args' in an entry"}}) {
+    args = ConfigFileArguments(yaml, "run.yaml");
+    ASSERT_FALSE(args.ok()) << yaml;
+    EXPECT_THAT(std::string(args.status().message()), HasSubstr(expected)) << yaml;
+  }
+}
+
+// --print_config writes the profiler as LightningCLI's class, holding its dirpath and filename, and reads it back.
+TEST_F(ConfigFileTest, WritesTheProfilerAsLightningsClass) {
+  EXPECT_THAT(ConfigYaml(), HasSubstr("\n  profiler: null\n"));
+  EXPECT_THAT(ConfigYaml(), Not(HasSubstr("profiler_dirpath")));
+  Set("profiler", "pytorch");
+  Set("profiler_filename", "perf");
+  const std::string yaml = ConfigYaml();
+  EXPECT_THAT(yaml, HasSubstr("\n  profiler:\n    class_path: lightning.pytorch.profilers.PyTorchProfiler\n"
+                              "    init_args:\n      dirpath: null\n      filename: perf\n"));
+  EXPECT_THAT(yaml, HasSubstr("      row_limit: -1\n"));
+  EXPECT_THAT(yaml, Not(HasSubstr("profiler_filename")));
+  Set("profiler", "");
+  Set("profiler_filename", "");
+  absl::StatusOr<std::vector<std::string>> args = ConfigFileArguments(yaml, "printed.yaml");
+  ASSERT_TRUE(args.ok()) << args.status() << "\n" << yaml;
+  EXPECT_THAT(*args, Contains("--profiler=pytorch"));
+  EXPECT_THAT(*args, Contains("--profiler_filename=perf"));
+}
+
 TEST_F(ConfigFileTest, ReadingChangesNoFlag) {
   const std::string before = Value("max_epochs");
   ASSERT_TRUE(ConfigFileArguments("trainer: {max_epochs: 99}", "run.yaml").ok());

@@ -220,6 +220,28 @@ std::vector<LightningClass> MakeClasses() {
         {"sharding_strategy", FsdpOptionForInitArg("sharding_strategy"), "FULL_SHARD"},
         {"state_dict_type", FsdpOptionForInitArg("state_dict_type"), "full"},
         {"device_mesh", FsdpOptionForInitArg("device_mesh"), "null"}}},
+      // Profilers (lightning.pytorch.profilers), as a LightningCLI config names one under trainer.profiler. Kiln's
+      // report every action (AdvancedProfiler: line_count_restriction 1.0) and the PyTorchProfiler's table every
+      // operator (row_limit -1), which its trace holds by name, not by module (record_module_names false).
+      {ClassKind::kProfiler, "SimpleProfiler", "lightning.pytorch.profilers", "profiler", "simple",
+       {{"dirpath", "profiler_dirpath", "null"},
+        {"filename", "profiler_filename", "null"},
+        {"extended", nullptr, "true"}}},
+      {ClassKind::kProfiler, "AdvancedProfiler", "lightning.pytorch.profilers", "profiler", "advanced",
+       {{"dirpath", "profiler_dirpath", "null"},
+        {"filename", "profiler_filename", "null"},
+        {"line_count_restriction", nullptr, "1.0"},
+        {"dump_stats", nullptr, "false"}}},
+      {ClassKind::kProfiler, "PyTorchProfiler", "lightning.pytorch.profilers", "profiler", "pytorch",
+       {{"dirpath", "profiler_dirpath", "null"},
+        {"filename", "profiler_filename", "null"},
+        {"group_by_input_shapes", nullptr, "false"},
+        {"emit_nvtx", nullptr, "false"},
+        {"export_to_chrome", nullptr, "true"},
+        {"row_limit", nullptr, "20", "-1"},
+        {"sort_by_key", nullptr, "null"},
+        {"record_module_names", nullptr, "true", "false"},
+        {"table_kwargs", nullptr, "null"}}},
   };
 }
 
@@ -295,7 +317,6 @@ const std::vector<DefaultOnlyKey>& DefaultOnlyKeys() {
       {Section::kTrainer, "benchmark", "null", "LibTorch's cuDNN autotuner stays as the device's default"},
       {Section::kTrainer, "inference_mode", "true", "evaluation always runs under LibTorch's inference mode"},
       {Section::kTrainer, "use_distributed_sampler", "true", "fit's loaders always shard their data across ranks"},
-      {Section::kTrainer, "profiler", "null", "Kiln has no profiler; tools/bench_instructions.sh measures runs"},
       {Section::kTrainer, "detect_anomaly", "false", "LibTorch's anomaly mode is not offered"},
       {Section::kTrainer, "barebones", "false", "fit has no barebones mode; turn off its loggers, bar and summary"},
       {Section::kTrainer, "plugins", "null", "precision and devices are fit's own flags (--precision, --accelerator)"},

@@ -1,7 +1,7 @@
 // The classes a LightningCLI config or command line names, and how each becomes fit's flags: the optimizers,
-// learning-rate schedulers, callbacks and loggers Kiln has, each with every init argument LightningCLI writes for
-// it (`--print_config`), and Lightning's Trainer and LightningCLI keys that Kiln has no flag for. One table for the
-// config file (config_file.h) and the command line (lightning_cli.h), reading and writing.
+// learning-rate schedulers, callbacks, loggers, strategies and profilers Kiln has, each with every init argument
+// LightningCLI writes for it (`--print_config`), and Lightning's Trainer and LightningCLI keys that Kiln has no flag
+// for. One table for the config file (config_file.h) and the command line (lightning_cli.h), reading and writing.
 //
 // An argument with a flag sets it. An argument without one is Lightning's or PyTorch's behaviour that Kiln has as
 // its only behaviour: it is accepted at that value (what LightningCLI writes when nothing was chosen) and refused,
@@ -29,7 +29,7 @@ struct ClassArgument {
   bool written = true;  // false: read, but not written by --print_config.
 };
 
-enum class ClassKind { kOptimizer, kScheduler, kCallback, kLogger, kStrategy };
+enum class ClassKind { kOptimizer, kScheduler, kCallback, kLogger, kStrategy, kProfiler };
 
 struct LightningClass {
   ClassKind kind;

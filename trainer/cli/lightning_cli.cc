@@ -186,6 +186,25 @@ class Translator {
             "--save_top_k, --early_stopping_monitor, --patience, --swa_lrs, --ema_weight_averaging, ...) or "
             "trainer.callbacks in a --config file"));
       }
+      // trainer.profiler as a class (--trainer.profiler=SimpleProfiler, or .class_path) and its init arguments
+      // (--trainer.profiler.dirpath, or .init_args.dirpath): fit's --profiler name, dirpath and filename.
+      if (section == Section::kTrainer && (key == "profiler" || key == "profiler.class_path")) {
+        const std::string profiler = ClassValue(ClassKind::kProfiler, value);
+        if (!profiler.empty()) return absl::StrCat("--profiler=", profiler);
+        if (key == "profiler.class_path") {
+          return absl::InvalidArgumentError(absl::StrCat("--", name, "='", value, "' is not a profiler Kiln has; pass ",
+                                                         LightningClassNames(ClassKind::kProfiler)));
+        }
+      }
+      if (section == Section::kTrainer && absl::StartsWith(key, "profiler.")) {
+        const absl::string_view argument = absl::StripPrefix(absl::StripPrefix(key, "profiler."), "init_args.");
+        const std::string flag = ArgumentFlag(ClassKind::kProfiler, argument);
+        if (!flag.empty()) return absl::StrCat("--", flag, "=", value);
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", name, ": Kiln's profilers take ", ArgumentNames(ClassKind::kProfiler),
+            " on the command line (fit's --profiler_dirpath, --profiler_filename); their other arguments are "
+            "Lightning's defaults"));
+      }
       std::string flag = FlagOf(section, key);
       // LightningCLI's scheduler arguments (--lr_scheduler.factor is fit's --plateau_factor).
       if (flag.empty() && section == Section::kLrScheduler) flag = ArgumentFlag(ClassKind::kScheduler, key);

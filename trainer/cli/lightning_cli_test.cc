@@ -77,6 +77,19 @@ TEST(LightningCliTest, ClassArgumentsAreFitsFlags) {
                           "--plateau_factor=0.5"));
 }
 
+// trainer.profiler as LightningCLI's command line names a profiler object: the class, then its init arguments.
+TEST(LightningCliTest, AProfilerClassAndItsArgumentsAreFitsFlags) {
+  EXPECT_THAT(Translate({"--trainer.profiler=SimpleProfiler", "--trainer.profiler.dirpath=prof",
+                         "--trainer.profiler.init_args.filename=perf"}),
+              ElementsAre("--profiler=simple", "--profiler_dirpath=prof", "--profiler_filename=perf"));
+  EXPECT_THAT(Translate({"--trainer.profiler.class_path=lightning.pytorch.profilers.PyTorchProfiler",
+                         "--trainer.profiler=advanced"}),
+              ElementsAre("--profiler=pytorch", "--profiler=advanced"));
+  EXPECT_THAT(Error({"--trainer.profiler.class_path=XLAProfiler"}),
+              HasSubstr("not a profiler Kiln has; pass SimpleProfiler, AdvancedProfiler, PyTorchProfiler"));
+  EXPECT_THAT(Error({"--trainer.profiler.row_limit=5"}), HasSubstr("Kiln's profilers take dirpath, filename"));
+}
+
 TEST(LightningCliTest, MistakesSayWhatToWrite) {
   EXPECT_THAT(Error({"--trainer.max_epoch=3"}), HasSubstr("unknown flag --trainer.max_epoch; did you mean "
                                                            "--trainer.max_epochs?"));

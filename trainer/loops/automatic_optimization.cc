@@ -23,8 +23,9 @@ bool IsMetricScheduler(const SchedulerConfig& config) {
 void AutomaticOptimization::ZeroGrad(LightningModule& model) {
   Trainer& trainer = context_.trainer;
   for (const auto& optimizer : context_.optimizers.optimizers) {
-    context_.CallCallbacks([&](Callback& c) { c.on_before_zero_grad(trainer, model, *optimizer); });
-    model.on_before_zero_grad(*optimizer);
+    context_.CallCallbacks("on_before_zero_grad",
+                           [&](Callback& c) { c.on_before_zero_grad(trainer, model, *optimizer); });
+    context_.CallModuleHook("on_before_zero_grad", model, [&] { model.on_before_zero_grad(*optimizer); });
     ZeroGradToNone(*optimizer);
   }
 }
@@ -40,10 +41,15 @@ absl::Status AutomaticOptimization::Step(LightningModule& model) {
     for (const auto& optimizer : context_.optimizers.optimizers) {
       // on_before_optimizer_step and clipping see true gradients: 16-mixed unscales them first (precision_plugin.h).
       precision.UnscaleGradients(*optimizer);
-      context_.CallCallbacks([&](Callback& c) { c.on_before_optimizer_step(trainer, model, *optimizer); });
-      model.on_before_optimizer_step(*optimizer);
-      model.configure_gradient_clipping(*optimizer, options.gradient_clip_val, algorithm);
-      precision.OptimizerStep(*optimizer, [&] { trainer.strategy()->OptimizerStep(*optimizer); });
+      context_.CallCallbacks("on_before_optimizer_step",
+                             [&](Callback& c) { c.on_before_optimizer_step(trainer, model, *optimizer); });
+      context_.CallModuleHook("on_before_optimizer_step", model, [&] { model.on_before_optimizer_step(*optimizer); });
+      context_.CallModuleHook("configure_gradient_clipping", model, [&] {
+        model.configure_gradient_clipping(*optimizer, options.gradient_clip_val, algorithm);
+      });
+      context_.CallStrategyHook("optimizer_step", [&] {
+        precision.OptimizerStep(*optimizer, [&] { trainer.strategy()->OptimizerStep(*optimizer); });
+      });
     }
     precision.Update();
     ++optim_progress_.total;

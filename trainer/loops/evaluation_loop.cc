@@ -72,27 +72,36 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
   return metrics;
 }
 
-Batch EvaluationLoop::TransferBatch(Trainer& trainer, LightningModule& model, Batch batch, int64_t dataloader_idx) {
-  batch = model.on_before_batch_transfer(std::move(batch), dataloader_idx);
-  batch = model.transfer_batch_to_device(batch, trainer.strategy()->root_device(), dataloader_idx);
-  batch = model.on_after_batch_transfer(std::move(batch), dataloader_idx);
+Batch EvaluationLoop::TransferBatch(const LoopContext& context, LightningModule& model, Batch batch,
+                                    int64_t dataloader_idx) {
+  Trainer& trainer = context.trainer;
+  batch = context.CallModuleHook("on_before_batch_transfer", model,
+                                 [&] { return model.on_before_batch_transfer(std::move(batch), dataloader_idx); });
+  batch = context.CallStrategyHook("batch_to_device", [&] {
+    return context.CallModuleHook("transfer_batch_to_device", model, [&] {
+      return model.transfer_batch_to_device(batch, trainer.strategy()->root_device(), dataloader_idx);
+    });
+  });
+  batch = context.CallModuleHook("on_after_batch_transfer", model,
+                                 [&] { return model.on_after_batch_transfer(std::move(batch), dataloader_idx); });
   return trainer.precision_plugin()->ConvertInput(batch);
 }
 
 void EvaluationLoop::StartHooks(LightningModule& model) {
   Trainer& trainer = context_.trainer;
   if (validating()) {
-    model.on_validation_model_eval();
-    context_.CallCallbacks([&](Callback& c) { c.on_validation_start(trainer, model); });
-    model.on_validation_start();
-    context_.CallCallbacks([&](Callback& c) { c.on_validation_epoch_start(trainer, model); });
-    model.on_validation_epoch_start();
+    context_.CallModuleHook("on_validation_model_eval", model, [&] { model.on_validation_model_eval(); });
+    context_.CallCallbacks("on_validation_start", [&](Callback& c) { c.on_validation_start(trainer, model); });
+    context_.CallModuleHook("on_validation_start", model, [&] { model.on_validation_start(); });
+    context_.CallCallbacks("on_validation_epoch_start",
+                           [&](Callback& c) { c.on_validation_epoch_start(trainer, model); });
+    context_.CallModuleHook("on_validation_epoch_start", model, [&] { model.on_validation_epoch_start(); });
   } else {
-    model.on_test_model_eval();
-    context_.CallCallbacks([&](Callback& c) { c.on_test_start(trainer, model); });
-    model.on_test_start();
-    context_.CallCallbacks([&](Callback& c) { c.on_test_epoch_start(trainer, model); });
-    model.on_test_epoch_start();
+    context_.CallModuleHook("on_test_model_eval", model, [&] { model.on_test_model_eval(); });
+    context_.CallCallbacks("on_test_start", [&](Callback& c) { c.on_test_start(trainer, model); });
+    context_.CallModuleHook("on_test_start", model, [&] { model.on_test_start(); });
+    context_.CallCallbacks("on_test_epoch_start", [&](Callback& c) { c.on_test_epoch_start(trainer, model); });
+    context_.CallModuleHook("on_test_epoch_start", model, [&] { model.on_test_epoch_start(); });
   }
 }
 
@@ -100,26 +109,37 @@ void EvaluationLoop::RunBatch(LightningModule& model, DataLoader& loader, int64_
                               MetricCollector& metrics) {
   Trainer& trainer = context_.trainer;
   PrecisionPlugin& precision = *trainer.precision_plugin();
-  Batch batch = TransferBatch(trainer, model, loader.get_batch(batch_idx), dataloader_idx);
-  context_.CallCallbacks([&](Callback& c) {
+  // Lightning's "[_EvaluationLoop].val_next" (test_next when testing): the loader's next batch.
+  Batch batch = TransferBatch(
+      context_, model,
+      context_.ProfileLoopAction(validating() ? "[_EvaluationLoop].val_next" : "[_EvaluationLoop].test_next",
+                                 [&] { return loader.get_batch(batch_idx); }),
+      dataloader_idx);
+  const char* batch_start = validating() ? "on_validation_batch_start" : "on_test_batch_start";
+  const char* batch_end = validating() ? "on_validation_batch_end" : "on_test_batch_end";
+  context_.CallCallbacks(batch_start, [&](Callback& c) {
     validating() ? c.on_validation_batch_start(trainer, model, batch, batch_idx, dataloader_idx)
                  : c.on_test_batch_start(trainer, model, batch, batch_idx, dataloader_idx);
   });
-  validating() ? model.on_validation_batch_start(batch, batch_idx, dataloader_idx)
-               : model.on_test_batch_start(batch, batch_idx, dataloader_idx);
+  context_.CallModuleHook(batch_start, model, [&] {
+    validating() ? model.on_validation_batch_start(batch, batch_idx, dataloader_idx)
+                 : model.on_test_batch_start(batch, batch_idx, dataloader_idx);
+  });
   model.set_metric_sink(&metrics, batch.size());
-  {
+  context_.CallStrategyHook(validating() ? "validation_step" : "test_step", [&] {
     PrecisionPlugin::ForwardContext forward_context(precision);
     validating() ? model.validation_step(batch, batch_idx, dataloader_idx)
                  : model.test_step(batch, batch_idx, dataloader_idx);
-  }
+  });
   model.set_metric_sink(nullptr, 0);
-  context_.CallCallbacks([&](Callback& c) {
+  context_.CallCallbacks(batch_end, [&](Callback& c) {
     validating() ? c.on_validation_batch_end(trainer, model, batch, batch_idx, dataloader_idx)
                  : c.on_test_batch_end(trainer, model, batch, batch_idx, dataloader_idx);
   });
-  validating() ? model.on_validation_batch_end(batch, batch_idx, dataloader_idx)
-               : model.on_test_batch_end(batch, batch_idx, dataloader_idx);
+  context_.CallModuleHook(batch_end, model, [&] {
+    validating() ? model.on_validation_batch_end(batch, batch_idx, dataloader_idx)
+                 : model.on_test_batch_end(batch, batch_idx, dataloader_idx);
+  });
 }
 
 absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std::vector<DataLoader*>& loaders,
@@ -155,11 +175,13 @@ absl::StatusOr<MetricMap> EvaluationLoop::Run(LightningModule& model, const std:
     }
     // Lightning's order: the callbacks' epoch-end hooks, then the module's (whose log() calls count), and the
     // epoch's metrics are reduced after both.
-    context_.CallCallbacks([&](Callback& c) {
+    const char* epoch_end_hook = validating() ? "on_validation_epoch_end" : "on_test_epoch_end";
+    context_.CallCallbacks(epoch_end_hook, [&](Callback& c) {
       validating() ? c.on_validation_epoch_end(trainer, model) : c.on_test_epoch_end(trainer, model);
     });
     model.set_metric_sink(&end_sink, 1);
-    validating() ? model.on_validation_epoch_end() : model.on_test_epoch_end();
+    context_.CallModuleHook(epoch_end_hook, model,
+                            [&] { validating() ? model.on_validation_epoch_end() : model.on_test_epoch_end(); });
     model.set_metric_sink(nullptr, 0);
   });
   progress.EndEvaluation();
@@ -201,13 +223,13 @@ absl::StatusOr<MetricMap> EvaluationLoop::Finish(LightningModule& model,
   }
   status = CallUser(validating() ? "on_validation_end" : "on_test_end", [&] {
     if (validating()) {
-      context_.CallCallbacks([&](Callback& c) { c.on_validation_end(trainer, model); });
-      model.on_validation_end();
-      model.on_validation_model_train();
+      context_.CallCallbacks("on_validation_end", [&](Callback& c) { c.on_validation_end(trainer, model); });
+      context_.CallModuleHook("on_validation_end", model, [&] { model.on_validation_end(); });
+      context_.CallModuleHook("on_validation_model_train", model, [&] { model.on_validation_model_train(); });
     } else {
-      context_.CallCallbacks([&](Callback& c) { c.on_test_end(trainer, model); });
-      model.on_test_end();
-      model.on_test_model_train();
+      context_.CallCallbacks("on_test_end", [&](Callback& c) { c.on_test_end(trainer, model); });
+      context_.CallModuleHook("on_test_end", model, [&] { model.on_test_end(); });
+      context_.CallModuleHook("on_test_model_train", model, [&] { model.on_test_model_train(); });
     }
   });
   if (!status.ok()) return status;

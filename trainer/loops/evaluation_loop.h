@@ -40,7 +40,7 @@ class EvaluationLoop {
   // A loader's `batch` as a step gets it: through the module's on_before_batch_transfer, transfer_batch_to_device
   // (to the strategy's device) and on_after_batch_transfer, then the precision plugin's ConvertInput. Every loop's
   // batches come this way. Throws what the hooks throw.
-  static Batch TransferBatch(Trainer& trainer, LightningModule& model, Batch batch, int64_t dataloader_idx);
+  static Batch TransferBatch(const LoopContext& context, LightningModule& model, Batch batch, int64_t dataloader_idx);
 
   // The validation batches run in the training epoch and in the last run, as fit's validation loop counts them
   // (Lightning's val_loop.batch_progress); StartEpoch starts the epoch's count, load_state_dict sets both.

@@ -72,12 +72,14 @@ absl::Status FitLoop::Run(LightningModule& model, DataModule& data, const std::s
 
   epoch_progress_.current = epoch_progress_.resume;
   absl::Status status = CallUser("on_train_start", [&] {
-    context_.CallCallbacks([&](Callback& c) { c.on_train_start(trainer, model); });
-    model.on_train_start();
+    context_.CallCallbacks("on_train_start", [&](Callback& c) { c.on_train_start(trainer, model); });
+    context_.CallModuleHook("on_train_start", model, [&] { model.on_train_start(); });
   });
   if (!status.ok()) return status;
   while (!Done()) {
-    status = epoch_loop_.Run(model, limits_, *train_loader_, LoaderPointers(val_loaders_));
+    status = context_.ProfileLoopAction("run_training_epoch", [&] {
+      return epoch_loop_.Run(model, limits_, *train_loader_, LoaderPointers(val_loaders_));
+    });
     if (!status.ok()) return status;
     ++epoch_progress_.current;
   }
@@ -175,7 +177,10 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
   if (max_epochs_ >= 0 && !unbounded) steps = OptimizerStepsPerEpoch() * std::max<int64_t>(1, max_epochs_);
   if (options.max_steps >= 0) steps = steps < 0 ? options.max_steps : std::min(steps, options.max_steps);
   model.set_estimated_stepping_batches(steps);
-  absl::Status status = CallUser("configure_optimizers", [&] { context_.optimizers = model.configure_optimizers(); });
+  absl::Status status = CallUser("configure_optimizers", [&] {
+    context_.optimizers =
+        context_.CallModuleHook("configure_optimizers", model, [&] { return model.configure_optimizers(); });
+  });
   if (!status.ok()) return status;
   if (context_.optimizers.optimizers.empty()) {
     return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
@@ -251,8 +256,8 @@ absl::Status FitLoop::Restart(LightningModule& model, DataModule& data, const st
 absl::Status FitLoop::Start(LightningModule& model) {
   Trainer& trainer = context_.trainer;
   absl::Status status = CallUser("on_fit_start", [&] {
-    context_.CallCallbacks([&](Callback& c) { c.on_fit_start(trainer, model); });
-    model.on_fit_start();
+    context_.CallCallbacks("on_fit_start", [&](Callback& c) { c.on_fit_start(trainer, model); });
+    context_.CallModuleHook("on_fit_start", model, [&] { model.on_fit_start(); });
   });
   if (!status.ok()) return status;
   if (!trainer.is_global_zero() || trainer.options().fast_dev_run > 0) return absl::OkStatus();
@@ -374,7 +379,7 @@ absl::StatusOr<std::set<std::string>> FitLoop::DryValidationMetrics(LightningMod
     for (size_t i = 0; i < val_loaders_.size(); ++i) {
       DataLoader& loader = *val_loaders_[i];
       if (loader.num_batches() <= 0) continue;  // Empty, or a stream (its first batch is the run's).
-      Batch batch = EvaluationLoop::TransferBatch(trainer, model, loader.get_batch(0), static_cast<int64_t>(i));
+      Batch batch = EvaluationLoop::TransferBatch(context_, model, loader.get_batch(0), static_cast<int64_t>(i));
       MetricCollector collector(/*training=*/false);
       model.set_metric_sink(&collector, batch.size());
       {
@@ -410,13 +415,13 @@ absl::Status FitLoop::SanityCheck(LightningModule& model) {
   const at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
   sanity_checking_ = true;
   absl::Status status = CallUser("on_sanity_check_start", [&] {
-    context_.CallCallbacks([&](Callback& c) { c.on_sanity_check_start(trainer, model); });
+    context_.CallCallbacks("on_sanity_check_start", [&](Callback& c) { c.on_sanity_check_start(trainer, model); });
   });
   absl::StatusOr<MetricMap> sanity =
       status.ok() ? EvaluationLoop(context_, Stage::kValidate).Run(model, LoaderPointers(val_loaders_), steps) : status;
   if (sanity.ok()) {
     status = CallUser("on_sanity_check_end", [&] {
-      context_.CallCallbacks([&](Callback& c) { c.on_sanity_check_end(trainer, model); });
+      context_.CallCallbacks("on_sanity_check_end", [&](Callback& c) { c.on_sanity_check_end(trainer, model); });
     });
     if (!status.ok()) sanity = status;
   }
@@ -443,13 +448,13 @@ bool FitLoop::Done() {
 absl::Status FitLoop::End(LightningModule& model) {
   Trainer& trainer = context_.trainer;
   absl::Status status = CallUser("on_train_end", [&] {
-    context_.CallCallbacks([&](Callback& c) { c.on_train_end(trainer, model); });
-    model.on_train_end();
+    context_.CallCallbacks("on_train_end", [&](Callback& c) { c.on_train_end(trainer, model); });
+    context_.CallModuleHook("on_train_end", model, [&] { model.on_train_end(); });
   });
   if (!status.ok()) return status;
   return CallUser("on_fit_end", [&] {
-    context_.CallCallbacks([&](Callback& c) { c.on_fit_end(trainer, model); });
-    model.on_fit_end();
+    context_.CallCallbacks("on_fit_end", [&](Callback& c) { c.on_fit_end(trainer, model); });
+    context_.CallModuleHook("on_fit_end", model, [&] { model.on_fit_end(); });
     context_.CallTeardownHooks(model, Stage::kFit);
   });
 }

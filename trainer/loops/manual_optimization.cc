@@ -58,11 +58,11 @@ void ManualOptimization::Backward(const at::Tensor& loss) {
   }
   LightningModule& model = *model_;
   const at::Tensor to_backward = trainer.precision_plugin()->PreBackward(loss);
-  context_.CallCallbacks([&](Callback& c) { c.on_before_backward(trainer, model, to_backward); });
-  model.on_before_backward(to_backward);
+  context_.CallCallbacks("on_before_backward", [&](Callback& c) { c.on_before_backward(trainer, model, to_backward); });
+  context_.CallModuleHook("on_before_backward", model, [&] { model.on_before_backward(to_backward); });
   strategy.Backward(to_backward, sync_gradients_);
-  context_.CallCallbacks([&](Callback& c) { c.on_after_backward(trainer, model); });
-  model.on_after_backward();
+  context_.CallCallbacks("on_after_backward", [&](Callback& c) { c.on_after_backward(trainer, model); });
+  context_.CallModuleHook("on_after_backward", model, [&] { model.on_after_backward(); });
 }
 
 void ManualOptimization::UnscaleGradients(size_t index) {
@@ -81,8 +81,9 @@ void ManualOptimization::Step(size_t index) {
   PrecisionPlugin& precision = *trainer.precision_plugin();
   // on_before_optimizer_step sees true gradients: 16-mixed unscales them first (unless clip_gradients did).
   UnscaleGradients(index);
-  context_.CallCallbacks([&](Callback& c) { c.on_before_optimizer_step(trainer, model, optimizer); });
-  model.on_before_optimizer_step(optimizer);
+  context_.CallCallbacks("on_before_optimizer_step",
+                         [&](Callback& c) { c.on_before_optimizer_step(trainer, model, optimizer); });
+  context_.CallModuleHook("on_before_optimizer_step", model, [&] { model.on_before_optimizer_step(optimizer); });
   precision.OptimizerStep(optimizer, [&] { trainer.strategy()->OptimizerStep(optimizer); });
   precision.Update();
   unscaled_.erase(index);

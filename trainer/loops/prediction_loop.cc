@@ -105,37 +105,42 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> PredictionLoop::Predict(Lig
   PrecisionPlugin& precision = *trainer.precision_plugin();
   std::vector<std::vector<at::Tensor>> predictions(loaders.size());
   absl::Status status = CallUser("predict_step", [&] {
-    model.on_predict_model_eval();
-    context_.CallCallbacks([&](Callback& c) { c.on_predict_start(trainer, model); });
-    model.on_predict_start();
-    context_.CallCallbacks([&](Callback& c) { c.on_predict_epoch_start(trainer, model); });
-    model.on_predict_epoch_start();
+    context_.CallModuleHook("on_predict_model_eval", model, [&] { model.on_predict_model_eval(); });
+    context_.CallCallbacks("on_predict_start", [&](Callback& c) { c.on_predict_start(trainer, model); });
+    context_.CallModuleHook("on_predict_start", model, [&] { model.on_predict_start(); });
+    context_.CallCallbacks("on_predict_epoch_start", [&](Callback& c) { c.on_predict_epoch_start(trainer, model); });
+    context_.CallModuleHook("on_predict_epoch_start", model, [&] { model.on_predict_epoch_start(); });
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < loaders.size(); ++i) {
       const auto dataloader_idx = static_cast<int64_t>(i);
       DataLoader& loader = *loaders[i];
       loader.set_epoch(0);
       for (int64_t batch_idx = 0; batch_idx < limits[i]; ++batch_idx) {
-        Batch batch = EvaluationLoop::TransferBatch(trainer, model, loader.get_batch(batch_idx), dataloader_idx);
-        context_.CallCallbacks(
+        Batch batch = EvaluationLoop::TransferBatch(
+            context_, model,
+            context_.ProfileLoopAction("[_PredictionLoop].predict_next", [&] { return loader.get_batch(batch_idx); }),
+            dataloader_idx);
+        context_.CallCallbacks("on_predict_batch_start",
             [&](Callback& c) { c.on_predict_batch_start(trainer, model, batch, batch_idx, dataloader_idx); });
-        model.on_predict_batch_start(batch, batch_idx, dataloader_idx);
+        context_.CallModuleHook("on_predict_batch_start", model,
+                                [&] { model.on_predict_batch_start(batch, batch_idx, dataloader_idx); });
         at::Tensor prediction;
-        {
+        context_.CallStrategyHook("predict_step", [&] {
           PrecisionPlugin::ForwardContext forward_context(precision);
           prediction = model.predict_step(batch, batch_idx, dataloader_idx);
-        }
-        context_.CallCallbacks([&](Callback& c) {
+        });
+        context_.CallCallbacks("on_predict_batch_end", [&](Callback& c) {
           c.on_predict_batch_end(trainer, model, prediction, batch, batch_idx, dataloader_idx);
         });
-        model.on_predict_batch_end(prediction, batch, batch_idx, dataloader_idx);
+        context_.CallModuleHook("on_predict_batch_end", model,
+                                [&] { model.on_predict_batch_end(prediction, batch, batch_idx, dataloader_idx); });
         predictions[i].push_back(prediction.to(at::kCPU));
       }
     }
-    context_.CallCallbacks([&](Callback& c) { c.on_predict_epoch_end(trainer, model); });
-    model.on_predict_epoch_end();
-    context_.CallCallbacks([&](Callback& c) { c.on_predict_end(trainer, model); });
-    model.on_predict_end();
+    context_.CallCallbacks("on_predict_epoch_end", [&](Callback& c) { c.on_predict_epoch_end(trainer, model); });
+    context_.CallModuleHook("on_predict_epoch_end", model, [&] { model.on_predict_epoch_end(); });
+    context_.CallCallbacks("on_predict_end", [&](Callback& c) { c.on_predict_end(trainer, model); });
+    context_.CallModuleHook("on_predict_end", model, [&] { model.on_predict_end(); });
   });
   if (!status.ok()) return status;
   return predictions;

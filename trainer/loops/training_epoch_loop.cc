@@ -168,7 +168,8 @@ absl::Status TrainingEpochLoop::Run(LightningModule& model, const TrainingLimits
 absl::Status TrainingEpochLoop::FetchNext(DataLoader& train, std::optional<Batch>* next) {
   Strategy& strategy = *context_.trainer.strategy();
   return CallUser("train_dataloader's next_batch", [&] {
-    *next = train.next_batch();
+    *next =
+        context_.ProfileLoopAction("[_TrainingEpochLoop].train_dataloader_next", [&] { return train.next_batch(); });
     // Every rank ends the epoch at the same batch: as soon as any rank's share ends (data_loader.h).
     if (strategy.world_size() > 1 && strategy.ReduceAny(!next->has_value())) next->reset();
   });
@@ -202,7 +203,8 @@ absl::Status TrainingEpochLoop::RunStream(LightningModule& model, DataLoader& tr
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoader& train, const std::vector<DataLoader*>& val) {
+absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoader& train,
+                                                 const std::vector<DataLoader*>& val) {
   Trainer& trainer = context_.trainer;
   const int64_t first_batch = epoch_progress_.resume == epoch_progress_.current ? batch_progress_.resume : 0;
   epoch_progress_.resume = epoch_progress_.current;
@@ -222,8 +224,8 @@ absl::StatusOr<int64_t> TrainingEpochLoop::Start(LightningModule& model, DataLoa
                                 stream && limits_.train_batches == INT64_MAX ? -1 : limits_.train_batches);
   loss_check_->Start(ChecksLossOnDevice(), context_.optimizers.optimizers);
   absl::Status status = CallUser("on_train_epoch_start", [&] {
-    context_.CallCallbacks([&](Callback& c) { c.on_train_epoch_start(trainer, model); });
-    model.on_train_epoch_start();
+    context_.CallCallbacks("on_train_epoch_start", [&](Callback& c) { c.on_train_epoch_start(trainer, model); });
+    context_.CallModuleHook("on_train_epoch_start", model, [&] { model.on_train_epoch_start(); });
     // overfit_batches trains on the same batches, in the same order, every epoch.
     train.set_epoch(trainer.options().overfit_batches.is_zero() ? epoch_progress_.current : 0);
   });
@@ -256,10 +258,18 @@ absl::Status TrainingEpochLoop::TrainingStep(LightningModule& model, DataLoader&
   const int64_t accumulate = trainer.options().accumulate_grad_batches;
   const bool automatic = manual_ == nullptr;
   return CallUser("training_step", [&] {
+    // A stream's batch was read ahead (FetchNext, timed there); an indexed loader's is read here, straight into
+    // TransferBatch's argument (no move of a named batch).
     result.batch = EvaluationLoop::TransferBatch(
-        trainer, model, raw.has_value() ? *std::move(raw) : train.get_batch(batch_idx), /*dataloader_idx=*/0);
-    context_.CallCallbacks([&](Callback& c) { c.on_train_batch_start(trainer, model, result.batch, batch_idx); });
-    if (model.on_train_batch_start(result.batch, batch_idx) == -1) {
+        context_, model,
+        raw.has_value() ? *std::move(raw)
+                        : context_.ProfileLoopAction("[_TrainingEpochLoop].train_dataloader_next",
+                                                     [&] { return train.get_batch(batch_idx); }),
+        /*dataloader_idx=*/0);
+    context_.CallCallbacks("on_train_batch_start",
+                           [&](Callback& c) { c.on_train_batch_start(trainer, model, result.batch, batch_idx); });
+    if (context_.CallModuleHook("on_train_batch_start", model,
+                                [&] { return model.on_train_batch_start(result.batch, batch_idx); }) == -1) {
       result.skip_rest_of_epoch = true;
       return;
     }
@@ -268,10 +278,10 @@ absl::Status TrainingEpochLoop::TrainingStep(LightningModule& model, DataLoader&
       manual_->StartBatch(model, batch_idx);
       model.set_manual_optimization_driver(manual_.get());
     }
-    {
+    context_.CallStrategyHook("training_step", [&] {
       PrecisionPlugin::ForwardContext forward_context(precision);
       result.loss = model.training_step(result.batch, batch_idx);
-    }
+    });
     model.set_manual_optimization_driver(nullptr);
     model.set_metric_sink(nullptr, 0);
     if (!automatic) {
@@ -292,11 +302,12 @@ absl::Status TrainingEpochLoop::TrainingStep(LightningModule& model, DataLoader&
       if (result.nonfinite) return;
     }
     const at::Tensor to_backward = precision.PreBackward(accumulate > 1 ? result.loss / accumulate : result.loss);
-    context_.CallCallbacks([&](Callback& c) { c.on_before_backward(trainer, model, to_backward); });
-    model.on_before_backward(to_backward);
-    strategy.Backward(to_backward, /*sync_gradients=*/step_now);
-    context_.CallCallbacks([&](Callback& c) { c.on_after_backward(trainer, model); });
-    model.on_after_backward();
+    context_.CallCallbacks("on_before_backward",
+                           [&](Callback& c) { c.on_before_backward(trainer, model, to_backward); });
+    context_.CallModuleHook("on_before_backward", model, [&] { model.on_before_backward(to_backward); });
+    context_.CallStrategyHook("backward", [&] { strategy.Backward(to_backward, /*sync_gradients=*/step_now); });
+    context_.CallCallbacks("on_after_backward", [&](Callback& c) { c.on_after_backward(trainer, model); });
+    context_.CallModuleHook("on_after_backward", model, [&] { model.on_after_backward(); });
   });
 }
 
@@ -348,6 +359,9 @@ absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& tra
   const bool step_now = (batch_idx + 1) % options.accumulate_grad_batches == 0 || last_batch;
   StepResult result;
   ++batch_progress_.total_started;
+  // Lightning's "run_training_batch": the step, backward and the optimizer step, with their hooks (stopped below, or
+  // by its destructor when the batch fails).
+  ProfileAction run_training_batch(context_.profiler, "run_training_batch");
   absl::Status status = TrainingStep(model, train, batch_idx, std::move(raw), step_now, result);
   // A manual step met a non-finite loss (on_nonfinite_loss "stop"): that is the run's error.
   if (!status.ok()) return manual_ != nullptr && !manual_->failure().ok() ? manual_->failure() : status;
@@ -379,6 +393,7 @@ absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& tra
       if (absl::Status logged = LogStep(); !logged.ok()) return logged;
     }
   }
+  run_training_batch.Stop();
   batch_progress_.resume = batch_idx + 1;
   batch_progress_.started = batch_idx + 1;
   context_.progress->Step(batch_idx, optim_progress_.total, [&] { return metrics_->ProgressBarMetrics(); });
@@ -387,9 +402,10 @@ absl::Status TrainingEpochLoop::RunBatch(LightningModule& model, DataLoader& tra
     // default (which says so the first time it runs).
     if (context_.callbacks.empty() && model.train_batch_end_is_default()) return;
     const at::Tensor outputs = result.loss.defined() ? result.loss.detach() : at::Tensor();
-    context_.CallCallbacks(
+    context_.CallCallbacks("on_train_batch_end",
         [&](Callback& c) { c.on_train_batch_end(trainer, model, outputs, result.batch, batch_idx); });
-    model.on_train_batch_end(outputs, result.batch, batch_idx);
+    context_.CallModuleHook("on_train_batch_end", model,
+                            [&] { model.on_train_batch_end(outputs, result.batch, batch_idx); });
   });
   // A checkpoint the callbacks asked for found a non-finite loss (save_checkpoint): that is the run's error.
   if (!status.ok()) return loss_check_->failure().ok() ? status : loss_check_->failure();
@@ -475,19 +491,22 @@ absl::Status TrainingEpochLoop::End(LightningModule& model, bool ran_batches) {
   train_loader_state_ = c10::IValue();
   status = CallUser("on_train_epoch_end", [&] {
     model.set_metric_sink(metrics_.get(), 1);
-    context_.CallCallbacks([&](Callback& c) { c.on_train_epoch_end(trainer, model); }, /*monitoring=*/false);
-    model.on_train_epoch_end();
+    context_.CallCallbacks(
+        "on_train_epoch_end", [&](Callback& c) { c.on_train_epoch_end(trainer, model); }, /*monitoring=*/false);
+    context_.CallModuleHook("on_train_epoch_end", model, [&] { model.on_train_epoch_end(); });
     model.set_metric_sink(nullptr, 0);
     epoch_metrics = GlobalMetrics(strategy, *metrics_, metrics_->EpochMetrics(), /*steps=*/false);
     Merge(context_.callback_metrics, epoch_metrics);
-    context_.CallCallbacks([&](Callback& c) { c.on_train_epoch_end(trainer, model); }, /*monitoring=*/true);
+    context_.CallCallbacks(
+        "on_train_epoch_end", [&](Callback& c) { c.on_train_epoch_end(trainer, model); }, /*monitoring=*/true);
   });
   if (!status.ok()) return status;
   // Lightning logs the epoch's metrics at the step of its last batch.
   if (!epoch_metrics.empty()) trainer.log_metrics(epoch_metrics, std::max<int64_t>(0, trainer.logged_step() - 1));
   for (const auto& logger : trainer.options().loggers) {
     if (!trainer.is_global_zero()) break;  // Only rank zero logs.
-    if (absl::Status saved = logger->save(); !saved.ok()) LOG(WARNING) << "logger '" << logger->name() << "': " << saved;
+    if (absl::Status saved = logger->save(); !saved.ok())
+      LOG(WARNING) << "logger '" << logger->name() << "': " << saved;
   }
   context_.progress->EndEpoch(epoch_progress_.current, context_.callback_metrics);
   return absl::OkStatus();
