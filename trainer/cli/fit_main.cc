@@ -336,6 +336,13 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
     PrintError(tuned.message());
     return kExitFailed;
   }
+  if (lr_found.has_value() && run_report != nullptr) {
+    std::vector<std::pair<double, double>> points;
+    for (size_t i = 0; i < lr_found->lrs.size(); ++i) points.emplace_back(lr_found->lrs[i], lr_found->losses[i]);
+    const std::optional<int64_t> index = lr_found->optimal_index();
+    run_report->set_lr_find(std::move(points),
+                            index.has_value() ? std::optional<double>(lr_found->lrs[*index]) : std::nullopt);
+  }
   const absl::Time start = absl::Now();
   const absl::Status status = trainer.fit(model, *data.module, config.ckpt_path);
   const double wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
