@@ -193,6 +193,12 @@ void PrintMetrics(const MetricMap& metrics) {
   }
 }
 
+// `spec` at batch size `size`: the synthetic task reads its own copy of --batch_size (SyntheticOptions).
+void SetBatchSize(DataSpec& spec, int64_t size) {
+  spec.batch_size = size;
+  spec.synthetic.batch_size = size;
+}
+
 // The data of `spec` at whatever batch size the batch-size finder tries (Tuner::scale_batch_size): each size loads the
 // data again (LoadData), so every kind of data fit reads takes it, at the cost of reading the input once a trial.
 class BatchSizeTrials final : public DataModule, public TunableAttributes {
@@ -207,7 +213,7 @@ class BatchSizeTrials final : public DataModule, public TunableAttributes {
     return std::nullopt;
   }
   void set_attribute(std::string_view name, double value) override {
-    spec_.batch_size = static_cast<int64_t>(value);
+    SetBatchSize(spec_, static_cast<int64_t>(value));
     absl::StatusOr<LoadedData> loaded = LoadData(spec_);
     if (!loaded.ok()) throw std::runtime_error(std::string(loaded.status().message()));
     current_ = loaded->module;
@@ -240,7 +246,7 @@ absl::Status Tune(const FitConfig& config, Trainer& trainer, LoadedData& data, S
     if (!size.ok()) return size.status();
     if (size->has_value()) {
       DataSpec spec = config.data;
-      spec.batch_size = **size;
+      SetBatchSize(spec, **size);
       absl::StatusOr<LoadedData> loaded = LoadData(spec);
       if (!loaded.ok()) return loaded.status();
       data = *std::move(loaded);
