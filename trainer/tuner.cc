@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "ATen/CPUGeneratorImpl.h"
 #include "ATen/ATen.h"
@@ -78,26 +82,32 @@ class Snapshot {
   at::Tensor rng_;
 };
 
-// Where an attribute lives (Lightning's lightning_hasattr order): the module, its hparams, the data module.
+// Where an attribute lives: every holder of the name, in Lightning's order (_lightning_get_all_attr_holders): the
+// module, its hparams, the data module. As Lightning's lightning_getattr, the value is the LAST holder's (the data
+// module's over the hparams' over the module's); as its lightning_setattr, a new value goes to EVERY holder. (fit's
+// module keeps batch_size in its hparams for hparams.yaml while the data module's loaders use theirs: reading or
+// writing the hparams alone would tune a number no loader uses.)
 struct Attribute {
   enum class Place { kModule, kHparams, kData };
-  Place place;
+  std::vector<Place> holders;  // Never empty once found.
   std::string name;
 };
 
 std::optional<Attribute> FindAttribute(LightningModule& model, DataModule& data, const std::string& name) {
+  Attribute found{{}, name};
   if (auto* own = dynamic_cast<TunableAttributes*>(&model); own != nullptr && own->get_attribute(name).has_value()) {
-    return Attribute{Attribute::Place::kModule, name};
+    found.holders.push_back(Attribute::Place::kModule);
   }
-  if (model.hparams().count(name) > 0) return Attribute{Attribute::Place::kHparams, name};
+  if (model.hparams().count(name) > 0) found.holders.push_back(Attribute::Place::kHparams);
   if (auto* own = dynamic_cast<TunableAttributes*>(&data); own != nullptr && own->get_attribute(name).has_value()) {
-    return Attribute{Attribute::Place::kData, name};
+    found.holders.push_back(Attribute::Place::kData);
   }
-  return std::nullopt;
+  if (found.holders.empty()) return std::nullopt;
+  return found;
 }
 
 std::optional<double> GetAttribute(LightningModule& model, DataModule& data, const Attribute& attribute) {
-  switch (attribute.place) {
+  switch (attribute.holders.back()) {
     case Attribute::Place::kModule:
       return dynamic_cast<TunableAttributes&>(model).get_attribute(attribute.name);
     case Attribute::Place::kData:
@@ -114,19 +124,21 @@ std::optional<double> GetAttribute(LightningModule& model, DataModule& data, con
 
 void SetAttribute(LightningModule& model, DataModule& data, const Attribute& attribute, double value,
                   bool whole) {
-  switch (attribute.place) {
-    case Attribute::Place::kModule:
-      dynamic_cast<TunableAttributes&>(model).set_attribute(attribute.name, value);
-      return;
-    case Attribute::Place::kData:
-      dynamic_cast<TunableAttributes&>(data).set_attribute(attribute.name, value);
-      return;
-    case Attribute::Place::kHparams: {
-      std::map<std::string, std::string> hparams = model.hparams();
-      hparams[attribute.name] =
-          whole ? absl::StrCat(static_cast<int64_t>(value)) : absl::StrFormat("%.17g", value);
-      model.save_hyperparameters(std::move(hparams));
-      return;
+  for (const Attribute::Place place : attribute.holders) {
+    switch (place) {
+      case Attribute::Place::kModule:
+        dynamic_cast<TunableAttributes&>(model).set_attribute(attribute.name, value);
+        break;
+      case Attribute::Place::kData:
+        dynamic_cast<TunableAttributes&>(data).set_attribute(attribute.name, value);
+        break;
+      case Attribute::Place::kHparams: {
+        std::map<std::string, std::string> hparams = model.hparams();
+        hparams[attribute.name] =
+            whole ? absl::StrCat(static_cast<int64_t>(value)) : absl::StrFormat("%.17g", value);
+        model.save_hyperparameters(std::move(hparams));
+        break;
+      }
     }
   }
 }

@@ -18,7 +18,10 @@
 // (batch_arg_name) as an attribute of the module, of its hparams, or of the datamodule, by name. C++ has no
 // attributes by name: a module or data module that has one derives from kiln::TunableAttributes too (below), or,
 // for the learning rate, keeps it in its hyper-parameters (LightningModule::save_hyperparameters, written back with
-// 17 significant digits). The places are searched in Lightning's order: the module, its hparams, the data module.
+// 17 significant digits). As Lightning's lightning_getattr and lightning_setattr: the places are the module, its
+// hparams and the data module, in that order; the value read is the last place's that has the name, and a value
+// found is written to every place that has it (so a batch size kept in both the hparams and the data module is read
+// from the data module, whose loaders use it, and written to both).
 //
 // Thread-safety: as the Trainer: one call at a time, on the thread that owns the trainer.
 #ifndef KILN_TRAINER_TUNER_H_

@@ -166,7 +166,10 @@ TEST(LrFind, SuggestionIsTheSteepestFallAfterTheSkippedPoints) {
 TEST(LrFind, RefusesWhatLightningRefuses) {
   Rows rows(64);
   Trainer trainer(Options());
+  // Two optimizers need manual optimization (with automatic optimization the fit itself refuses them first, as
+  // Lightning's _validate_multiple_optimizers_support does); lr_find then refuses them, as Lightning's does.
   Net two(/*two_optimizers=*/true);
+  two.set_automatic_optimization(false);
   absl::StatusOr<std::optional<LRFinder>> found = Tuner(trainer).lr_find(two, rows);
   EXPECT_EQ(found.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(found.status().message().find("single optimizer"), std::string::npos) << found.status();
@@ -213,6 +216,24 @@ TEST(ScaleBatchSize, PowerOnTheCpuStopsAtTheTrainingSetOrMaxTrials) {
   size = Tuner(trainer).scale_batch_size(net, capped, {.max_val = 40});
   ASSERT_TRUE(size.ok()) << size.status();
   EXPECT_EQ(**size, 64) << "2 .. 32 run, 64 is at max_val's 40 or above and is not run, but is where it stands";
+}
+
+// As Lightning's lightning_getattr/setattr: a batch size kept in the module's hparams (as fit keeps --batch_size for
+// hparams.yaml) and in the data module is read from the data module, whose loaders use it, and the result is written
+// to both. Reading the hparams' copy would tune a number no loader uses: the search would never see the training
+// set's size and would run on to max_val (the same 100 rows: 128, as above).
+TEST(ScaleBatchSize, ReadsTheDataModulesBatchSizeAndWritesEveryHolder) {
+  class HparamsNet : public Net {
+   public:
+    HparamsNet() { save_hyperparameters({{"batch_size", "64"}}); }
+  } net;
+  Trainer trainer(Options());
+  Rows rows(100);
+  absl::StatusOr<std::optional<int64_t>> size = Tuner(trainer).scale_batch_size(net, rows);
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(**size, 128);
+  EXPECT_EQ(rows.batch_size, 128);
+  EXPECT_EQ(net.hparams().at("batch_size"), "128");
 }
 
 TEST(ScaleBatchSize, BinsearchOnTheCpuTakesTheMarginOff) {

@@ -7,6 +7,11 @@ rows and model (the same TorchScript weights Kiln trains: net.pt), compared with
       from min_lr, max_lr and num_training in double precision), every smoothed loss within 1e-6 relative (float32
       training on two builds of the same LibTorch release, Kiln's fused Adam against torch.optim.Adam: measured
       3.4e-9 on 2026-12-07), and the same suggested index.
+
+  tuner_side.py scale_batch_size DIR SEED MODE
+      Runs Tuner(trainer).scale_batch_size(mode=MODE) on the CPU with the training rows of DIR in a datamodule whose
+      loaders use its batch_size, and a module that also keeps batch_size in its hparams (as fit's does, for
+      hparams.yaml) at BATCH; prints the batch size found, and exits non-zero unless both holders were given it.
 """
 import math
 import sys
@@ -46,10 +51,44 @@ def lr_find(directory, seed, kiln_csv, min_lr, max_lr, num_training, mode):
     return found._optimal_idx
 
 
+class Rows(L.LightningDataModule):
+    def __init__(self, directory, seed):
+        super().__init__()
+        train, val = side.loaders(directory, int(seed))
+        self.train_set, self.val_set = train.dataset, val.dataset
+        self.batch_size = side.BATCH
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(self.train_set, batch_size=self.batch_size)
+
+    def val_dataloader(self):
+        return torch.utils.data.DataLoader(self.val_set, batch_size=self.batch_size)
+
+
+class HparamsNet(side.LitNet):
+    def __init__(self, batch_size):
+        super().__init__()
+        self.save_hyperparameters({"batch_size": batch_size})
+
+
+def scale_batch_size(directory, seed, mode):
+    data = Rows(directory, seed)
+    model = HparamsNet(side.BATCH)
+    trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        enable_checkpointing=False, default_root_dir=f"{directory}/lightning_scale_{mode}")
+    size = L.pytorch.tuner.Tuner(trainer).scale_batch_size(model, datamodule=data, mode=mode)
+    if data.batch_size != size or model.hparams.batch_size != size:
+        sys.exit(f"FAIL: Lightning found {size}, but left the datamodule at {data.batch_size} and the hparams at "
+                 f"{model.hparams.batch_size}")
+    print(size)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "lr_find":
         index = lr_find(*sys.argv[2:9])
         if len(sys.argv) > 9 and str(index) != sys.argv[9]:
             sys.exit(f"FAIL: Lightning suggests point {index}, Kiln point {sys.argv[9]}")
+    elif sys.argv[1] == "scale_batch_size":
+        scale_batch_size(*sys.argv[2:5])
     else:
         sys.exit(f"unknown command {sys.argv[1]}")

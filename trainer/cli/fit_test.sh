@@ -180,8 +180,24 @@ grep -qF "\"libtorch_version\": \"$running\", \"libtorch_build_version\": \"$bui
   fail "summary's LibTorch versions are not '$running' and '$built': $(cat "$summary")"
 rm -f "$summary"
 
-# Tuning before training.
+# Tuning before training. --auto_scale_batch_size=power on the CPU (nothing runs out of memory) on the synthetic
+# task: from Lightning's init_val=2 the size doubles after each trial and the search stops at the first size that
+# covers the training set (the data module's batch size is what is tuned, not the hparams' copy of --batch_size), and
+# fit trains with it (one epoch: ceil(rows / size) steps), in hparams.yaml too. tests/lightning:tuner_test compares
+# the size with Lightning's own search.
 mkdir -p "$work/tune" && cd "$work/tune" || exit 1
+rows=300
+want=2
+while ((want < rows)); do want=$((want * 2)); done
+scaled=$($fit --max_epochs=1 --num_train=$rows --num_val=64 --enable_progress_bar=false --auto_scale_batch_size=power \
+  --default_root_dir=scale 2>"$work/scale.err")
+[[ $? -eq 0 ]] || fail "--auto_scale_batch_size=power failed: $(tail -3 "$work/scale.err")"
+grep -qF "auto_scale_batch_size (power): batch size $want in place of --batch_size=64" "$work/scale.err" ||
+  fail "--auto_scale_batch_size=power did not find $want for $rows rows: $(grep auto_scale "$work/scale.err")"
+grep -q "for 1 epochs, $(((rows + want - 1) / want)) steps" <<<"$scaled" ||
+  fail "--auto_scale_batch_size=power: fit did not train with batch size $want: $scaled"
+grep -q "^batch_size: $want\$" scale/lightning_logs/version_0/hparams.yaml ||
+  fail "hparams.yaml does not hold the batch size found: $(cat scale/lightning_logs/version_0/hparams.yaml)"
 # --auto_lr_find: lr_find.csv in the run folder, one row a step, the rates on Lightning's schedule (min_lr first,
 # then min_lr x (max_lr / min_lr)^((k + 1) / num_training) for step k: a constant ratio between steps from the
 # second on); fit trains with the suggested rate (one of the rows, past Lightning's 10 skipped points), in
@@ -216,6 +232,7 @@ grep -q "data-series=\"loss\" data-points=\"$finite\"" <<<"$(sed -n '/<section i
 marked=$(sed -n -E 's/.*class="x-mark" data-x="([^"]+)".*/\1/p' "$report")
 awk -v a="$suggested" -v b="$marked" 'BEGIN { exit !(a != "" && b != "" && a == b + 0) }' ||
   fail "report.html marks '$marked', not the suggestion '$suggested'"
+! grep -q 'id="lr-find"' scale/lightning_logs/version_0/report.html || fail "a run without --auto_lr_find drew lr_find"
 cd "$work/default" || exit 1
 
 # --help: exit 0, every flag of trainer/cli listed once, in groups.
