@@ -1,6 +1,7 @@
 // kiln::Tuner from a program: lr_find puts the module back exactly and follows Lightning's schedule and rules;
 // scale_batch_size on the CPU grows as Lightning's does where nothing runs out of memory. Lightning itself is compared
-// in tests/lightning/tuner_test.sh; out of memory on a device in tests/third_party/tuner_npu_test.cc.
+// in tests/lightning/tuner_test.sh; out of memory on a device (the virtual NPU with a memory limit) and 2 processes in
+// //tests/third_party:tuner_npu_test.
 #include "trainer/tuner.h"
 
 #include <cmath>
