@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -45,18 +46,38 @@ const char* CopyName(kiln::device_kit::CopyKind kind) {
 }
 
 // The virtual NPU's runtime, as the kit asks for it: its memory is host memory (64-byte aligned), copies are
-// memcpy. A real device's runtime calls its driver here; the kit does the rest.
+// memcpy. A real device's runtime calls its driver here; the kit does the rest. Each block starts with a header that
+// holds its size, so that Free can give the bytes back to the device's count (VIRTUAL_NPU_MEMORY_LIMIT).
 class HostMemoryDevice final : public kiln::device_kit::Device {
  public:
   std::string Name() const override { return kDeviceName; }
   int Count() const noexcept override { return DeviceCountOrZero(); }
 
   void* Allocate(int index, size_t bytes) override {
-    constexpr size_t kAlignment = 64;
-    return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    const int64_t limit = MemoryLimit().ok() ? *MemoryLimit() : 0;
+    std::atomic<int64_t>& in_use = in_use_[index];
+    const auto size = static_cast<int64_t>(bytes);
+    if (in_use.fetch_add(size) + size > limit && limit > 0) {
+      in_use.fetch_sub(size);
+      return nullptr;  // The kit throws the device's out-of-memory error.
+    }
+    auto* block = static_cast<char*>(std::aligned_alloc(kAlignment, kAlignment + Rounded(bytes)));
+    if (block == nullptr) {
+      in_use.fetch_sub(size);
+      return nullptr;
+    }
+    std::memcpy(block, &bytes, sizeof(bytes));
+    return block + kAlignment;
   }
 
-  void Free(int index, void* data) noexcept override { std::free(data); }
+  void Free(int index, void* data) noexcept override {
+    if (data == nullptr) return;
+    char* block = static_cast<char*>(data) - kAlignment;
+    size_t bytes = 0;
+    std::memcpy(&bytes, block, sizeof(bytes));
+    in_use_[index].fetch_sub(static_cast<int64_t>(bytes));
+    std::free(block);
+  }
 
   void Copy(void* dst, const void* src, size_t bytes, kiln::device_kit::CopyKind kind, int index) override {
     Trace* trace = index >= 0 && index < kMaxDevices ? &Traces()[index] : nullptr;
@@ -70,6 +91,16 @@ class HostMemoryDevice final : public kiln::device_kit::Device {
     std::lock_guard<std::mutex> lock(trace->mutex);
     trace->records.push_back({CopyName(kind), start, end - start});
   }
+
+  int64_t MemoryCapacity(int index) const noexcept override {
+    return MemoryLimit().ok() && *MemoryLimit() > 0 ? *MemoryLimit() : -1;
+  }
+
+ private:
+  static constexpr size_t kAlignment = 64;  // Also the header's size: the data after it stays aligned.
+  static size_t Rounded(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+  std::array<std::atomic<int64_t>, kMaxDevices> in_use_{};  // Bytes asked for and not yet freed, per device.
 };
 
 }  // namespace
@@ -83,6 +114,23 @@ absl::StatusOr<int> ParseDeviceCount(const char* value) {
                                                    kMaxDevices, ", or unset it for ", kDefaultDeviceCount));
   }
   return count;
+}
+
+absl::StatusOr<int64_t> ParseMemoryLimit(const char* value) {
+  if (value == nullptr || *value == '\0') return 0;
+  int64_t limit = 0;
+  if (!absl::SimpleAtoi(value, &limit) || limit < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(kMemoryLimitVariable, "='", value,
+                                                   "' is not a number of bytes; set it to an integer >= 1 (the bytes ",
+                                                   "each device may hold at once), or unset it for no limit"));
+  }
+  return limit;
+}
+
+const absl::StatusOr<int64_t>& MemoryLimit() {
+  static const absl::StatusOr<int64_t>* const limit =
+      new absl::StatusOr<int64_t>(ParseMemoryLimit(std::getenv(kMemoryLimitVariable)));
+  return *limit;
 }
 
 const absl::StatusOr<int>& DeviceCount() {

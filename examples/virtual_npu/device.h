@@ -11,6 +11,12 @@
 //   VIRTUAL_NPU_DEVICES   number of virtual devices, 1..64 (default 2).
 //   VIRTUAL_NPU_PRIORITY  the accelerator's priority for Kiln's "auto" (default -10: below cpu's 0, so "auto" keeps
 //                         choosing the CPU unless the user raises it; see virtual_npu_accelerator.h).
+//   VIRTUAL_NPU_MEMORY_LIMIT  a fake's knob: bytes each device may hold at once (default: unset, no limit). An
+//                         allocation that would take a device past it fails as a real device's does when its memory
+//                         runs out (LibTorch's c10::OutOfMemoryError, from the kit), so that what handles running out
+//                         of device memory (the batch-size finder, trainer/tuner.h) can be tested without a GPU. The
+//                         limit counts the bytes asked for, as the statistic memory_allocated_bytes does; it is
+//                         reported as memory_total_bytes.
 // An invalid value does not crash the process: the device reports it as the reason it is unavailable.
 //
 // Thread-safety: every function may be called from any thread. The current device is per thread, as in CUDA.
@@ -35,6 +41,16 @@ inline constexpr char kDevicesVariable[] = "VIRTUAL_NPU_DEVICES";
 // Parses a VIRTUAL_NPU_DEVICES value; null or empty means the default. InvalidArgument names the value and the
 // accepted range. Pure.
 absl::StatusOr<int> ParseDeviceCount(const char* value);
+
+inline constexpr char kMemoryLimitVariable[] = "VIRTUAL_NPU_MEMORY_LIMIT";
+
+// Parses a VIRTUAL_NPU_MEMORY_LIMIT value: bytes, an integer >= 1; null or empty means no limit (0). InvalidArgument
+// names the value and what is accepted. Pure.
+absl::StatusOr<int64_t> ParseMemoryLimit(const char* value);
+
+// This process's memory limit per device in bytes, 0 for none (VIRTUAL_NPU_MEMORY_LIMIT, read on first use), or the
+// error that the variable gives. Never throws.
+const absl::StatusOr<int64_t>& MemoryLimit();
 
 // This process's device count (VIRTUAL_NPU_DEVICES, read on first use), or the error that the variable gives.
 // Never throws.

@@ -56,6 +56,7 @@ int VirtualNpuAccelerator::AutoDeviceCount() const { return DeviceCountOrZero() 
 absl::Status VirtualNpuAccelerator::CheckAvailable() const {
   if (!DeviceCount().ok()) return absl::FailedPreconditionError(DeviceCount().status().message());
   if (!Priority().ok()) return absl::FailedPreconditionError(Priority().status().message());
+  if (!MemoryLimit().ok()) return absl::FailedPreconditionError(MemoryLimit().status().message());
   if (std::string taken = kiln::device_kit::CheckCanRegister(kDeviceName); !taken.empty()) {
     return absl::FailedPreconditionError(taken);
   }

@@ -45,6 +45,16 @@ TEST(ConfigurationTest, DeviceCountAndPriorityComeFromTheEnvironment) {
     EXPECT_THAT(count.status().message(), HasSubstr(absl::StrCat("VIRTUAL_NPU_DEVICES='", bad, "'")));
     EXPECT_THAT(count.status().message(), HasSubstr("from 1 to 64"));
   }
+  EXPECT_EQ(*ParseMemoryLimit(nullptr), 0) << "unset: no limit";
+  EXPECT_EQ(*ParseMemoryLimit(""), 0);
+  EXPECT_EQ(*ParseMemoryLimit("1048576"), 1048576);
+  for (const char* bad : {"0", "-5", "1G", "lots"}) {
+    SCOPED_TRACE(bad);
+    absl::StatusOr<int64_t> limit = ParseMemoryLimit(bad);
+    ASSERT_FALSE(limit.ok());
+    EXPECT_THAT(limit.status().message(), HasSubstr(absl::StrCat("VIRTUAL_NPU_MEMORY_LIMIT='", bad, "'")));
+    EXPECT_THAT(limit.status().message(), HasSubstr("integer >= 1"));
+  }
   EXPECT_EQ(*ParsePriority(nullptr), -10);
   EXPECT_EQ(*ParsePriority("100"), 100);
   EXPECT_EQ(*ParsePriority("-3"), -3);

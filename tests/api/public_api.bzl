@@ -149,6 +149,7 @@ PUBLIC_HEADERS = [
     ("//trainer:examples", "trainer/synthetic_data.h", ""),
     ("//trainer:trainer", "trainer/trainer.h", ""),
     ("//trainer:trainer", "trainer/trainer_options.h", ""),
+    ("//trainer:trainer", "trainer/tuner.h", ""),
     ("//trainer:trainer", "trainer/true_precision.h", "deprecated"),
     ("//trainer:trainer", "trainer/zip_checksums.h", "deprecated"),
 ]

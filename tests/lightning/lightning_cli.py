@@ -23,7 +23,9 @@ from lightning.pytorch.cli import LightningCLI
 KILN_ONLY = {
     "trainer": {"process_group_timeout", "process_group_backend", "on_nonfinite_loss", "sharding_strategy",
                 "auto_wrap_policy", "auto_wrap_min_num_params", "activation_checkpointing_policy", "state_dict_type"},
-    "": {"mode", "predict_data", "predictions", "report", "summary_json", "verbose"},
+    # fit's tuning keys: Lightning 1.x's Trainer arguments, which Lightning 2 moved to its Tuner (not a CLI key).
+    "": {"mode", "predict_data", "predictions", "report", "summary_json", "verbose", "auto_lr_find",
+         "auto_scale_batch_size", "lr_find_min_lr", "lr_find_max_lr", "lr_find_num_training", "lr_find_mode"},
 }
 
 

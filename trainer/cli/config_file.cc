@@ -1058,6 +1058,12 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"report", Section::kTop, "report"},
       {"summary_json", Section::kTop, "summary_json"},
       {"verbose", Section::kTop, "verbose"},
+      {"auto_lr_find", Section::kTop, "auto_lr_find"},
+      {"auto_scale_batch_size", Section::kTop, "auto_scale_batch_size"},
+      {"lr_find_min_lr", Section::kTop, "lr_find_min_lr"},
+      {"lr_find_max_lr", Section::kTop, "lr_find_max_lr"},
+      {"lr_find_num_training", Section::kTop, "lr_find_num_training"},
+      {"lr_find_mode", Section::kTop, "lr_find_mode"},
   };
   return *keys;
 }

@@ -605,6 +605,33 @@ absl::Status WeightAveragingFromFlags(const std::string& strategy, OutputSpec& o
 
 }  // namespace
 
+// --auto_lr_find, --auto_scale_batch_size and the lr_find settings (tuner_flags.cc), each checked as Tuner checks it.
+absl::Status TuneFromFlags(TuneSpec& tune) {
+  tune.auto_lr_find = absl::GetFlag(FLAGS_auto_lr_find);
+  tune.auto_scale_batch_size = absl::GetFlag(FLAGS_auto_scale_batch_size);
+  if (tune.auto_scale_batch_size != "none" && tune.auto_scale_batch_size != "power" &&
+      tune.auto_scale_batch_size != "binsearch") {
+    return FlagError("auto_scale_batch_size", tune.auto_scale_batch_size, "accepted: none, power, binsearch");
+  }
+  tune.lr_find_min_lr = absl::GetFlag(FLAGS_lr_find_min_lr);
+  if (!(tune.lr_find_min_lr > 0) || !std::isfinite(tune.lr_find_min_lr)) {
+    return FlagError("lr_find_min_lr", absl::StrCat(tune.lr_find_min_lr), "pass a learning rate > 0");
+  }
+  tune.lr_find_max_lr = absl::GetFlag(FLAGS_lr_find_max_lr);
+  if (!(tune.lr_find_max_lr > 0) || !std::isfinite(tune.lr_find_max_lr)) {
+    return FlagError("lr_find_max_lr", absl::StrCat(tune.lr_find_max_lr), "pass a learning rate > 0");
+  }
+  tune.lr_find_num_training = absl::GetFlag(FLAGS_lr_find_num_training);
+  if (tune.lr_find_num_training < 1) {
+    return FlagError("lr_find_num_training", absl::StrCat(tune.lr_find_num_training), "pass a number of steps >= 1");
+  }
+  tune.lr_find_mode = absl::GetFlag(FLAGS_lr_find_mode);
+  if (tune.lr_find_mode != "exponential" && tune.lr_find_mode != "linear") {
+    return FlagError("lr_find_mode", tune.lr_find_mode, "accepted: exponential, linear");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (absl::Status limits = ApplyInputLimitFlags(); !limits.ok()) return limits;
   FitConfig config;
@@ -623,6 +650,7 @@ absl::StatusOr<FitConfig> FitConfigFromFlags() {
   if (absl::Status averaging = WeightAveragingFromFlags(trainer.strategy.name(), config.outputs); !averaging.ok()) {
     return averaging;
   }
+  if (absl::Status tune = TuneFromFlags(config.tune); !tune.ok()) return tune;
   return config;
 }
 

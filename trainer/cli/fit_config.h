@@ -83,6 +83,16 @@ struct OutputSpec {
   std::optional<EMAWeightAveragingOptions> ema;         // With --ema_weight_averaging.
 };
 
+// --auto_lr_find, --auto_scale_batch_size and their settings (tuner_flags.cc): what fit tunes before it trains.
+struct TuneSpec {
+  bool auto_lr_find = false;
+  std::string auto_scale_batch_size = "none";  // "none", "power" or "binsearch".
+  double lr_find_min_lr = 1e-8;
+  double lr_find_max_lr = 1.0;
+  int64_t lr_find_num_training = 100;
+  std::string lr_find_mode = "exponential";
+};
+
 struct FitConfig {
   std::string mode = "fit";  // "fit", "validate" or "predict".
   TrainerOptions trainer;    // Without loggers (logger=false) and callbacks: the caller adds them.
@@ -92,6 +102,7 @@ struct FitConfig {
   DataSpec data;
   ModelSpec model;
   OutputSpec outputs;
+  TuneSpec tune;
 };
 
 // Reads and checks the current flag values. Relative paths are taken from $BUILD_WORKING_DIRECTORY when set (the

@@ -66,6 +66,7 @@
 #include "trainer/loggers/tensorboard_logger.h"
 #include "trainer/report/run_report.h"
 #include "trainer/trainer.h"
+#include "trainer/tuner.h"
 
 namespace kiln {
 namespace {
@@ -196,6 +197,95 @@ void PrintMetrics(const MetricMap& metrics) {
   }
 }
 
+// `spec` at batch size `size`: the synthetic task reads its own copy of --batch_size (SyntheticOptions).
+void SetBatchSize(DataSpec& spec, int64_t size) {
+  spec.batch_size = size;
+  spec.synthetic.batch_size = size;
+}
+
+// The data of `spec` at whatever batch size the batch-size finder tries (Tuner::scale_batch_size): each size loads the
+// data again (LoadData), so every kind of data fit reads takes it, at the cost of reading the input once a trial.
+class BatchSizeTrials final : public DataModule, public TunableAttributes {
+ public:
+  BatchSizeTrials(DataSpec spec, std::shared_ptr<DataModule> current)
+      : spec_(std::move(spec)), current_(std::move(current)) {}
+  void setup(Stage stage) override { current_->setup(stage); }
+  std::shared_ptr<DataLoader> train_dataloader() override { return current_->train_dataloader(); }
+  std::vector<std::shared_ptr<DataLoader>> val_dataloaders() override { return current_->val_dataloaders(); }
+  std::optional<double> get_attribute(std::string_view name) const override {
+    if (name == "batch_size") return static_cast<double>(spec_.batch_size);
+    return std::nullopt;
+  }
+  void set_attribute(std::string_view name, double value) override {
+    SetBatchSize(spec_, static_cast<int64_t>(value));
+    absl::StatusOr<LoadedData> loaded = LoadData(spec_);
+    if (!loaded.ok()) throw std::runtime_error(std::string(loaded.status().message()));
+    current_ = loaded->module;
+  }
+
+ private:
+  DataSpec spec_;
+  std::shared_ptr<DataModule> current_;
+};
+
+// --auto_scale_batch_size, then --auto_lr_find (Lightning 1.x's trainer.tune order), before the run: the batch size
+// found replaces --batch_size (the data is loaded again with it), lr_find's suggestion --learning_rate, each in the
+// model's hyper-parameters too. One line each on standard error.
+absl::Status Tune(const FitConfig& config, Trainer& trainer, LoadedData& data, SupervisedModule& model,
+                  std::optional<LRFinder>& lr_found) {
+  const TuneSpec& tune = config.tune;
+  std::map<std::string, std::string> hparams = model.hparams();
+  if (tune.auto_scale_batch_size != "none") {
+    if (config.data.streaming) {
+      return FlagError("auto_scale_batch_size", tune.auto_scale_batch_size,
+                       "a stream (--streaming) has no length to tune against; pass none, or read the file whole");
+    }
+    BatchSizeTrials trials(config.data, data.module);
+    absl::StatusOr<std::optional<int64_t>> size;
+    try {
+      size = Tuner(trainer).scale_batch_size(model, trials, {.mode = tune.auto_scale_batch_size});
+    } catch (const std::exception& error) {
+      size = absl::InvalidArgumentError(absl::StrCat("--auto_scale_batch_size: ", error.what()));
+    }
+    if (!size.ok()) return size.status();
+    if (size->has_value()) {
+      DataSpec spec = config.data;
+      SetBatchSize(spec, **size);
+      absl::StatusOr<LoadedData> loaded = LoadData(spec);
+      if (!loaded.ok()) return loaded.status();
+      data = *std::move(loaded);
+      hparams["batch_size"] = absl::StrCat(**size);
+      std::cerr << "auto_scale_batch_size (" << tune.auto_scale_batch_size << "): batch size " << **size
+                << " in place of --batch_size=" << config.data.batch_size << std::endl;
+    }
+  }
+  if (tune.auto_lr_find) {
+    absl::StatusOr<std::optional<LRFinder>> found =
+        Tuner(trainer).lr_find(model, *data.module,
+                               {.min_lr = tune.lr_find_min_lr, .max_lr = tune.lr_find_max_lr,
+                                .num_training = tune.lr_find_num_training, .mode = tune.lr_find_mode,
+                                .update_attr = false});
+    if (!found.ok()) return found.status();
+    if (found->has_value()) {
+      lr_found = **found;
+      const std::optional<int64_t> index = lr_found->optimal_index();
+      if (index.has_value()) {
+        const double lr = lr_found->lrs[*index];
+        model.set_learning_rate(lr);
+        hparams["learning_rate"] = absl::StrFormat("%.17g", lr);
+        std::cerr << "auto_lr_find: learning rate " << absl::StrFormat("%.6g", lr) << " (point " << *index << " of "
+                  << lr_found->lrs.size() << ") in place of --learning_rate=" << config.model.learning_rate
+                  << std::endl;
+      } else {
+        std::cerr << "auto_lr_find: no suggestion (" << lr_found->lrs.size()
+                  << " points); training with --learning_rate=" << config.model.learning_rate << std::endl;
+      }
+    }
+  }
+  model.save_hyperparameters(std::move(hparams));
+  return absl::OkStatus();
+}
+
 // `typed`: the command line as typed; `expanded`: as fit read it (flag files expanded). Both go into report.html.
 int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, const std::vector<std::string>& typed,
            const std::vector<std::string>& expanded) {
@@ -263,6 +353,19 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
 
   std::cerr << "Data: " << data.description << std::endl;
   Trainer trainer(options);
+  std::optional<LRFinder> lr_found;
+  if (absl::Status tuned = Tune(config, trainer, data, model, lr_found); !tuned.ok()) {
+    if (IsInputError(tuned)) UsageError(tuned.message());
+    PrintError(tuned.message());
+    return kExitFailed;
+  }
+  if (lr_found.has_value() && run_report != nullptr) {
+    std::vector<std::pair<double, double>> points;
+    for (size_t i = 0; i < lr_found->lrs.size(); ++i) points.emplace_back(lr_found->lrs[i], lr_found->losses[i]);
+    const std::optional<int64_t> index = lr_found->optimal_index();
+    run_report->set_lr_find(std::move(points),
+                            index.has_value() ? std::optional<double>(lr_found->lrs[*index]) : std::nullopt);
+  }
   const absl::Time start = absl::Now();
   const absl::Status status = trainer.fit(model, *data.module, config.ckpt_path);
   const double wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -310,6 +413,16 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
     return IsInputError(status) ? kExitUsage : kExitFailed;
   }
 
+  if (lr_found.has_value() && trainer.is_global_zero()) {
+    // The range test's curve beside the run's metrics, every value as it was (17 significant digits).
+    std::string csv = "lr,loss\n";
+    for (size_t i = 0; i < lr_found->lrs.size(); ++i) {
+      absl::StrAppend(&csv, absl::StrFormat("%.17g,%.17g\n", lr_found->lrs[i], lr_found->losses[i]));
+    }
+    if (absl::Status written = WriteFileDurably(run_dir + "/lr_find.csv", csv); !written.ok()) {
+      LOG(WARNING) << "lr_find.csv: " << written;
+    }
+  }
   const Plan& plan = *trainer.plan();
   std::printf("Trained on %s (%s, %s) for %lld epochs, %lld steps.\n", plan.accelerator->name().c_str(),
               plan.strategy.c_str(), std::string(PrecisionName(plan.precision)).c_str(),

@@ -184,6 +184,61 @@ grep -qF "\"libtorch_version\": \"$running\", \"libtorch_build_version\": \"$bui
   fail "summary's LibTorch versions are not '$running' and '$built': $(cat "$summary")"
 rm -f "$summary"
 
+# Tuning before training. --auto_scale_batch_size=power on the CPU (nothing runs out of memory) on the synthetic
+# task: from Lightning's init_val=2 the size doubles after each trial and the search stops at the first size that
+# covers the training set (the data module's batch size is what is tuned, not the hparams' copy of --batch_size), and
+# fit trains with it (one epoch: ceil(rows / size) steps), in hparams.yaml too. tests/lightning:tuner_test compares
+# the size with Lightning's own search.
+mkdir -p "$work/tune" && cd "$work/tune" || exit 1
+rows=300
+want=2
+while ((want < rows)); do want=$((want * 2)); done
+scaled=$($fit --max_epochs=1 --num_train=$rows --num_val=64 --enable_progress_bar=false --auto_scale_batch_size=power \
+  --default_root_dir=scale 2>"$work/scale.err")
+[[ $? -eq 0 ]] || fail "--auto_scale_batch_size=power failed: $(tail -3 "$work/scale.err")"
+grep -qF "auto_scale_batch_size (power): batch size $want in place of --batch_size=64" "$work/scale.err" ||
+  fail "--auto_scale_batch_size=power did not find $want for $rows rows: $(grep auto_scale "$work/scale.err")"
+grep -q "for 1 epochs, $(((rows + want - 1) / want)) steps" <<<"$scaled" ||
+  fail "--auto_scale_batch_size=power: fit did not train with batch size $want: $scaled"
+grep -q "^batch_size: $want\$" scale/lightning_logs/version_0/hparams.yaml ||
+  fail "hparams.yaml does not hold the batch size found: $(cat scale/lightning_logs/version_0/hparams.yaml)"
+# --auto_lr_find: lr_find.csv in the run folder, one row a step, the rates on Lightning's schedule (min_lr first,
+# then min_lr x (max_lr / min_lr)^((k + 1) / num_training) for step k: a constant ratio between steps from the
+# second on); fit trains with the suggested rate (one of the rows, past Lightning's 10 skipped points), in
+# hparams.yaml too.
+# (The range test's steps count against --max_epochs: 512 rows in batches of 8 give it 64 steps in the one epoch.)
+$fit --max_epochs=1 --num_train=512 --num_val=64 --batch_size=8 --enable_progress_bar=false --auto_lr_find \
+  --lr_find_min_lr=1e-6 --lr_find_max_lr=1 --lr_find_num_training=40 --default_root_dir=lr >/dev/null 2>"$work/lr.err" ||
+  fail "--auto_lr_find failed: $(tail -3 "$work/lr.err")"
+curve=lr/lightning_logs/version_0/lr_find.csv
+[[ "$(head -1 "$curve")" == "lr,loss" ]] || fail "$curve has no lr,loss header: $(head -2 "$curve")"
+points=$(($(wc -l <"$curve") - 1))
+((points > 10 && points <= 40)) || fail "$curve has $points rows, wanted 11 to 40"
+awk -F, -v n=40 'NR == 2 { if ($1 != 1e-6) bad = "first rate " $1 " is not min_lr" }
+  NR == 3 { r = 1e6 ^ (2 / n); if ($1 / prev < r * (1 - 1e-9) || $1 / prev > r * (1 + 1e-9)) bad = "second rate " $1 }
+  NR > 3 { r = 1e6 ^ (1 / n); if ($1 / prev < r * (1 - 1e-9) || $1 / prev > r * (1 + 1e-9)) bad = "rate " $1 " at row " NR }
+  NR > 1 { prev = $1 } END { if (bad != "") { print bad; exit 1 } }' "$curve" ||
+  fail "$curve is not on lr_find's schedule: $(awk -F, 'NR > 1 && NR < 5' "$curve")"
+line=$(grep "^auto_lr_find: learning rate " "$work/lr.err")
+index=$(sed -n -E 's/.*\(point ([0-9]+) of ([0-9]+)\).*/\1/p' <<<"$line")
+[[ -n "$index" ]] && ((index >= 10)) && grep -qF "of $points)" <<<"$line" ||
+  fail "--auto_lr_find: no suggestion past the first 10 of $points points: '$line'"
+suggested=$(awk -F, -v row=$((index + 2)) 'NR == row { print $1 }' "$curve")
+hparam=$(sed -n 's/^learning_rate: //p' lr/lightning_logs/version_0/hparams.yaml)
+awk -v a="$suggested" -v b="$hparam" 'BEGIN { exit !(a != "" && b != "" && a == b + 0) }' ||
+  fail "--auto_lr_find: hparams.yaml's learning_rate '$hparam' is not lr_find.csv's point $index ('$suggested')"
+# report.html draws lr_find.csv's curve: one vertex for each row with a finite loss, the suggestion marked.
+report=lr/lightning_logs/version_0/report.html
+finite=$(awk -F, 'NR > 1 && $2 !~ /nan/' "$curve" | wc -l)
+grep -q '<section id="lr-find">' "$report" || fail "report.html has no lr_find section"
+grep -q "data-series=\"loss\" data-points=\"$finite\"" <<<"$(sed -n '/<section id="lr-find">/,/<\/section>/p' "$report")" ||
+  fail "report.html's lr_find curve does not have lr_find.csv's $finite points"
+marked=$(sed -n -E 's/.*class="x-mark" data-x="([^"]+)".*/\1/p' "$report")
+awk -v a="$suggested" -v b="$marked" 'BEGIN { exit !(a != "" && b != "" && a == b + 0) }' ||
+  fail "report.html marks '$marked', not the suggestion '$suggested'"
+! grep -q 'id="lr-find"' scale/lightning_logs/version_0/report.html || fail "a run without --auto_lr_find drew lr_find"
+cd "$work/default" || exit 1
+
 # --help: exit 0, every flag of trainer/cli listed once, in groups.
 help=$($fit --help)
 [[ $? -eq 0 ]] || fail "--help did not exit 0"
@@ -342,6 +397,14 @@ expect_usage_error "--num_features='0' is not valid" --num_features=0
 expect_usage_error "--num_classes='1' is not valid; pass an int >= 2" --num_classes=1
 expect_usage_error "--num_train='0' is not valid" --num_train=0
 expect_usage_error "--num_val='0' is not valid" --num_val=0
+# Tuning.
+expect_usage_error "--auto_scale_batch_size='huge' is not valid; accepted: none, power, binsearch" \
+  --auto_scale_batch_size=huge
+expect_usage_error "--lr_find_mode='cosine' is not valid; accepted: exponential, linear" --auto_lr_find \
+  --lr_find_mode=cosine
+expect_usage_error "--lr_find_min_lr='0' is not valid; pass a learning rate > 0" --auto_lr_find --lr_find_min_lr=0
+expect_usage_error "--lr_find_num_training='0' is not valid; pass a number of steps >= 1" --auto_lr_find \
+  --lr_find_num_training=0
 # Outputs.
 expect_usage_error "--logger='wandb' is not valid; pass csv, tensorboard or both" --logger=wandb
 expect_usage_error "--logger='' is not valid" --logger=

@@ -9,6 +9,7 @@
 //   data_flags.cc        which data, and how it is read
 //   output_flags.cc      loggers, progress, the model summary, report.html, --summary_json
 //   mode_flags.cc        fit, validate or predict
+//   tuner_flags.cc       tuning before training: --auto_lr_find, --auto_scale_batch_size
 //   config_flags.cc      --config files and --print_config (config_file.h)
 // The Trainer's options (hardware, loop, checkpoint and output groups) are rows of trainer/trainer_options.inc, which
 // defines each once; the files above define their flags from it. Names and defaults follow Lightning's Trainer
@@ -130,6 +131,14 @@ ABSL_DECLARE_FLAG(std::string, summary_json);
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::string, predict_data);
 ABSL_DECLARE_FLAG(std::string, predictions);
+
+// Tuning before training.
+ABSL_DECLARE_FLAG(bool, auto_lr_find);
+ABSL_DECLARE_FLAG(std::string, auto_scale_batch_size);
+ABSL_DECLARE_FLAG(double, lr_find_min_lr);
+ABSL_DECLARE_FLAG(double, lr_find_max_lr);
+ABSL_DECLARE_FLAG(int64_t, lr_find_num_training);
+ABSL_DECLARE_FLAG(std::string, lr_find_mode);
 
 // Config files.
 ABSL_DECLARE_FLAG(std::string, config);

@@ -80,6 +80,8 @@ const std::vector<FlagGroup>& FitFlagGroups() {
       {"Data", "data_flags.cc"},
       {"Logging and outputs", "output_flags.cc"},
       {"Mode", "mode_flags.cc"},
+      {"Tuning before training (Lightning's Tuner; Lightning 1.x's auto_lr_find, auto_scale_batch_size)",
+       "tuner_flags.cc"},
       {"Config file (LightningCLI's --config)", "config_flags.cc"},
   };
   return *groups;

@@ -72,6 +72,8 @@ class SupervisedModule : public LightningModule {
   }
 
   const SupervisedOptions& options() const { return options_; }
+  // The learning rate the next configure_optimizers uses (fit's --auto_lr_find sets lr_find's suggestion).
+  void set_learning_rate(double learning_rate) { options_.learning_rate = learning_rate; }
 
   // Regression: the training targets' mean and standard deviation (> 0). Until set, 0 and 1 (targets as they are).
   void set_target_statistics(double mean, double std);

@@ -148,6 +148,22 @@ std::string RenderHtmlReport(const ReportData& data) {
                          [](double seconds) { return absl::StrFormat("at %.2f s", seconds); }),
                   "</section>\n");
 
+  if (!data.lr_find.empty()) {
+    ChartOptions options{.title = "lr_find", .x_label = "learning rate (log scale)", .y_label = "loss"};
+    options.log_x = true;
+    if (data.lr_find_suggestion.has_value()) {
+      options.x_marks.emplace_back(*data.lr_find_suggestion,
+                                   absl::StrFormat("suggestion %.3g", *data.lr_find_suggestion));
+    }
+    absl::StrAppend(&html,
+                    "<section id=\"lr-find\">\n<h2>Learning-rate range test (lr_find)</h2>\n<p class=\"note\">"
+                    "The smoothed loss after each step of the range test, before training; lr_find.csv holds the "
+                    "values.",
+                    data.lr_find_suggestion.has_value() ? " The dashed line marks the learning rate it suggested." : "",
+                    "</p>\n<div class=\"charts\">\n", LineChartSvg({{"loss", data.lr_find}}, options),
+                    "</div>\n</section>\n");
+  }
+
   absl::StrAppend(&html, "<section id=\"tables\">\n<div class=\"tables\">\n");
   for (const ReportTable& table : data.tables) {
     absl::StrAppend(&html, "<div>\n<h2>", EscapeHtml(table.title), "</h2>\n", Table(table), "</div>\n");

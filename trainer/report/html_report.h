@@ -19,6 +19,8 @@
 //                                   value; one <tr data-metric="<name>" data-why="constant|once|not-finite"> each.
 //   <section id="device-stats">     one chart per statistic the accelerator reported; x is seconds since fit
 //                                   started. <table id="uncharted-device-stats"> as above (e.g. the CPU count).
+//   <section id="lr-find">          only with ReportData::lr_find: the learning-rate range test's loss over the
+//                                   learning rate (log scale), the suggestion marked (<path class="x-mark">).
 //   <table id="<table id>">         for each of ReportData::tables.
 //   <pre id="model-summary">        the model summary.
 #ifndef KILN_TRAINER_REPORT_HTML_REPORT_H_
@@ -26,6 +28,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +52,10 @@ struct ReportData {
   // Device statistics over time: (seconds since fit started, statistic -> value).
   std::string device;  // e.g. "cpu".
   std::vector<std::pair<double, std::map<std::string, double>>> device_stats;
+  // The learning-rate range test (fit's --auto_lr_find, lr_find.csv): (learning rate, loss) per step, and the
+  // suggested learning rate. No section when empty.
+  std::vector<std::pair<double, double>> lr_find;
+  std::optional<double> lr_find_suggestion;
 };
 
 std::string RenderHtmlReport(const ReportData& data);

@@ -1,5 +1,6 @@
 #include "trainer/report/html_report.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -88,6 +89,45 @@ TEST(SvgChartTest, FlatNoisyCurveIsNotACliff) {
   const double plot_height = 290 - 30 - 44;  // svg_chart.cc's margins.
   EXPECT_LT(spread, plot_height * 0.05);
   EXPECT_EQ(Texts(svg, "y-tick"), (std::vector<std::string>{"23.5G", "24.0G", "24.5G", "25.0G"}));
+}
+
+// lr_find's curve: rates 1e-6 .. 1 a constant factor apart sit an equal distance apart on the log x axis, whose ticks
+// are the seven powers of ten from 1e-06 to 1e+00; the suggestion is marked where its rate is; a non-positive rate
+// (which no log axis holds) and a NaN loss are left out.
+TEST(HtmlReportTest, DrawsLrFindOnALogAxisWithTheSuggestionMarked) {
+  ReportData data;
+  data.title = "run";
+  const int n = 25;
+  for (int i = 0; i < n; ++i) data.lr_find.emplace_back(1e-6 * std::pow(1e6, i / (n - 1.0)), 2.0 - 0.05 * i);
+  data.lr_find.emplace_back(0.0, 1.0);
+  data.lr_find[3].second = NAN;
+  data.lr_find_suggestion = data.lr_find[12].first;
+  const std::string html = RenderHtmlReport(data);
+  ASSERT_NE(html.find("<section id=\"lr-find\">"), std::string::npos);
+  EXPECT_EQ(PointsOf(html, "loss"), n - 1);
+  EXPECT_EQ(Texts(html, "x-tick"),
+            (std::vector<std::string>{"1e-06", "1e-05", "1e-04", "1e-03", "1e-02", "1e-01", "1e+00"}));
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(html, match, std::regex("data-series=\"loss\" data-points=\"[0-9]+\" d=\"([^\"]*)\"")));
+  std::vector<double> xs;
+  const std::string d = match[1];
+  const std::regex vertex("[ML] ([0-9.]+) ");
+  for (auto it = std::sregex_iterator(d.begin(), d.end(), vertex); it != std::sregex_iterator(); ++it) {
+    xs.push_back(std::stod((*it)[1]));
+  }
+  ASSERT_EQ(xs.size(), static_cast<size_t>(n - 1));
+  const double gap = (xs.back() - xs.front()) / (n - 1);  // Point 3 is missing: n - 1 gaps from the first to the last.
+  EXPECT_NEAR(xs[1] - xs[0], gap, 0.02);
+  EXPECT_NEAR(xs[3] - xs[2], 2 * gap, 0.02);  // Over the missing point.
+  EXPECT_NEAR(xs.back() - xs[xs.size() - 2], gap, 0.02);
+  // The mark: at the suggestion's rate, where the curve's vertex for that rate is (point 12, the 12th drawn).
+  ASSERT_TRUE(std::regex_search(html, match, std::regex("class=\"x-mark\" data-x=\"([^\"]+)\" d=\"M ([0-9.]+) ")));
+  EXPECT_EQ(std::stod(match[1]), *data.lr_find_suggestion);
+  EXPECT_NEAR(std::stod(match[2]), xs[11], 0.01);
+  EXPECT_EQ(Count(html, "class=\"x-mark\""), 1);
+
+  data.lr_find.clear();
+  EXPECT_EQ(RenderHtmlReport(data).find("lr-find"), std::string::npos);
 }
 
 TEST(HtmlReportTest, GroupsTrainAndValidationCurvesAndIsSelfContained) {

@@ -69,6 +69,8 @@ ReportData RunReport::Data(const std::string& status, ReportTable summary, std::
   for (const MemoryLogger::Row& row : metrics_->rows()) data.metric_rows.emplace_back(row.step, row.metrics);
   data.device = device_;
   data.device_stats = device_stats_;
+  data.lr_find = lr_find_;
+  data.lr_find_suggestion = lr_find_suggestion_;
   return data;
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,11 @@ class RunReport final : public Callback {
 
   // The page's title; the run's folder is only known once the run has claimed it.
   void set_title(std::string title) { options_.title = std::move(title); }
+  // The learning-rate range test run before fit (fit's --auto_lr_find): drawn in its own section.
+  void set_lr_find(std::vector<std::pair<double, double>> points, std::optional<double> suggestion) {
+    lr_find_ = std::move(points);
+    lr_find_suggestion_ = suggestion;
+  }
 
   // Writes report.html to `path` (atomically). `status`: one line on how the run ended; `summary` is shown at the
   // top (fit: report_summary.h) and `tables` after the plan (e.g. the final metrics), then the hyper-parameters.
@@ -61,6 +67,8 @@ class RunReport final : public Callback {
   std::string device_;
   std::string model_summary_;
   std::vector<std::pair<double, std::map<std::string, double>>> device_stats_;
+  std::vector<std::pair<double, double>> lr_find_;
+  std::optional<double> lr_find_suggestion_;
 };
 
 }  // namespace kiln

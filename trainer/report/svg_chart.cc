@@ -44,6 +44,26 @@ std::vector<LegendItem> LayOutLegend(const std::vector<ChartSeries>& series, dou
   return items;
 }
 
+// Ticks for a log10 axis spanning [lo, hi] (exponents): the powers of ten inside, every k-th where more than kMaxTicks
+// would fit; the axis spans the data exactly, as x axes do.
+AxisTicks LogTicks(double lo, double hi) {
+  AxisTicks ticks;
+  if (hi - lo < 1e-9) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  ticks.range = {lo, hi};
+  const double first = std::ceil(lo);
+  const double count = std::floor(hi) - first + 1;
+  const double every = count > kMaxTicks ? std::ceil(count / kMaxTicks) : 1;
+  ticks.step = every;
+  for (double e = first; e <= hi && ticks.values.size() < 64; e += every) {
+    ticks.values.push_back(e);
+    ticks.labels.push_back(absl::StrFormat("1e%+03.0f", e));
+  }
+  return ticks;
+}
+
 }  // namespace
 
 std::string EscapeHtml(const std::string& text) {
@@ -77,8 +97,14 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
   double x_max = -x_min;
   double y_min = x_min;
   double y_max = -x_min;
+  // Where x sits on the axis: x itself, or log10(x) on a log scale (NaN, and so left out, for x <= 0).
+  const auto axis_x = [&](double x) {
+    if (!options.log_x) return x;
+    return x > 0 ? std::log10(x) : std::numeric_limits<double>::quiet_NaN();
+  };
   for (const ChartSeries& one : series) {
-    for (const auto& [x, y] : one.points) {
+    for (const auto& [raw_x, y] : one.points) {
+      const double x = axis_x(raw_x);
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
       x_min = std::min(x_min, x);
       x_max = std::max(x_max, x);
@@ -90,7 +116,8 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
   if (empty) x_min = x_max = y_min = y_max = 0;
   const ValueRange y_data = PadFlatRange(y_min, y_max);
   const AxisTicks y_ticks = NiceTicks(y_data.lo, y_data.hi, /*extend=*/true);
-  const AxisTicks x_ticks = NiceTicks(x_min, x_max, /*extend=*/false);
+  AxisTicks x_ticks = NiceTicks(x_min, x_max, /*extend=*/false);
+  if (options.log_x && !empty) x_ticks = LogTicks(x_min, x_max);
   const double x_lo = x_ticks.range.lo;
   const double x_hi = x_ticks.range.hi;
   const double y_lo = y_ticks.range.lo;
@@ -104,7 +131,9 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
   const double plot_right = options.width - kRight;
   const double plot_top = kTop;
   const double plot_bottom = options.height - kBottom;
-  const auto px = [&](double x) { return plot_left + (x - x_lo) / (x_hi - x_lo) * (plot_right - plot_left); };
+  const auto px = [&](double raw_x) {
+    return plot_left + (axis_x(raw_x) - x_lo) / (x_hi - x_lo) * (plot_right - plot_left);
+  };
   const auto py = [&](double y) { return plot_top + (y_hi - y) / (y_hi - y_lo) * (plot_bottom - plot_top); };
 
   std::string svg = absl::StrFormat(
@@ -132,7 +161,7 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
       text(plot_left - 6, y + 4, "end", y_ticks.labels[i], " class=\"tick y-tick\"");
     }
     for (size_t i = 0; i < x_ticks.values.size(); ++i) {
-      const double x = px(x_ticks.values[i]);
+      const double x = px(options.log_x ? std::pow(10.0, x_ticks.values[i]) : x_ticks.values[i]);
       absl::StrAppendFormat(&svg,
                             "<path class=\"grid\" d=\"M %.2f %.1f L %.2f %.1f\" stroke=\"#e4e4e4\" "
                             "stroke-width=\"1\"/>\n",
@@ -160,15 +189,15 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
     const ChartSeries& one = series[i];
     const char* color = kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
     // One point would be a zero-length line, which does not show: a larger dot. Few points: a dot on each.
-    const auto finite = std::count_if(one.points.begin(), one.points.end(), [](const std::pair<double, double>& p) {
-      return std::isfinite(p.first) && std::isfinite(p.second);
+    const auto finite = std::count_if(one.points.begin(), one.points.end(), [&](const std::pair<double, double>& p) {
+      return std::isfinite(axis_x(p.first)) && std::isfinite(p.second);
     });
     const char* radius = finite == 1 ? "3.5" : finite <= kMarkersUpTo ? "2.5" : nullptr;
     std::string d;
     std::string dots;
     int points = 0;
     for (const auto& [x, y] : one.points) {
-      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      if (!std::isfinite(axis_x(x)) || !std::isfinite(y)) continue;
       absl::StrAppendFormat(&d, "%s%.2f %.2f", points == 0 ? "M " : " L ", px(x), py(y));
       if (radius != nullptr) {
         absl::StrAppendFormat(&dots, "<circle class=\"marker\" cx=\"%.2f\" cy=\"%.2f\" r=\"%s\" fill=\"%s\"/>\n", px(x),
@@ -189,6 +218,15 @@ std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOpti
                             "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#333\">%s</text>\n",
                             x, y - 4, color, x + 20, y, EscapeHtml(one.name));
     }
+  }
+  for (const auto& [x, label] : options.x_marks) {
+    const double at = axis_x(x);
+    if (empty || !std::isfinite(at) || at < x_lo || at > x_hi) continue;
+    absl::StrAppendFormat(&svg,
+                          "<path class=\"x-mark\" data-x=\"%.17g\" d=\"M %.2f %.1f L %.2f %.1f\" stroke=\"#d62728\" "
+                          "stroke-width=\"1.5\" stroke-dasharray=\"4 3\"/>\n",
+                          x, px(x), plot_top, px(x), plot_bottom);
+    text(px(x) + 4, plot_top + 11, "start", label, " class=\"x-mark-label\"");
   }
   svg += "</svg>\n";
   return svg;

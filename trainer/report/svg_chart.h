@@ -31,6 +31,12 @@ struct ChartOptions {
   std::string y_label;  // The y axis' title, e.g. "loss".
   int width = 460;
   int height = 290;  // Without the legend's rows, which add to it.
+  // x on a log10 scale (e.g. learning rates): points with x <= 0 are left out, and the ticks sit at powers of ten
+  // (every k-th where more than kMaxTicks would), labelled 1e-06, 1e-05, ...
+  bool log_x = false;
+  // Marked x values, each a dashed vertical line <path class="x-mark" data-x="<x, %.17g>"> with its label
+  // <text class="x-mark-label"> at the top of the plot (e.g. lr_find's suggestion).
+  std::vector<std::pair<double, std::string>> x_marks;
 };
 
 std::string LineChartSvg(const std::vector<ChartSeries>& series, const ChartOptions& options);
