@@ -22,6 +22,7 @@
 #include "trainer/core/lightning_module.h"            // IWYU pragma: export
 #include "trainer/core/logger.h"                      // IWYU pragma: export
 #include "trainer/loggers/csv_logger.h"               // IWYU pragma: export
+#include "trainer/loggers/mlflow_logger.h"            // IWYU pragma: export
 #include "trainer/loggers/tensorboard_logger.h"       // IWYU pragma: export
 #include "trainer/plugins/precision/precision_plugin.h"  // IWYU pragma: export
 #include "trainer/strategies/ddp_strategy.h"          // IWYU pragma: export

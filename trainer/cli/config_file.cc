@@ -450,7 +450,8 @@ class Reader {
           continue;
         }
         (*given)[*key] = NodeText(item.second);
-        if (absl::string_view(argument->name) == "save_dir") continue;  // Loggers: FinishLoggers.
+        // CSV's and TensorBoard's: FinishLoggers (MLflow's save_dir is a flag of its own).
+        if (absl::string_view(argument->name) == "save_dir" && argument->flag == nullptr) continue;
         if (argument->flag == nullptr) {
           const char* kiln = argument->kiln_value != nullptr ? argument->kiln_value : argument->lightning_default;
           if (!SameYamlValue(NodeText(item.second), kiln)) {
@@ -551,8 +552,11 @@ class Reader {
       std::map<std::string, std::string> given;
       absl::Status read = ReadClass(*found->named, found->init_args, absl::StrCat(where, ".init_args"), &given);
       if (!read.ok()) unknown_.emplace_back(read.message());
-      // fit's loggers share one save_dir, name and version.
+      // fit's loggers with version folders share one save_dir, name and version.
+      const bool versioned = std::any_of(found->named->arguments.begin(), found->named->arguments.end(),
+                                         [](const ClassArgument& a) { return absl::string_view(a.name) == "version"; });
       for (const char* shared : {"save_dir", "name", "version"}) {
+        if (!versioned) break;
         const std::string value = given.count(shared) > 0 ? given[shared] : std::string("null");
         auto [it, inserted] = logger_settings_.emplace(shared, value);
         if (!inserted && !SameYamlValue(it->second, value)) {
@@ -807,7 +811,7 @@ bool WriteLoggers(YAML::Emitter& out) {
     const LightningClass* logger = LightningClassOfValue(ClassKind::kLogger, name);
     WriteClass(out, *logger, [](const ClassArgument& argument, YAML::Emitter& emitter) {
       const absl::string_view name = argument.name;
-      if (name == "save_dir") {
+      if (name == "save_dir" && argument.flag == nullptr) {
         WriteYamlScalar(emitter, FlagValue("default_root_dir"));
       } else if (name == "version" && FlagValue("log_version") == "-1") {
         emitter << YAML::Null;

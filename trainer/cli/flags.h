@@ -98,6 +98,15 @@ ABSL_DECLARE_FLAG(int64_t, num_val);
 // Outputs.
 ABSL_DECLARE_FLAG(std::string, logger);
 ABSL_DECLARE_FLAG(std::string, log_name);
+ABSL_DECLARE_FLAG(std::string, mlflow_experiment_name);
+ABSL_DECLARE_FLAG(std::string, mlflow_run_name);
+ABSL_DECLARE_FLAG(std::string, mlflow_tracking_uri);
+ABSL_DECLARE_FLAG(std::string, mlflow_tags);
+ABSL_DECLARE_FLAG(std::string, mlflow_save_dir);
+ABSL_DECLARE_FLAG(std::string, mlflow_log_model);
+ABSL_DECLARE_FLAG(std::string, mlflow_prefix);
+ABSL_DECLARE_FLAG(std::string, mlflow_artifact_location);
+ABSL_DECLARE_FLAG(std::string, mlflow_run_id);
 ABSL_DECLARE_FLAG(int64_t, log_version);
 ABSL_DECLARE_FLAG(bool, verbose);
 ABSL_DECLARE_FLAG(bool, report);

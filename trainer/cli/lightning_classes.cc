@@ -158,6 +158,19 @@ std::vector<LightningClass> MakeClasses() {
         {"logdir", nullptr, "null", nullptr, /*written=*/false},
         {"write_to_disk", nullptr, "true", nullptr, /*written=*/false},
         {"comet_config", nullptr, "{disabled: true}", nullptr, /*written=*/false}}},
+      // Lightning 2.6's MLFlowLogger: its save_dir is its own (the file store), not the trainer's default_root_dir. Its
+      // tags are --mlflow_tags on the command line (a mapping here is not read yet: null only).
+      {ClassKind::kLogger, "MLFlowLogger", "lightning.pytorch.loggers", "logger", "mlflow",
+       {{"experiment_name", "mlflow_experiment_name", "lightning_logs"},
+        {"run_name", "mlflow_run_name", "null"},
+        {"tracking_uri", "mlflow_tracking_uri", "null"},
+        {"tags", nullptr, "null"},
+        {"save_dir", "mlflow_save_dir", "./mlruns"},
+        {"log_model", "mlflow_log_model", "false"},
+        {"prefix", "mlflow_prefix", "''"},
+        {"artifact_location", "mlflow_artifact_location", "null"},
+        {"run_id", "mlflow_run_id", "null"},
+        {"synchronous", nullptr, "null"}}},
       // Strategies (lightning.pytorch.strategies), as a LightningCLI config names one under trainer.strategy, with
       // their init arguments in Lightning 2.6's order and defaults. What picks hardware or plugins is the trainer's
       // in Kiln (accelerator, devices, plugins), timeout is fit's --process_group_timeout, and DDP's
