@@ -815,6 +815,9 @@ bool WriteLoggers(YAML::Emitter& out) {
         WriteYamlScalar(emitter, FlagValue("default_root_dir"));
       } else if (name == "version" && FlagValue("log_version") == "-1") {
         emitter << YAML::Null;
+      } else if (argument.flag != nullptr && absl::string_view(argument.lightning_default) == "null" &&
+                 FlagValue(argument.flag).empty()) {
+        emitter << YAML::Null;  // An empty flag is Lightning's None (MLFlowLogger's run_name, run_id).
       } else if (argument.flag != nullptr) {
         const std::string value = FlagValue(argument.flag);
         if (name == "version") {
@@ -883,6 +886,16 @@ const std::vector<ConfigKey>& ConfigKeys() {
       // Read here; written as each logger's init_args (name, version).
       {"log_name", Section::kTrainer, "log_name", false, /*written=*/false},
       {"log_version", Section::kTrainer, "log_version", false, /*written=*/false},
+      // Read here; written as the MLFlowLogger's init_args (all but tags, which --print_config leaves out for now).
+      {"mlflow_experiment_name", Section::kTrainer, "mlflow_experiment_name", false, /*written=*/false},
+      {"mlflow_run_name", Section::kTrainer, "mlflow_run_name", false, /*written=*/false},
+      {"mlflow_tracking_uri", Section::kTrainer, "mlflow_tracking_uri", false, /*written=*/false},
+      {"mlflow_tags", Section::kTrainer, "mlflow_tags", false, /*written=*/false},
+      {"mlflow_save_dir", Section::kTrainer, "mlflow_save_dir", false, /*written=*/false},
+      {"mlflow_log_model", Section::kTrainer, "mlflow_log_model", false, /*written=*/false},
+      {"mlflow_prefix", Section::kTrainer, "mlflow_prefix", false, /*written=*/false},
+      {"mlflow_artifact_location", Section::kTrainer, "mlflow_artifact_location", false, /*written=*/false},
+      {"mlflow_run_id", Section::kTrainer, "mlflow_run_id", false, /*written=*/false},
       // Read here; written as the DeviceStatsMonitor callback.
       {"device_stats_monitor", Section::kTrainer, "device_stats_monitor", false, /*written=*/false},
       {"checkpoint_monitor", Section::kModelCheckpoint, "monitor"},
