@@ -4,7 +4,8 @@
 // value means, how many devices "auto" finds, whether the hardware can be used here, which `c10::Device`s the
 // processes compute on (a LogicalDevice keeps the accelerator's own index beside it), how to set a device up and tear
 // it down, what its statistics are, which collective backend distributed training runs on (hal/collectives.h), and
-// which precisions it supports. Nothing above the HAL knows any of this, so a third-party accelerator plugs in by implementing this class,
+// which precisions it supports, and how fast a device can compute at best (its peak FLOP/s per dtype, for MFU).
+// Nothing above the HAL knows any of this, so a third-party accelerator plugs in by implementing this class,
 // exactly like the built-in ones (backends/*).
 //
 // Contract for implementers:
@@ -27,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "c10/core/Device.h"
+#include "c10/core/ScalarType.h"
 #include "c10/util/intrusive_ptr.h"
 #include "hal/collectives.h"
 #include "hal/devices.h"
@@ -131,6 +133,19 @@ class Accelerator {
   // default offers no substitute. Must not throw.
   virtual std::optional<PrecisionSubstitute> SubstitutePrecision(Precision requested) const {
     (void)requested;
+    return std::nullopt;
+  }
+
+  // The theoretical peak of `device` in floating-point operations per second (FLOP/s, a multiply-add counting two)
+  // when its dense matrix products compute in `dtype` (c10::kFloat, kDouble, kHalf, kBFloat16; what ComputeDtype
+  // gives for the run's precision): the figure model FLOPs utilization (MFU) divides by, as Lightning's
+  // get_available_flops gives it for CUDA and TPU. It is an upper bound no real step reaches, for one device (the
+  // trainer multiplies by the devices itself). std::nullopt (the default) means unknown: MFU is then not reported,
+  // unless the user gives a figure (ThroughputMonitorOptions::available_flops). A backend documents in its header
+  // where its figures come from. May read the device's properties (after SetupDevice); must not throw.
+  virtual std::optional<double> PeakFlops(const LogicalDevice& device, c10::ScalarType dtype) const {
+    (void)device;
+    (void)dtype;
     return std::nullopt;
   }
 };

@@ -39,5 +39,18 @@ TEST(LogicalDeviceTest, AnIndexThatIsNotTheComputeDevicesIsRefused) {
   EXPECT_THAT(wrong.message(), HasSubstr("device npu:2 (on privateuseone:1) is not one of npu's devices"));
 }
 
+// An accelerator that declares nothing has no known peak (MFU is then not reported); one that declares a figure per
+// dtype is asked with the dtype of the run's precision.
+TEST(PeakFlopsTest, UnknownByDefaultAndPerDtypeWhereDeclared) {
+  testing::FakeAccelerator silent;
+  const LogicalDevice device = LogicalDevices(silent, {0})[0];
+  EXPECT_EQ(silent.PeakFlops(device, c10::kFloat), std::nullopt);
+  testing::FakeAccelerator declared(
+      testing::FakeAcceleratorOptions{.peak_flops = {{c10::kFloat, 2.0e12}, {c10::kBFloat16, 8.0e12}}});
+  EXPECT_EQ(declared.PeakFlops(device, ComputeDtype(Precision::k32True)), 2.0e12);
+  EXPECT_EQ(declared.PeakFlops(device, ComputeDtype(Precision::kBf16Mixed)), 8.0e12);
+  EXPECT_EQ(declared.PeakFlops(device, ComputeDtype(Precision::k16Mixed)), std::nullopt);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -31,6 +31,22 @@ absl::string_view PrecisionName(Precision precision) {
   return "unknown";
 }
 
+c10::ScalarType ComputeDtype(Precision precision) {
+  switch (precision) {
+    case Precision::k32True:
+      return c10::kFloat;
+    case Precision::k64True:
+      return c10::kDouble;
+    case Precision::k16Mixed:
+    case Precision::k16True:
+      return c10::kHalf;
+    case Precision::kBf16Mixed:
+    case Precision::kBf16True:
+      return c10::kBFloat16;
+  }
+  return c10::kFloat;
+}
+
 std::optional<Precision> PrecisionFromName(absl::string_view name) {
   for (Precision precision : AllPrecisions()) {
     if (PrecisionName(precision) == name) return precision;

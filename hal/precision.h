@@ -7,8 +7,10 @@
 
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/strings/string_view.h"
+#include "c10/core/ScalarType.h"
 
 namespace kiln {
 
@@ -29,6 +31,11 @@ absl::string_view PrecisionName(Precision precision);
 
 // The inverse of PrecisionName for canonical names only (legacy spellings are the connector's business).
 std::optional<Precision> PrecisionFromName(absl::string_view name);
+
+// The dtype the dense matrix products of a run at `precision` compute in, as Lightning's ThroughputMonitor takes it
+// (_plugin_to_compute_dtype): float32 for 32-true, float64 for 64-true, float16 for 16-mixed and 16-true, bfloat16
+// for bf16-mixed and bf16-true. What Accelerator::PeakFlops is asked for.
+c10::ScalarType ComputeDtype(Precision precision);
 
 // Comma-separated canonical names, for error messages: "32-true, bf16-mixed".
 std::string PrecisionNames(const std::vector<Precision>& precisions);

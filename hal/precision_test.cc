@@ -22,5 +22,16 @@ TEST(PrecisionTest, LightningNames) {
   EXPECT_FALSE(PrecisionFromName("fp8").has_value());
 }
 
+// Lightning's ThroughputMonitor asks for the peak FLOP/s of the dtype its precision plugin computes in
+// (_plugin_to_compute_dtype): the true precisions' own dtype, and autocast's for the mixed ones.
+TEST(PrecisionTest, ComputeDtypeIsLightningsThroughputDtype) {
+  EXPECT_EQ(ComputeDtype(Precision::k32True), c10::kFloat);
+  EXPECT_EQ(ComputeDtype(Precision::k64True), c10::kDouble);
+  EXPECT_EQ(ComputeDtype(Precision::k16Mixed), c10::kHalf);
+  EXPECT_EQ(ComputeDtype(Precision::k16True), c10::kHalf);
+  EXPECT_EQ(ComputeDtype(Precision::kBf16Mixed), c10::kBFloat16);
+  EXPECT_EQ(ComputeDtype(Precision::kBf16True), c10::kBFloat16);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -7,7 +7,9 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -117,6 +119,120 @@ TEST(ModelCheckpointTest, EveryNTrainStepsAndNoClobberingOfOtherRuns) {
   // Each run saved at steps 4 and 8 under the same template; nothing was overwritten.
   EXPECT_THAT(CheckpointFiles(root + "/checkpoints"),
               ElementsAre("fixed-v1.ckpt", "fixed-v2.ckpt", "fixed-v3.ckpt", "fixed.ckpt"));
+}
+
+TEST(ModelCheckpointTest, EnableVersionCounterFalseReplacesTheFileOfTheSameName) {
+  const std::string root = TempDir();
+  for (int run = 0; run < 2; ++run) {
+    RecordingClassifier model;
+    SyntheticClusters data(SmallData());
+    auto checkpoint = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+        .filename = "fixed", .save_top_k = -1, .every_n_train_steps = 4, .enable_version_counter = false});
+    Trainer trainer(Quiet({.max_epochs = 1, .default_root_dir = root, .callbacks = {checkpoint}, .logger = false}));
+    ASSERT_TRUE(trainer.fit(model, data).ok());
+  }
+  // Lightning's enable_version_counter=False: each save replaced the one before, across runs too.
+  EXPECT_THAT(CheckpointFiles(root + "/checkpoints"), ElementsAre("fixed.ckpt"));
+  absl::StatusOr<Checkpoint> last = ReadCheckpoint(root + "/checkpoints/fixed.ckpt");
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->contents.at("global_step").toInt(), 8);
+}
+
+TEST(ModelCheckpointTest, SaveWeightsOnlyWritesAFileThatLoadsButDoesNotResume) {
+  RecordingClassifier model;
+  SyntheticClusters data(SmallData());
+  auto checkpoint = std::make_shared<ModelCheckpoint>(
+      ModelCheckpointOptions{.save_top_k = -1, .save_last = true, .save_weights_only = true});
+  Trainer trainer(Quiet({.max_epochs = 2, .callbacks = {checkpoint}}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  const std::string path = checkpoint->dirpath() + "/epoch=1-step=20.ckpt";
+  for (const std::string& file : {path, checkpoint->dirpath() + "/last.ckpt"}) {
+    absl::StatusOr<Checkpoint> read = ReadCheckpoint(file);
+    ASSERT_TRUE(read.ok()) << read.status();
+    std::vector<std::string> keys;
+    for (const auto& entry : read->contents) keys.push_back(entry.key().toStringRef());
+    // Lightning's weights-only keys (dump_checkpoint(weights_only=True)), and Kiln's section.
+    EXPECT_THAT(keys, UnorderedElementsAre("epoch", "global_step", "pytorch-lightning_version", "state_dict", "loops",
+                                           "hparams_name", "hyper_parameters", "kiln"))
+        << file;
+  }
+  // validate loads the weights: the metrics are those of the trained model.
+  RecordingClassifier fresh;
+  absl::StatusOr<MetricMap> loaded = Trainer(Quiet({})).validate(fresh, data, path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(FlatParameters(fresh).equal(FlatParameters(model)));
+  // fit refuses to resume from it, naming why and what to do, with the model untouched.
+  RecordingClassifier resumed;
+  const at::Tensor before = FlatParameters(resumed);
+  absl::Status status = Trainer(Quiet({.max_epochs = 3})).fit(resumed, data, path);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("cannot resume training from checkpoint"));
+  EXPECT_THAT(status.message(), HasSubstr("save_weights_only=True"));
+  EXPECT_TRUE(FlatParameters(resumed).equal(before));
+}
+
+TEST(ModelCheckpointTest, SaveOnTrainEpochEndFollowsLightningsRuleOrTheOption) {
+  // 10 batches an epoch. Validating twice an epoch, Lightning saves after each validation (steps 5, 10, 15, 20)
+  // unless save_on_train_epoch_end says the epoch's end; validating every 2nd epoch, only after those validations.
+  struct Case {
+    std::optional<bool> on_end;
+    std::variant<int64_t, double> val_check_interval;
+    int64_t check_val_every_n_epoch;
+    std::vector<std::string> files;
+  };
+  for (const Case& c : std::vector<Case>{
+           {std::nullopt, 0.5, 1, {"epoch=0-step=10.ckpt", "epoch=0-step=5.ckpt", "epoch=1-step=15.ckpt",
+                                   "epoch=1-step=20.ckpt"}},
+           {true, 0.5, 1, {"epoch=0-step=10.ckpt", "epoch=1-step=20.ckpt"}},
+           {std::nullopt, 1.0, 2, {"epoch=1-step=20.ckpt"}},
+           {true, 1.0, 2, {"epoch=0-step=10.ckpt", "epoch=1-step=20.ckpt"}},
+           {false, 1.0, 1, {"epoch=0-step=10.ckpt", "epoch=1-step=20.ckpt"}},
+       }) {
+    RecordingClassifier model;
+    SyntheticClusters data(SmallData());
+    auto checkpoint = std::make_shared<ModelCheckpoint>(
+        ModelCheckpointOptions{.save_top_k = -1, .save_on_train_epoch_end = c.on_end});
+    TrainerOptions options = Quiet({.max_epochs = 2, .callbacks = {checkpoint}});
+    options.val_check_interval = std::holds_alternative<double>(c.val_check_interval)
+                                     ? BatchLimit(std::get<double>(c.val_check_interval))
+                                     : BatchLimit(std::get<int64_t>(c.val_check_interval));
+    options.check_val_every_n_epoch = c.check_val_every_n_epoch;
+    Trainer trainer(options);
+    ASSERT_TRUE(trainer.fit(model, data).ok());
+    std::vector<std::string> expected = c.files;
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(CheckpointFiles(checkpoint->dirpath()), expected)
+        << "save_on_train_epoch_end=" << (c.on_end ? (*c.on_end ? "true" : "false") : "unset")
+        << " check_val_every_n_epoch=" << c.check_val_every_n_epoch;
+  }
+}
+
+TEST(ModelCheckpointTest, TrainTimeIntervalSavesWhenTheTimeHasPassed) {
+  RecordingClassifier model;
+  SyntheticClusters data(SmallData());
+  // Zero: the time has always passed, so every optimizer step saves (and no epoch end does, Lightning's default).
+  auto every_step = std::make_shared<ModelCheckpoint>(
+      ModelCheckpointOptions{.filename = "{step}", .save_top_k = -1, .train_time_interval = absl::ZeroDuration()});
+  Trainer trainer(Quiet({.max_epochs = 1, .callbacks = {every_step}}));
+  ASSERT_TRUE(trainer.fit(model, data).ok());
+  EXPECT_EQ(CheckpointFiles(every_step->dirpath()).size(), 10u);
+  EXPECT_THAT(every_step->state_key(), HasSubstr("'train_time_interval': datetime.timedelta(0)}"));
+  // An hour: no step of this run reaches it.
+  RecordingClassifier second;
+  auto hourly = std::make_shared<ModelCheckpoint>(
+      ModelCheckpointOptions{.save_top_k = -1, .train_time_interval = absl::Hours(1)});
+  Trainer later(Quiet({.max_epochs = 1, .callbacks = {hourly}}));
+  ASSERT_TRUE(later.fit(second, data).ok());
+  EXPECT_THAT(CheckpointFiles(hourly->dirpath()), ElementsAre());
+  EXPECT_THAT(hourly->state_key(), HasSubstr("'train_time_interval': datetime.timedelta(seconds=3600)}"));
+  // With another trigger, as Lightning refuses it.
+  RecordingClassifier third;
+  absl::Status status =
+      Trainer(Quiet({.max_epochs = 1,
+                     .callbacks = {std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+                         .every_n_epochs = 1, .train_time_interval = absl::Seconds(30)})}}))
+          .fit(third, data);
+  EXPECT_THAT(status.message(), HasSubstr("should be mutually exclusive"));
 }
 
 // Every file under `root`, with its bytes.

@@ -15,10 +15,13 @@
 #include "trainer/callbacks/learning_rate_monitor.h"  // IWYU pragma: export
 #include "trainer/callbacks/model_checkpoint.h"       // IWYU pragma: export
 #include "trainer/callbacks/model_summary_callback.h"  // IWYU pragma: export
+#include "trainer/callbacks/on_exception_checkpoint.h"  // IWYU pragma: export
+#include "trainer/callbacks/throughput_monitor.h"     // IWYU pragma: export
 #include "trainer/callbacks/timer.h"                  // IWYU pragma: export
 #include "trainer/core/batch.h"                       // IWYU pragma: export
 #include "trainer/core/callback.h"                    // IWYU pragma: export
 #include "trainer/core/data_loader.h"                 // IWYU pragma: export
+#include "trainer/core/flop_counter.h"                // IWYU pragma: export
 #include "trainer/core/lightning_module.h"            // IWYU pragma: export
 #include "trainer/core/logger.h"                      // IWYU pragma: export
 #include "trainer/loggers/csv_logger.h"               // IWYU pragma: export

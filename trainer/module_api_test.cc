@@ -186,6 +186,24 @@ TEST(ManualOptimizationTest, TwoOptimizersCountTwoStepsAndToggleLeavesTheOtherAl
   EXPECT_FALSE(manual.Flat().equal(before));
 }
 
+TEST(ManualOptimizationTest, SeveralOptimizersUnderAutomaticOptimizationAreRefusedBeforeAnythingIsWritten) {
+  // Lightning 2.x refuses them, naming manual optimization as the fix; nothing of the run is made.
+  Data data;
+  Net automatic({.automatic = true, .two_optimizers = true});
+  const at::Tensor before = automatic.Flat();
+  TrainerOptions options = Options({.max_epochs = 1});
+  options.default_root_dir = TempDir() + "/refused";
+  options.logger = true;
+  options.enable_checkpointing = true;
+  absl::Status status = Trainer(options).fit(automatic, data);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("configure_optimizers returned 2 optimizers, but training with several "
+                                          "optimizers is only supported with manual optimization"));
+  EXPECT_THAT(status.message(), HasSubstr("set_automatic_optimization(false)"));
+  EXPECT_FALSE(std::filesystem::exists(options.default_root_dir)) << "the run wrote something";
+  EXPECT_TRUE(automatic.Flat().equal(before));
+}
+
 TEST(ManualOptimizationTest, TheTrainersAccumulationAndClippingAreRefused) {
   Data data;
   Net accumulate({.automatic = false});

@@ -153,6 +153,7 @@ int64_t Trainer::current_epoch() const { return fit_loop_->epoch_progress().curr
 int64_t Trainer::global_step() const { return fit_loop_->epoch_loop().global_step(); }
 int64_t Trainer::skipped_batches() const { return fit_loop_->epoch_loop().skipped_batches(); }
 int64_t Trainer::num_training_batches() const { return fit_loop_->num_training_batches(); }
+int64_t Trainer::num_val_batches() const { return fit_loop_->num_val_batches(); }
 bool Trainer::sanity_checking() const { return fit_loop_->sanity_checking(); }
 bool Trainer::should_stop() const { return fit_loop_->should_stop(); }
 void Trainer::set_should_stop() { fit_loop_->set_should_stop(); }

@@ -78,6 +78,11 @@ class Trainer {
   // before it returns, and a failed write is returned by the next save_checkpoint or by fit. Only rank zero writes;
   // other ranks wait at a barrier. Valid from callbacks and hooks during fit.
   absl::Status save_checkpoint(const std::string& path);
+  // The same; with `weights_only`, Lightning's weights-only checkpoint (ModelCheckpoint's save_weights_only): the
+  // model's weights, the loops' progress, the hyper-parameters, the data's state and what the module's
+  // on_save_checkpoint adds, without optimizer_states, lr_schedulers, callbacks and the random generator's and
+  // precision plugin's state. validate, test and predict load it; fit refuses to resume from it (as Lightning does).
+  absl::Status save_checkpoint(const std::string& path, bool weights_only);
   // Deletes a checkpoint file once every save queued before it is on disk (rank zero only).
   absl::Status remove_checkpoint(const std::string& path);
 
@@ -95,6 +100,9 @@ class Trainer {
   // Batches skipped for a non-finite loss (on_nonfinite_loss="skip") in the last fit.
   int64_t skipped_batches() const;
   int64_t num_training_batches() const;
+  // The batches one validation run of fit validates on, all loaders together (0: fit does not validate), as
+  // Lightning's sum(trainer.num_val_batches); known from on_fit_start.
+  int64_t num_val_batches() const;
   bool sanity_checking() const;
   bool should_stop() const;
   void set_should_stop();

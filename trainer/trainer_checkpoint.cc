@@ -56,7 +56,9 @@ absl::Status SaveSharded(const std::string& path, const TrainingState& state, co
 
 }  // namespace
 
-absl::Status Trainer::save_checkpoint(const std::string& path) {
+absl::Status Trainer::save_checkpoint(const std::string& path) { return save_checkpoint(path, false); }
+
+absl::Status Trainer::save_checkpoint(const std::string& path, bool weights_only) {
   if (model_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("save_checkpoint('", path, "') was called outside fit; call it from a hook or callback"));
@@ -66,7 +68,7 @@ absl::Status Trainer::save_checkpoint(const std::string& path) {
   // Where the loops stand, from the loops (FitLoop::state_dict), and the schedulers' steps they counted.
   const LoopProgress progress = fit_loop_->state_dict();
   std::vector<int64_t> scheduler_steps = fit_loop_->epoch_loop().scheduler_progress().total;
-  const TrainingState state{*model_, optimizers_, scheduler_steps, callbacks_, *precision_, data_};
+  const TrainingState state{*model_, optimizers_, scheduler_steps, callbacks_, *precision_, data_, weights_only};
   // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
   absl::Status status = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, [&] {
     if (strategy_->SavesShardedCheckpoints()) return SaveSharded(path, state, progress, *strategy_);

@@ -5,10 +5,12 @@
 #include <utility>
 #include <vector>
 
+#include "ATen/Context.h"
 #include "ATen/detail/CUDAHooksInterface.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/cuda/caching_allocator.h"
+#include "backends/cuda/peak_flops.h"
 #include "backends/cuda/visible_devices.h"
 #include "c10/core/DeviceType.h"
 #include "c10/core/impl/DeviceGuardImplInterface.h"
@@ -16,6 +18,7 @@
 #include "hal/registry.h"
 
 #ifdef KILN_WITH_CUDA
+#include "cuda_runtime_api.h"
 #include "torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp"
 #endif
 
@@ -163,6 +166,29 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> CudaAccelerator::MakeCollectiv
   return absl::FailedPreconditionError(
       "nccl: this build of Kiln links LibTorch's CPU libraries alone, without ProcessGroupNCCL; build Kiln with "
       "--config=cuda, after tools/setup.sh --cuda (see docs/backends.md, 'CUDA backend')");
+#endif
+}
+
+std::optional<double> CudaAccelerator::PeakFlops(const LogicalDevice& device, c10::ScalarType dtype) const {
+  if (!CheckIndexIsCompute(device).ok() || !LibTorchHasCudaRuntime()) return std::nullopt;
+#ifdef KILN_WITH_CUDA
+  cuda::GpuProperties properties;
+  int clock_khz = 0;
+  const int index = device.index;
+  if (cudaDeviceGetAttribute(&properties.major, cudaDevAttrComputeCapabilityMajor, index) != cudaSuccess ||
+      cudaDeviceGetAttribute(&properties.minor, cudaDevAttrComputeCapabilityMinor, index) != cudaSuccess ||
+      cudaDeviceGetAttribute(&properties.multiprocessors, cudaDevAttrMultiProcessorCount, index) != cudaSuccess ||
+      cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, index) != cudaSuccess) {
+    (void)cudaGetLastError();  // Leave no sticky error for LibTorch's next call.
+    return std::nullopt;
+  }
+  properties.peak_clock_khz = clock_khz;
+  // float32 matrix products run on the tensor cores in TF32 when LibTorch lets cuBLAS (torch's
+  // set_float32_matmul_precision other than "highest"), as Lightning's get_available_flops takes it.
+  return cuda::PeakFlopsOf(properties, dtype, at::globalContext().allowTF32CuBLAS());
+#else
+  (void)dtype;
+  return std::nullopt;
 #endif
 }
 

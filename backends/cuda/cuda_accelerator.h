@@ -23,6 +23,10 @@
 // LibTorch counts them, or, when LibTorch counts none (a CPU-only LibTorch on a GPU machine), as NVML and
 // CUDA_VISIBLE_DEVICES count them.
 //
+// Peak FLOP/s (PeakFlops): from the device's compute capability, SM count and peak SM clock, read from the CUDA
+// runtime, by the table in peak_flops.h (which says what it covers and what is unknown); float32 counts as TF32 when
+// LibTorch lets cuBLAS use it. Unknown in a build without --config=cuda.
+//
 // Collective backend: nccl. Precisions: 32-true, 64-true, 16-mixed, bf16-mixed, 16-true, bf16-true (bf16 needs a GPU
 // that supports it, compute capability 8.0 or later for speed; this is not checked here).
 #ifndef KILN_BACKENDS_CUDA_CUDA_ACCELERATOR_H_
@@ -66,6 +70,7 @@ class CudaAccelerator final : public Accelerator {
   absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(const LogicalDevice& device,
                                                                           const CollectiveOptions& options) override;
   std::vector<Precision> SupportedPrecisions() const override;
+  std::optional<double> PeakFlops(const LogicalDevice& device, c10::ScalarType dtype) const override;
 
   // OK when NVML statistics can be read; otherwise why not (the library is absent, too old, or refuses to start).
   // Loads NVML on the first call (also made by GetDeviceStats); never throws.

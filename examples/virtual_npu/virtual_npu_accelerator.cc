@@ -102,6 +102,22 @@ absl::StatusOr<kiln::DeviceStats> VirtualNpuAccelerator::GetDeviceStats(const ki
   return stats;
 }
 
+std::optional<double> VirtualNpuAccelerator::PeakFlops(const kiln::LogicalDevice& device,
+                                                      c10::ScalarType dtype) const {
+  (void)device;  // Every device of the sample is the same chip.
+  switch (dtype) {
+    case c10::kFloat:
+      return kPeakFlopsFloat32;
+    case c10::kDouble:
+      return kPeakFlopsFloat32 / 2;
+    case c10::kBFloat16:
+    case c10::kHalf:
+      return kPeakFlopsFloat32 * 4;
+    default:
+      return std::nullopt;
+  }
+}
+
 std::vector<kiln::Precision> VirtualNpuAccelerator::SupportedPrecisions() const {
   std::vector<kiln::Precision> precisions = {kiln::Precision::k32True, kiln::Precision::k64True};
   // bf16-mixed where LibTorch has autocast for out-of-tree devices (2.x; the device kit registers the casts).

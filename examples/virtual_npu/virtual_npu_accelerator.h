@@ -20,6 +20,11 @@
 //                 which stages them through host memory over Gloo, as a vendor's backend would call its CCL.
 //                 `--devices=4 --strategy=ddp` trains on it.
 //   precisions    32-true, 64-true and bf16-mixed (the device kit registers autocast's casts).
+//   peak FLOP/s   declared per dtype, as a vendor declares its chip's (PeakFlops): kPeakFlopsFloat32 for float32,
+//                 half that for float64, four times it for bfloat16 and float16. The device computes on the host,
+//                 so the figures are a datasheet a simulator makes up, not a measurement: what they give is a device
+//                 with a known peak, on which MFU (ThroughputMonitor's device/mfu) is device/flops_per_sec divided
+//                 by it, and tests check exactly that.
 //
 // Device statistics (GetDeviceStats), from the device kit's allocator, per device:
 //   memory_allocated_bytes       bytes in use on the device now
@@ -45,6 +50,7 @@ inline constexpr char kName[] = "virtual_npu";
 inline constexpr char kCollectiveBackendName[] = "vnccl";
 inline constexpr int kDefaultPriority = -10;
 inline constexpr char kPriorityVariable[] = "VIRTUAL_NPU_PRIORITY";
+inline constexpr double kPeakFlopsFloat32 = 1.0e12;  // The made-up datasheet's float32 figure (see above).
 
 // Parses a VIRTUAL_NPU_PRIORITY value; null or empty means kDefaultPriority. InvalidArgument names the value. Pure.
 absl::StatusOr<int> ParsePriority(const char* value);
@@ -63,6 +69,7 @@ class VirtualNpuAccelerator final : public kiln::Accelerator {
   absl::StatusOr<c10::intrusive_ptr<c10d::Backend>> MakeCollectiveBackend(
       const kiln::LogicalDevice& device, const kiln::CollectiveOptions& options) override;
   std::vector<kiln::Precision> SupportedPrecisions() const override;
+  std::optional<double> PeakFlops(const kiln::LogicalDevice& device, c10::ScalarType dtype) const override;
 };
 
 }  // namespace virtual_npu

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -42,6 +43,7 @@
 #include "gtest/gtest.h"
 #include "hal/collectives.h"
 #include "hal/compat/error_message.h"
+#include "hal/precision.h"
 #include "hal/plugin/plugin_loader.h"
 #include "hal/privateuse1_library.h"
 #include "hal/registry.h"
@@ -392,6 +394,22 @@ TEST_F(ConformanceTest, StatisticsAreWellFormed) {
     EXPECT_NO_THROW(missing = accelerator_->GetDeviceStats(beyond));
     EXPECT_FALSE(missing.ok()) << "statistics of " << beyond.ToString() << ", beyond the " << all->size()
                                << " device(s) present";
+  }
+}
+
+// A declared peak (what MFU divides by) is a positive, finite FLOP/s figure for the dtypes the accelerator trains in;
+// unknown (std::nullopt, the default) is always allowed. Never a throw.
+TEST_F(ConformanceTest, PeakFlopsArePositiveOrUnknown) {
+  KILN_SKIP_UNLESS_AVAILABLE();
+  for (const LogicalDevice& device : AllDevices()) {
+    for (Precision precision : accelerator_->SupportedPrecisions()) {
+      SCOPED_TRACE(absl::StrCat(device.ToString(), " ", PrecisionName(precision)));
+      std::optional<double> peak;
+      EXPECT_NO_THROW(peak = accelerator_->PeakFlops(device, ComputeDtype(precision)));
+      if (peak.has_value()) {
+        EXPECT_TRUE(std::isfinite(*peak) && *peak > 0) << "PeakFlops gave " << *peak;
+      }
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #ifndef KILN_HAL_TESTING_FAKE_ACCELERATOR_H_
 #define KILN_HAL_TESTING_FAKE_ACCELERATOR_H_
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct FakeAcceleratorOptions {
   std::string process_group_backend = "gloo";
   std::vector<Precision> precisions = {Precision::k32True};
   std::optional<PrecisionSubstitute> substitute;  // Offered for every unsupported precision when set.
+  // PeakFlops' answer per dtype, for every device; a dtype not listed is unknown.
+  std::map<c10::ScalarType, double> peak_flops;
 };
 
 class FakeAccelerator final : public Accelerator {
@@ -75,6 +78,12 @@ class FakeAccelerator final : public Accelerator {
 
   std::optional<PrecisionSubstitute> SubstitutePrecision(Precision requested) const override {
     return options_.substitute;
+  }
+
+  std::optional<double> PeakFlops(const LogicalDevice&, c10::ScalarType dtype) const override {
+    const auto found = options_.peak_flops.find(dtype);
+    if (found == options_.peak_flops.end()) return std::nullopt;
+    return found->second;
   }
 
   int setup_calls() const {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -153,6 +154,9 @@ class BrokenAccelerator final : public Accelerator {
 
   // Lists a precision twice.
   std::vector<Precision> SupportedPrecisions() const override { return {Precision::k32True, Precision::k32True}; }
+
+  // A peak that is no FLOP/s figure.
+  std::optional<double> PeakFlops(const LogicalDevice&, c10::ScalarType) const override { return -1.0; }
 
  private:
   mutable std::atomic<int> calls_{0};

@@ -10,6 +10,11 @@
   lightning_side.py evaluate DIR CKPT SEED KILN_VAL_LOSS
       Lightning's validate, test and predict with ckpt_path=CKPT (no warnings); validate's val_loss must equal
       KILN_VAL_LOSS, what Kiln logged for the same weights and rows, to float tolerance.
+  lightning_side.py weights_only DIR SEED KILN_CKPT_DIR
+      Lightning's fit with ModelCheckpoint(save_weights_only=True, every_n_train_steps=3, save_top_k=-1) for 2
+      epochs; checks that Kiln's run of the same settings (KILN_CKPT_DIR) wrote the same file names, that each Kiln
+      file has Lightning's top-level keys (beside Kiln's own section and the hyper-parameters Kiln's model has), that
+      Lightning's validate loads each Kiln file, and that Lightning's fit refuses to resume from it as from its own.
   lightning_side.py rebuild RUN_DIR CKPT ROWS_CSV KILN_PREDICTIONS_CSV
       Rebuilds Kiln's MLP from the run's hparams.yaml alone (sizes and activation) as torch.nn.Sequential, loads the
       checkpoint's state_dict into it, and checks its class probabilities for ROWS_CSV against Kiln's predictions;
@@ -188,6 +193,44 @@ def evaluate(directory, ckpt, seed, kiln_val_loss):
           f"(Kiln: {kiln_val_loss:.6f}), {rows} predictions")
 
 
+def weights_only(directory, seed, kiln_dir):
+    train, val = loaders(directory, seed)
+    ours = f"{directory}/lightning_weights_only"
+    checkpoint = L.pytorch.callbacks.ModelCheckpoint(dirpath=ours, save_weights_only=True, every_n_train_steps=3,
+                                                     save_top_k=-1)
+    run = L.Trainer(max_epochs=2, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                    callbacks=[checkpoint], default_root_dir=f"{directory}/lightning_run", num_sanity_val_steps=0)
+    run.fit(LitNet(), train, val)
+    names = sorted(n for n in os.listdir(ours) if n.endswith(".ckpt"))
+    kiln_names = sorted(n for n in os.listdir(kiln_dir) if n.endswith(".ckpt") and n != "last.ckpt")
+    if names != kiln_names:
+        sys.exit(f"FAIL: Lightning wrote {names}, Kiln {kiln_names}")
+    kiln_own = {"kiln", "hparams_name", "hyper_parameters", "TabularData"}
+    for name in names:
+        theirs = set(torch.load(f"{ours}/{name}", weights_only=True))
+        mine = set(torch.load(f"{kiln_dir}/{name}", weights_only=True))
+        if mine - kiln_own != theirs - kiln_own:
+            sys.exit(f"FAIL: {name}: Lightning's keys {sorted(theirs)}, Kiln's {sorted(mine)}")
+        for key in ("optimizer_states", "lr_schedulers", "callbacks"):
+            if key in mine:
+                sys.exit(f"FAIL: Kiln's weights-only {name} has {key}")
+        with Watch():
+            L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False).validate(
+                LitNet(), val, ckpt_path=f"{kiln_dir}/{name}", verbose=False)
+        for path in (f"{ours}/{name}", f"{kiln_dir}/{name}"):
+            try:
+                L.Trainer(max_epochs=3, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                          enable_checkpointing=False, num_sanity_val_steps=0).fit(LitNet(), train, val,
+                                                                                  ckpt_path=path)
+            except KeyError as error:
+                if "save_weights_only" not in str(error):
+                    sys.exit(f"FAIL: Lightning refused {path} for another reason: {error}")
+            else:
+                sys.exit(f"FAIL: Lightning resumed from the weights-only {path}")
+    print(f"Lightning and Kiln wrote the same weights-only files {names}, with the same keys; Lightning validates "
+          f"Kiln's and refuses to resume from either")
+
+
 def rebuild(run_dir, ckpt, rows_csv, predictions_csv):
     import yaml  # PyYAML, which Lightning needs too.
 
@@ -226,6 +269,8 @@ if __name__ == "__main__":
         resume(args[0], args[1], int(args[2]), args[3], int(args[4]), int(args[5]), int(args[6]), int(args[7]))
     elif command == "evaluate":
         evaluate(args[0], args[1], int(args[2]), float(args[3]))
+    elif command == "weights_only":
+        weights_only(args[0], int(args[1]), args[2])
     elif command == "rebuild":
         rebuild(*args)
     else:

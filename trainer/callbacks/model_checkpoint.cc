@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
 #include "trainer/checkpoint/checkpoint_io.h"
@@ -54,6 +55,24 @@ bool InFolder(const std::string& file, const std::string& folder) {
   return SameFolder(fs::path(file).parent_path().string(), folder);
 }
 
+// Python's repr of a datetime.timedelta, as Lightning's state key writes train_time_interval:
+// "datetime.timedelta(seconds=30)", "datetime.timedelta(days=1, microseconds=5)", "datetime.timedelta(0)".
+std::string TimedeltaRepr(absl::Duration interval) {
+  const int64_t total_us = absl::ToInt64Microseconds(interval);
+  // Python normalises to days (any sign), 0 <= seconds < 86400 and 0 <= microseconds < 10^6.
+  int64_t days = total_us / (86400LL * 1000000);
+  int64_t rest = total_us % (86400LL * 1000000);
+  if (rest < 0) {
+    rest += 86400LL * 1000000;
+    --days;
+  }
+  std::vector<std::string> parts;
+  if (days != 0) parts.push_back(absl::StrCat("days=", days));
+  if (rest / 1000000 != 0) parts.push_back(absl::StrCat("seconds=", rest / 1000000));
+  if (rest % 1000000 != 0) parts.push_back(absl::StrCat("microseconds=", rest % 1000000));
+  return absl::StrCat("datetime.timedelta(", parts.empty() ? "0" : absl::StrJoin(parts, ", "), ")");
+}
+
 std::string EncodeScores(const std::map<std::string, double>& scores) {
   std::string out;
   for (const auto& [path, score] : scores) absl::StrAppend(&out, path, "\t", absl::StrFormat("%.17g", score), "\n");
@@ -64,14 +83,18 @@ std::string EncodeScores(const std::map<std::string, double>& scores) {
 
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
   if (options_.filename.empty()) options_.filename = "{epoch}-{step}";
-  if (!options_.every_n_epochs.has_value()) options_.every_n_epochs = options_.every_n_train_steps > 0 ? 0 : 1;
+  // Lightning's triggers: every epoch when none is given; otherwise an unset every_n_epochs is 0.
+  if (!options_.every_n_epochs.has_value()) {
+    options_.every_n_epochs = options_.every_n_train_steps > 0 || options_.train_time_interval.has_value() ? 0 : 1;
+  }
   ParseMonitorMode(options_.mode, "ModelCheckpoint", &mode_).IgnoreError();  // Reported by validate_config.
 }
 
 std::string ModelCheckpoint::state_key() const {
   return absl::StrCat("ModelCheckpoint{'monitor': ", options_.monitor ? "'" + *options_.monitor + "'" : "None",
                       ", 'mode': '", options_.mode, "', 'every_n_train_steps': ", options_.every_n_train_steps,
-                      ", 'every_n_epochs': ", *options_.every_n_epochs, ", 'train_time_interval': None}");
+                      ", 'every_n_epochs': ", *options_.every_n_epochs, ", 'train_time_interval': ",
+                      options_.train_time_interval ? TimedeltaRepr(*options_.train_time_interval) : "None", "}");
 }
 
 std::vector<MonitoredMetric> ModelCheckpoint::monitored_metrics() const {
@@ -99,7 +122,27 @@ absl::Status ModelCheckpoint::validate_config(const Trainer& trainer) const {
         absl::StrCat("Invalid values for every_n_train_steps=", options_.every_n_train_steps,
                      " and every_n_epochs=", *options_.every_n_epochs, ". Both cannot be negative."));
   }
+  if (options_.train_time_interval.has_value() && *options_.train_time_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid value for train_time_interval=",
+                                                   absl::FormatDuration(*options_.train_time_interval),
+                                                   ". Must be >= 0 (0: after every step), or unset"));
+  }
+  // Lightning refuses any two triggers; Kiln has always taken every_n_train_steps beside every_n_epochs (both save).
+  if (options_.train_time_interval.has_value() &&
+      (options_.every_n_train_steps >= 1 || *options_.every_n_epochs >= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Combination of parameters every_n_train_steps=", options_.every_n_train_steps,
+        ", every_n_epochs=", *options_.every_n_epochs, " and train_time_interval=",
+        options_.train_time_interval ? absl::FormatDuration(*options_.train_time_interval) : "None",
+        " should be mutually exclusive; set one of them (and every_n_epochs=0 with either of the others)"));
+  }
   return absl::OkStatus();
+}
+
+void ModelCheckpoint::setup(Trainer& trainer, LightningModule& module, Stage stage) { fitting_ = stage == Stage::kFit; }
+
+void ModelCheckpoint::on_train_start(Trainer& trainer, LightningModule& module) {
+  last_time_checked_ = std::chrono::steady_clock::now();
 }
 
 void ModelCheckpoint::on_fit_start(Trainer& trainer, LightningModule& module) {
@@ -156,6 +199,7 @@ std::string ModelCheckpoint::FormatFilename(int64_t epoch, int64_t step, const M
 
 std::string ModelCheckpoint::UniquePath(const std::string& stem, const std::string& replaceable) const {
   std::string path = absl::StrCat(dirpath_, "/", stem, kCheckpointExtension);
+  if (!options_.enable_version_counter) return path;
   std::error_code error;
   const auto taken = [&](const std::string& candidate) {
     return saved_paths_.count(candidate) > 0 || fs::exists(candidate, error);
@@ -168,15 +212,55 @@ std::string ModelCheckpoint::UniquePath(const std::string& stem, const std::stri
 
 void ModelCheckpoint::on_train_batch_end(Trainer& trainer, LightningModule& module, const at::Tensor& outputs,
                                          const Batch& batch, int64_t batch_idx) {
-  if (options_.every_n_train_steps > 0 && trainer.global_step() % options_.every_n_train_steps == 0) Save(trainer);
+  const bool step_due = options_.every_n_train_steps > 0 && trainer.global_step() % options_.every_n_train_steps == 0;
+  bool time_due = false;
+  const auto now = std::chrono::steady_clock::now();
+  if (options_.train_time_interval.has_value()) {
+    time_due = now - last_time_checked_ >= absl::ToChronoNanoseconds(*options_.train_time_interval);
+    // The clocks of the ranks differ: rank zero's decides, so that every rank saves (a collective) together.
+    const Strategy* strategy = trainer.strategy();
+    if (strategy != nullptr && strategy->world_size() > 1) {
+      time_due = AllGatherText(*trainer.strategy(), time_due ? "1" : "0").at(0) == "1";
+    }
+  }
+  if (!step_due && !time_due) return;
+  if (time_due) last_time_checked_ = now;
+  if (!step_due && options_.monitor.has_value() && trainer.callback_metrics().count(*options_.monitor) == 0) {
+    deferred_ = true;
+    return;
+  }
+  Save(trainer);
+}
+
+bool ModelCheckpoint::SaveOnTrainEpochEnd(const Trainer& trainer) const {
+  if (options_.save_on_train_epoch_end.has_value()) return *options_.save_on_train_epoch_end;
+  // Lightning's rule: where the epoch's validation metrics are there. Validation that does not run every epoch
+  // leaves the epochs without it unknown, so the saves follow validation; without validation, the epoch's end.
+  const TrainerOptions& options = trainer.options();
+  if (options.check_val_every_n_epoch != 1) return false;
+  if (trainer.num_val_batches() == 0) return true;
+  // Python's `val_check_interval == 1.0`, which the int 1 also is.
+  return options.val_check_interval.is_whole() || options.val_check_interval.ToString() == "1";
 }
 
 void ModelCheckpoint::on_train_epoch_end(Trainer& trainer, LightningModule& module) {
+  if (!SaveOnTrainEpochEnd(trainer)) return;
+  if (*options_.every_n_epochs > 0 && (trainer.current_epoch() + 1) % *options_.every_n_epochs == 0) Save(trainer);
+}
+
+void ModelCheckpoint::on_validation_end(Trainer& trainer, LightningModule& module) {
+  if (!fitting_ || trainer.sanity_checking()) return;
+  if (deferred_) {
+    deferred_ = false;
+    Save(trainer);
+    return;
+  }
+  if (SaveOnTrainEpochEnd(trainer)) return;
   if (*options_.every_n_epochs > 0 && (trainer.current_epoch() + 1) % *options_.every_n_epochs == 0) Save(trainer);
 }
 
 void ModelCheckpoint::Save(Trainer& trainer) {
-  if (trainer.sanity_checking() || trainer.options().fast_dev_run > 0) return;
+  if (!fitting_ || trainer.sanity_checking() || trainer.options().fast_dev_run > 0) return;
   if (trainer.global_step() == last_saved_step_ || trainer.global_step() == 0) return;
   if (dirpath_.empty()) dirpath_ = options_.dirpath.empty() ? trainer.checkpoint_dir() : options_.dirpath;
   const MetricMap& metrics = trainer.callback_metrics();
@@ -196,7 +280,7 @@ void ModelCheckpoint::Save(Trainer& trainer) {
   }
   std::vector<std::string> written;
   const auto write = [&](const std::string& path) {
-    if (absl::Status status = trainer.save_checkpoint(path); !status.ok()) {
+    if (absl::Status status = trainer.save_checkpoint(path, options_.save_weights_only); !status.ok()) {
       throw std::runtime_error(absl::StrCat("ModelCheckpoint could not save: ", status.message()));
     }
     saved_paths_.insert(path);

@@ -23,6 +23,27 @@ ABSL_FLAG(std::string, checkpoint_filename, "",
           "ModelCheckpoint's filename, with {epoch}, {step} and metric names in braces (e.g. "
           "\"{epoch}-{val_loss:.2f}\"); empty: \"{epoch}-{step}\", as epoch=E-step=S.ckpt.");
 ABSL_FLAG(int64_t, every_n_epochs, 1, "ModelCheckpoint's every_n_epochs: save at the end of every N-th epoch.");
+ABSL_FLAG(bool, save_weights_only, false,
+          "ModelCheckpoint's save_weights_only: write Lightning's weights-only checkpoints (the model's weights and "
+          "the loops' progress; no optimizer, scheduler or callback state): they load for validate, test and predict, "
+          "and fit refuses to resume from them.");
+ABSL_FLAG(std::string, train_time_interval, "",
+          "ModelCheckpoint's train_time_interval: also save after the optimizer step at which this much time has "
+          "passed since the last such save: H:MM:SS as LightningCLI writes a timedelta (\"0:30:00\", \"1 day, "
+          "0:00:00\"), or a duration such as 90s, 30m (empty: off). Exclusive with --every_n_train_steps and "
+          "--every_n_epochs (set it to 0).");
+ABSL_FLAG(std::string, save_on_train_epoch_end, "",
+          "ModelCheckpoint's save_on_train_epoch_end: true saves at the end of the training epoch, false after each "
+          "validation; empty: Lightning's choice (the epoch's end when validation runs once an epoch at its end, or "
+          "not at all).");
+ABSL_FLAG(bool, enable_version_counter, true,
+          "ModelCheckpoint's enable_version_counter: a checkpoint name already taken gets -v1, -v2, ...; false "
+          "replaces the file.");
+ABSL_FLAG(std::string, on_exception_dirpath, "",
+          "OnExceptionCheckpoint's dirpath: when fit fails with an error (not a non-finite loss), save a checkpoint "
+          "of where it stood to <dir>/<--on_exception_filename>.ckpt before exiting; empty: none.");
+ABSL_FLAG(std::string, on_exception_filename, "on_exception",
+          "OnExceptionCheckpoint's filename, without the extension.");
 ABSL_FLAG(std::string, early_stopping_monitor, "",
           "EarlyStopping's monitor: stop when this logged metric (e.g. val_loss) stops improving; empty: no early "
           "stopping.");

@@ -336,6 +336,11 @@ class Reader {
                                     : absl::StrCat("trainer.callbacks[", callback_class.name, "].init_args");
       std::map<std::string, std::string> given;
       if (absl::Status read = ReadClass(callback_class, found->init_args, where, &given); !read.ok()) return read;
+      if (absl::string_view(callback_class.name) == "OnExceptionCheckpoint" &&
+          (given.count("dirpath") == 0 || given["dirpath"] == "null" || given["dirpath"] == "''")) {
+        return Error(where, "OnExceptionCheckpoint needs dirpath, the folder its checkpoint goes to (e.g. dirpath: "
+                            "crash)");
+      }
       // Lightning's EarlyStopping cannot be made without the metric it watches.
       if (absl::string_view(callback_class.name) == "EarlyStopping" &&
           (given.count("monitor") == 0 || given["monitor"] == "null")) {
@@ -346,9 +351,11 @@ class Reader {
       if (absl::string_view(callback_class.name) == "ModelCheckpoint") {
         const auto steps = given.find("every_n_train_steps");
         const auto epochs = given.find("every_n_epochs");
+        const auto interval = given.find("train_time_interval");
         int64_t n = 0;
-        if (steps != given.end() && absl::SimpleAtoi(steps->second, &n) && n > 0 &&
-            (epochs == given.end() || epochs->second == "null")) {
+        const bool other_trigger = (steps != given.end() && absl::SimpleAtoi(steps->second, &n) && n > 0) ||
+                                   (interval != given.end() && interval->second != "null");
+        if (other_trigger && (epochs == given.end() || epochs->second == "null")) {
           args_.push_back("--every_n_epochs=0");
         }
       }
@@ -898,6 +905,14 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"mlflow_run_id", Section::kTrainer, "mlflow_run_id", false, /*written=*/false},
       // Read here; written as the DeviceStatsMonitor callback.
       {"device_stats_monitor", Section::kTrainer, "device_stats_monitor", false, /*written=*/false},
+      // Read here; written as the OnExceptionCheckpoint callback (its dirpath and filename).
+      {"on_exception_dirpath", Section::kTrainer, "on_exception_dirpath", false, /*written=*/false},
+      {"on_exception_filename", Section::kTrainer, "on_exception_filename", false, /*written=*/false},
+
+      // Read here; written as the ThroughputMonitor callback (its window_size) or not at all (Kiln's own peak).
+      {"throughput_monitor", Section::kTrainer, "throughput_monitor", false, /*written=*/false},
+      {"throughput_window_size", Section::kTrainer, "throughput_window_size", false, /*written=*/false},
+      {"throughput_available_flops", Section::kTrainer, "throughput_available_flops", false, /*written=*/false},
       {"checkpoint_monitor", Section::kModelCheckpoint, "monitor"},
       {"checkpoint_mode", Section::kModelCheckpoint, "mode"},
       {"save_top_k", Section::kModelCheckpoint, "save_top_k"},
@@ -905,6 +920,10 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"every_n_epochs", Section::kModelCheckpoint, "every_n_epochs"},
       {"every_n_train_steps", Section::kModelCheckpoint, "every_n_train_steps"},
       {"save_last", Section::kModelCheckpoint, "save_last"},
+      {"save_weights_only", Section::kModelCheckpoint, "save_weights_only"},
+      {"train_time_interval", Section::kModelCheckpoint, "train_time_interval"},
+      {"save_on_train_epoch_end", Section::kModelCheckpoint, "save_on_train_epoch_end"},
+      {"enable_version_counter", Section::kModelCheckpoint, "enable_version_counter"},
       {"early_stopping_monitor", Section::kEarlyStopping, "monitor"},
       {"early_stopping_mode", Section::kEarlyStopping, "mode"},
       {"patience", Section::kEarlyStopping, "patience"},
@@ -1096,6 +1115,12 @@ std::string ConfigYaml() {
   if (!FlagValue("early_stopping_monitor").empty()) WriteClass(out, ClassNamed(ClassKind::kCallback, "EarlyStopping"));
   if (FlagValue("device_stats_monitor") == "true") {
     WriteClass(out, ClassNamed(ClassKind::kCallback, "DeviceStatsMonitor"));
+  }
+  if (!FlagValue("on_exception_dirpath").empty()) {
+    WriteClass(out, ClassNamed(ClassKind::kCallback, "OnExceptionCheckpoint"));
+  }
+  if (FlagValue("throughput_monitor") == "true") {
+    WriteClass(out, ClassNamed(ClassKind::kCallback, "ThroughputMonitor"));
   }
   out << YAML::EndSeq << YAML::EndMap;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;

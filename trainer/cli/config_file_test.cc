@@ -196,7 +196,8 @@ ckpt_path: null
   // are Lightning's defaults (ModelCheckpoint's save_last: no last.ckpt).
   EXPECT_THAT(*args,
               ElementsAre("--seed=3", "--logger=" + default_logger, "--devices=1", "--checkpoint_monitor=val_acc",
-                          "--checkpoint_mode=max", "--save_last=false", "--save_top_k=1", "--early_stopping_monitor=val_loss", "--patience=2", "--min_delta=0.0",
+                          "--checkpoint_mode=max", "--save_last=false", "--save_top_k=1", "--save_weights_only=false",
+                          "--enable_version_counter=true", "--early_stopping_monitor=val_loss", "--patience=2", "--min_delta=0.0",
                           "--early_stopping_mode=min", "--hidden_sizes=16", "--ckpt_path=", "--max_epochs=1000"));
 }
 

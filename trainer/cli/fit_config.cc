@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,41 @@ absl::Status InRange(absl::string_view flag, double value, double lo, double hi,
 }
 
 constexpr double kNoLimit = std::numeric_limits<double>::max();
+
+// A timedelta as LightningCLI reads and writes one (jsonargparse: "H:M:S", "D day(s), H:M:S"; seconds may have a
+// fraction), or an Abseil duration (90s, 30m); >= 0, below 10^9 days.
+std::optional<absl::Duration> ParseTimedelta(const std::string& value) {
+  absl::string_view text = value;
+  absl::Duration days = absl::ZeroDuration();
+  if (const size_t day = text.find(" day"); day != absl::string_view::npos) {
+    int64_t count = 0;
+    const size_t comma = text.find(", ", day);
+    if (!absl::SimpleAtoi(text.substr(0, day), &count) || count < 0 || count >= 1000000000 ||
+        comma == absl::string_view::npos) {
+      return std::nullopt;
+    }
+    days = absl::Hours(24 * count);
+    text = text.substr(comma + 2);
+  }
+  if (!absl::StrContains(text, ':')) {
+    absl::Duration duration;
+    if (days != absl::ZeroDuration() || !absl::ParseDuration(text, &duration) || duration < absl::ZeroDuration() ||
+        duration == absl::InfiniteDuration()) {
+      return std::nullopt;
+    }
+    return duration;
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  int64_t hours = 0;
+  int64_t minutes = 0;
+  double seconds = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &hours) || !absl::SimpleAtoi(parts[1], &minutes) ||
+      !absl::SimpleAtod(parts[2], &seconds) || hours < 0 || minutes < 0 || !(seconds >= 0) || hours >= 1000000000 ||
+      minutes >= 1000000000 || seconds >= 1e12) {
+    return std::nullopt;
+  }
+  return days + absl::Hours(hours) + absl::Minutes(minutes) + absl::Seconds(seconds);
+}
 
 // The scheduler's name, interval, frequency, monitor, warm-up, and the step and cosine schedules' settings.
 absl::Status SchedulerBasicsFromFlags(LRSchedulerOptions& s) {
@@ -447,6 +483,43 @@ absl::Status OutputsFromFlags(const std::string& root, OutputSpec& outputs) {
   checkpoint.every_n_epochs = absl::GetFlag(FLAGS_every_n_epochs);
   if (absl::Status s = AtLeast("every_n_epochs", *checkpoint.every_n_epochs, 0, " (0: never at epoch ends)"); !s.ok()) {
     return s;
+  }
+  checkpoint.save_weights_only = absl::GetFlag(FLAGS_save_weights_only);
+  checkpoint.enable_version_counter = absl::GetFlag(FLAGS_enable_version_counter);
+  if (const std::string interval = absl::GetFlag(FLAGS_train_time_interval); !interval.empty()) {
+    std::optional<absl::Duration> parsed = ParseTimedelta(interval);
+    if (!parsed.has_value()) {
+      return FlagError("train_time_interval", interval,
+                       "pass H:MM:SS (\"0:30:00\"), \"D days, H:MM:SS\", or a duration such as 90s or 30m; empty: off");
+    }
+    checkpoint.train_time_interval = *parsed;
+  }
+  if (const std::string on_end = absl::GetFlag(FLAGS_save_on_train_epoch_end); !on_end.empty()) {
+    if (on_end != "true" && on_end != "false") {
+      return FlagError("save_on_train_epoch_end", on_end, "pass true, false, or empty for Lightning's choice");
+    }
+    checkpoint.save_on_train_epoch_end = on_end == "true";
+  }
+  if (checkpoint.train_time_interval.has_value()) {
+    // Lightning's every_n_epochs left unset beside a time interval is 0 (fit's default, 1, is taken as unset);
+    // another value is refused below, as the triggers are exclusive.
+    const absl::CommandLineFlag* epochs = absl::FindCommandLineFlag("every_n_epochs");
+    if (epochs == nullptr || epochs->CurrentValue() == epochs->DefaultValue()) checkpoint.every_n_epochs = 0;
+    if (checkpoint.every_n_train_steps > 0 || *checkpoint.every_n_epochs > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--train_time_interval=", absl::GetFlag(FLAGS_train_time_interval), " with --every_n_train_steps=",
+          checkpoint.every_n_train_steps, " and --every_n_epochs=", *checkpoint.every_n_epochs,
+          ": Lightning's ModelCheckpoint takes one of the three triggers; pass --every_n_train_steps=0 and "
+          "--every_n_epochs=0 with --train_time_interval, or leave it empty"));
+    }
+  }
+  if (const std::string dirpath = absl::GetFlag(FLAGS_on_exception_dirpath); !dirpath.empty()) {
+    const std::string filename = absl::GetFlag(FLAGS_on_exception_filename);
+    if (filename.empty() || absl::StrContains(filename, '/')) {
+      return FlagError("on_exception_filename", filename, "pass a file name without '/' or the extension, e.g. "
+                       "on_exception (the default)");
+    }
+    outputs.on_exception = OnExceptionCheckpointOptions{.dirpath = UserPath(dirpath), .filename = filename};
   }
   if (const std::string monitor = absl::GetFlag(FLAGS_early_stopping_monitor); !monitor.empty()) {
     EarlyStoppingOptions early_stopping{.monitor = monitor,

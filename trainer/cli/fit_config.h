@@ -15,6 +15,7 @@
 #include "ATen/core/ivalue.h"
 #include "absl/status/statusor.h"
 #include "trainer/callbacks/early_stopping.h"
+#include "trainer/callbacks/on_exception_checkpoint.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/data/task.h"
 #include "trainer/io/user_path.h"  // UserPath, which fit applies to every path flag.
@@ -77,6 +78,7 @@ struct OutputSpec {
   std::string predictions;                             // --mode=predict's output file.
   ModelCheckpointOptions checkpoint;                   // With enable_checkpointing.
   std::optional<EarlyStoppingOptions> early_stopping;  // With --early_stopping_monitor.
+  std::optional<OnExceptionCheckpointOptions> on_exception;  // With --on_exception_dirpath.
 };
 
 struct FitConfig {

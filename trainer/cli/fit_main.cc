@@ -37,7 +37,9 @@
 #include "torch/utils.h"
 #include "trainer/accelerator_plugins.h"
 #include "trainer/callbacks/device_stats_monitor.h"
+#include "trainer/callbacks/throughput_monitor.h"
 #include "trainer/callbacks/early_stopping.h"
+#include "trainer/callbacks/on_exception_checkpoint.h"
 #include "trainer/callbacks/learning_rate_monitor.h"
 #include "trainer/callbacks/model_checkpoint.h"
 #include "trainer/cli/command_line.h"
@@ -246,10 +248,20 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
     checkpoint = std::make_shared<ModelCheckpoint>(outputs.checkpoint);
     options.callbacks.push_back(checkpoint);
   }
+  if (outputs.on_exception.has_value()) {
+    options.callbacks.push_back(std::make_shared<OnExceptionCheckpoint>(*outputs.on_exception));
+  }
   if (outputs.early_stopping.has_value()) {
     options.callbacks.push_back(std::make_shared<EarlyStopping>(*outputs.early_stopping));
   }
   if (absl::GetFlag(FLAGS_device_stats_monitor)) options.callbacks.push_back(std::make_shared<DeviceStatsMonitor>());
+  if (absl::GetFlag(FLAGS_throughput_monitor)) {
+    ThroughputMonitorOptions throughput{.window_size = absl::GetFlag(FLAGS_throughput_window_size)};
+    if (const double peak = absl::GetFlag(FLAGS_throughput_available_flops); peak != 0) {
+      throughput.available_flops = peak;
+    }
+    options.callbacks.push_back(std::make_shared<ThroughputMonitor>(std::move(throughput)));
+  }
   // A schedule's rates go to the loggers, as a Lightning user would add LearningRateMonitor to see them.
   const LRSchedulerOptions& schedule = config.model.lr_scheduler;
   if ((schedule.name != "none" || schedule.warmup_iters > 0) && !options.loggers.empty()) {

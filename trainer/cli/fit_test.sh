@@ -20,6 +20,25 @@ epochs=$(sed -n -E 's/.* for ([0-9]+) epochs.*/\1/p' <<<"$callbacks_out")
 kept=$(cd lightning_logs/version_0/checkpoints 2>/dev/null && ls | grep -c '^epoch=[0-9]*-val_loss=[0-9.]*\.ckpt$')
 [[ "$kept" == 2 ]] || fail "--save_top_k=2 with --checkpoint_filename kept '$kept' files: $(ls lightning_logs/version_0/checkpoints)"
 [[ -s lightning_logs/version_0/checkpoints/last.ckpt ]] || fail "no last.ckpt beside the monitored checkpoints"
+# ThroughputMonitor from the command line: Lightning's keys in metrics.csv, MFU only with a peak (the CPU declares
+# none), the callback in config.yaml, which runs again with it.
+mkdir -p "$work/throughput" && cd "$work/throughput" || exit 1
+$fit --max_epochs=1 --num_train=256 --num_val=64 --batch_size=32 --log_every_n_steps=1 --enable_progress_bar=false \
+  --logger=csv --throughput_monitor --throughput_window_size=2 >/dev/null 2>"$work/throughput.err" ||
+  fail "--throughput_monitor: the run failed: $(tail -3 "$work/throughput.err")"
+header=$(head -1 lightning_logs/version_0/metrics.csv 2>/dev/null)
+for key in train/device/samples_per_sec train/device/batches_per_sec train/device/flops_per_sec train/samples \
+  validate/device/samples_per_sec; do
+  grep -q "$key" <<<"$header" || fail "--throughput_monitor: no $key column in metrics.csv: $header"
+done
+grep -q "mfu" <<<"$header" && fail "--throughput_monitor on the CPU logged an MFU without a peak: $header"
+grep -q "class_path: lightning.pytorch.callbacks.ThroughputMonitor" lightning_logs/version_0/config.yaml ||
+  fail "config.yaml does not list ThroughputMonitor: $(cat lightning_logs/version_0/config.yaml)"
+grep -q "window_size: 2" lightning_logs/version_0/config.yaml || fail "config.yaml does not hold window_size: 2"
+$fit --config=lightning_logs/version_0/config.yaml --throughput_available_flops=1e12 >/dev/null \
+  2>"$work/throughput.err" || fail "--throughput_monitor: the config's run failed: $(tail -3 "$work/throughput.err")"
+grep -q "train/device/mfu" <<<"$(head -1 lightning_logs/version_1/metrics.csv 2>/dev/null)" ||
+  fail "--throughput_available_flops with the config's ThroughputMonitor logged no train/device/mfu"
 cd "$work/default" || exit 1
 out=$($fit --max_epochs=5 --enable_progress_bar=false 2>"$work/default.err")
 status=$?
@@ -194,6 +213,8 @@ expect_usage_error() {  # expect_usage_error <stderr fragment> <flags>...
   grep -qF -- "$fragment" <<<"$(grep "^error: " <<<"$err")" || fail "fit $*: '$fragment' not in: $err"
   [[ -z "$(ls -A "$dir")" ]] || fail "fit $* wrote $(ls -A "$dir")"
 }
+expect_usage_error "ThroughputMonitor(window_size=1)" --throughput_monitor --throughput_window_size=1
+expect_usage_error "ThroughputMonitor(available_flops=-1)" --throughput_monitor --throughput_available_flops=-1
 # Monitors that can never be read where they are read: refused before the run folder (issue #62's classes).
 expect_usage_error "ModelCheckpoint(monitor='val_loss') monitors 'val_loss', which validation logs, but no validation runs in this fit: --limit_val_batches is 0: set it above 0" \
   --checkpoint_monitor=val_loss --limit_val_batches=0

@@ -37,6 +37,12 @@ ABSL_DECLARE_FLAG(int64_t, patience);
 ABSL_DECLARE_FLAG(double, min_delta);
 ABSL_DECLARE_FLAG(int64_t, every_n_train_steps);
 ABSL_DECLARE_FLAG(bool, save_last);
+ABSL_DECLARE_FLAG(bool, save_weights_only);
+ABSL_DECLARE_FLAG(std::string, train_time_interval);
+ABSL_DECLARE_FLAG(std::string, save_on_train_epoch_end);
+ABSL_DECLARE_FLAG(bool, enable_version_counter);
+ABSL_DECLARE_FLAG(std::string, on_exception_dirpath);
+ABSL_DECLARE_FLAG(std::string, on_exception_filename);
 
 // Model.
 ABSL_DECLARE_FLAG(std::string, model);
@@ -49,6 +55,9 @@ ABSL_DECLARE_FLAG(bool, fused_optimizer);
 ABSL_DECLARE_FLAG(double, learning_rate);
 ABSL_DECLARE_FLAG(double, momentum);
 ABSL_DECLARE_FLAG(bool, device_stats_monitor);
+ABSL_DECLARE_FLAG(bool, throughput_monitor);
+ABSL_DECLARE_FLAG(int64_t, throughput_window_size);
+ABSL_DECLARE_FLAG(double, throughput_available_flops);
 ABSL_DECLARE_FLAG(double, weight_decay);
 
 // Learning-rate scheduler.

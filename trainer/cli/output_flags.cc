@@ -39,6 +39,15 @@ ABSL_FLAG(std::string, mlflow_run_id, "", "Log into this existing run instead of
 ABSL_FLAG(bool, device_stats_monitor, false,
           "Log the accelerator's device statistics around every logged training batch (Lightning's "
           "DeviceStatsMonitor callback), into the loggers; report.html charts them either way.");
+ABSL_FLAG(bool, throughput_monitor, false,
+          "Log batches, samples and FLOPs per second, per device and in all, and MFU where the accelerator declares "
+          "its peak FLOP/s (Lightning's ThroughputMonitor callback: train/device/samples_per_sec, train/device/mfu, "
+          "...), into the loggers; report.html charts them. FLOPs are counted on the first batch of each stage.");
+ABSL_FLAG(int64_t, throughput_window_size, 100,
+          "The batches --throughput_monitor averages its rates over (ThroughputMonitor's window_size; 2 or more).");
+ABSL_FLAG(double, throughput_available_flops, 0,
+          "The device's peak FLOP/s that --throughput_monitor's MFU divides by, instead of the accelerator's "
+          "declaration (the CPU declares none; 0: the accelerator's).");
 ABSL_FLAG(bool, verbose, false,
           "Show glog's INFO lines (the connector's choices, what a checkpoint restored) on a terminal too; when "
           "standard error is not a terminal they are always written.");

@@ -46,8 +46,10 @@ struct SchedulerConfig {
   bool strict = true;
 };
 
-// What configure_optimizers returns: one or more LibTorch optimizers over the module's parameters, and optional
-// schedulers. Every optimizer steps on every optimization step (automatic optimization).
+// What configure_optimizers returns: LibTorch optimizers over the module's parameters, and optional schedulers. Under
+// automatic optimization, one optimizer, which steps on every optimization step; several are refused before
+// anything runs, as in Lightning 2.x: they need manual optimization (automatic_optimization() false), where
+// training_step steps each itself.
 struct OptimizerConfig {
   OptimizerConfig() = default;
   template <typename T, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, T>>>
@@ -316,6 +318,12 @@ class LightningModule : public torch::nn::Module {
   // Under manual optimization with 16-mixed, the gradients are unscaled first. Another algorithm throws.
   void clip_gradients(torch::optim::Optimizer& optimizer, std::optional<double> gradient_clip_val,
                       std::optional<std::string> gradient_clip_algorithm = std::nullopt);
+
+  // Lightning's flops_per_batch attribute: the FLOPs one batch of this module costs (a training batch: forward and
+  // backward), which ThroughputMonitor turns into FLOP/s and MFU. std::nullopt (the default): ThroughputMonitor counts
+  // them itself, on the first batch of each stage (FlopCounter, trainer/core/flop_counter.h); MeasureFlops there
+  // computes a figure to return here.
+  virtual std::optional<int64_t> flops_per_batch() const { return std::nullopt; }
 
   // The checkpoint's dictionary, as Lightning's hooks get it. on_save_checkpoint may add entries under keys of its
   // own (values torch.save can hold: tensors, numbers, strings, lists, dictionaries; tensors are copied at the step);

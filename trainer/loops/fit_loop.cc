@@ -180,6 +180,14 @@ absl::Status FitLoop::ConfigureOptimizers(LightningModule& model) {
   if (context_.optimizers.optimizers.empty()) {
     return absl::InvalidArgumentError("configure_optimizers returned no optimizer; return at least one");
   }
+  // Lightning 2.x's refusal (before anything is written: the loggers have not claimed a folder yet).
+  if (model.automatic_optimization() && context_.optimizers.optimizers.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "configure_optimizers returned ", context_.optimizers.optimizers.size(), " optimizers, but training with "
+        "several optimizers is only supported with manual optimization. Call set_automatic_optimization(false) in "
+        "the module's constructor (Lightning's self.automatic_optimization = False), then step each optimizer in "
+        "training_step: auto opts = optimizers(); manual_backward(loss); opts[0].step(); ..."));
+  }
   // What each optimizer steps of the module, before a strategy that shards the parameters points the optimizers at
   // its shards (before any state is restored): toggle_optimizer relates them to the module's parameters.
   context_.optimizer_parameters.clear();

@@ -55,6 +55,8 @@ class FitLoop {
   // per epoch.
   int64_t max_epochs() const { return max_epochs_; }
   int64_t num_training_batches() const { return num_training_batches_; }
+  // One validation run's batches, all loaders together, as the last fit resolved them (0: no validation).
+  int64_t num_val_batches() const { return limits_.val_batches; }
   bool sanity_checking() const { return sanity_checking_; }
   // Trainer::should_stop() and set_should_stop(): the epoch ends after its batch, and fit after the epoch once
   // min_epochs allows.

@@ -4,15 +4,26 @@
 #include <utility>
 
 #include "ATen/ATen.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace kiln {
 
+namespace {
+constexpr char kNonFiniteLossPayload[] = "type.kiln/NonFiniteLoss";
+}  // namespace
+
 absl::Status NonFiniteLossError(const std::string& loss, int64_t epoch, int64_t batch, int64_t global_step) {
-  return absl::AbortedError(absl::StrCat(
+  absl::Status error = absl::AbortedError(absl::StrCat(
       "the training loss is ", loss, " at epoch ", epoch, ", batch ", batch, " (global step ", global_step,
       "); training stopped before applying it. Lower the learning rate, clip gradients "
       "(gradient_clip_val), or pass on_nonfinite_loss=\"skip\" to skip such batches"));
+  error.SetPayload(kNonFiniteLossPayload, absl::Cord(loss));
+  return error;
+}
+
+bool IsNonFiniteLossError(const absl::Status& status) {
+  return status.GetPayload(kNonFiniteLossPayload).has_value();
 }
 
 void DeviceLossCheck::Start(bool on_device, const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) {

@@ -23,6 +23,8 @@ namespace kiln {
 
 // The error that stops fit at a non-finite training loss (Aborted: a training failure, fit exits 1, not bad input).
 absl::Status NonFiniteLossError(const std::string& loss, int64_t epoch, int64_t batch, int64_t global_step);
+// Whether `status` is that error (it carries a payload saying so; OnExceptionCheckpoint saves nothing for it).
+bool IsNonFiniteLossError(const absl::Status& status);
 
 class DeviceLossCheck {
  public:

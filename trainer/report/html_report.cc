@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "trainer/report/metric_charts.h"
 #include "trainer/report/svg_chart.h"
 
@@ -25,8 +26,32 @@ td.value { font-family: monospace; white-space: pre-wrap; overflow-wrap: anywher
 pre { background: #fff; border: 1px solid #ddd; padding: 8px; font-size: 12px; }
 )";
 
+// ThroughputMonitor's keys (trainer/callbacks/throughput_monitor.h) that get no chart: every stage's running totals
+// (straight lines), and the evaluation stages' rates, whose rows sit at their batch's number within a run, not at a
+// global step. Training's rates are charted over the global step.
+bool UnchartedThroughput(absl::string_view metric) {
+  static constexpr absl::string_view kTotals[] = {"time", "batches", "samples", "lengths"};
+  static constexpr absl::string_view kRates[] = {"batches_per_sec",        "samples_per_sec",
+                                                 "items_per_sec",          "flops_per_sec",
+                                                 "device/batches_per_sec", "device/samples_per_sec",
+                                                 "device/items_per_sec",   "device/flops_per_sec",
+                                                 "device/mfu"};
+  for (absl::string_view stage : {"train/", "validate/", "test/", "predict/"}) {
+    absl::string_view key = metric;
+    if (!absl::ConsumePrefix(&key, stage)) continue;
+    for (absl::string_view total : kTotals) {
+      if (key == total) return true;
+    }
+    if (stage == "train/") return false;
+    for (absl::string_view rate : kRates) {
+      if (key == rate) return true;
+    }
+  }
+  return false;
+}
+
 bool Charted(const std::string& metric) {
-  return metric != "epoch" && !absl::StartsWith(metric, "DeviceStatsMonitor.");
+  return metric != "epoch" && !absl::StartsWith(metric, "DeviceStatsMonitor.") && !UnchartedThroughput(metric);
 }
 
 // One series per name, points in the order logged, series in the order first logged.

@@ -10,6 +10,11 @@
 //                                   and val_loss share the chart "loss". x is the global step, and every value sits
 //                                   at the step it was logged at, so validation and epoch means fall on the last
 //                                   step of their epoch. Columns `epoch` and DeviceStatsMonitor's are left out.
+//                                   ThroughputMonitor's training rates (train/device/samples_per_sec,
+//                                   train/device/mfu, ...) are charted over the global step, one chart each
+//                                   ("device/samples_per_sec"); its totals (train/time, train/samples, ...) and
+//                                   the other stages' rows (validate/..., whose step is a batch's number within one
+//                                   validation) are left out.
 //     <table id="uncharted-metrics">  the metrics without a chart (constant, logged once, never finite), with their
 //                                   value; one <tr data-metric="<name>" data-why="constant|once|not-finite"> each.
 //   <section id="device-stats">     one chart per statistic the accelerator reported; x is seconds since fit

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "trainer/classifier.h"
 #include "trainer/report/axis_ticks.h"
@@ -133,6 +134,31 @@ TEST(HtmlReportTest, GroupsTrainAndValidationCurvesAndIsSelfContained) {
     EXPECT_EQ(html.find(fetch), std::string::npos) << fetch;
   }
   EXPECT_EQ(Count(html, "http"), Count(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+}
+
+// ThroughputMonitor's training rates are curves over the global step; its totals, and validation's rows (at a
+// batch's number within one validation, not a global step), are not charted.
+TEST(HtmlReportTest, ChartsTrainingThroughputOverSteps) {
+  ReportData data;
+  data.title = "throughput";
+  data.metric_rows = {
+      {1, {{"train/time", 0.1}, {"train/batches", 2}, {"train/samples", 16}}},
+      {3, {{"train/time", 0.2}, {"train/device/samples_per_sec", 900}, {"train/device/mfu", 0.31}}},
+      {2, {{"validate/time", 0.05}, {"validate/device/samples_per_sec", 2000}}},
+      {4, {{"validate/time", 0.06}, {"validate/device/samples_per_sec", 2100}}},
+      {5, {{"train/time", 0.3}, {"train/device/samples_per_sec", 1000}, {"train/device/mfu", 0.35}}},
+      {7, {{"train/time", 0.4}, {"train/device/samples_per_sec", 1100}, {"train/device/mfu", 0.37}}}};
+  const std::string html = RenderHtmlReport(data);
+  EXPECT_EQ(PointsOf(html, "train/device/samples_per_sec"), 3);
+  EXPECT_EQ(PointsOf(html, "train/device/mfu"), 3);
+  EXPECT_NE(html.find("aria-label=\"device/samples_per_sec\""), std::string::npos);
+  EXPECT_NE(html.find("aria-label=\"device/mfu\""), std::string::npos);
+  for (const char* left_out : {"train/time", "train/batches", "train/samples", "validate/time",
+                               "validate/device/samples_per_sec"}) {
+    EXPECT_EQ(PointsOf(html, left_out), -1) << left_out;
+    EXPECT_EQ(html.find(absl::StrCat("data-metric=\"", left_out, "\"")), std::string::npos) << left_out;
+  }
+  EXPECT_EQ(Count(html, "<svg "), 2);
 }
 
 // Names and text from the run reach the page as text, never as markup: a hostile metric name (charted, constant or

@@ -426,6 +426,7 @@ LoopProgress ReadProgress(const Checkpoint& checkpoint) {
 // changing and nothing of the live objects, so that its dictionary can be built on another thread.
 struct TakenCheckpoint {
   LoopProgress progress;
+  bool weights_only = false;  // TrainingState::weights_only: only the keys such a file has.
   int64_t scheduler_steps = 0;                                   // Every scheduler's steps, summed.
   std::vector<std::pair<std::string, at::Tensor>> model;         // Copies, in NamedState order.
   std::vector<std::pair<std::string, CallbackState>> callbacks;  // The non-empty states, under their state keys.
@@ -448,7 +449,7 @@ struct CheckpointKeys {
   DictKey state_dict{"state_dict"}, loops{"loops"}, callbacks{"callbacks"}, optimizer_states{"optimizer_states"};
   DictKey lr_schedulers{"lr_schedulers"}, hparams_name{"hparams_name"}, hyper_parameters{"hyper_parameters"};
   DictKey kiln{kKilnSectionKey}, loop{"loop"}, batch_in_epoch{"batch_in_epoch"}, rng_cpu{"rng_cpu"};
-  DictKey train_loader{"train_loader"};
+  DictKey train_loader{"train_loader"}, weights_only{"weights_only"};
   DictKey precision_plugin{"precision_plugin"}, last_epoch{"last_epoch"}, step_count{"_step_count"};
 };
 
@@ -457,29 +458,11 @@ const CheckpointKeys& Keys() {
   return *keys;
 }
 
-// The checkpoint, from what was taken, into either sink (snapshot_dict.h): a pickle (the writer's thread, with the
-// format records `kiln` ends with) or a dictionary (SnapshotTrainingState; SerializeCheckpoint adds the records, at
-// the same place). Reads nothing else. Throws c10::Error.
+// What only a checkpoint that resumes training has (not a weights-only one): callbacks, optimizer_states and
+// lr_schedulers, in Lightning's order.
 template <typename Sink>
-void WriteCheckpointTree(Sink& out, const TakenCheckpoint& taken, bool with_format_records) {
+void WriteTrainingKeys(Sink& out, const TakenCheckpoint& taken) {
   const CheckpointKeys& keys = Keys();
-  const LoopProgress& progress = taken.progress;
-  out.BeginDict(/*capacity=*/12);  // Lightning's 10 keys, the data's and Kiln's.
-  WriteKey(out, keys.epoch);
-  out.Int(progress.current_epoch);
-  WriteKey(out, keys.global_step);
-  out.Int(progress.global_step);
-  WriteKey(out, keys.version);
-  out.String(kLightningLayoutVersion);
-  WriteKey(out, keys.state_dict);
-  out.BeginDict(taken.model.size());
-  for (const auto& [name, tensor] : taken.model) {
-    out.Key(name);
-    out.Tensor(tensor);
-  }
-  out.EndDict();
-  WriteKey(out, keys.loops);
-  LightningLoops(out, LightningPosition(progress), progress.lightning, taken.scheduler_steps);
   WriteKey(out, keys.callbacks);
   out.BeginDict(taken.callbacks.size());
   for (const auto& [key, state] : taken.callbacks) {
@@ -509,6 +492,32 @@ void WriteCheckpointTree(Sink& out, const TakenCheckpoint& taken, bool with_form
     out.EndDict();
   }
   out.EndList();
+}
+
+// The checkpoint, from what was taken, into either sink (snapshot_dict.h): a pickle (the writer's thread, with the
+// format records `kiln` ends with) or a dictionary (SnapshotTrainingState; SerializeCheckpoint adds the records, at
+// the same place). Reads nothing else. Throws c10::Error.
+template <typename Sink>
+void WriteCheckpointTree(Sink& out, const TakenCheckpoint& taken, bool with_format_records) {
+  const CheckpointKeys& keys = Keys();
+  const LoopProgress& progress = taken.progress;
+  out.BeginDict(/*capacity=*/12);  // Lightning's 10 keys, the data's and Kiln's.
+  WriteKey(out, keys.epoch);
+  out.Int(progress.current_epoch);
+  WriteKey(out, keys.global_step);
+  out.Int(progress.global_step);
+  WriteKey(out, keys.version);
+  out.String(kLightningLayoutVersion);
+  WriteKey(out, keys.state_dict);
+  out.BeginDict(taken.model.size());
+  for (const auto& [name, tensor] : taken.model) {
+    out.Key(name);
+    out.Tensor(tensor);
+  }
+  out.EndDict();
+  WriteKey(out, keys.loops);
+  LightningLoops(out, LightningPosition(progress), progress.lightning, taken.scheduler_steps);
+  if (!taken.weights_only) WriteTrainingKeys(out, taken);
   WriteKey(out, keys.hparams_name);
   out.String("kwargs");
   WriteKey(out, keys.hyper_parameters);
@@ -538,19 +547,25 @@ void WriteCheckpointTree(Sink& out, const TakenCheckpoint& taken, bool with_form
   WriteKey(out, keys.global_step);
   out.Int(progress.global_step);
   out.EndDict();
-  if (!progress.train_loader.isNone()) {
-    WriteKey(out, keys.train_loader);
-    out.Value(progress.train_loader);
+  if (taken.weights_only) {
+    // Marks the file for the refusal to resume from it (RestoreTrainingState), beside Lightning's missing keys.
+    WriteKey(out, keys.weights_only);
+    out.Bool(true);
+  } else {
+    if (!progress.train_loader.isNone()) {
+      WriteKey(out, keys.train_loader);
+      out.Value(progress.train_loader);
+    }
+    WriteKey(out, keys.rng_cpu);
+    out.Tensor(taken.rng);
+    WriteKey(out, keys.precision_plugin);
+    out.BeginDict(taken.precision.size());
+    for (const auto& [key, value] : taken.precision) {
+      out.Key(key);
+      out.Value(value);
+    }
+    out.EndDict();
   }
-  WriteKey(out, keys.rng_cpu);
-  out.Tensor(taken.rng);
-  WriteKey(out, keys.precision_plugin);
-  out.BeginDict(taken.precision.size());
-  for (const auto& [key, value] : taken.precision) {
-    out.Key(key);
-    out.Value(value);
-  }
-  out.EndDict();
   if (with_format_records) WriteFormatRecords(out);
   out.EndDict();
   out.EndDict();
@@ -621,7 +636,9 @@ absl::Status TakeModuleEntries(const std::string& path, const TrainingState& sta
 absl::Status CallSaveCheckpointHooks(const std::string& path, const TrainingState& state) {
   TakenCheckpoint dropped;
   try {
-    for (const auto& callback : state.callbacks) callback->state_dict();
+    for (const auto& callback : state.callbacks) {
+      if (!state.weights_only) callback->state_dict();
+    }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
   }
@@ -639,19 +656,24 @@ absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& pat
   };
   try {
     taken->progress = progress;
-    taken->progress.train_loader = PlainValue(progress.train_loader, copy);
+    taken->weights_only = state.weights_only;
+    if (!state.weights_only) taken->progress.train_loader = PlainValue(progress.train_loader, copy);
     taken->model = NamedState(state.model);
     for (auto& [name, tensor] : taken->model) tensor = copy(tensor);
 
     // Called here, at the step, as Lightning calls them at save time: a state read later could be a later step's,
     // and a callback need not be thread-safe. Only non-empty states are written, as Lightning writes them: Lightning
     // warns about every state it finds no callback for.
+    // A weights-only file has none of the callbacks', optimizers' and schedulers' state (Lightning does not call
+    // the callbacks' state_dict for one either).
     for (const auto& callback : state.callbacks) {
+      if (state.weights_only) break;
       CallbackState callback_state = callback->state_dict();
       if (!callback_state.empty()) taken->callbacks.emplace_back(callback->state_key(), std::move(callback_state));
     }
     taken->optimizers.reserve(state.optimizers.optimizers.size());
     for (const auto& optimizer : state.optimizers.optimizers) {
+      if (state.weights_only) break;
       absl::StatusOr<TakenOptimizerState> optimizer_state = TakeOptimizerState(*optimizer);
       if (!optimizer_state.ok()) return optimizer_state.status();
       tensor_bytes += optimizer_state->tensor_bytes();
@@ -662,6 +684,7 @@ absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& pat
       const int64_t steps = state.scheduler_steps[i];
       taken->scheduler_steps += steps;
       c10::IValue metric_state;
+      if (state.weights_only) continue;
       if (auto* metric_scheduler =
               dynamic_cast<const MetricScheduler*>(state.optimizers.schedulers[i].scheduler.get())) {
         metric_state = PlainValue(metric_scheduler->state_dict(), copy);
@@ -673,9 +696,11 @@ absl::StatusOr<CheckpointSnapshot> TakeCheckpointSnapshot(const std::string& pat
       taken->data_key = state.data->state_key();
       taken->data = PlainValue(state.data->state_dict(), copy);
     }
-    taken->rng = at::detail::getDefaultCPUGenerator().get_state();
-    tensor_bytes += taken->rng.nbytes();
-    taken->precision = state.precision.state_dict();
+    if (!state.weights_only) {
+      taken->rng = at::detail::getDefaultCPUGenerator().get_state();
+      tensor_bytes += taken->rng.nbytes();
+      taken->precision = state.precision.state_dict();
+    }
     if (absl::Status added = TakeModuleEntries(path, state, copy, *taken); !added.ok()) return added;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("cannot serialise checkpoint ", path, ": ", e.what_without_backtrace()));
@@ -757,6 +782,14 @@ absl::StatusOr<LoopProgress> RestoreTrainingState(const std::string& path, const
                                         {"batch_in_epoch", progress.batch_in_epoch},
                                         {"global_step", progress.global_step}}) {
         TORCH_CHECK(value >= 0 && value < kMaxCheckpointCounter, "its ", name, " is ", value, ", outside [0, 2^40)");
+      }
+      // Lightning's refusal of a weights-only file (ModelCheckpoint's save_weights_only), with the way out.
+      if (!top.contains(c10::IValue(std::string("optimizer_states")))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot resume training from checkpoint ", path, ": it holds only the model (no optimizer_states, as "
+            "ModelCheckpoint(save_weights_only=True) writes), so it cannot continue a run. Load its weights with "
+            "validate, test or predict (ckpt_path), or into the module before a fresh fit; to resume, save full "
+            "checkpoints (save_weights_only=False)"));
       }
       const std::vector<c10::IValue> optimizers = ListField(top, "optimizer_states", "the checkpoint");
       TORCH_CHECK(optimizers.size() == state.optimizers.optimizers.size(), "it holds ", optimizers.size(),

@@ -71,6 +71,10 @@ struct TrainingState {
   const std::vector<std::shared_ptr<Callback>>& callbacks;
   PrecisionPlugin& precision;
   DataModule* data = nullptr;  // Its state_dict() is saved under its state_key(); null or an empty key: none.
+  // Saving: Lightning's weights-only checkpoint (ModelCheckpoint's save_weights_only): no optimizer_states,
+  // lr_schedulers or callbacks, and of Kiln's section only the loop's place and the format records. Restoring it
+  // with restore_training is refused (it cannot continue a run); without, it loads as any checkpoint.
+  bool weights_only = false;
 };
 
 // A checkpoint of `state` at `progress`, taken but not yet a dictionary (checkpoint_io.h's CheckpointSnapshot);
