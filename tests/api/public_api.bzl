@@ -103,6 +103,7 @@ PUBLIC_HEADERS = [
     ("//trainer/loggers:csv_logger", "trainer/loggers/csv_logger.h", ""),
     ("//trainer/loggers:hparams_yaml", "trainer/loggers/hparams_yaml.h", ""),
     ("//trainer/loggers:log_dir", "trainer/loggers/log_dir.h", ""),
+    ("//trainer/loggers:log_model", "trainer/loggers/log_model.h", ""),
     ("//trainer/loggers:mlflow_logger", "trainer/loggers/mlflow_logger.h", ""),
     ("//trainer/loggers:tensorboard_events", "trainer/loggers/tensorboard_events.h", ""),
     ("//trainer/loggers:tensorboard_logger", "trainer/loggers/tensorboard_logger.h", ""),

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -135,16 +134,6 @@ absl::StatusOr<std::string> ReadWhole(const std::string& path) {
 std::string ScoreText(std::optional<double> score) { return score.has_value() ? ShortestDouble(*score) : "null"; }
 
 }  // namespace
-
-absl::StatusOr<LogModel> ParseLogModel(const std::string& text) {
-  const std::string lower = absl::AsciiStrToLower(text);
-  if (lower == "false") return LogModel::kFalse;
-  if (lower == "true") return LogModel::kTrue;
-  if (lower == "all") return LogModel::kAll;
-  return absl::InvalidArgumentError(absl::StrCat("log_model '", text,
-                                                 "' is not one of false, true, all (Lightning's "
-                                                 "False, True, \"all\")"));
-}
 
 // The store a run is logged to: MLflow's REST API, or its file store. Errors name the server or the folder.
 class MLFlowLogger::Store {

@@ -41,14 +41,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "trainer/core/logger.h"
+#include "trainer/loggers/log_model.h"  // IWYU pragma: export
 
 namespace kiln {
-
-// Lightning's log_model: False, True or "all".
-enum class LogModel { kFalse, kTrue, kAll };
-
-// "false", "true" or "all" (and Python's spellings, False and True); InvalidArgument naming the value otherwise.
-absl::StatusOr<LogModel> ParseLogModel(const std::string& text);
 
 struct MLFlowLoggerOptions {
   std::string experiment_name = "lightning_logs";
