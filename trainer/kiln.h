@@ -26,6 +26,7 @@
 #include "trainer/core/logger.h"                      // IWYU pragma: export
 #include "trainer/loggers/csv_logger.h"               // IWYU pragma: export
 #include "trainer/loggers/mlflow_logger.h"            // IWYU pragma: export
+#include "trainer/loggers/wandb_logger.h"             // IWYU pragma: export
 #include "trainer/loggers/tensorboard_logger.h"       // IWYU pragma: export
 #include "trainer/plugins/precision/precision_plugin.h"  // IWYU pragma: export
 #include "trainer/strategies/ddp_strategy.h"          // IWYU pragma: export

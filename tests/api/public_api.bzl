@@ -105,6 +105,7 @@ PUBLIC_HEADERS = [
     ("//trainer/loggers:log_dir", "trainer/loggers/log_dir.h", ""),
     ("//trainer/loggers:log_model", "trainer/loggers/log_model.h", ""),
     ("//trainer/loggers:mlflow_logger", "trainer/loggers/mlflow_logger.h", ""),
+    ("//trainer/loggers:wandb_logger", "trainer/loggers/wandb_logger.h", ""),
     ("//trainer/loggers:tensorboard_events", "trainer/loggers/tensorboard_events.h", ""),
     ("//trainer/loggers:tensorboard_logger", "trainer/loggers/tensorboard_logger.h", ""),
     ("//trainer/loggers:tfrecord_writer", "trainer/loggers/tfrecord_writer.h", ""),
