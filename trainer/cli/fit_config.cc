@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -391,7 +394,7 @@ absl::Status ModelFromFlags(int64_t max_epochs, ModelSpec& model) {
 }
 
 constexpr absl::string_view kLoggersAccepted =
-    "pass csv, tensorboard, mlflow, or several of them comma-separated (csv,tensorboard), or none";
+    "pass csv, tensorboard, mlflow, wandb, or several of them comma-separated (csv,tensorboard), or none";
 
 // The --mlflow_* flags: MLFlowLogger's arguments, checked where fit can (the tracking URI's form, log_model, tags).
 absl::Status MLFlowFromFlags(MLFlowLoggerOptions& mlflow) {
@@ -433,12 +436,58 @@ absl::Status MLFlowFromFlags(MLFlowLoggerOptions& mlflow) {
   return absl::OkStatus();
 }
 
+// The --wandb_* flags: WandbLogger's arguments. `used`: --logger names wandb (offline and the names are checked
+// then; log_model always).
+absl::Status WandbFromFlags(WandbLoggerOptions& wandb, bool used) {
+  const auto optional = [](const std::string& value) {
+    return value.empty() ? std::nullopt : std::optional<std::string>(value);
+  };
+  wandb.name = optional(absl::GetFlag(FLAGS_wandb_name));
+  wandb.save_dir = absl::GetFlag(FLAGS_wandb_save_dir).empty() ? "" : UserPath(absl::GetFlag(FLAGS_wandb_save_dir));
+  wandb.version = optional(absl::GetFlag(FLAGS_wandb_version));
+  wandb.offline = absl::GetFlag(FLAGS_wandb_offline);
+  if (const std::string dir = absl::GetFlag(FLAGS_wandb_dir); !dir.empty()) wandb.dir = UserPath(dir);
+  wandb.id = optional(absl::GetFlag(FLAGS_wandb_id));
+  wandb.project = optional(absl::GetFlag(FLAGS_wandb_project));
+  absl::StatusOr<LogModel> log_model = ParseLogModel(absl::GetFlag(FLAGS_wandb_log_model));
+  if (!log_model.ok()) {
+    return FlagError("wandb_log_model", absl::GetFlag(FLAGS_wandb_log_model), "pass false, true or all");
+  }
+  wandb.log_model = *log_model;
+  wandb.prefix = absl::GetFlag(FLAGS_wandb_prefix);
+  wandb.checkpoint_name = optional(absl::GetFlag(FLAGS_wandb_checkpoint_name));
+  if (!used) return absl::OkStatus();
+  if (absl::Status checked = CheckWandbLoggerOptions(wandb); !checked.ok()) {
+    // The same refusal, in the flags' words.
+    if (!wandb.offline && absl::StrContains(checked.message(), "offline=False")) {
+      return FlagError("wandb_offline", "false",
+                       absl::StrCat("Kiln writes offline W&B runs only (it opens no connection to W&B's servers): "
+                                    "pass --wandb_offline=true (or set WANDB_MODE=offline), and upload the run "
+                                    "afterwards with `wandb sync ",
+                                    (std::filesystem::path(wandb.save_dir.empty() ? wandb.dir.value_or(".")
+                                                                                  : wandb.save_dir) /
+                                     "wandb")
+                                        .string(),
+                                    "/offline-run-<time>-<id>`"));
+    }
+    for (const auto& [flag, value] : {std::pair{"wandb_version", wandb.version}, std::pair{"wandb_id", wandb.id},
+                                      std::pair{"wandb_project", wandb.project},
+                                      std::pair{"wandb_checkpoint_name", wandb.checkpoint_name}}) {
+      if (value.has_value() && absl::StrContains(checked.message(), absl::StrCat("'", *value, "'"))) {
+        return FlagError(flag, *value, checked.message());
+      }
+    }
+    return checked;
+  }
+  return absl::OkStatus();
+}
+
 // The loggers, the report, the summary, predictions and the callbacks' flags; `root` is --default_root_dir.
 absl::Status OutputsFromFlags(const std::string& root, OutputSpec& outputs) {
   const std::string loggers = absl::GetFlag(FLAGS_logger);
   for (absl::string_view logger : absl::StrSplit(loggers, ',', absl::SkipWhitespace())) {
     if (logger == "none" && loggers == "none") break;
-    if (logger != "csv" && logger != "tensorboard" && logger != "mlflow") {
+    if (logger != "csv" && logger != "tensorboard" && logger != "mlflow" && logger != "wandb") {
       return FlagError("logger", loggers, kLoggersAccepted);
     }
     if (std::find(outputs.loggers.begin(), outputs.loggers.end(), logger) == outputs.loggers.end()) {
@@ -449,6 +498,8 @@ absl::Status OutputsFromFlags(const std::string& root, OutputSpec& outputs) {
     return FlagError("logger", loggers, kLoggersAccepted);
   }
   if (absl::Status mlflow = MLFlowFromFlags(outputs.mlflow); !mlflow.ok()) return mlflow;
+  const bool wandb = std::find(outputs.loggers.begin(), outputs.loggers.end(), "wandb") != outputs.loggers.end();
+  if (absl::Status s = WandbFromFlags(outputs.wandb, wandb); !s.ok()) return s;
   outputs.log_dir.save_dir = root;
   outputs.log_dir.name = absl::GetFlag(FLAGS_log_name);
   if (absl::StrContains(outputs.log_dir.name, '/') || outputs.log_dir.name == "." || outputs.log_dir.name == "..") {

@@ -62,6 +62,7 @@
 #include "trainer/io/memory_budget.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/mlflow_logger.h"
+#include "trainer/loggers/wandb_logger.h"
 #include "trainer/loggers/tensorboard_logger.h"
 #include "trainer/report/run_report.h"
 #include "trainer/trainer.h"
@@ -223,6 +224,7 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
   for (const std::string& name : outputs.loggers) {
     if (name == "csv") options.loggers.push_back(std::make_shared<CsvLogger>(own_folder()));
     if (name == "mlflow") options.loggers.push_back(std::make_shared<MLFlowLogger>(outputs.mlflow));
+    if (name == "wandb") options.loggers.push_back(std::make_shared<WandbLogger>(outputs.wandb));
     if (name == "tensorboard") {
       tensorboard = std::make_shared<TensorBoardLogger>(own_folder());
       tensorboard->set_session_status(SessionStatus::kFailure);  // Until fit reaches its end.

@@ -316,7 +316,7 @@ expect_usage_error "--num_classes='1' is not valid; pass an int >= 2" --num_clas
 expect_usage_error "--num_train='0' is not valid" --num_train=0
 expect_usage_error "--num_val='0' is not valid" --num_val=0
 # Outputs.
-expect_usage_error "--logger='wandb' is not valid; pass csv, tensorboard, mlflow, or several" --logger=wandb
+expect_usage_error "--logger='comet' is not valid; pass csv, tensorboard, mlflow, wandb, or several" --logger=comet
 expect_usage_error "--logger='' is not valid" --logger=
 expect_usage_error "--log_name='a/b' is not valid" --log_name=a/b
 expect_usage_error "--log_version='-2' is not valid" --log_version=-2
