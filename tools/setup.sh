@@ -14,9 +14,10 @@
 # a virtual environment of Debian's Python at ~/.cache/kiln/lightning-venv, where tests/lightning finds it (a first
 # time about 1.5 GB and a minute here); --no-lightning leaves it out, and those tests then say they did not run.
 #
-# And MLflow from PyPI (third_party/tracking/requirements.txt, every hash checked) into ~/.cache/kiln/mlflow-venv, where
-# tests/loggers finds it (MLflow's own client reads back what Kiln's MLFlowLogger wrote; `mlflow server` is the tracking
-# server its test starts); --no-tracking leaves it out, and those tests then say they did not run.
+# And MLflow and W&B from PyPI (third_party/tracking/requirements.txt, every hash checked) into ~/.cache/kiln/mlflow-venv,
+# where tests/loggers finds them (MLflow's own client reads back what Kiln's MLFlowLogger wrote, `mlflow server` is the
+# tracking server its test starts; wandb 0.29's reader of run files reads Kiln's WandbLogger's offline runs);
+# --no-tracking leaves them out, and those tests then say they did not run.
 set -euo pipefail
 
 usage() {
@@ -36,11 +37,11 @@ Installs what Kiln's build and tests need, when it is missing:
 
   --cuda          also fetch what `bazel build --config=cuda` links beyond the CUDA toolkit (cuSPARSELt, NVSHMEM,
                   cuFile)
-  - MLflow 3.17 from PyPI (SHA-256 checked), in a virtual environment at ~/.cache/kiln/mlflow-venv, for the
-    tests of Kiln's MLflow logger (tests/loggers).
+  - MLflow 3.17 and wandb 0.29 from PyPI (SHA-256 checked), in a virtual environment at
+    ~/.cache/kiln/mlflow-venv, for the tests of Kiln's MLflow and W&B loggers (tests/loggers).
 
   --no-lightning  leave Lightning out (tests/lightning then say they did not run, and why)
-  --no-tracking   leave MLflow out (tests/loggers then say they did not run, and why)
+  --no-tracking   leave MLflow and wandb out (tests/loggers then say they did not run, and why)
   --help          print this
 USAGE
 }
@@ -60,7 +61,7 @@ for argument in "$@"; do
       ;;
     *)
       echo "tools/setup.sh: unknown option '$argument'; accepted: --cuda (the CUDA libraries for --config=cuda)," \
-        "--no-lightning (no Lightning for tests/lightning), --no-tracking (no MLflow for tests/loggers), --help" >&2
+        "--no-lightning (no Lightning for tests/lightning), --no-tracking (no MLflow or wandb for tests/loggers), --help" >&2
       exit 2
       ;;
   esac
@@ -191,13 +192,14 @@ if $tracking; then
   venv=$HOME/.cache/kiln/mlflow-venv
   want=$(sha256sum "$requirements" | cut -d' ' -f1)
   if [[ ! -f "$venv/.kiln-tracking" || "$(cat "$venv/.kiln-tracking")" != "$want" ]]; then
-    echo "tools/setup.sh: installing MLflow from PyPI into $venv" >&2
+    echo "tools/setup.sh: installing MLflow and wandb from PyPI into $venv" >&2
     rm -rf "$venv"
     /usr/bin/python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
       --require-hashes -r "$requirements"
     echo "$want" >"$venv/.kiln-tracking"
   fi
-  echo "tools/setup.sh: MLflow $("$venv/bin/python" -c 'import mlflow; print(mlflow.__version__)' \
-    2>/dev/null || echo '(not importable)') in $venv" >&2
+  echo "tools/setup.sh: MLflow and wandb $("$venv/bin/python" -c \
+    'import mlflow, wandb; print(mlflow.__version__, wandb.__version__)' 2>/dev/null || echo '(not importable)')" \
+    "in $venv" >&2
 fi
