@@ -125,6 +125,7 @@ OTHER_PROGRAMS_FLAGS = {"standalone", "rdzv_backend", "no_python", "ntasks"}
 NOT_OURS = {
     ("trainer/README.md", "trainer/connectors/checkpoint_connector.py"): "Lightning's file, in the Lightning column",
     ("docs/accelerators.md", "//:train"): "the user's own workspace's target, in \"Your workspace\"",
+    ("docs/fit.md", "trainer/global_step"): "Lightning's step metric in a W&B run, in \"Weights & Biases\"",
 }
 
 # Bazel's own options that the pages name in code spans of their own.

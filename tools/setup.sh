@@ -13,6 +13,11 @@
 # It also installs the real Lightning from PyPI (third_party/lightning/requirements.txt, every hash checked) into
 # a virtual environment of Debian's Python at ~/.cache/kiln/lightning-venv, where tests/lightning finds it (a first
 # time about 1.5 GB and a minute here); --no-lightning leaves it out, and those tests then say they did not run.
+#
+# And MLflow and W&B from PyPI (third_party/tracking/requirements.txt, every hash checked) into ~/.cache/kiln/mlflow-venv,
+# where tests/loggers finds them (MLflow's own client reads back what Kiln's MLFlowLogger wrote, `mlflow server` is the
+# tracking server its test starts; wandb 0.29's reader of run files reads Kiln's WandbLogger's offline runs);
+# --no-tracking leaves them out, and those tests then say they did not run.
 set -euo pipefail
 
 usage() {
@@ -32,25 +37,31 @@ Installs what Kiln's build and tests need, when it is missing:
 
   --cuda          also fetch what `bazel build --config=cuda` links beyond the CUDA toolkit (cuSPARSELt, NVSHMEM,
                   cuFile)
+  - MLflow 3.17 and wandb 0.29 from PyPI (SHA-256 checked), in a virtual environment at
+    ~/.cache/kiln/mlflow-venv, for the tests of Kiln's MLflow and W&B loggers (tests/loggers).
+
   --no-lightning  leave Lightning out (tests/lightning then say they did not run, and why)
+  --no-tracking   leave MLflow and wandb out (tests/loggers then say they did not run, and why)
   --help          print this
 USAGE
 }
 
 cuda=false
 lightning=true
+tracking=true
 for argument in "$@"; do
   case "$argument" in
     --torch2) ;;  # LibTorch 2.x is always fetched now; kept so that older scripts keep working.
     --cuda) cuda=true ;;
     --no-lightning) lightning=false ;;
+    --no-tracking) tracking=false ;;
     --help | -h)
       usage
       exit 0
       ;;
     *)
       echo "tools/setup.sh: unknown option '$argument'; accepted: --cuda (the CUDA libraries for --config=cuda)," \
-        "--no-lightning (no Lightning for tests/lightning), --help" >&2
+        "--no-lightning (no Lightning for tests/lightning), --no-tracking (no MLflow or wandb for tests/loggers), --help" >&2
       exit 2
       ;;
   esac
@@ -172,4 +183,23 @@ if $lightning; then
   fi
   echo "tools/setup.sh: Lightning $("$venv/bin/python" -c 'import lightning; print(lightning.__version__)' \
     2>/dev/null || echo '(not importable)') in $venv" >&2
+fi
+
+# MLflow from PyPI, for tests/loggers (see the top of this file); done once per requirements file, like Lightning.
+if $tracking; then
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  requirements=$here/third_party/tracking/requirements.txt
+  venv=$HOME/.cache/kiln/mlflow-venv
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [[ ! -f "$venv/.kiln-tracking" || "$(cat "$venv/.kiln-tracking")" != "$want" ]]; then
+    echo "tools/setup.sh: installing MLflow and wandb from PyPI into $venv" >&2
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+      --require-hashes -r "$requirements"
+    echo "$want" >"$venv/.kiln-tracking"
+  fi
+  echo "tools/setup.sh: MLflow and wandb $("$venv/bin/python" -c \
+    'import mlflow, wandb; print(mlflow.__version__, wandb.__version__)' 2>/dev/null || echo '(not importable)')" \
+    "in $venv" >&2
 fi

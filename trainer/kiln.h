@@ -25,6 +25,8 @@
 #include "trainer/core/lightning_module.h"            // IWYU pragma: export
 #include "trainer/core/logger.h"                      // IWYU pragma: export
 #include "trainer/loggers/csv_logger.h"               // IWYU pragma: export
+#include "trainer/loggers/mlflow_logger.h"            // IWYU pragma: export
+#include "trainer/loggers/wandb_logger.h"             // IWYU pragma: export
 #include "trainer/loggers/tensorboard_logger.h"       // IWYU pragma: export
 #include "trainer/plugins/precision/precision_plugin.h"  // IWYU pragma: export
 #include "trainer/profilers/profiler.h"               // IWYU pragma: export

@@ -111,7 +111,7 @@ Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {
       .progress = progress_,
       .resumed_from = resumed_from_,
       .setup_loggers = [this] { return SetupLoggers(); },
-      .finalize_loggers = [this] { return FinalizeLoggers(); },
+      .finalize_loggers = [this](bool succeeded) { return FinalizeLoggers(succeeded); },
       .restore_checkpoint =
           [this](LightningModule& model, const std::string& ckpt_path, bool restore_training, DataModule* data) {
             return RestoreCheckpoint(model, ckpt_path, restore_training, data);
@@ -483,15 +483,16 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
   }
   status = FinishStrategy(status);
   if (stage != Stage::kFit) return status;  // validate and test finalize their loggers themselves (EvaluationLoop).
-  if (absl::Status finalized = FinalizeLoggers(); !finalized.ok() && status.ok()) status = finalized;
+  if (absl::Status finalized = FinalizeLoggers(status.ok()); !finalized.ok() && status.ok()) status = finalized;
   return status;
 }
 
-absl::Status Trainer::FinalizeLoggers() {
+absl::Status Trainer::FinalizeLoggers(bool succeeded) {
   absl::Status status = absl::OkStatus();
   if (!is_global_zero()) return status;  // Only rank zero logs.
   for (const auto& logger : options_.loggers) {
-    if (absl::Status finalized = logger->finalize(); !finalized.ok() && status.ok()) {
+    if (absl::Status finalized = logger->finalize_with_status(succeeded ? "success" : "failed");
+        !finalized.ok() && status.ok()) {
       status = absl::Status(finalized.code(), absl::StrCat("logger '", logger->name(), "': ", finalized.message()));
     }
   }

@@ -181,9 +181,9 @@ class Trainer {
   absl::Status FinishStrategy(absl::Status status);
   // Logger::setup on global rank zero (the loggers claim their folders), unless fast_dev_run.
   absl::Status SetupLoggers();
-  // Logger::finalize on global rank zero, every logger's: the first failure (what a logger could not write), naming
-  // the logger. After fit, validate and test alike.
-  absl::Status FinalizeLoggers();
+  // Logger::finalize_with_status on global rank zero, every logger's ("success" or "failed"): the first failure (what
+  // a logger could not write), naming the logger. After fit, validate and test alike.
+  absl::Status FinalizeLoggers(bool succeeded);
   // `data` (with restore_training) gets its state back from the checkpoint.
   absl::Status RestoreCheckpoint(LightningModule& model, const std::string& ckpt_path, bool restore_training,
                                  DataModule* data = nullptr);

@@ -278,11 +278,13 @@ void ModelCheckpoint::Save(Trainer& trainer) {
                                          : (mode_ == MonitorMode::kMin ? std::numeric_limits<double>::infinity()
                                                                        : -std::numeric_limits<double>::infinity());
   }
+  std::vector<std::string> written;
   const auto write = [&](const std::string& path) {
     if (absl::Status status = trainer.save_checkpoint(path, options_.save_weights_only); !status.ok()) {
       throw std::runtime_error(absl::StrCat("ModelCheckpoint could not save: ", status.message()));
     }
     saved_paths_.insert(path);
+    written.push_back(path);
   };
   const auto remove = [&](const std::string& path) {
     // A file this run saved is in its folder (UniquePath put it there); any other is checked, since only a
@@ -336,6 +338,26 @@ void ModelCheckpoint::Save(Trainer& trainer) {
   if (options_.save_last) {
     last_model_path_ = absl::StrCat(dirpath_, "/", kLastName, kCheckpointExtension);
     write(last_model_path_);
+  }
+  if (!trainer.is_global_zero()) return;
+  // Lightning's logger.after_save_checkpoint(self), for the loggers that upload checkpoints.
+  SavedCheckpoints saved{.dirpath = dirpath_,
+                         .written = written,
+                         .last_model_path = last_model_path_,
+                         .current_score = score,
+                         .best_model_path = best_model_path_,
+                         .best_model_score = best_model_score_,
+                         .best_k_models = best_k_models_,
+                         .monitor = options_.monitor,
+                         .mode = options_.mode,
+                         .save_last = options_.save_last,
+                         .save_top_k = options_.save_top_k,
+                         .every_n_train_steps = options_.every_n_train_steps,
+                         .every_n_epochs = options_.every_n_epochs.value_or(options_.every_n_train_steps > 0 ? 0 : 1)};
+  for (const auto& logger : trainer.loggers()) {
+    if (absl::Status status = logger->after_save_checkpoint(saved); !status.ok()) {
+      throw std::runtime_error(absl::StrCat("logger '", logger->name(), "' after a checkpoint: ", status.message()));
+    }
   }
 }
 

@@ -499,7 +499,8 @@ class Reader {
           continue;
         }
         (*given)[*key] = NodeText(item.second);
-        if (absl::string_view(argument->name) == "save_dir") continue;  // Loggers: FinishLoggers.
+        // CSV's and TensorBoard's: FinishLoggers (MLflow's save_dir is a flag of its own).
+        if (absl::string_view(argument->name) == "save_dir" && argument->flag == nullptr) continue;
         if (argument->flag == nullptr) {
           const char* kiln = argument->kiln_value != nullptr ? argument->kiln_value : argument->lightning_default;
           if (!SameYamlValue(NodeText(item.second), kiln)) {
@@ -602,8 +603,15 @@ class Reader {
       std::map<std::string, std::string> given;
       absl::Status read = ReadClass(*found->named, found->init_args, absl::StrCat(where, ".init_args"), &given);
       if (!read.ok()) unknown_.emplace_back(read.message());
-      // fit's loggers share one save_dir, name and version.
+      // fit's loggers with version folders (CSV's and TensorBoard's, whose version is --log_version) share one
+      // save_dir, name and version; WandbLogger's are its own flags.
+      const bool versioned =
+          std::any_of(found->named->arguments.begin(), found->named->arguments.end(), [](const ClassArgument& a) {
+            return absl::string_view(a.name) == "version" && a.flag != nullptr &&
+                   absl::string_view(a.flag) == "log_version";
+          });
       for (const char* shared : {"save_dir", "name", "version"}) {
+        if (!versioned) break;
         const std::string value = given.count(shared) > 0 ? given[shared] : std::string("null");
         auto [it, inserted] = logger_settings_.emplace(shared, value);
         if (!inserted && !SameYamlValue(it->second, value)) {
@@ -860,13 +868,17 @@ bool WriteLoggers(YAML::Emitter& out) {
     const LightningClass* logger = LightningClassOfValue(ClassKind::kLogger, name);
     WriteClass(out, *logger, [](const ClassArgument& argument, YAML::Emitter& emitter) {
       const absl::string_view name = argument.name;
-      if (name == "save_dir") {
+      if (name == "save_dir" && argument.flag == nullptr) {
         WriteYamlScalar(emitter, FlagValue("default_root_dir"));
-      } else if (name == "version" && FlagValue("log_version") == "-1") {
+      } else if (name == "version" && argument.flag != nullptr && absl::string_view(argument.flag) == "log_version" &&
+                 FlagValue("log_version") == "-1") {
         emitter << YAML::Null;
+      } else if (argument.flag != nullptr && absl::string_view(argument.lightning_default) == "null" &&
+                 FlagValue(argument.flag).empty()) {
+        emitter << YAML::Null;  // An empty flag is Lightning's None (MLFlowLogger's run_name, run_id).
       } else if (argument.flag != nullptr) {
         const std::string value = FlagValue(argument.flag);
-        if (name == "version") {
+        if (absl::string_view(argument.flag) == "log_version") {
           emitter << value;
         } else {
           WriteYamlScalar(emitter, value);
@@ -964,6 +976,27 @@ const std::vector<ConfigKey>& ConfigKeys() {
       // Read here; written as each logger's init_args (name, version).
       {"log_name", Section::kTrainer, "log_name", false, /*written=*/false},
       {"log_version", Section::kTrainer, "log_version", false, /*written=*/false},
+      // Read here; written as the MLFlowLogger's init_args (all but tags, which --print_config leaves out for now).
+      {"mlflow_experiment_name", Section::kTrainer, "mlflow_experiment_name", false, /*written=*/false},
+      {"mlflow_run_name", Section::kTrainer, "mlflow_run_name", false, /*written=*/false},
+      {"mlflow_tracking_uri", Section::kTrainer, "mlflow_tracking_uri", false, /*written=*/false},
+      {"mlflow_tags", Section::kTrainer, "mlflow_tags", false, /*written=*/false},
+      {"mlflow_save_dir", Section::kTrainer, "mlflow_save_dir", false, /*written=*/false},
+      {"mlflow_log_model", Section::kTrainer, "mlflow_log_model", false, /*written=*/false},
+      {"mlflow_prefix", Section::kTrainer, "mlflow_prefix", false, /*written=*/false},
+      {"mlflow_artifact_location", Section::kTrainer, "mlflow_artifact_location", false, /*written=*/false},
+      {"mlflow_run_id", Section::kTrainer, "mlflow_run_id", false, /*written=*/false},
+      // Read here; written as the WandbLogger's init_args.
+      {"wandb_name", Section::kTrainer, "wandb_name", false, /*written=*/false},
+      {"wandb_save_dir", Section::kTrainer, "wandb_save_dir", false, /*written=*/false},
+      {"wandb_version", Section::kTrainer, "wandb_version", false, /*written=*/false},
+      {"wandb_offline", Section::kTrainer, "wandb_offline", false, /*written=*/false},
+      {"wandb_dir", Section::kTrainer, "wandb_dir", false, /*written=*/false},
+      {"wandb_id", Section::kTrainer, "wandb_id", false, /*written=*/false},
+      {"wandb_project", Section::kTrainer, "wandb_project", false, /*written=*/false},
+      {"wandb_log_model", Section::kTrainer, "wandb_log_model", false, /*written=*/false},
+      {"wandb_prefix", Section::kTrainer, "wandb_prefix", false, /*written=*/false},
+      {"wandb_checkpoint_name", Section::kTrainer, "wandb_checkpoint_name", false, /*written=*/false},
       // Read here; written as the DeviceStatsMonitor callback.
       {"device_stats_monitor", Section::kTrainer, "device_stats_monitor", false, /*written=*/false},
       // Read here; written as the OnExceptionCheckpoint callback (its dirpath and filename).

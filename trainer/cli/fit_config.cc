@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
@@ -14,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "trainer/cli/flags.h"
+#include "trainer/io/http_client.h"
 #include "trainer/io/memory_budget.h"
 #include "trainer/trainer_options.h"
 
@@ -390,21 +394,113 @@ absl::Status ModelFromFlags(int64_t max_epochs, ModelSpec& model) {
   return absl::OkStatus();
 }
 
+constexpr absl::string_view kLoggersAccepted =
+    "pass csv, tensorboard, mlflow, wandb, or several of them comma-separated (csv,tensorboard), or none";
+
+// The --mlflow_* flags: MLFlowLogger's arguments, checked where fit can (the tracking URI's form, log_model, tags).
+absl::Status MLFlowFromFlags(MLFlowLoggerOptions& mlflow) {
+  mlflow.experiment_name = absl::GetFlag(FLAGS_mlflow_experiment_name);
+  if (mlflow.experiment_name.empty()) {
+    return FlagError("mlflow_experiment_name", "", "pass a name, e.g. lightning_logs (Lightning's default)");
+  }
+  if (const std::string name = absl::GetFlag(FLAGS_mlflow_run_name); !name.empty()) mlflow.run_name = name;
+  if (const std::string uri = absl::GetFlag(FLAGS_mlflow_tracking_uri); !uri.empty()) {
+    if (absl::StartsWith(uri, "file:")) {
+      mlflow.tracking_uri = absl::StrCat("file:", UserPath(uri.substr(5)));
+    } else if (absl::StatusOr<HttpUrl> url = ParseHttpUrl(uri); url.ok()) {
+      mlflow.tracking_uri = uri;
+    } else {
+      return FlagError(
+          "mlflow_tracking_uri", uri,
+          absl::StrCat("pass http://host:port (an MLflow tracking server) or file:<folder>: ", url.status().message()));
+    }
+  }
+  for (absl::string_view tag : absl::StrSplit(absl::GetFlag(FLAGS_mlflow_tags), ',', absl::SkipWhitespace())) {
+    const size_t equals = tag.find('=');
+    if (equals == absl::string_view::npos || equals == 0) {
+      return FlagError("mlflow_tags", absl::GetFlag(FLAGS_mlflow_tags),
+                       "pass key=value pairs, e.g. team=vision,env=ci");
+    }
+    mlflow.tags[std::string(tag.substr(0, equals))] = std::string(tag.substr(equals + 1));
+  }
+  mlflow.save_dir = UserPath(absl::GetFlag(FLAGS_mlflow_save_dir));
+  absl::StatusOr<LogModel> log_model = ParseLogModel(absl::GetFlag(FLAGS_mlflow_log_model));
+  if (!log_model.ok()) {
+    return FlagError("mlflow_log_model", absl::GetFlag(FLAGS_mlflow_log_model), "pass false, true or all");
+  }
+  mlflow.log_model = *log_model;
+  mlflow.prefix = absl::GetFlag(FLAGS_mlflow_prefix);
+  if (const std::string where = absl::GetFlag(FLAGS_mlflow_artifact_location); !where.empty()) {
+    mlflow.artifact_location = where;
+  }
+  if (const std::string id = absl::GetFlag(FLAGS_mlflow_run_id); !id.empty()) mlflow.run_id = id;
+  return absl::OkStatus();
+}
+
+// The --wandb_* flags: WandbLogger's arguments. `used`: --logger names wandb (offline and the names are checked
+// then; log_model always).
+absl::Status WandbFromFlags(WandbLoggerOptions& wandb, bool used) {
+  const auto optional = [](const std::string& value) {
+    return value.empty() ? std::nullopt : std::optional<std::string>(value);
+  };
+  wandb.name = optional(absl::GetFlag(FLAGS_wandb_name));
+  wandb.save_dir = absl::GetFlag(FLAGS_wandb_save_dir).empty() ? "" : UserPath(absl::GetFlag(FLAGS_wandb_save_dir));
+  wandb.version = optional(absl::GetFlag(FLAGS_wandb_version));
+  wandb.offline = absl::GetFlag(FLAGS_wandb_offline);
+  if (const std::string dir = absl::GetFlag(FLAGS_wandb_dir); !dir.empty()) wandb.dir = UserPath(dir);
+  wandb.id = optional(absl::GetFlag(FLAGS_wandb_id));
+  wandb.project = optional(absl::GetFlag(FLAGS_wandb_project));
+  absl::StatusOr<LogModel> log_model = ParseLogModel(absl::GetFlag(FLAGS_wandb_log_model));
+  if (!log_model.ok()) {
+    return FlagError("wandb_log_model", absl::GetFlag(FLAGS_wandb_log_model), "pass false, true or all");
+  }
+  wandb.log_model = *log_model;
+  wandb.prefix = absl::GetFlag(FLAGS_wandb_prefix);
+  wandb.checkpoint_name = optional(absl::GetFlag(FLAGS_wandb_checkpoint_name));
+  if (!used) return absl::OkStatus();
+  if (absl::Status checked = CheckWandbLoggerOptions(wandb); !checked.ok()) {
+    // The same refusal, in the flags' words.
+    if (!wandb.offline && absl::StrContains(checked.message(), "offline=False")) {
+      return FlagError("wandb_offline", "false",
+                       absl::StrCat("Kiln writes offline W&B runs only (it opens no connection to W&B's servers): "
+                                    "pass --wandb_offline=true (or set WANDB_MODE=offline), and upload the run "
+                                    "afterwards with `wandb sync ",
+                                    (std::filesystem::path(wandb.save_dir.empty() ? wandb.dir.value_or(".")
+                                                                                  : wandb.save_dir) /
+                                     "wandb")
+                                        .string(),
+                                    "/offline-run-<time>-<id>`"));
+    }
+    for (const auto& [flag, value] : {std::pair{"wandb_version", wandb.version}, std::pair{"wandb_id", wandb.id},
+                                      std::pair{"wandb_project", wandb.project},
+                                      std::pair{"wandb_checkpoint_name", wandb.checkpoint_name}}) {
+      if (value.has_value() && absl::StrContains(checked.message(), absl::StrCat("'", *value, "'"))) {
+        return FlagError(flag, *value, checked.message());
+      }
+    }
+    return checked;
+  }
+  return absl::OkStatus();
+}
+
 // The loggers, the report, the summary, predictions and the callbacks' flags; `root` is --default_root_dir.
 absl::Status OutputsFromFlags(const std::string& root, OutputSpec& outputs) {
   const std::string loggers = absl::GetFlag(FLAGS_logger);
   for (absl::string_view logger : absl::StrSplit(loggers, ',', absl::SkipWhitespace())) {
     if (logger == "none" && loggers == "none") break;
-    if (logger != "csv" && logger != "tensorboard") {
-      return FlagError("logger", loggers, "pass csv, tensorboard or both (csv,tensorboard), or none");
+    if (logger != "csv" && logger != "tensorboard" && logger != "mlflow" && logger != "wandb") {
+      return FlagError("logger", loggers, kLoggersAccepted);
     }
     if (std::find(outputs.loggers.begin(), outputs.loggers.end(), logger) == outputs.loggers.end()) {
       outputs.loggers.emplace_back(logger);
     }
   }
   if (outputs.loggers.empty() && loggers != "none") {
-    return FlagError("logger", loggers, "pass csv, tensorboard or both (csv,tensorboard), or none");
+    return FlagError("logger", loggers, kLoggersAccepted);
   }
+  if (absl::Status mlflow = MLFlowFromFlags(outputs.mlflow); !mlflow.ok()) return mlflow;
+  const bool wandb = std::find(outputs.loggers.begin(), outputs.loggers.end(), "wandb") != outputs.loggers.end();
+  if (absl::Status s = WandbFromFlags(outputs.wandb, wandb); !s.ok()) return s;
   outputs.log_dir.save_dir = root;
   outputs.log_dir.name = absl::GetFlag(FLAGS_log_name);
   if (absl::StrContains(outputs.log_dir.name, '/') || outputs.log_dir.name == "." || outputs.log_dir.name == "..") {

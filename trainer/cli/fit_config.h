@@ -22,6 +22,8 @@
 #include "trainer/data/task.h"
 #include "trainer/io/user_path.h"  // UserPath, which fit applies to every path flag.
 #include "trainer/loggers/log_dir.h"
+#include "trainer/loggers/mlflow_logger.h"
+#include "trainer/loggers/wandb_logger.h"
 #include "trainer/optim/lr_scheduler_options.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/trainer.h"
@@ -70,8 +72,10 @@ struct ModelSpec {
 };
 
 struct OutputSpec {
-  std::vector<std::string> loggers;  // "csv", "tensorboard"; empty for --logger=none.
+  std::vector<std::string> loggers;  // "csv", "tensorboard", "mlflow", "wandb"; empty for --logger=none.
   LogDirOptions log_dir;             // save_dir is the default_root_dir.
+  MLFlowLoggerOptions mlflow;        // The --mlflow_* flags, for "mlflow".
+  WandbLoggerOptions wandb;          // The --wandb_* flags, for "wandb".
   bool report = true;
   bool save_config_overwrite = false;                  // Replace an existing config.yaml in the run folder.
   std::string summary_json;                            // Empty: none.

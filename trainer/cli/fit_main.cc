@@ -63,6 +63,8 @@
 #include "trainer/io/durable_file.h"
 #include "trainer/io/memory_budget.h"
 #include "trainer/loggers/csv_logger.h"
+#include "trainer/loggers/mlflow_logger.h"
+#include "trainer/loggers/wandb_logger.h"
 #include "trainer/loggers/tensorboard_logger.h"
 #include "trainer/report/run_report.h"
 #include "trainer/trainer.h"
@@ -150,6 +152,14 @@ class OnFitEnd final : public Callback {
   std::function<void()> fn_;
 };
 
+// Lightning's trainer.log_dir: the first logger's folder that has one, else default_root_dir.
+std::string LogDir(const Trainer& trainer) {
+  for (const auto& logger : trainer.loggers()) {
+    if (!logger->log_dir().empty()) return logger->log_dir();
+  }
+  return trainer.options().default_root_dir;
+}
+
 // Saves the run's configuration as <run folder>/config.yaml, as LightningCLI's SaveConfigCallback does: `fit
 // --config=<run folder>/config.yaml` repeats the run. Rank zero alone writes it. A file that cannot be written stops
 // the run, like a log that cannot be. LightningCLI writes it in setup; Kiln's setup hooks run before the checkpoint
@@ -170,7 +180,9 @@ class SaveConfig final : public Callback {
   void Write(Trainer& trainer) {
     if (written_ || !trainer.is_global_zero()) return;
     written_ = true;
-    absl::StatusOr<std::string> dir = folder_->Claim();
+    // Without a logger that has a version folder (MLflow, W&B alone): the trainer's log_dir, as Lightning's.
+    absl::StatusOr<std::string> dir =
+        folder_ != nullptr ? folder_->Claim() : absl::StatusOr<std::string>(LogDir(trainer));
     absl::Status written = dir.ok() ? WriteFileDurably(*dir + "/config.yaml", yaml_) : dir.status();
     if (!written.ok()) throw std::runtime_error(absl::StrCat("config.yaml: ", written.message()));
   }
@@ -303,6 +315,8 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
   std::shared_ptr<TensorBoardLogger> tensorboard;
   for (const std::string& name : outputs.loggers) {
     if (name == "csv") options.loggers.push_back(std::make_shared<CsvLogger>(own_folder()));
+    if (name == "mlflow") options.loggers.push_back(std::make_shared<MLFlowLogger>(outputs.mlflow));
+    if (name == "wandb") options.loggers.push_back(std::make_shared<WandbLogger>(outputs.wandb));
     if (name == "tensorboard") {
       tensorboard = std::make_shared<TensorBoardLogger>(own_folder());
       tensorboard->set_session_status(SessionStatus::kFailure);  // Until fit reaches its end.
@@ -375,7 +389,7 @@ int RunFit(const FitConfig& config, LoadedData& data, SupervisedModule& model, c
 
   // With several processes, the other ranks trained the same model: rank zero alone reports and writes outputs.
   if (status.ok() && !trainer.is_global_zero()) return 0;
-  const std::string run_dir = outputs.loggers.empty() ? options.default_root_dir : folder->path();
+  const std::string run_dir = folder != nullptr ? folder->path() : LogDir(trainer);
   const std::string report_path = run_dir + "/report.html";
   if (run_report != nullptr && trainer.plan().has_value() && trainer.is_global_zero()) {
     run_report->set_title(absl::StrCat("Kiln run ", run_dir));

@@ -406,7 +406,7 @@ expect_usage_error "--lr_find_min_lr='0' is not valid; pass a learning rate > 0"
 expect_usage_error "--lr_find_num_training='0' is not valid; pass a number of steps >= 1" --auto_lr_find \
   --lr_find_num_training=0
 # Outputs.
-expect_usage_error "--logger='wandb' is not valid; pass csv, tensorboard or both" --logger=wandb
+expect_usage_error "--logger='comet' is not valid; pass csv, tensorboard, mlflow, wandb, or several" --logger=comet
 expect_usage_error "--logger='' is not valid" --logger=
 expect_usage_error "--log_name='a/b' is not valid" --log_name=a/b
 expect_usage_error "--log_version='-2' is not valid" --log_version=-2

@@ -186,6 +186,36 @@ std::vector<LightningClass> MakeClasses() {
         {"logdir", nullptr, "null", nullptr, /*written=*/false},
         {"write_to_disk", nullptr, "true", nullptr, /*written=*/false},
         {"comet_config", nullptr, "{disabled: true}", nullptr, /*written=*/false}}},
+      // Lightning 2.6's MLFlowLogger: its save_dir is its own (the file store), not the trainer's default_root_dir. Its
+      // tags are --mlflow_tags on the command line (a mapping here is not read yet: null only).
+      {ClassKind::kLogger, "MLFlowLogger", "lightning.pytorch.loggers", "logger", "mlflow",
+       {{"experiment_name", "mlflow_experiment_name", "lightning_logs"},
+        {"run_name", "mlflow_run_name", "null"},
+        {"tracking_uri", "mlflow_tracking_uri", "null"},
+        {"tags", nullptr, "null"},
+        {"save_dir", "mlflow_save_dir", "./mlruns"},
+        {"log_model", "mlflow_log_model", "false"},
+        {"prefix", "mlflow_prefix", "''"},
+        {"artifact_location", "mlflow_artifact_location", "null"},
+        {"run_id", "mlflow_run_id", "null"},
+        {"synchronous", nullptr, "null"}}},
+      // Lightning 2.6's WandbLogger: save_dir is its own (the run goes to <save_dir>/wandb), not the trainer's
+      // default_root_dir. Kiln writes offline runs only (offline must be true, or $WANDB_MODE offline); wandb.init's
+      // own arguments (Lightning's **kwargs: entity, group, tags, ...) are the library's (WandbLoggerOptions).
+      {ClassKind::kLogger, "WandbLogger", "lightning.pytorch.loggers", "logger", "wandb",
+       {{"name", "wandb_name", "null"},
+        {"save_dir", "wandb_save_dir", "."},
+        {"version", "wandb_version", "null"},
+        {"offline", "wandb_offline", "false"},
+        {"dir", "wandb_dir", "null"},
+        {"id", "wandb_id", "null"},
+        {"anonymous", nullptr, "null"},
+        {"project", "wandb_project", "null"},
+        {"log_model", "wandb_log_model", "false"},
+        {"experiment", nullptr, "null"},
+        {"prefix", "wandb_prefix", "''"},
+        {"checkpoint_name", "wandb_checkpoint_name", "null"},
+        {"add_file_policy", nullptr, "mutable"}}},
       // Strategies (lightning.pytorch.strategies), as a LightningCLI config names one under trainer.strategy, with
       // their init arguments in Lightning 2.6's order and defaults. What picks hardware or plugins is the trainer's
       // in Kiln (accelerator, devices, plugins), timeout is fit's --process_group_timeout, and DDP's

@@ -68,7 +68,8 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
   });
   if (metrics.ok() && !status.ok()) return status;
   // A logger that could not write what it holds fails the run, as after fit (the metrics would be missing).
-  if (absl::Status finalized = context_.finalize_loggers(); !finalized.ok() && metrics.ok()) return finalized;
+  if (absl::Status finalized = context_.finalize_loggers(metrics.ok()); !finalized.ok() && metrics.ok())
+    return finalized;
   return metrics;
 }
 

@@ -42,7 +42,7 @@ struct LoopContext {
   // a checkpoint ("last", "best" or a path; `data` gets its state back with `restore_training`); a "last" or "best"
   // checkpoint's path.
   std::function<absl::Status()> setup_loggers;
-  std::function<absl::Status()> finalize_loggers;
+  std::function<absl::Status(bool succeeded)> finalize_loggers;
   std::function<absl::Status(LightningModule& model, const std::string& ckpt_path, bool restore_training,
                              DataModule* data)>
       restore_checkpoint;
