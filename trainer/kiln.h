@@ -24,6 +24,7 @@
 #include "trainer/core/flop_counter.h"                // IWYU pragma: export
 #include "trainer/core/lightning_module.h"            // IWYU pragma: export
 #include "trainer/core/logger.h"                      // IWYU pragma: export
+#include "trainer/core/sync_batch_norm.h"             // IWYU pragma: export
 #include "trainer/loggers/csv_logger.h"               // IWYU pragma: export
 #include "trainer/loggers/mlflow_logger.h"            // IWYU pragma: export
 #include "trainer/loggers/wandb_logger.h"             // IWYU pragma: export

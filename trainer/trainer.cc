@@ -15,6 +15,7 @@
 #include "trainer/callbacks/model_summary_callback.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/layer_sync.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/log_dir.h"
 #include "trainer/loggers/tensorboard_logger.h"
@@ -377,8 +378,15 @@ absl::Status Trainer::SetupStrategy(Stage stage, LightningModule& model) {
     if (absl::Status launched = program.Launch(*plan_); !launched.ok()) return launched;
   }
   program.BeginEntryPoint(StageName(stage));
+  // sync_batchnorm converts before the strategy places and broadcasts the module, as Lightning's DDPStrategy does,
+  // and for fit alone.
+  layer_sync_ = std::make_unique<LayerSync>(model);
+  if (stage == Stage::kFit && options_.sync_batchnorm) layer_sync_->ConvertBatchNorms(*plan_, *strategy_);
   if (absl::Status status = precision_->ConvertModule(model); !status.ok()) return status;
-  return strategy_->Setup(*plan_, model);
+  if (absl::Status status = strategy_->Setup(*plan_, model); !status.ok()) return status;
+  if (absl::Status status = layer_sync_->Attach(*strategy_); !status.ok()) return status;
+  if (layer_sync_->check_callback() != nullptr) callbacks_.push_back(layer_sync_->check_callback());
+  return absl::OkStatus();
 }
 
 absl::Status Trainer::FinishStrategy(absl::Status status) {
@@ -433,6 +441,7 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
   if (absl::Status status = Prepare(stage); !status.ok()) return status;
   absl::Status status = SetupStrategy(stage, model);
   if (!status.ok()) {
+    layer_sync_.reset();
     if (absl::Status teardown = strategy_->Teardown(); !teardown.ok()) LOG(WARNING) << teardown;
     return FinishStrategy(status);
   }
@@ -465,6 +474,8 @@ absl::Status Trainer::RunEntryPoint(Stage stage, LightningModule& model, absl::F
     // may be gone).
     if (status.ok()) status = strategy_->Finish();
     if (!status.ok()) CallOnException(model, status);
+    // The BatchNorms back in place, and the process group released with the strategy's.
+    layer_sync_.reset();
     model_ = nullptr;
     data_ = nullptr;
     // Every checkpoint this run saved is on disk before it returns.

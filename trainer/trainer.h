@@ -47,6 +47,7 @@
 namespace kiln {
 
 class FitLoop;
+class LayerSync;
 struct LoopContext;
 class ModelCheckpoint;
 class PrecisionPlugin;
@@ -195,6 +196,8 @@ class Trainer {
   std::shared_ptr<Strategy> strategy_;
   std::unique_ptr<class CheckpointWriter> checkpoint_writer_;
   std::shared_ptr<PrecisionPlugin> precision_;
+  // The running entry point's synchronised layers (sync_batchnorm's conversion, kiln::SyncBatchNorm's group).
+  std::unique_ptr<LayerSync> layer_sync_;
   std::unique_ptr<ProgressReporter> progress_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   LightningModule* model_ = nullptr;  // The module of the running fit, for save_checkpoint.

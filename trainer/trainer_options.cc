@@ -133,6 +133,12 @@ OptionCheck SetTrainerOption_process_group_backend(TrainerOptions& options, cons
 // The strategy checks it against the device (a backend that cannot carry its tensors is refused there).
 OptionCheck CheckTrainerOption_process_group_backend(const TrainerOptions&) { return std::nullopt; }
 
+OptionCheck SetTrainerOption_sync_batchnorm(TrainerOptions& options, const bool& value) {
+  options.sync_batchnorm = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_sync_batchnorm(const TrainerOptions&) { return std::nullopt; }
+
 // The strategy's own options: each row of trainer/strategies/fsdp_options.inc sets and checks its field of
 // TrainerOptions::fsdp, by the field's type (SetFsdpField, CheckFsdpField).
 #define KILN_FSDP_OPTION(type, name, field, fit_default, init_arg, help)                                   \

@@ -78,6 +78,12 @@ struct TrainerOptions {
   FSDPOptions fsdp;
   std::string precision = "32-true";
   int num_nodes = 1;
+  // Lightning's sync_batchnorm: under a strategy of several processes (ddp, fsdp), fit converts every
+  // torch::nn::BatchNorm{1,2,3}d registered in the module's tree into a kiln::SyncBatchNorm sharing its tensors
+  // (trainer/core/sync_batch_norm.h), whose batch statistics are the whole global batch's, and puts them back when
+  // fit ends. One process: nothing is converted. A BatchNorm called through a member rather than the registered
+  // child would bypass it: fit stops after the first training batch naming it.
+  bool sync_batchnorm = false;
 
   // Loops, with Lightning's defaults.
   std::optional<int64_t> max_epochs;       // Unset and max_steps == -1: 1000 epochs, with Lightning's warning.

@@ -79,6 +79,7 @@ PUBLIC_HEADERS = [
     ("//trainer/core:core", "trainer/core/logger.h", ""),
     ("//trainer/core:core", "trainer/core/metric_scheduler.h", ""),
     ("//trainer/core:core", "trainer/core/metrics.h", ""),
+    ("//trainer/core:sync_batch_norm", "trainer/core/sync_batch_norm.h", ""),
     ("//trainer/data:csv_stream", "trainer/data/csv_stream.h", ""),
     ("//trainer/data:csv_table", "trainer/data/csv_table.h", ""),
     ("//trainer/data:digits", "trainer/data/digits.h", ""),

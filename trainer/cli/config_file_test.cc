@@ -294,6 +294,10 @@ TEST_F(ConfigFileTest, ReadsLightningsStrategyObjects) {
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_THAT(*args, ElementsAre("--strategy=ddp", "--strategy=ddp_find_unused_parameters_true",
                                  "--process_group_backend=gloo"));
+  // Lightning's sync_batchnorm is the Trainer's option of that name (it was accepted at false alone).
+  args = ConfigFileArguments("trainer: {strategy: ddp, sync_batchnorm: true}", "run.yaml");
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_THAT(*args, ElementsAre("--strategy=ddp", "--sync_batchnorm=true"));
   // Arguments left out are Lightning's defaults.
   args = ConfigFileArguments("trainer: {strategy: {class_path: FSDPStrategy}}", "run.yaml");
   ASSERT_TRUE(args.ok()) << args.status();

@@ -27,6 +27,7 @@ TEST(FitDefaultsTest, FitWithNoFlagsIsTrainerOptionsDefaults) {
   EXPECT_EQ(fit.strategy.name(), library.strategy.name());
   EXPECT_EQ(fit.process_group_timeout, library.process_group_timeout);
   EXPECT_EQ(fit.process_group_backend, library.process_group_backend);
+  EXPECT_EQ(fit.sync_batchnorm, library.sync_batchnorm);
   EXPECT_EQ(fit.precision, library.precision);
   EXPECT_EQ(fit.num_nodes, library.num_nodes);
   EXPECT_EQ(fit.min_epochs.value_or(0), library.min_epochs.value_or(0));

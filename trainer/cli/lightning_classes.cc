@@ -350,7 +350,6 @@ const std::vector<DefaultOnlyKey>& DefaultOnlyKeys() {
       {Section::kTrainer, "detect_anomaly", "false", "LibTorch's anomaly mode is not offered"},
       {Section::kTrainer, "barebones", "false", "fit has no barebones mode; turn off its loggers, bar and summary"},
       {Section::kTrainer, "plugins", "null", "precision and devices are fit's own flags (--precision, --accelerator)"},
-      {Section::kTrainer, "sync_batchnorm", "false", "batch norm is not synchronised across ranks"},
       {Section::kTrainer, "reload_dataloaders_every_n_epochs", "0", "fit's loaders are built once"},
       {Section::kTrainer, "enable_autolog_hparams", "true", "the loggers always get the model's hyper-parameters"},
       {Section::kTrainer, "model_registry", "null", "Kiln uploads nothing"},

@@ -34,6 +34,7 @@ TEST(LightningCliTest, SectionsBecomeFitsFlags) {
                          "--data.batch_size=128", "--trainer.logger=csv"}),
               ElementsAre("--max_epochs=3", "--accelerator=cpu", "--hidden_sizes=32,32", "--batch_size=128",
                           "--logger=csv"));
+  EXPECT_THAT(Translate({"--trainer.sync_batchnorm=true"}), ElementsAre("--sync_batchnorm=true"));
   // The config file's keys: ModelCheckpoint's monitor is not the Trainer's, and lr_scheduler's are PyTorch's.
   EXPECT_THAT(Translate({"--lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau", "--lr_scheduler.monitor=val_loss",
                          "--lr_scheduler.init_args.factor=0.5", "--lr_scheduler.patience=2"}),

@@ -272,6 +272,8 @@ bool ParallelStrategy::ReduceAny(bool decision) {
   });
 }
 
+c10::intrusive_ptr<c10d::ProcessGroup> ParallelStrategy::LayerSyncProcessGroup() const { return process_group_; }
+
 void ParallelStrategy::Barrier() {
   Collective("waiting at a barrier", [&] { process_group_->barrier()->wait(); });
 }

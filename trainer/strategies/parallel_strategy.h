@@ -49,6 +49,8 @@ class ParallelStrategy : public Strategy {
   int global_rank() const override { return global_rank_; }
   int world_size() const override { return world_size_; }
   void Barrier() override;
+  // The run's group (process_group()); null before Setup and after Teardown.
+  c10::intrusive_ptr<c10d::ProcessGroup> LayerSyncProcessGroup() const override;
 
  protected:
   ParallelStrategy(absl::Duration timeout, std::optional<std::string> process_group_backend);

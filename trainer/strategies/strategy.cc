@@ -5,6 +5,7 @@
 #include "ATen/ATen.h"
 #include "absl/strings/str_cat.h"
 #include "hal/compat/error_message.h"
+#include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
 #include "trainer/core/lightning_module.h"
 
 namespace kiln {
@@ -26,6 +27,8 @@ void Strategy::ClipGradientsNorm(const std::vector<at::Tensor>& parameters, doub
 absl::Status Strategy::Finish() { return absl::OkStatus(); }
 
 std::function<void(at::Tensor&)> Strategy::GradientOverflowAgreement() { return nullptr; }
+
+c10::intrusive_ptr<c10d::ProcessGroup> Strategy::LayerSyncProcessGroup() const { return {}; }
 
 absl::Status Strategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                                      const OptimizerStateCodec& codec, bool restoring,

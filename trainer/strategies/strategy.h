@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ATen/core/ivalue.h"
+#include "c10/util/intrusive_ptr.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +28,10 @@
 #include "torch/nn/module.h"
 #include "torch/optim/optimizer.h"
 #include "trainer/core/batch.h"
+
+namespace c10d {
+class ProcessGroup;
+}  // namespace c10d
 
 namespace kiln {
 
@@ -94,6 +99,12 @@ class Strategy : public StrategyDescriptor {
   // every rank that steps the same parameters, or null where every rank sees every gradient (the default). A
   // collective, called by every rank after unscaling.
   virtual std::function<void(at::Tensor&)> GradientOverflowAgreement();
+
+  // The process group of every rank of the run, for layers that synchronise across the processes themselves
+  // (kiln::SyncBatchNorm, trainer/core/sync_batch_norm.h; Lightning's LayerSync): between Setup and Teardown, on the
+  // accelerator's own collective backend for its device's tensors. Null where the run has one process (the
+  // default); a distributed strategy that returns null refuses sync_batchnorm before training. Never throws.
+  virtual c10::intrusive_ptr<c10d::ProcessGroup> LayerSyncProcessGroup() const;
 
   // Whether a checkpoint is saved sharded: every rank writes its part of it, in torch.distributed.checkpoint's layout
   // (trainer/checkpoint/sharded/sharded_checkpoint.h), rather than rank 0 the whole file. The default: false (fsdp with
