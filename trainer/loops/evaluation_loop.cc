@@ -73,6 +73,13 @@ absl::StatusOr<MetricMap> EvaluationLoop::RunStage(LightningModule& model, DataM
   return metrics;
 }
 
+Batch EvaluationLoop::TransferBatch(Trainer& trainer, LightningModule& model, Batch batch, int64_t dataloader_idx) {
+  batch = model.on_before_batch_transfer(std::move(batch), dataloader_idx);
+  batch = model.transfer_batch_to_device(batch, trainer.strategy()->root_device(), dataloader_idx);
+  batch = model.on_after_batch_transfer(std::move(batch), dataloader_idx);
+  return trainer.precision_plugin()->ConvertInput(batch);
+}
+
 Batch EvaluationLoop::TransferBatch(const LoopContext& context, LightningModule& model, Batch batch,
                                     int64_t dataloader_idx) {
   Trainer& trainer = context.trainer;

@@ -41,6 +41,8 @@ class EvaluationLoop {
   // (to the strategy's device) and on_after_batch_transfer, then the precision plugin's ConvertInput. Every loop's
   // batches come this way. Throws what the hooks throw.
   static Batch TransferBatch(const LoopContext& context, LightningModule& model, Batch batch, int64_t dataloader_idx);
+  // The same, unprofiled, for a pass outside the loops (StochasticWeightAveraging's batch-norm pass in on_train_end).
+  static Batch TransferBatch(Trainer& trainer, LightningModule& model, Batch batch, int64_t dataloader_idx);
 
   // The validation batches run in the training epoch and in the last run, as fit's validation loop counts them
   // (Lightning's val_loop.batch_progress); StartEpoch starts the epoch's count, load_state_dict sets both.
