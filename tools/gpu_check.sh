@@ -56,11 +56,15 @@ for file in "$pack"/bin/* "$pack"/lib/*; do
   if [[ $(head -c 4 "$file") == $'\x7fELF' ]]; then strip --strip-unneeded "$file"; fi
 done
 
-size_kib=$(du -sk "$pack" | cut -f1)
+# The programs and libraries travel gzip-compressed (a third of their size; run.sh unpacks them beside itself): the
+# unoptimised binaries alone passed the limit when #60's callbacks, loggers and profilers landed (69 MiB unpacked).
+tar -C "$pack" -czf "$pack/payload.tar.gz" bin lib
+size_kib=$(du -sk "$pack/payload.tar.gz" "$pack/run.sh" "$pack/COMMIT" | awk '{s += $1} END {print s}')
 if ((size_kib > limit_mib * 1024)); then
   echo "tools/gpu_check.sh: the pack is $((size_kib / 1024)) MiB, over the ${limit_mib} MiB limit:" >&2
   du -sh "$pack"/bin/* "$pack"/lib/* | sort -h | tail -n 8 >&2
   exit 1
 fi
-echo "tools/gpu_check.sh: packed $(ls "$pack/bin" | wc -l) programs and $(ls "$pack/lib" | wc -l) libraries" \
+rm -rf "$pack/bin" "$pack/lib"
+echo "tools/gpu_check.sh: packed ${#binaries[@]} programs and their libraries" \
   "($((size_kib / 1024)) MiB) into $pack; on a GPU machine run: bash $pack/run.sh" >&2

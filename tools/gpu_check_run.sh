@@ -18,6 +18,8 @@
 # processes sharing one GPU, against two CPU processes within the 32-true tolerances.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# tools/gpu_check.sh ships bin/ and lib/ compressed; unpacked here once.
+if [[ ! -d "$here/bin" && -f "$here/payload.tar.gz" ]]; then tar -C "$here" -xzf "$here/payload.tar.gz" || exit 1; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python=${PYTHON:-python3}
