@@ -240,10 +240,13 @@ absl::Status DistributedProgram::Agree(absl::Time deadline) {
     while (true) {
       for (int rank = 0; rank < world_size_; ++rank) {
         if (answers[rank] != Answer::kNone) continue;
+        // A rank writes its entry point before its exit, so the exit is read first: a rank seen to have ended has
+        // its entry point (if it reached this one) already in the store, and that answer, not the end, is named.
+        const bool ended = store_->check({ExitKey(rank)});
         if (const std::string key = EntryKey(entries_, rank); store_->check({key})) {
           said[rank] = Text(store_->get(key));
           answers[rank] = said[rank] == mine ? Answer::kSame : Answer::kOther;
-        } else if (store_->check({ExitKey(rank)})) {
+        } else if (ended) {
           said[rank] = Text(store_->get(ExitKey(rank)));  // "<entry points met> <the last one's name>"
           answers[rank] = Answer::kEnded;
         }
