@@ -5,16 +5,17 @@
 //   fsdp_run OUT [accelerator=cpu|virtual_npu] [strategy=fsdp|ddp|single_device] [devices=N] [sharding=FULL_SHARD|SHARD_GRAD_OP|NO_SHARD]
 //            [policy=none|linear|size] [optimizer=sgd|adam] [accumulate=K] [clip=V] [precision=P] [epochs=E]
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
-//            [policy=...|block] [prefetch=1|0 (backward_prefetch)] [save=0|1 (ModelCheckpoint's checkpoints, in
+//            [policy=...|block|nested (Block and Linear)] [prefetch=1|0 (backward_prefetch)] [save=0|1 (ModelCheckpoint's checkpoints, in
 //            ./checkpoints)] [state_dict_type=full|sharded] [resume=CKPT_PATH] [precision=16-mixed scale=S]
 //            [nodes=N]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set; its ranks'
 //                        files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
 //   fsdp_run free_port                 prints a TCP port free on this machine
 //
-// The model: a Sequential of Linear(6, 15), Tanh, Linear(15, 13), Tanh (the policy's units; sizes chosen so that
-// every unit needs padding at 2 and 4 ranks) and a member head Linear(13, 3) (the root unit); with width=W, D
-// Linear layers of width W instead. Where the accelerator counts its memory, the file also has the run's peak
+// The model: a Sequential of Linear(6, 15), Tanh, Linear(15, 13), Tanh (sizes chosen so that every unit needs
+// padding at 2 and 4 ranks) and a member head Linear(13, 3), which the model calls itself: policy=linear makes the
+// three Linear layers units (the head's gathered when its forward reads it), policy=none leaves one (root) unit;
+// with width=W, D Linear layers of width W instead. Where the accelerator counts its memory, the file also has the run's peak
 // ("peak_bytes").
 #include <cmath>
 #include <cstdlib>
@@ -249,6 +250,7 @@ int main(int argc, char** argv) {
     if (args["policy"] == "linear") fsdp.auto_wrap_policy.module_types = {"Linear"};
     if (args["policy"] == "size") fsdp.auto_wrap_policy.min_num_params = 100;
     if (args["policy"] == "block") fsdp.auto_wrap_policy.module_types = {"Block"};
+    if (args["policy"] == "nested") fsdp.auto_wrap_policy.module_types = {"Block", "Linear"};
     if (!args["checkpoint"].empty()) fsdp.activation_checkpointing_policy = {args["checkpoint"]};
     options.strategy = std::make_shared<kiln::FSDPStrategy>(fsdp);
   }

@@ -77,6 +77,23 @@ same ddp2_bf16 fsdp2_bf16 1e-5
 # The comparison can fail: 2 and 4 ranks see different batches.
 "$run" compare ddp2.rank0.txt ddp4.rank0.txt 1e-5 >/dev/null && fail "compare found 2 and 4 ranks of ddp alike"
 
+echo "== any submodule as a unit: members the model calls itself (Block's in and out), units inside units"
+# model=blocks: Linear(6, 12), then 3 Blocks whose forward calls its two Linear members itself, then the head. Under
+# policy=linear every Linear is a unit (8), under nested each Block too, around its two (11); no wrapper is put
+# anywhere: each unit's parameters are gathered when an operator reads them. The same bound as above against ddp.
+members=(model=blocks width=12 depth=3)
+train members_ddp2 strategy=ddp devices=2 "${members[@]}"
+for variant in "linear 8" "nested 11"; do
+  set -- $variant
+  train members2_$1 devices=2 "${members[@]}" policy=$1
+  ranks_agree members2_$1 2
+  same members_ddp2 members2_$1 1e-5
+  grep -q "fsdp: FULL_SHARD, $2 unit(s) and the root" members2_$1.err ||
+    fail "policy=$1 did not make $2 units: $(grep -o 'fsdp: FULL_SHARD.*parameters' members2_$1.err | head -1)"
+done
+train members2_grad_op devices=2 "${members[@]}" policy=nested sharding=SHARD_GRAD_OP
+same members_ddp2 members2_grad_op 1e-5
+
 echo "== two nodes of 2 ranks (two programs on this machine, NODE_RANK 0 and 1): HYBRID_SHARD and FULL_SHARD"
 # HYBRID_SHARD shards within each node and all-reduces across the nodes; the 4 ranks see the batches of 4 ranks on
 # one node, so both end as ddp4 within the bound.
@@ -101,7 +118,7 @@ for run_name in hybrid multi_full; do
     fail "$run_name: rank 3 (node 1) ended with another model than rank 0"
   same ddp4 "$run_name-node0" 1e-5
 done
-grep -q "HYBRID_SHARD, 2 wrapped unit(s)" hybrid-node0.err || fail "no HYBRID_SHARD run in: $(grep 'fsdp:' hybrid-node0.err)"
+grep -q "HYBRID_SHARD, 3 unit(s)" hybrid-node0.err || fail "no HYBRID_SHARD run in: $(grep 'fsdp:' hybrid-node0.err)"
 
 echo "== 4 virtual NPUs, on the device's own collective backend"
 export VIRTUAL_NPU_DEVICES=4
@@ -162,6 +179,18 @@ for n in 1 2 4; do
   ((fsdp_peak <= bound)) || fail "fsdp's peak at $n ranks, $fsdp_peak bytes, is over ddp's / $n + two units, $bound"
   ((noprefetch_peak <= fsdp_peak)) ||
     fail "without backward_prefetch fsdp's peak at $n ranks, $noprefetch_peak bytes, is over its peak with it, $fsdp_peak"
+  # The same bound where the units are members (Block's in and out, gathered on use, freed once the forward leaves
+  # them): 4 Blocks of two Linear(256, 256).
+  if ((n > 1)); then
+    train mem_members_ddp$n accelerator=virtual_npu strategy=ddp devices=$n model=blocks width=256 depth=4 \
+      optimizer=adam batches=4 epochs=1
+    train mem_members$n accelerator=virtual_npu devices=$n model=blocks width=256 depth=4 optimizer=adam batches=4 \
+      epochs=1 policy=linear
+    members_bound=$((($(peak mem_members_ddp$n) + n - 1) / n + unit_bytes))
+    echo "  $n      members as units: ddp $(peak mem_members_ddp$n), fsdp $(peak mem_members$n), bound $members_bound"
+    [[ -n $(peak mem_members$n) ]] && (($(peak mem_members$n) <= members_bound)) ||
+      fail "fsdp's peak at $n ranks with member units, $(peak mem_members$n) bytes, is over ddp's / $n + two units"
+  fi
   checkpoint_peaks $n full "$fsdp_peak"
   # Sharded checkpoints (each rank writes its rows; the restore reads every rank's) need several ranks to differ.
   ((n > 1)) && checkpoint_peaks $n sharded "$fsdp_peak"
@@ -209,7 +238,7 @@ timeout 300 "$fit" "${common[@]}" --devices=2 --strategy=fsdp --auto_wrap_policy
 grep -q "^Trained on cpu (fsdp, 32-true)" fit_fsdp.out || fail "no 'Trained on cpu (fsdp, 32-true)' in: $(tail -3 fit_fsdp.out)"
 # Linear(16, 30), (30, 31), (31, 33), (33, 4): 510 + 961 + 1056 + 136 = 2663 parameters; rank 0 keeps half of each
 # unit padded to an even size: 255 + 481 + 528 + 68 = 1332.
-grep -qF "fsdp: FULL_SHARD, 4 wrapped unit(s) and the root, 2663 parameters; rank 0 keeps 1332" fit_fsdp.out ||
+grep -qF "fsdp: FULL_SHARD, 4 unit(s) and the root, 2663 parameters; rank 0 keeps 1332" fit_fsdp.out ||
   fail "fit fsdp did not make the 4 Linear units: $(grep 'fsdp:' fit_fsdp.out)"
 sha() { sed -n -E 's/.*"params_sha256": "([0-9a-f]{64})".*/\1/p' "$1" 2>/dev/null; }
 [[ -n $(sha ddp.json) && $(sha no_shard.json) == $(sha ddp.json) ]] || fail "fit fsdp NO_SHARD does not end as ddp"

@@ -6,6 +6,7 @@
 #include "c10/core/Allocator.h"
 #include "c10/core/StorageImpl.h"
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
+#include "trainer/strategies/gather_on_use.h"
 
 namespace kiln {
 
@@ -18,6 +19,8 @@ FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int 
       sharded_(offload || (sharded && world_size > 1)),
       offload_(offload),
       replicate_(replicate) {
+  // This class works on the flat buffer itself: its operators do not trigger a gather (gather_on_use.h).
+  GatherOnUseScope::ScopedBypass bypass;
   TORCH_CHECK(!members_.empty(), "fsdp unit '", name_, "' has no parameters");
   const at::Tensor& first = members_.front().parameter;
   for (const Member& member : members_) {
@@ -61,6 +64,7 @@ void FlatParameter::Unshard(c10d::ProcessGroup& group) {
 }
 
 void FlatParameter::StartUnshard(c10d::ProcessGroup& group) {
+  GatherOnUseScope::ScopedBypass bypass;
   if (gathered_) return;
   AllocateFull();
   at::Tensor output = full_.detach();
@@ -88,6 +92,7 @@ void FlatParameter::Reshard() {
 }
 
 void FlatParameter::GatherToHost(c10d::ProcessGroup& group) {
+  GatherOnUseScope::ScopedBypass bypass;
   // On the CPU the gathered buffer already is host memory: a copy would only add a second one.
   if (!sharded_ || gathered_ || on_host() || full_.device().is_cpu()) {
     Unshard(group);
@@ -107,6 +112,7 @@ void FlatParameter::GatherToHost(c10d::ProcessGroup& group) {
 }
 
 void FlatParameter::ReturnFromHost(bool update_shard) {
+  GatherOnUseScope::ScopedBypass bypass;
   if (!on_host()) return;
   at::NoGradGuard no_grad;
   if (update_shard) shard_.detach().copy_(ChunkOf(host_full_));
@@ -125,6 +131,7 @@ bool FlatParameter::WindowOpen() const {
 }
 
 void FlatParameter::PrepareGradients() {
+  GatherOnUseScope::ScopedBypass bypass;
   if (requires_grad_count_ == 0) return;
   // A gradient-accumulation window sums into the same buffer until it ends. While it is open the optimizer's
   // parameters have gradients (the shard a zero one, set here): when its zero_grad has cleared them since, the buffer
@@ -148,6 +155,7 @@ int64_t FlatParameter::Ranks() const {
 }
 
 void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
+  GatherOnUseScope::ScopedBypass bypass;
   if (!full_grad_.defined() || reduce_work_) return;
   at::NoGradGuard no_grad;
   if (world_size_ == 1 && !sharded_) return;
@@ -165,6 +173,7 @@ void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
 }
 
 void FlatParameter::FinishReduceGradients() {
+  GatherOnUseScope::ScopedBypass bypass;
   if (!full_grad_.defined()) return;
   if (reduce_work_) {
     c10::intrusive_ptr<c10d::Work> work = std::move(reduce_work_);
@@ -199,6 +208,7 @@ void FlatParameter::FinishReduceGradients() {
 }
 
 void FlatParameter::UpdateShardFromFull() {
+  GatherOnUseScope::ScopedBypass bypass;
   if (!sharded_) return;
   TORCH_CHECK(gathered_, "fsdp unit '", name_, "': the shard can be updated only from gathered parameters");
   at::NoGradGuard no_grad;
@@ -206,6 +216,7 @@ void FlatParameter::UpdateShardFromFull() {
 }
 
 void FlatParameter::Release() {
+  GatherOnUseScope::ScopedBypass bypass;
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < members_.size(); ++i) {
     at::Tensor& parameter = members_[i].parameter;

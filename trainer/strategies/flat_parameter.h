@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ATen/core/Tensor.h"
+#include "c10/core/StorageImpl.h"
 #include "c10/util/intrusive_ptr.h"
 
 namespace c10d {
@@ -56,6 +57,10 @@ class FlatParameter {
   const at::Tensor& shard() const { return shard_; }
   bool sharded() const { return sharded_; }
   bool gathered() const { return gathered_; }
+  // Gathered, and no gather travelling: the parameters can be read.
+  bool ready() const { return gathered_ && !gather_work_; }
+  // The flat buffer's storage, which the members (and views of them) share; kept while its memory comes and goes.
+  const c10::StorageImpl* storage() const { return full_.storage().unsafeGetStorageImpl(); }
   int64_t numel() const { return numel_; }          // The parameters' elements, without padding.
   int64_t padded_numel() const { return padded_; }  // A multiple of the world size.
   // How many members need a gradient (those ReduceGradients waits for).

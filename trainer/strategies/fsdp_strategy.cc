@@ -1,11 +1,13 @@
 #include "trainer/strategies/fsdp_strategy.h"
 
+#include <algorithm>
 #include <exception>
 #include <map>
 #include <unordered_set>
 #include <utility>
 
 #include "ATen/ATen.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
@@ -17,6 +19,7 @@
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
 #include "torch/optim/optimizer.h"
 #include "trainer/core/lightning_module.h"
+#include "trainer/strategies/gather_on_use.h"
 
 namespace kiln {
 namespace {
@@ -38,6 +41,17 @@ class GradientReadyHook final : public torch::autograd::FunctionPostHook {
 };
 
 }  // namespace
+
+// The dispatcher's fallback asks the strategy through this (gather_on_use.h).
+class FsdpGatherer final : public GatherOnUse {
+ public:
+  explicit FsdpGatherer(FSDPStrategy* strategy) : strategy_(strategy) {}
+  bool Ready(int unit) const override { return strategy_->UnitReady(unit); }
+  void Gather(const std::vector<int>& units) override { strategy_->GatherUnits(units); }
+
+ private:
+  FSDPStrategy* strategy_;
+};
 
 FSDPStrategy::FSDPStrategy(FSDPOptions options)
     : ParallelStrategy(options.timeout, options.process_group_backend), options_(std::move(options)) {}
@@ -111,9 +125,9 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   policy.checkpoint_types = options_.activation_checkpointing_policy;
   wrapping_ = WrapForFsdp(model, policy, this);
   if (!wrapping_.unwrappable.empty()) {
-    LOG(WARNING) << "fsdp: the auto-wrap policy picks " << absl::StrJoin(wrapping_.unwrappable, ", ")
-                 << ", which the model calls as members rather than as elements of a torch::nn::Sequential, so no "
-                    "unit can be put around them; their parameters stay in the enclosing unit";
+    LOG(WARNING) << "fsdp: activation_checkpointing_policy picks " << absl::StrJoin(wrapping_.unwrappable, ", ")
+                 << ", which the model calls as members rather than as elements of a torch::nn::Sequential, so "
+                    "nothing can run their forward again: they are units, and keep their activations";
   }
   std::unordered_map<const c10::TensorImpl*, std::string> names;
   for (const auto& item : model.named_parameters()) names.emplace(item.value().unsafeGetTensorImpl(), item.key());
@@ -130,7 +144,7 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   const bool shard = options_.sharding_strategy != ShardingStrategy::kNoShard;
   try {
     for (const FsdpWrapping::Unit& unit : wrapping_.units) {
-      std::vector<FlatParameter::Member> members = members_of(*unit.unit);
+      std::vector<FlatParameter::Member> members = members_of(*unit.module);
       flats_.push_back(members.empty() ? nullptr
                                        : std::make_unique<FlatParameter>(unit.name, std::move(members), shard_rank,
                                                                          shard_world, shard, root_device(),
@@ -156,6 +170,24 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   ready_.assign(flats_.size(), 0);
   position_.assign(flats_.size(), -1);
   reduced_.assign(flats_.size(), false);
+  prepared_.assign(flats_.size(), false);
+  // Unit a is inside unit b when b's module holds a's (names: "blocks.0" holds "blocks.0.mlp").
+  inside_.assign(flats_.size(), std::vector<bool>(flats_.size(), false));
+  for (size_t a = 0; a < wrapping_.units.size(); ++a) {
+    for (size_t b = 0; b < wrapping_.units.size(); ++b) {
+      const std::string around = absl::StrCat(wrapping_.units[b].name, ".");
+      inside_[a][b] = a != b && absl::StartsWith(wrapping_.units[a].name, around);
+    }
+  }
+  // Every sharded unit but the root (always whole) is gathered when an operator reads it.
+  gatherer_ = std::make_unique<FsdpGatherer>(this);
+  absl::StatusOr<std::unique_ptr<GatherOnUseScope>> scope = GatherOnUseScope::Install(gatherer_.get());
+  if (!scope.ok()) return scope.status();
+  gather_scope_ = *std::move(scope);
+  for (size_t unit = 0; unit + 1 < flats_.size(); ++unit) {
+    if (flats_[unit] != nullptr && flats_[unit]->sharded()) gather_scope_->Track(flats_[unit]->storage(), unit);
+  }
+  HookGradientArrival();
   HookGradients();
   try {
     ChooseGradientReduction();
@@ -170,7 +202,7 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     kept += flat->sharded() ? flat->shard().numel() : flat->numel();
   }
   LOG(INFO) << "fsdp: " << ShardingStrategyName(options_.sharding_strategy) << ", " << wrapping_.units.size()
-            << " wrapped unit(s) and the root, " << total << " parameters; rank " << global_rank() << " keeps "
+            << " unit(s) and the root, " << total << " parameters; rank " << global_rank() << " keeps "
             << kept << " of them (with padding), and their gradients and optimizer state";
   return absl::OkStatus();
 }
@@ -256,17 +288,38 @@ absl::Status FSDPStrategy::ConnectOptimizers(const std::vector<std::shared_ptr<t
   return absl::OkStatus();
 }
 
-void FSDPStrategy::BeforeForward(int unit) {
-  FlatParameter* flat = flats_[unit].get();
-  if (flat == nullptr) return;
-  if (recording_ && at::GradMode::is_enabled() && position_[unit] < 0) {
-    position_[unit] = static_cast<int>(order_.size());
-    order_.push_back(unit);
+// An activation-checkpointed unit's wrapper calls these; its parameters are gathered on use like every unit's.
+void FSDPStrategy::BeforeForward(int /*unit*/) {}
+
+at::Tensor FSDPStrategy::AfterForward(int /*unit*/, at::Tensor output) { return output; }
+
+bool FSDPStrategy::UnitReady(int unit) const { return unit == current_ && flats_[unit]->ready(); }
+
+void FSDPStrategy::GatherUnits(const std::vector<int>& units) {
+  const bool forward = !in_backward_;
+  for (const int unit : units) {
+    FlatParameter* flat = flats_[unit].get();
+    if (unit == current_ && flat->ready()) continue;
+    if (forward && recording_ && at::GradMode::is_enabled() && position_[unit] < 0) {
+      position_[unit] = static_cast<int>(order_.size());
+      order_.push_back(unit);
+    }
+    // The forward has left the units that are neither this one nor around it: FULL_SHARD frees them (so does every
+    // strategy when no backward follows). What the same operator reads stays.
+    if (forward && (ReshardsAfterForward() || !at::GradMode::is_enabled())) {
+      for (size_t other = 0; other + 1 < flats_.size(); ++other) {
+        FlatParameter* done = flats_[other].get();
+        if (done == nullptr || static_cast<int>(other) == unit || !done->ready() || inside_[unit][other]) continue;
+        if (std::find(units.begin(), units.end(), static_cast<int>(other)) != units.end()) continue;
+        done->Reshard();
+      }
+    }
+    Collective(forward ? "gathering a unit's parameters" : "gathering a unit's parameters for its backward", [&] {
+      flat->Unshard(*shard_group_);
+      if (forward ? options_.forward_prefetch : options_.backward_prefetch) Prefetch(unit, forward ? +1 : -1);
+    });
+    current_ = unit;
   }
-  Collective("gathering a unit's parameters", [&] {
-    flat->Unshard(*shard_group_);
-    if (options_.forward_prefetch) Prefetch(unit, +1);
-  });
 }
 
 void FSDPStrategy::Prefetch(int unit, int step) {
@@ -276,23 +329,21 @@ void FSDPStrategy::Prefetch(int unit, int step) {
   if (FlatParameter* flat = flats_[order_[next]].get(); flat != nullptr) flat->StartUnshard(*shard_group_);
 }
 
-at::Tensor FSDPStrategy::AfterForward(int unit, at::Tensor output) {
-  FlatParameter* flat = flats_[unit].get();
-  if (flat == nullptr) return output;
-  const bool backward_follows = at::GradMode::is_enabled() && output.requires_grad();
-  if (!backward_follows || ReshardsAfterForward()) flat->Reshard();
-  if (backward_follows) {
-    // Runs before the unit's own backward: the parameters are whole again, and the gradients have where to land.
-    output.register_hook([this, unit](const at::Tensor&) {
-      FlatParameter* flat = flats_[unit].get();
-      Collective("gathering a unit's parameters for its backward", [&] {
-        flat->Unshard(*shard_group_);
-        if (options_.backward_prefetch) Prefetch(unit, -1);
+void FSDPStrategy::HookGradientArrival() {
+  for (size_t unit = 0; unit + 1 < flats_.size(); ++unit) {
+    if (flats_[unit] == nullptr) continue;
+    for (const FlatParameter::Member& member : flats_[unit]->members()) {
+      if (!member.parameter.requires_grad()) continue;
+      // Before a member's gradient is accumulated: the unit's gradients have where to land (its flat buffer).
+      at::Tensor parameter = member.parameter;
+      const unsigned index = parameter.register_hook([this, unit](const at::Tensor&) {
+        if (!in_backward_ || prepared_[unit]) return;
+        prepared_[unit] = true;
+        flats_[unit]->PrepareGradients();
       });
-      flat->PrepareGradients();
-    });
+      arrival_hooks_.push_back({parameter, index});
+    }
   }
-  return output;
 }
 
 void FSDPStrategy::HookGradients() {
@@ -344,6 +395,7 @@ void FSDPStrategy::Backward(const at::Tensor& loss, bool sync_gradients) {
   reducing_ = -1;
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
+  std::fill(prepared_.begin(), prepared_.end(), false);
   if (flats_.back() != nullptr) flats_.back()->PrepareGradients();  // The root's parameters are always whole.
   in_backward_ = true;
   struct Done {
@@ -358,6 +410,10 @@ void FSDPStrategy::Backward(const at::Tensor& loss, bool sync_gradients) {
       if (flats_[unit] != nullptr && flats_[unit]->has_gradients()) FinishUnitBackward(static_cast<int>(unit));
     }
     FinishReduction();
+    // Units whose parameters the backward read but which have no gradient to reduce (frozen ones) are freed too.
+    for (size_t unit = 0; unit + 1 < flats_.size(); ++unit) {
+      if (flats_[unit] != nullptr) flats_[unit]->Reshard();
+    }
   });
 }
 
@@ -601,6 +657,8 @@ IValue FSDPStrategy::ShardedStateDict(const Connected& connected, const IValue& 
 absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                                          const OptimizerStateCodec& codec, bool restoring,
                                          absl::FunctionRef<absl::Status()> body) {
+  // The units are made whole here, on purpose: what the body reads and writes needs no gather (gather_on_use.h).
+  GatherOnUseScope::ScopedBypass bypass;
   std::vector<bool> was_gathered;
   for (const auto& flat : flats_) was_gathered.push_back(flat != nullptr && flat->gathered());
   struct Converted {
@@ -701,6 +759,11 @@ absl::Status FSDPStrategy::WithFullState(const std::vector<std::shared_ptr<torch
 }
 
 void FSDPStrategy::Unwrap() {
+  gather_scope_.reset();  // First: what follows reads the members without a gather.
+  gatherer_.reset();
+  current_ = -1;
+  for (auto& [parameter, index] : arrival_hooks_) parameter.remove_hook(index);
+  arrival_hooks_.clear();
   UnhookGradients();
   wrapping_.Restore();
   for (auto& flat : flats_) {

@@ -47,6 +47,9 @@
 
 namespace kiln {
 
+class FsdpGatherer;
+class GatherOnUseScope;
+
 class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
  public:
   explicit FSDPStrategy(FSDPOptions options = {});
@@ -75,6 +78,7 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   const std::vector<std::unique_ptr<FlatParameter>>& flat_parameters() const { return flats_; }
 
  private:
+  friend class FsdpGatherer;
   void BeforeForward(int unit) override;
   at::Tensor AfterForward(int unit, at::Tensor output) override;
   void ReleaseState() override;
@@ -90,6 +94,14 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   void FinishUnitBackward(int unit);
   // Waits for the travelling gradient reduction, if any, and puts it in its unit's shard.
   void FinishReduction();
+  // Gather on use (gather_on_use.h): whether `unit` is the one being used and whole; makes `units` whole (an operator
+  // reads them), recording the first step's order, freeing the units the forward has left (FULL_SHARD, or no
+  // backward to follow) and prefetching the next.
+  bool UnitReady(int unit) const;
+  void GatherUnits(const std::vector<int>& units);
+  // Hooks each member's gradient: before the first of a unit's arrives in a backward, the unit's flat gradient is
+  // made (FlatParameter::PrepareGradients).
+  void HookGradientArrival();
   // Starts gathering the unit `step` places from `unit` in the first step's forward order (none past either end).
   void Prefetch(int unit, int step);
   // Sets each sharded unit's reduction (gradient_reduction).
@@ -116,6 +128,12 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   std::vector<std::unique_ptr<FlatParameter>> flats_;  // By unit index; the root's last.
   std::vector<int> ready_;                             // Gradients accumulated this backward, by unit.
   std::vector<bool> reduced_;                          // Already reduced this backward, by unit.
+  std::vector<bool> prepared_;                         // Its flat gradient made this backward, by unit.
+  std::vector<std::vector<bool>> inside_;              // [a][b]: unit a's module is inside unit b's.
+  int current_ = -1;                                   // The unit an operator last read.
+  std::unique_ptr<FsdpGatherer> gatherer_;
+  std::unique_ptr<GatherOnUseScope> gather_scope_;
+  std::vector<std::pair<at::Tensor, unsigned>> arrival_hooks_;  // Each member's hook, to remove.
   bool sync_gradients_ = true;
   bool reduce_scatter_lacking_ = false;  // The device's backend declares no reduce-scatter: kAuto all-reduces.
   std::vector<int> order_;      // The units in the order of the first training step's forward.

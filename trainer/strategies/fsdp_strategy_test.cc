@@ -22,7 +22,8 @@
 namespace kiln {
 namespace {
 
-// Two Linear units (5 x 3 + 3 = 18 and 3 x 1 + 1 = 4 parameters) and the root unit, the head (1 x 1 + 1).
+// Three Linear units: two elements of a Sequential (5 x 3 + 3 = 18 and 3 x 1 + 1 = 4 parameters) and the head (1 x 1
+// + 1), a member the model calls itself; the root unit keeps nothing.
 class Net final : public torch::nn::Module {
  public:
   Net() {
@@ -86,11 +87,13 @@ TEST(FsdpStrategyTest, OneStepOnShardsEndsWhereOneProcessEnds) {
                                       .auto_wrap_policy = {.module_types = {"Linear"}}});
     ASSERT_TRUE(strategy.Setup(strategy_testing::ThisRankPlan("fsdp"), net).ok());
 
-    // The two Linear units of `blocks` and the root (head, which the policy picks but cannot wrap: it is no
-    // element of a Sequential): each rank keeps half of each unit, or (NO_SHARD) every unit whole.
+    // The two Linear units of `blocks`, the head's (a member: gathered when its forward reads it) and an empty root:
+    // each rank keeps half of each unit, or (NO_SHARD) every unit whole.
     const auto& flats = strategy.flat_parameters();
-    ASSERT_EQ(flats.size(), 3u);
-    for (const auto& flat : flats) {
+    ASSERT_EQ(flats.size(), 4u);
+    EXPECT_EQ(flats[3], nullptr);
+    for (size_t unit = 0; unit < 3; ++unit) {
+      const auto& flat = flats[unit];
       ASSERT_NE(flat, nullptr);
       EXPECT_EQ(flat->sharded(), sharding != ShardingStrategy::kNoShard) << flat->name();
       if (flat->sharded()) {
@@ -101,6 +104,7 @@ TEST(FsdpStrategyTest, OneStepOnShardsEndsWhereOneProcessEnds) {
     EXPECT_EQ(flats[0]->numel(), 5 * 3 + 3);
     EXPECT_EQ(flats[1]->numel(), 3 * 1 + 1);
     EXPECT_EQ(flats[2]->numel(), 1 * 1 + 1);
+    EXPECT_EQ(flats[2]->name(), "head");
 
     auto sgd = std::make_shared<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.5));
     ASSERT_TRUE(strategy.ConnectOptimizers({sgd}).ok());

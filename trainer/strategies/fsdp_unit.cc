@@ -1,6 +1,7 @@
 #include "trainer/strategies/fsdp_unit.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -32,37 +33,55 @@ class Wrapper {
   void Visit(torch::nn::Module& module, const std::string& name) {
     for (const auto& child : module.named_children()) Visit(*child.value(), Join(name, child.key()));
     auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(&module);
-    if (sequential == nullptr) {
-      for (const auto& child : module.named_children()) {
-        if (Picks(*child.value())) out_.unwrappable.push_back(Join(name, child.key()));
-      }
-      return;
+    // Each child the policy picks becomes a unit (bottom-up: its own picked children first); its parameters are
+    // gathered when an operator reads them (gather_on_use.h). Only activation checkpointing needs the module's
+    // forward itself: such a child is wrapped where it is an element of a Sequential.
+    std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> picked;
+    for (const auto& child : module.named_children()) {
+      if (Picks(*child.value())) picked.emplace_back(child.key(), child.value());
     }
+    if (picked.empty()) return;
+    std::unordered_set<const torch::nn::Module*> wrap;
+    for (const auto& [key, child] : picked) {
+      const bool checkpointed = OfType(*child, policy_.checkpoint_types);
+      if (checkpointed && sequential != nullptr) {
+        wrap.insert(child.get());
+      } else if (checkpointed) {
+        out_.unwrappable.push_back(Join(name, key));
+      }
+    }
+    // A Sequential's elements as it calls them (AnyModule), by module.
+    std::unordered_map<const torch::nn::Module*, torch::nn::AnyModule> elements;
+    if (!wrap.empty()) {
+      const auto children = sequential->named_children();
+      size_t index = 0;
+      for (const torch::nn::AnyModule& element : *sequential) elements.emplace(children[index++].value().get(), element);
+    }
+    std::unordered_map<const torch::nn::Module*, std::shared_ptr<FsdpUnitImpl>> wrappers;
+    for (const auto& [key, child] : picked) {
+      std::shared_ptr<FsdpUnitImpl> unit;
+      if (wrap.count(child.get()) != 0) {
+        child->name();  // Cached now, so that the wrapper takes the module's type name with its members.
+        unit = std::make_shared<FsdpUnitImpl>(child, elements.at(child.get()), next_index_, hooks_);
+        unit->set_checkpointed(true);
+        wrappers[child.get()] = unit;
+      }
+      for (const at::Tensor& parameter : child->parameters()) in_units_.insert(parameter.unsafeGetTensorImpl());
+      out_.units.push_back({Join(name, key), unit, child});
+      ++next_index_;
+    }
+    if (wrappers.empty()) return;
     const auto children = sequential->named_children();
     torch::nn::SequentialImpl replacement;
-    bool changed = false;
     size_t index = 0;
     for (const torch::nn::AnyModule& element : *sequential) {
-      const std::string& key = children[index].key();
-      const std::shared_ptr<torch::nn::Module>& child = children[index].value();
-      ++index;
-      if (!Picks(*child)) {
-        replacement.push_back(key, element);
-        continue;
-      }
-      child->name();  // Cached now, so that the wrapper takes the module's type name with its members.
-      auto unit = std::make_shared<FsdpUnitImpl>(child, element, next_index_++, hooks_);
-      unit->set_checkpointed(OfType(*child, policy_.checkpoint_types));
-      for (const at::Tensor& parameter : child->parameters()) in_units_.insert(parameter.unsafeGetTensorImpl());
-      out_.units.push_back({Join(name, key), unit});
-      replacement.push_back(key, torch::nn::AnyModule(unit));
-      changed = true;
+      const auto& child = children[index++];
+      const auto wrapper = wrappers.find(child.value().get());
+      replacement.push_back(child.key(), wrapper == wrappers.end() ? element : torch::nn::AnyModule(wrapper->second));
     }
-    if (changed) {
-      // From a const reference: SequentialImpl's variadic constructor would take a non-const one as an element.
-      out_.originals.emplace_back(sequential, std::as_const(*sequential));
-      *sequential = replacement;
-    }
+    // From a const reference: SequentialImpl's variadic constructor would take a non-const one as an element.
+    out_.originals.emplace_back(sequential, std::as_const(*sequential));
+    *sequential = replacement;
   }
 
  private:
@@ -164,7 +183,9 @@ void FsdpUnitImpl::pretty_print(std::ostream& stream) const { module_->pretty_pr
 void FsdpWrapping::Restore() {
   for (auto it = originals.rbegin(); it != originals.rend(); ++it) *it->first = it->second;
   originals.clear();
-  for (Unit& unit : units) unit.unit->DetachHooks();
+  for (Unit& unit : units) {
+    if (unit.unit != nullptr) unit.unit->DetachHooks();
+  }
 }
 
 FsdpWrapping WrapForFsdp(torch::nn::Module& model, const FsdpWrapPolicy& policy, FsdpUnitHooks* hooks) {

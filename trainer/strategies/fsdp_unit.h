@@ -1,13 +1,14 @@
 // FSDP units: the modules FSDPStrategy gathers and frees as one piece, and the auto-wrap policy that picks them.
 //
-// LibTorch's C++ modules have no forward hooks, so a unit is a wrapper module Kiln puts where the module was: an
-// element of a torch::nn::Sequential (which calls its elements through AnyModule, so a wrapper can stand in for any
-// element whose forward takes and returns one tensor). The wrapper holds the module's own parameters, buffers and
-// children under the same names (the model's named_parameters() and state_dict are unchanged), asks the strategy to
-// gather the unit's parameters before the module's forward, and hands the output back through the strategy, which
-// arranges the gather before the unit's backward. A module the policy picks that is not an element of a Sequential
-// (a member the parent calls itself) cannot be wrapped: its parameters stay with the enclosing unit (WrapForFsdp says
-// which, in `unwrappable`).
+// A unit is any registered submodule the policy picks (by type, by size), wherever it sits: an element of a
+// torch::nn::Sequential, a member its parent calls itself (`fc1->forward(x)`), a module inside a module the model
+// calls through TorchScript's mirror. Nothing is put in its place: its parameters stay the module's own tensors, and
+// FSDPStrategy gathers them when an operator reads them (gather_on_use.h), since LibTorch's modules have no forward
+// hooks. Only activation checkpointing needs the module's forward itself (to run it again in the backward pass): a
+// module of an activation_checkpointing_policy type that is an element of a Sequential is wrapped by FsdpUnitImpl,
+// which holds the module's own parameters, buffers and children under the same names (the model's
+// named_parameters() and state_dict are unchanged). One called as a member cannot be wrapped: it is a unit, not
+// checkpointed (WrapForFsdp says which, in `unwrappable`).
 //
 // Thread-safety: the loop thread; a unit's forward runs where the model's forward runs.
 #ifndef KILN_TRAINER_STRATEGIES_FSDP_UNIT_H_
@@ -67,14 +68,18 @@ class FsdpUnitImpl : public torch::nn::Module {
   bool checkpointed_ = false;
 };
 
-// The units WrapForFsdp made, in the order made (inner units before the units around them), and how to undo it.
+// The units WrapForFsdp picked, in the order picked (inner units before the units around them), and how to undo the
+// wrapping of those it wrapped.
 struct FsdpWrapping {
   struct Unit {
     std::string name;  // The module's name in the model ("net.0").
+    // The wrapper put in a Sequential's place (activation checkpointing); null for a unit that is not wrapped.
     std::shared_ptr<FsdpUnitImpl> unit;
+    std::shared_ptr<torch::nn::Module> module;  // The module itself.
   };
   std::vector<Unit> units;
-  // Modules the policy picked that are not elements of a Sequential, by name: they stay in the enclosing unit.
+  // Modules of an activation_checkpointing_policy type that are not elements of a Sequential, by name: they are units,
+  // but their activations are kept (no wrapper can run their forward again).
   std::vector<std::string> unwrappable;
   // Each Sequential changed, with its elements before.
   std::vector<std::pair<torch::nn::SequentialImpl*, torch::nn::SequentialImpl>> originals;
@@ -83,7 +88,8 @@ struct FsdpWrapping {
   void Restore();
 };
 
-// Wraps the modules of `model` that `policy` picks (bottom-up), numbering units from 0 in the order made.
+// Picks the units of `model` by `policy` (bottom-up), numbering them from 0 in the order picked, and wraps those that
+// activation checkpointing needs wrapped (FsdpWrapping::Unit::unit).
 FsdpWrapping WrapForFsdp(torch::nn::Module& model, const FsdpWrapPolicy& policy, FsdpUnitHooks* hooks);
 
 // The type name the policy matches: LibTorch's class name without its namespace and "Impl" ("Linear").
