@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.." 2>/dev/null || true
 extra=()
 if [[ -n "${KILN_BENCH_SMOKE:-}" ]]; then extra=(--benchmark_min_time=0.01); fi
 for bench in step_bench checkpoint_bench crc32_bench data_bench connector_bench process_bench reducer_bench \
-  ddp_step_bench; do
+  ddp_step_bench gather_on_use_bench; do
   echo "== $bench"
   tests/bench/$bench "${extra[@]}" 2>&1 | grep -v -E '^[IW][0-9]{8} ' || { echo "FAIL: $bench"; exit 1; }
 done
