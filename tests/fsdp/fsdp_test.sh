@@ -196,6 +196,29 @@ for n in 1 2 4; do
   ((n > 1)) && checkpoint_peaks $n sharded "$fsdp_peak"
 done
 
+echo "== a model larger than one device: the device's memory limit under the model's parameters alone"
+# Linear(6, 256), 63 Linear(256, 256) and the head (4,147,459 parameters, 16.59 MB in float32), SGD with momentum. One virtual NPU may hold
+# 16 MB (VIRTUAL_NPU_MEMORY_LIMIT): less than the parameters, so a single device cannot even take the model. Each of 4
+# ranks under fsdp holds a quarter of the parameters, their gradients and momentum (12.4 MB) and a unit or two whole,
+# and trains; it ends where ddp on 4 unlimited devices ends, within the bound above. (The model is built in host
+# memory and reaches the devices unit by unit, as shards.)
+big=(accelerator=virtual_npu width=256 depth=64 batches=2 epochs=1)
+export VIRTUAL_NPU_MEMORY_LIMIT=16000000
+timeout 300 "$run" big_single "${big[@]}" strategy=single_device devices=1 >big_single.out 2>&1 &&
+  fail "one virtual NPU with 16 MB trained a model of 16.59 MB"
+grep -q "out of memory" big_single.out ||
+  fail "the single device did not say it ran out of memory: $(grep -v '^[I\[]' big_single.out | tail -2)"
+train big_fsdp4 "${big[@]}" devices=4
+echo "  one device: $(grep -o -m1 'out of memory[^;]*' big_single.out | head -c 120)"
+echo "  fsdp on 4: peak $(peak big_fsdp4) bytes of the 16000000 each may hold"
+[[ -n $(peak big_fsdp4) ]] && (($(peak big_fsdp4) <= 16000000)) || fail "fsdp on 4 peaked at $(peak big_fsdp4) bytes"
+# After the run the model is whole on every rank: in host memory, since it does not fit on the device.
+grep -q "the trained model does not fit whole on virtual_npu:0, so its parameters stay in host memory" big_fsdp4.err ||
+  fail "fsdp did not say where the trained model went: $(grep 'fsdp:' big_fsdp4.err | tail -2)"
+unset VIRTUAL_NPU_MEMORY_LIMIT
+train big_ddp4 "${big[@]}" strategy=ddp devices=4
+same big_ddp4 big_fsdp4 1e-5
+
 echo "== activation checkpointing: blocks (Linear, Tanh, Linear) recompute their activations in the backward pass"
 # The same gradients (the recomputation runs the same kernels on the same values), so bit for bit the run without;
 # less memory, with batches of 2048 whose activations outweigh the parameters.

@@ -221,7 +221,12 @@ void FlatParameter::Release() {
   for (size_t i = 0; i < members_.size(); ++i) {
     at::Tensor& parameter = members_[i].parameter;
     if (sharded_) parameter.mutable_grad().reset();
-    if (gathered_) parameter.set_data(parameter.detach().clone());
+    if (!gathered_) continue;
+    try {
+      parameter.set_data(parameter.detach().clone());
+    } catch (const c10::Error&) {
+      // No room for a copy of its own (a device's memory): it stays a view of the flat buffer, which it keeps.
+    }
   }
   full_grad_.reset();
 }

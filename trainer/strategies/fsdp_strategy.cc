@@ -468,16 +468,42 @@ std::function<void(at::Tensor&)> FSDPStrategy::GradientOverflowAgreement() {
 }
 
 absl::Status FSDPStrategy::Finish() {
+  GatherOnUseScope::ScopedBypass bypass;
   try {
+    // Whole in host memory first, one unit on the device at a time (on the CPU: gathered where it is), so that a
+    // model larger than one device's memory can end whole too.
     Collective("gathering the model after the run", [&] {
       for (auto& flat : flats_) {
-        if (flat != nullptr) flat->Unshard(*shard_group_);
+        if (flat != nullptr) flat->GatherToHost(*shard_group_);
       }
     });
   } catch (const std::exception& e) {
     return absl::InternalError(compat::ExceptionMessage(e));
   }
-  Unwrap();
+  // Then onto the device, parameter by parameter, where the whole model fits (no collective: each rank alone).
+  std::vector<std::pair<at::Tensor, at::Tensor>> moved;  // (parameter, its host value)
+  try {
+    at::NoGradGuard no_grad;
+    for (auto& flat : flats_) {
+      if (flat == nullptr) continue;
+      for (const FlatParameter::Member& member : flat->members()) {
+        at::Tensor parameter = member.parameter;
+        if (parameter.device() == root_device()) continue;
+        const at::Tensor host = parameter.detach();
+        parameter.set_data(host.to(root_device(), /*non_blocking=*/false, /*copy=*/true));
+        moved.emplace_back(parameter, host);
+      }
+    }
+  } catch (const std::exception& e) {
+    for (auto& [parameter, host] : moved) parameter.set_data(host);
+    LOG(WARNING) << "fsdp: the trained model does not fit whole on " << root_device().str()
+                 << ", so its parameters stay in host memory (" << compat::ExceptionMessage(e) << ")";
+  }
+  try {
+    Unwrap();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("fsdp: ending the run: ", compat::ExceptionMessage(e)));
+  }
   return absl::OkStatus();
 }
 

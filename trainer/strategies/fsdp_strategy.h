@@ -19,7 +19,8 @@
 // the gradients stay whole and local until the window's last batch (Lightning's no_sync). Gradient clipping by norm
 // takes the norm over every rank's shard.
 //
-// After a run that succeeded, the model is whole again on every rank (the parameters gathered, the units unwrapped):
+// After a run that succeeded, the model is whole again on every rank (the parameters gathered, on the device where the
+// whole model fits, in host memory otherwise; the units unwrapped):
 // the module is as it was, trained. After a failure, parameters of units that were freed cannot be read.
 //
 // Checkpoints are full ones by default (WithFullState): rank 0 writes the model and the optimizers' state whole, in
