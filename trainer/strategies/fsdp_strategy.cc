@@ -230,6 +230,14 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   LOG(INFO) << "fsdp: " << ShardingStrategyName(options_.sharding_strategy) << ", " << wrapping_.units.size()
             << " wrapped unit(s) and the root, " << total << " parameters; rank " << global_rank() << " keeps "
             << kept << " of them (with padding), and their gradients and optimizer state";
+  if (input_dtype_.has_value()) {
+    const FlatParameter* flat = nullptr;
+    for (const auto& candidate : flats_) flat = flat != nullptr ? flat : candidate.get();
+    LOG(INFO) << "fsdp: mixed precision: parameters gathered and computed in " << *input_dtype_
+              << ", gradients reduced in " << flat->reduce_dtype() << ", the shards kept in "
+              << flat->shard().scalar_type() << "; buffers "
+              << (mixed_precision_.buffer_dtype ? FsdpDtypeName(*mixed_precision_.buffer_dtype) : "as they are");
+  }
   return absl::OkStatus();
 }
 
