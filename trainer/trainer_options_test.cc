@@ -69,8 +69,9 @@ TEST(TrainerOptionsTest, TheTrainerRefusesFsdpOptionsForAnotherStrategy) {
   const absl::Status status = trainer.fit(model, data);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(),
-            "sharding_strategy, auto_wrap_policy, auto_wrap_min_num_params, activation_checkpointing_policy and "
-            "state_dict_type are fsdp's options, but the strategy is 'ddp': use strategy fsdp, or leave them unset");
+            "sharding_strategy, auto_wrap_policy, auto_wrap_min_num_params, activation_checkpointing_policy, "
+            "state_dict_type, param_dtype, reduce_dtype and buffer_dtype are fsdp's options, but the strategy is 'ddp': "
+            "use strategy fsdp, or leave them unset");
 }
 
 TEST(TrainerOptionsTest, FsdpByNameIsMadeWithTheTypedOptions) {

@@ -7,6 +7,8 @@
 //            [width=W depth=D] [batches=B] [offload=0|1] [model=linear|blocks] [checkpoint=TYPE] [batch=N]
 //            [policy=...|block|nested (Block and Linear)] [prefetch=1|0 (backward_prefetch)] [save=0|1 (ModelCheckpoint's checkpoints, in
 //            ./checkpoints)] [state_dict_type=full|sharded] [resume=CKPT_PATH] [precision=16-mixed scale=S]
+//            [param_dtype=D reduce_dtype=D buffer_dtype=D (fsdp's mixed precision: bf16, fp16, fp32; unset: what the
+//            precision implies)]
 //            [nodes=N]   (nodes > 1: one program per node, with NODE_RANK, MASTER_ADDR and MASTER_PORT set; its ranks'
 //                        files are numbered by local rank)
 //   fsdp_run compare A B TOLERANCE     exit 1 when some |a - b| > TOLERANCE * (1 + |a|); prints the largest
@@ -23,6 +25,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -195,7 +198,8 @@ int main(int argc, char** argv) {
                                              {"offload", "0"},     {"checkpoint", ""},      {"model", "linear"},
                                              {"batch", "8"},       {"nodes", "1"},          {"scale", "0"},
                                              {"prefetch", "1"},    {"save", "0"},           {"resume", ""},
-                                             {"state_dict_type", "full"}};
+                                             {"state_dict_type", "full"}, {"param_dtype", ""},
+                                             {"reduce_dtype", ""},        {"buffer_dtype", ""}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -252,6 +256,14 @@ int main(int argc, char** argv) {
     if (args["policy"] == "block") fsdp.auto_wrap_policy.module_types = {"Block"};
     if (args["policy"] == "nested") fsdp.auto_wrap_policy.module_types = {"Block", "Linear"};
     if (!args["checkpoint"].empty()) fsdp.activation_checkpointing_policy = {args["checkpoint"]};
+    for (const auto& [name, field] : {std::pair{"param_dtype", &fsdp.mixed_precision.param_dtype},
+                                      std::pair{"reduce_dtype", &fsdp.mixed_precision.reduce_dtype},
+                                      std::pair{"buffer_dtype", &fsdp.mixed_precision.buffer_dtype}}) {
+      if (std::optional<std::string> refused = kiln::SetFsdpField(*field, args[name])) {
+        std::cerr << "fsdp_run: " << name << " '" << args[name] << "': " << *refused << "\n";
+        return 2;
+      }
+    }
     options.strategy = std::make_shared<kiln::FSDPStrategy>(fsdp);
   }
   if (const int64_t batches = std::stoll(args["batches"]); batches > 0) options.limit_train_batches = batches;

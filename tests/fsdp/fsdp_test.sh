@@ -68,12 +68,31 @@ done
 # 16-mixed on a fake accelerator that declares it (the scaler for real, autocast in bfloat16 as a stand-in): the
 # scaler's inf check is summed over the shard group; a first scale of 1e37 makes the first steps overflow and be
 # skipped, on every rank alike.
+# The precision implies fsdp's mixed precision (Lightning's FSDPPrecision: 16-mixed float16, bf16-mixed bfloat16
+# parameters and reductions); float32 given explicitly keeps the parameters float32, which is what ddp computes with.
+fp32_mixed=(param_dtype=fp32 reduce_dtype=fp32 buffer_dtype=fp32)
 train ddp2_16 strategy=ddp precision=16-mixed scale=1e37 optimizer=adam
-train fsdp2_16 precision=16-mixed scale=1e37 optimizer=adam
+train fsdp2_16 precision=16-mixed scale=1e37 optimizer=adam "${fp32_mixed[@]}"
 same ddp2_16 fsdp2_16 1e-5
 train ddp2_bf16 strategy=ddp precision=bf16-mixed
+train fsdp2_bf16_fp32 precision=bf16-mixed "${fp32_mixed[@]}"
+same ddp2_bf16 fsdp2_bf16_fp32 1e-5
+echo "== fsdp mixed precision: implied by bf16-mixed, and alike under every sharding that keeps float32 shards"
+# Each of these computes the same bfloat16 arithmetic on the same bits (the cast is per element; offloading and
+# keeping the gathered parameters to the backward move memory, not values): bit for bit. NO_SHARD keeps nothing in
+# float32 to gather from, so the implied mixed precision is left off there (a warning), and it is ddp's run.
 train fsdp2_bf16 precision=bf16-mixed
-same ddp2_bf16 fsdp2_bf16 1e-5
+train fsdp2_bf16_explicit precision=bf16-mixed param_dtype=bf16 reduce_dtype=bf16 buffer_dtype=bf16
+same fsdp2_bf16 fsdp2_bf16_explicit 0
+"$run" compare fsdp2_bf16.rank0.txt fsdp2_bf16_fp32.rank0.txt 0 >/dev/null &&
+  fail "bf16-mixed's implied bfloat16 parameters ended where float32 parameters did"
+train fsdp2_bf16_offload precision=bf16-mixed offload=1
+same fsdp2_bf16 fsdp2_bf16_offload 0
+train fsdp2_bf16_grad_op precision=bf16-mixed sharding=SHARD_GRAD_OP
+same fsdp2_bf16 fsdp2_bf16_grad_op 0
+train fsdp2_bf16_no_shard precision=bf16-mixed sharding=NO_SHARD
+same ddp2_bf16 fsdp2_bf16_no_shard 0
+grep -q "NO_SHARD cannot keep" fsdp2_bf16_no_shard.err || fail "NO_SHARD under bf16-mixed gave no warning"
 # The comparison can fail: 2 and 4 ranks see different batches.
 "$run" compare ddp2.rank0.txt ddp4.rank0.txt 1e-5 >/dev/null && fail "compare found 2 and 4 ranks of ddp alike"
 

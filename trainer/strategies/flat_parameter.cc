@@ -11,12 +11,14 @@
 namespace kiln {
 
 FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int rank, int world_size, bool sharded,
-                             c10::Device device, bool offload, c10d::ProcessGroup* replicate)
+                             c10::Device device, bool offload, c10d::ProcessGroup* replicate, Mixed mixed)
     : name_(std::move(name)),
       members_(std::move(members)),
       rank_(rank),
       world_size_(world_size),
-      sharded_(offload || (sharded && world_size > 1)),
+      sharded_(offload || (sharded && world_size > 1) ||
+               (sharded && !members_.empty() && mixed.param_dtype.has_value() &&
+                *mixed.param_dtype != members_.front().parameter.scalar_type())),
       offload_(offload),
       replicate_(replicate) {
   // This class works on the flat buffer itself: its operators do not trigger a gather (gather_on_use.h).
@@ -33,6 +35,11 @@ FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int 
     numel_ += member.parameter.numel();
     if (member.parameter.requires_grad()) ++requires_grad_count_;
   }
+  mixed_ = mixed.param_dtype.has_value() && *mixed.param_dtype != first.scalar_type();
+  TORCH_CHECK_VALUE(!mixed_ || sharded_, "fsdp unit '", name_, "': mixed precision (param_dtype ",
+                    *mixed.param_dtype, " for ", first.dtype(), " parameters) needs the unit sharded, but it is not "
+                    "(NO_SHARD); use FULL_SHARD or SHARD_GRAD_OP with mixed precision, or leave param_dtype unset");
+  reduce_dtype_ = mixed.reduce_dtype.value_or(mixed.param_dtype.value_or(first.scalar_type()));
   padded_ = sharded_ ? (numel_ + world_size_ - 1) / world_size_ * world_size_ : numel_;
   at::NoGradGuard no_grad;
   full_ = at::zeros({padded_}, first.options().device(device).requires_grad(false));  // The padding stays zero.
@@ -43,6 +50,8 @@ FlatParameter::FlatParameter(std::string name, std::vector<Member> members, int 
     shard_ = ChunkOf(full_).to(offload_ ? c10::Device(c10::kCPU) : device, /*non_blocking=*/false, /*copy=*/true);
     shard_.set_requires_grad(requires_grad_count_ > 0);
   }
+  // The members compute in param_dtype: the whole values cast (what casting each chunk and gathering them gives).
+  if (mixed_) full_ = full_.to(*mixed.param_dtype);
   // The members become views of the flat buffer: same tensors (the module's own), new memory.
   const at::Tensor base = full_.detach();
   for (size_t i = 0; i < members_.size(); ++i) {
@@ -68,8 +77,10 @@ void FlatParameter::StartUnshard(c10d::ProcessGroup& group) {
   if (gathered_) return;
   AllocateFull();
   at::Tensor output = full_.detach();
-  // An offloaded shard travels from host memory first (the collective carries the device's tensors).
-  at::Tensor input = offload_ ? shard_.detach().to(full_.device()) : shard_.detach();
+  // An offloaded shard travels from host memory first (the collective carries the device's tensors); under mixed
+  // precision the chunk is cast first, so that the gather carries param_dtype (PyTorch's order).
+  at::Tensor input =
+      offload_ || mixed_ ? shard_.detach().to(full_.device(), full_.scalar_type()) : shard_.detach();
   gather_work_ = group._allgather_base(output, input);
   gathered_ = true;
 }
@@ -93,6 +104,22 @@ void FlatParameter::Reshard() {
 
 void FlatParameter::GatherToHost(c10d::ProcessGroup& group) {
   GatherOnUseScope::ScopedBypass bypass;
+  if (mixed_ && !on_host()) {
+    // The gathered buffer holds param_dtype's rounding of the values: the shards themselves are gathered instead, in
+    // their own type, and the compute buffer is left as it is (gathered or not).
+    WaitUnshard();
+    at::NoGradGuard no_grad;
+    at::Tensor input = shard_.detach().to(full_.device());
+    at::Tensor whole = at::empty({padded_}, input.options());
+    group._allgather_base(whole, input)->wait();
+    host_full_ = whole.device().is_cpu() ? whole : whole.cpu();
+    for (size_t i = 0; i < members_.size(); ++i) {
+      at::Tensor& parameter = members_[i].parameter;
+      device_views_.push_back(parameter.detach());
+      parameter.set_data(host_full_.narrow(0, offsets_[i], parameter.numel()).view(parameter.sizes()));
+    }
+    return;
+  }
   // On the CPU the gathered buffer already is host memory: a copy would only add a second one.
   if (!sharded_ || gathered_ || on_host() || full_.device().is_cpu()) {
     Unshard(group);
@@ -116,6 +143,8 @@ void FlatParameter::ReturnFromHost(bool update_shard) {
   if (!on_host()) return;
   at::NoGradGuard no_grad;
   if (update_shard) shard_.detach().copy_(ChunkOf(host_full_));
+  // Gathered compute parameters follow the restored values (every rank holds them whole: no collective).
+  if (update_shard && mixed_ && gathered_) full_.detach().copy_(host_full_);
   for (size_t i = 0; i < members_.size(); ++i) members_[i].parameter.set_data(device_views_[i]);
   device_views_.clear();
   host_full_.reset();
@@ -159,6 +188,7 @@ void FlatParameter::StartReduceGradients(c10d::ProcessGroup& group) {
   if (!full_grad_.defined() || reduce_work_) return;
   at::NoGradGuard no_grad;
   if (world_size_ == 1 && !sharded_) return;
+  if (sharded_ && full_grad_.scalar_type() != reduce_dtype_) full_grad_ = full_grad_.to(reduce_dtype_);
   if (!sharded_ || reduce_by_all_reduce_) {
     // Divided first, then summed, as DDP's reducer does: the same rounding of each rank's part.
     if (const int64_t ranks = Ranks(); ranks > 1) full_grad_.div_(ranks);
@@ -192,10 +222,12 @@ void FlatParameter::FinishReduceGradients() {
     // For a power-of-two number of ranks the bits are those of dividing first (a power of two scales exactly, short
     // of subnormal values); otherwise each element may differ by half a unit in the last place.
     if (const int64_t ranks = Ranks(); !reduce_by_all_reduce_ && ranks > 1) reduced_.div_(ranks);
-    at::Tensor reduced = offload_ ? reduced_.to(shard_.device()) : reduced_;
-    if (shard_grad_zero_ && !reduce_by_all_reduce_) {
+    // Back in the shard's own type (mixed precision) and memory (offload).
+    at::Tensor reduced = reduced_.to(shard_.device(), shard_.scalar_type());
+    if (shard_grad_zero_ && (!reduce_by_all_reduce_ || mixed_)) {
       // Zero plus the reduced gradient is the reduced gradient: it becomes the shard's, without a pass over it. (A
-      // chunk of the all-reduced buffer is added instead: taken, it would keep the whole buffer alive.)
+      // chunk of the all-reduced buffer is added instead: taken, it would keep the whole buffer alive; under mixed
+      // precision `reduced` is a copy in the shard's type.)
       shard_.mutable_grad() = reduced;
     } else {
       shard_.mutable_grad().add_(reduced);  // PrepareGradients set it.
@@ -221,7 +253,9 @@ void FlatParameter::Release() {
   for (size_t i = 0; i < members_.size(); ++i) {
     at::Tensor& parameter = members_[i].parameter;
     if (sharded_) parameter.mutable_grad().reset();
-    if (!gathered_) continue;
+    // After GatherToHost (the end of a run: FSDPStrategy::Finish placed each member, on the device where the model
+    // fits) a member keeps its place; a gathered one gets memory of its own.
+    if (on_host() || !gathered_) continue;
     try {
       parameter.set_data(parameter.detach().clone());
     } catch (const c10::Error&) {
@@ -229,6 +263,8 @@ void FlatParameter::Release() {
     }
   }
   full_grad_.reset();
+  device_views_.clear();
+  host_full_.reset();
 }
 
 }  // namespace kiln

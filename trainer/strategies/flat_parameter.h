@@ -13,6 +13,13 @@
 // themselves (so that a fused optimizer's kernels see the tensors they see under DDP); their gradients, views of the
 // flat gradient, are all-reduced in place.
 //
+// Mixed precision (PyTorch's MixedPrecision): with a param_dtype other than the parameters' own, the shard keeps their
+// own type (the optimizer steps it there) and the flat buffer the members view is of param_dtype: Unshard casts this
+// rank's chunk and all-gathers the cast chunks, so the unit computes in param_dtype and its gradients come in it.
+// They are reduced in reduce_dtype and land in the shard's gradient in the shard's type. Such a unit is always
+// sharded (as offload: one rank keeps one chunk, the whole); not sharding it (NO_SHARD over several ranks) is refused.
+// A checkpoint and the end of a run (GatherToHost) gather the shards themselves, in their own type.
+//
 // Every method that takes the process group is a collective: every rank calls it for the same unit in the same
 // order. Thread-safety: one thread at a time (the loop's, or autograd's during backward). Throws c10::Error with
 // the unit's name for what it refuses.
@@ -20,11 +27,13 @@
 #define KILN_TRAINER_STRATEGIES_FLAT_PARAMETER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ATen/core/Tensor.h"
 #include "c10/core/StorageImpl.h"
+#include "c10/core/ScalarType.h"
 #include "c10/util/intrusive_ptr.h"
 
 namespace c10d {
@@ -48,8 +57,13 @@ class FlatParameter {
   // `device` first, and the reduced gradient comes back; it shards even one rank.
   // `replicate` (HYBRID_SHARD): the ranks that hold the same shard (rank and world_size are then within the
   // shard's group); the reduced gradient is all-reduced across them too, and averaged over all of them. Not owned.
+  // `mixed` (Mixed): the types the unit computes and reduces in; unset, or the parameters' own: theirs.
+  struct Mixed {
+    std::optional<c10::ScalarType> param_dtype;
+    std::optional<c10::ScalarType> reduce_dtype;  // Unset: param_dtype (PyTorch's default).
+  };
   FlatParameter(std::string name, std::vector<Member> members, int rank, int world_size, bool sharded,
-                c10::Device device, bool offload = false, c10d::ProcessGroup* replicate = nullptr);
+                c10::Device device, bool offload = false, c10d::ProcessGroup* replicate = nullptr, Mixed mixed = {});
 
   const std::string& name() const { return name_; }
   const std::vector<Member>& members() const { return members_; }
@@ -63,6 +77,13 @@ class FlatParameter {
   const c10::StorageImpl* storage() const { return full_.storage().unsafeGetStorageImpl(); }
   int64_t numel() const { return numel_; }          // The parameters' elements, without padding.
   int64_t padded_numel() const { return padded_; }  // A multiple of the world size.
+  // Whether the unit computes in another type than its shard's (mixed precision), and that type; the type its
+  // gradients are reduced in.
+  bool mixed_precision() const { return mixed_; }
+  c10::ScalarType compute_dtype() const { return full_.scalar_type(); }
+  c10::ScalarType reduce_dtype() const { return reduce_dtype_; }
+  // The bytes the whole parameters take on the device now: the flat buffer's (0 when resharded).
+  int64_t gathered_bytes() const { return static_cast<int64_t>(full_.storage().nbytes()); }
   // How many members need a gradient (those ReduceGradients waits for).
   int requires_grad_count() const { return requires_grad_count_; }
 
@@ -82,7 +103,8 @@ class FlatParameter {
   void GatherToHost(c10d::ProcessGroup& group);
   bool on_host() const { return host_full_.defined(); }
   // Undoes GatherToHost: the members view the device buffer again, resharded (nothing when not on the host).
-  // `update_shard`: this rank's chunk of the host values (a checkpoint restored into them) becomes the shard first.
+  // `update_shard`: this rank's chunk of the host values (a checkpoint restored into them) becomes the shard first
+  // (under mixed precision, gathered parameters follow them).
   void ReturnFromHost(bool update_shard = false);
   // Points every member's gradient at a zeroed flat buffer (kept while a gradient-accumulation window sums into it),
   // and, when sharded, gives the shard a zero gradient if it has none.
@@ -138,6 +160,8 @@ class FlatParameter {
   at::Tensor reduced_;                          // Its output, when sharded.
   bool reduce_by_all_reduce_ = false;
   bool shard_grad_zero_ = false;                // The shard's gradient is the zero PrepareGradients set.
+  bool mixed_ = false;                          // full_ is of another type than shard_ (mixed precision).
+  c10::ScalarType reduce_dtype_ = c10::ScalarType::Float;
 };
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +21,8 @@ constexpr char kStateDictAccepted[] = "pass full or sharded";
 constexpr char kModuleTypesAccepted[] =
     "pass module type names separated by commas, as LibTorch spells the classes (e.g. Linear)";
 constexpr char kCountAccepted[] = "pass an int >= 0 (0: off)";
+constexpr const char* kDtypeNames[] = {"float32", "bfloat16", "float16"};
+constexpr char kDtypeAccepted[] = "pass float32 (fp32), bfloat16 (bf16), float16 (fp16), or nothing (no cast)";
 
 }  // namespace
 
@@ -41,6 +44,26 @@ absl::StatusOr<StateDictType> ParseStateDictType(const std::string& text) {
 }
 
 const char* StateDictTypeName(StateDictType type) { return kStateDictNames[static_cast<int>(type)]; }
+
+absl::StatusOr<FsdpDtype> ParseFsdpDtype(const std::string& text) {
+  std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (absl::StartsWith(name, "torch.")) name = name.substr(6);
+  if (name == "float32" || name == "fp32" || name == "32" || name == "float") return FsdpDtype::kFloat32;
+  if (name == "bfloat16" || name == "bf16") return FsdpDtype::kBFloat16;
+  if (name == "float16" || name == "fp16" || name == "16" || name == "half") return FsdpDtype::kFloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("fsdp mixed precision dtype '", text, "' is not float32 (fp32), bfloat16 (bf16) or float16 (fp16)"));
+}
+
+const char* FsdpDtypeName(FsdpDtype dtype) { return kDtypeNames[static_cast<int>(dtype)]; }
+
+FsdpMixedPrecision FsdpMixedPrecisionFor(absl::string_view precision) {
+  std::optional<FsdpDtype> dtype;
+  if (precision == "16-mixed" || precision == "16-true") dtype = FsdpDtype::kFloat16;
+  if (precision == "bf16-mixed" || precision == "bf16-true") dtype = FsdpDtype::kBFloat16;
+  if (precision == "32-true") dtype = FsdpDtype::kFloat32;
+  return {.param_dtype = dtype, .reduce_dtype = dtype, .buffer_dtype = dtype};
+}
 
 std::vector<std::string> SplitModuleTypes(absl::string_view list) {
   std::vector<std::string> names;
@@ -78,6 +101,17 @@ std::optional<std::string> SetFsdpField(int64_t& count, const int64_t& value) {
   return std::nullopt;
 }
 
+std::optional<std::string> SetFsdpField(std::optional<FsdpDtype>& dtype, const std::string& text) {
+  if (absl::StripAsciiWhitespace(text).empty() || absl::AsciiStrToLower(text) == "none") {
+    dtype.reset();
+    return std::nullopt;
+  }
+  absl::StatusOr<FsdpDtype> parsed = ParseFsdpDtype(text);
+  if (!parsed.ok()) return kDtypeAccepted;
+  dtype = *parsed;
+  return std::nullopt;
+}
+
 std::optional<std::string> CheckFsdpField(ShardingStrategy field) {
   if (static_cast<int>(field) >= 0 && static_cast<int>(field) < 4) return std::nullopt;
   return kShardingAccepted;
@@ -103,6 +137,11 @@ std::optional<std::string> CheckFsdpField(int64_t count) {
   return kCountAccepted;
 }
 
+std::optional<std::string> CheckFsdpField(const std::optional<FsdpDtype>& dtype) {
+  if (!dtype.has_value() || (static_cast<int>(*dtype) >= 0 && static_cast<int>(*dtype) < 3)) return std::nullopt;
+  return kDtypeAccepted;
+}
+
 std::string FsdpFieldText(ShardingStrategy field) {
   return CheckFsdpField(field) ? absl::StrCat(static_cast<int>(field)) : ShardingStrategyName(field);
 }
@@ -111,6 +150,10 @@ std::string FsdpFieldText(StateDictType field) {
 }
 std::string FsdpFieldText(const std::vector<std::string>& module_types) { return absl::StrJoin(module_types, ","); }
 std::string FsdpFieldText(int64_t count) { return absl::StrCat(count); }
+std::string FsdpFieldText(const std::optional<FsdpDtype>& dtype) {
+  if (!dtype.has_value()) return "";
+  return CheckFsdpField(dtype) ? absl::StrCat(static_cast<int>(*dtype)) : FsdpDtypeName(*dtype);
+}
 
 std::vector<std::string> FsdpOptionsSet(const FSDPOptions& options) {
   static const FSDPOptions defaults;

@@ -57,6 +57,37 @@ struct FsdpWrapPolicy {
   std::vector<std::string> checkpoint_types;
 };
 
+// A floating-point type of FSDP's mixed precision (PyTorch's torch.float32, torch.bfloat16, torch.float16).
+enum class FsdpDtype { kFloat32, kBFloat16, kFloat16 };
+
+// "float32"/"fp32"/"32", "bfloat16"/"bf16", "float16"/"fp16"/"half"/"16" (case-insensitive, a "torch." prefix
+// allowed); InvalidArgument naming them otherwise.
+absl::StatusOr<FsdpDtype> ParseFsdpDtype(const std::string& text);
+// PyTorch's name without "torch.": "float32", "bfloat16", "float16".
+const char* FsdpDtypeName(FsdpDtype dtype);
+
+// PyTorch's FSDP MixedPrecision (Lightning's FSDPStrategy(mixed_precision=...)): the shards (and so the optimizer)
+// stay in their own type, float32; a unit's parameters are gathered in param_dtype (each rank's shard cast, then
+// all-gathered) and its forward and backward compute in it; the gradients are reduced in reduce_dtype (unset:
+// param_dtype, as PyTorch's) and land in the shard's gradient in the shard's type; the model's buffers are cast to
+// buffer_dtype. Unset: no cast. All three unset: the precision flag decides, as Lightning's FSDPPrecision does
+// (FsdpMixedPrecisionFor).
+struct FsdpMixedPrecision {
+  std::optional<FsdpDtype> param_dtype;
+  std::optional<FsdpDtype> reduce_dtype;
+  std::optional<FsdpDtype> buffer_dtype;
+
+  bool empty() const { return !param_dtype && !reduce_dtype && !buffer_dtype; }
+  bool operator==(const FsdpMixedPrecision& other) const {
+    return param_dtype == other.param_dtype && reduce_dtype == other.reduce_dtype && buffer_dtype == other.buffer_dtype;
+  }
+};
+
+// Lightning's FSDPPrecision.mixed_precision_config: the MixedPrecision a precision flag (its canonical name) implies
+// when none is given: all three float16 for "16-mixed" and "16-true", bfloat16 for "bf16-mixed" and "bf16-true",
+// float32 for "32-true"; nothing for any other ("64-true", which Lightning's FSDP refuses).
+FsdpMixedPrecision FsdpMixedPrecisionFor(absl::string_view precision);
+
 struct FSDPOptions {
   absl::Duration timeout = absl::Minutes(30);  // For joining and for each collective.
   std::optional<std::string> process_group_backend;  // Unset: the accelerator's preference.
@@ -81,6 +112,8 @@ struct FSDPOptions {
   // whose reduce-scatter is an all-reduce of a copy of the buffer (so the sums are the same, without the copies), and
   // reduce-scatters on every other backend.
   GradientReduction gradient_reduction = GradientReduction::kAuto;
+  // PyTorch's MixedPrecision (FsdpMixedPrecision); all unset: what the trainer's precision implies.
+  FsdpMixedPrecision mixed_precision;
 };
 
 // The module type names of a comma-separated list ("Linear, Conv2d"), each without the spaces around it; empty
@@ -93,18 +126,21 @@ std::optional<std::string> SetFsdpField(ShardingStrategy& field, const std::stri
 std::optional<std::string> SetFsdpField(StateDictType& field, const std::string& text);
 std::optional<std::string> SetFsdpField(std::vector<std::string>& module_types, const std::string& text);
 std::optional<std::string> SetFsdpField(int64_t& count, const int64_t& value);
+std::optional<std::string> SetFsdpField(std::optional<FsdpDtype>& dtype, const std::string& text);
 
 // The check of a field a program set itself (TrainerOptions::fsdp): nullopt, or what is accepted, as SetFsdpField.
 std::optional<std::string> CheckFsdpField(ShardingStrategy field);
 std::optional<std::string> CheckFsdpField(StateDictType field);
 std::optional<std::string> CheckFsdpField(const std::vector<std::string>& module_types);
 std::optional<std::string> CheckFsdpField(int64_t count);
+std::optional<std::string> CheckFsdpField(const std::optional<FsdpDtype>& dtype);
 
 // A field's value as a flag writes it (for error messages and StrategyArguments' text fields).
 std::string FsdpFieldText(ShardingStrategy field);
 std::string FsdpFieldText(StateDictType field);
 std::string FsdpFieldText(const std::vector<std::string>& module_types);
 std::string FsdpFieldText(int64_t count);
+std::string FsdpFieldText(const std::optional<FsdpDtype>& dtype);  // "" when unset.
 
 // The names of the table's rows whose field in `options` differs from FSDPOptions{}'s, in the table's order.
 std::vector<std::string> FsdpOptionsSet(const FSDPOptions& options);

@@ -12,12 +12,14 @@
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
 #include "hal/compat/error_message.h"
+#include "hal/precision.h"
 #include "hal/shared_memory_collectives.h"
 #include "torch/csrc/autograd/function.h"
 #include "torch/csrc/autograd/function_hook.h"
 #include "torch/csrc/autograd/variable.h"
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
 #include "torch/optim/optimizer.h"
+#include "trainer/core/batch.h"
 #include "trainer/core/lightning_module.h"
 #include "trainer/strategies/gather_on_use.h"
 
@@ -39,6 +41,23 @@ class GradientReadyHook final : public torch::autograd::FunctionPostHook {
  private:
   std::function<void()> ready_;
 };
+
+c10::ScalarType ScalarTypeOf(FsdpDtype dtype) {
+  switch (dtype) {
+    case FsdpDtype::kBFloat16:
+      return c10::ScalarType::BFloat16;
+    case FsdpDtype::kFloat16:
+      return c10::ScalarType::Half;
+    case FsdpDtype::kFloat32:
+      break;
+  }
+  return c10::ScalarType::Float;
+}
+
+std::optional<c10::ScalarType> ScalarTypeOf(const std::optional<FsdpDtype>& dtype) {
+  if (!dtype.has_value()) return std::nullopt;
+  return ScalarTypeOf(*dtype);
+}
 
 }  // namespace
 
@@ -64,6 +83,28 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     return absl::InvalidArgumentError(
         "fsdp: cpu_offload keeps each rank's shard in host memory, but sharding_strategy NO_SHARD shards nothing; use "
         "FULL_SHARD or SHARD_GRAD_OP with it, or leave cpu_offload off");
+  }
+  // Mixed precision: the options', or what the precision implies (Lightning's FSDPPrecision).
+  mixed_precision_ = options_.mixed_precision;
+  const bool implied = mixed_precision_.empty();
+  if (implied) mixed_precision_ = FsdpMixedPrecisionFor(PrecisionName(plan.precision));
+  if (mixed_precision_.param_dtype.has_value() && options_.sharding_strategy == ShardingStrategy::kNoShard) {
+    const c10::ScalarType param_dtype = ScalarTypeOf(*mixed_precision_.param_dtype);
+    bool casts = false;
+    for (const at::Tensor& parameter : model.parameters()) casts = casts || parameter.scalar_type() != param_dtype;
+    if (casts && !implied) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fsdp: mixed precision (param_dtype ", FsdpDtypeName(*mixed_precision_.param_dtype),
+          ") keeps each rank's shard in the parameters' own type and gathers it in param_dtype, but sharding_strategy "
+          "NO_SHARD shards nothing; use FULL_SHARD or SHARD_GRAD_OP with mixed precision, or ddp with precision "
+          "bf16-mixed for NO_SHARD's memory"));
+    }
+    if (casts) {
+      LOG(WARNING) << "fsdp: precision " << PrecisionName(plan.precision) << " implies FSDP mixed precision ("
+                   << FsdpDtypeName(*mixed_precision_.param_dtype) << " parameters), which NO_SHARD cannot keep "
+                   << "(nothing is sharded to keep in float32); NO_SHARD runs with the parameters in their own type";
+      mixed_precision_ = {};
+    }
   }
   // What the accelerator's collective backend lacks (Accelerator::SupportedCollectives) is refused here, by name.
   const CollectiveSupport support = plan.accelerator->SupportedCollectives();
@@ -115,7 +156,17 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   }
   try {
     at::NoGradGuard no_grad;
-    for (at::Tensor& buffer : model.buffers()) buffer.set_data(buffer.data().to(root_device()));
+    const std::optional<c10::ScalarType> buffer_dtype = ScalarTypeOf(mixed_precision_.buffer_dtype);
+    cast_buffers_.clear();
+    for (at::Tensor& buffer : model.buffers()) {
+      at::Tensor data = buffer.data().to(root_device());
+      // Floating buffers only (a step counter stays an integer), as PyTorch's buffer_dtype.
+      if (buffer_dtype.has_value() && data.is_floating_point() && data.scalar_type() != *buffer_dtype) {
+        cast_buffers_.emplace_back(buffer, data.scalar_type());
+        data = data.to(*buffer_dtype);
+      }
+      buffer.set_data(data);
+    }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("fsdp: moving the model's buffers to ", root_device().str(), " failed: ",
                                             compat::ExceptionMessage(e)));
@@ -142,13 +193,16 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     return members;
   };
   const bool shard = options_.sharding_strategy != ShardingStrategy::kNoShard;
+  const FlatParameter::Mixed mixed{.param_dtype = ScalarTypeOf(mixed_precision_.param_dtype),
+                                   .reduce_dtype = ScalarTypeOf(mixed_precision_.reduce_dtype)};
   try {
     for (const FsdpWrapping::Unit& unit : wrapping_.units) {
       std::vector<FlatParameter::Member> members = members_of(*unit.module);
       flats_.push_back(members.empty() ? nullptr
                                        : std::make_unique<FlatParameter>(unit.name, std::move(members), shard_rank,
                                                                          shard_world, shard, root_device(),
-                                                                         options_.cpu_offload, replicate_group_.get()));
+                                                                         options_.cpu_offload, replicate_group_.get(),
+                                                                         mixed));
       // A unit's whole parameters exist only while it computes.
       if (flats_.back() != nullptr) flats_.back()->Reshard();
     }
@@ -156,9 +210,13 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     flats_.push_back(rest.empty() ? nullptr
                                   : std::make_unique<FlatParameter>("(root)", std::move(rest), shard_rank, shard_world,
                                                                     shard, root_device(), options_.cpu_offload,
-                                                                    replicate_group_.get()));
+                                                                    replicate_group_.get(), mixed));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(compat::ExceptionMessage(e));
+  }
+  input_dtype_.reset();
+  for (const auto& flat : flats_) {
+    if (flat != nullptr && flat->mixed_precision()) input_dtype_ = flat->compute_dtype();
   }
   for (size_t unit = 0; unit < flats_.size(); ++unit) {
     if (flats_[unit] == nullptr) continue;
@@ -204,7 +262,28 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   LOG(INFO) << "fsdp: " << ShardingStrategyName(options_.sharding_strategy) << ", " << wrapping_.units.size()
             << " unit(s) and the root, " << total << " parameters; rank " << global_rank() << " keeps "
             << kept << " of them (with padding), and their gradients and optimizer state";
+  if (input_dtype_.has_value()) {
+    const FlatParameter* flat = nullptr;
+    for (const auto& candidate : flats_) flat = flat != nullptr ? flat : candidate.get();
+    LOG(INFO) << "fsdp: mixed precision: parameters gathered and computed in " << *input_dtype_
+              << ", gradients reduced in " << flat->reduce_dtype() << ", the shards kept in "
+              << flat->shard().scalar_type() << "; buffers "
+              << (mixed_precision_.buffer_dtype ? FsdpDtypeName(*mixed_precision_.buffer_dtype) : "as they are");
+  }
   return absl::OkStatus();
+}
+
+Batch FSDPStrategy::BatchToDevice(const Batch& batch) const {
+  Batch moved = ParallelStrategy::BatchToDevice(batch);
+  if (!input_dtype_.has_value()) return moved;
+  const c10::ScalarType dtype = *input_dtype_;
+  const auto cast = [dtype](const at::Tensor& tensor) {
+    return tensor.defined() && tensor.is_floating_point() ? tensor.to(dtype) : tensor;
+  };
+  // The target is the loss's business, not the model's input: as PyTorch's FSDP, which casts only the forward's.
+  moved.input = cast(moved.input);
+  if (moved.structured()) moved.data = MapTensors(moved.data, cast);
+  return moved;
 }
 
 void FSDPStrategy::ChooseGradientReduction() {
@@ -795,6 +874,13 @@ void FSDPStrategy::Unwrap() {
   for (auto& flat : flats_) {
     if (flat != nullptr) flat->Release();
   }
+  try {
+    at::NoGradGuard no_grad;
+    for (auto& [buffer, dtype] : cast_buffers_) buffer.set_data(buffer.data().to(dtype));  // buffer_dtype undone.
+  } catch (const std::exception& e) {
+    LOG(WARNING) << "fsdp: putting the buffers back in their own type failed: " << compat::ExceptionMessage(e);
+  }
+  cast_buffers_.clear();
   flats_.clear();
   location_.clear();
   connected_.clear();

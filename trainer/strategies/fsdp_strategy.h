@@ -59,6 +59,9 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   std::string name() const override { return options_.cpu_offload ? "fsdp_cpu_offload" : "fsdp"; }
 
   absl::Status Setup(const Plan& plan, torch::nn::Module& model) override;
+  // The batch on the device; under mixed precision its input (every floating tensor of a structured batch) cast to
+  // param_dtype, as PyTorch's FSDP casts the root module's inputs.
+  Batch BatchToDevice(const Batch& batch) const override;
   absl::Status ConnectOptimizers(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers) override;
   void Backward(const at::Tensor& loss, bool sync_gradients) override;
   void OptimizerStep(torch::optim::Optimizer& optimizer) override;
@@ -75,6 +78,9 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   bool SavesShardedCheckpoints() const override { return options_.state_dict_type == StateDictType::kSharded; }
 
   const FSDPOptions& options() const { return options_; }
+  // The mixed precision this run uses (valid after Setup): options().mixed_precision, or, when that is empty, what
+  // the precision implies (FsdpMixedPrecisionFor); empty under NO_SHARD when implied.
+  const FsdpMixedPrecision& mixed_precision() const { return mixed_precision_; }
   // The units, root last (valid after Setup, until Teardown). For tests and the README's memory figures.
   const std::vector<std::unique_ptr<FlatParameter>>& flat_parameters() const { return flats_; }
 
@@ -123,6 +129,10 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
   std::pair<int, int> Locate(const at::Tensor& parameter) const;
 
   FSDPOptions options_;
+  FsdpMixedPrecision mixed_precision_;
+  std::optional<c10::ScalarType> input_dtype_;  // param_dtype, when a unit computes in it.
+  // The buffers cast to buffer_dtype, with their own type (put back by Unwrap).
+  std::vector<std::pair<at::Tensor, c10::ScalarType>> cast_buffers_;
   std::unordered_map<const torch::optim::Optimizer*, Connected> connected_;
   std::unordered_map<const c10::TensorImpl*, std::pair<int, int>> location_;  // Parameter -> (unit, member).
   FsdpWrapping wrapping_;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,143 @@ TEST(FsdpStrategyTest, ClipsByTheNormOfTheWholeGradient) {
   }
   EXPECT_NEAR(std::sqrt(after), std::sqrt(before) / 10, 1e-4 * std::sqrt(before));
   ASSERT_TRUE(strategy.Finish().ok());
+  EXPECT_TRUE(strategy.Teardown().ok());
+}
+
+// Mixed precision (FSDPOptions::mixed_precision): what one process gets from the same step computed its way, worked
+// out here without any strategy (the derived reference). Each rank computes its batch's gradient with the parameters
+// cast to param_dtype (bfloat16): the same kernels on the same bits as the reference's bfloat16 copy, so the same
+// gradient bits. The reduction divides each rank's gradient by 2 and sums the two in reduce_dtype (Gloo's sum of two
+// is one rounding, which adding two tensors of that type also is; the order of two terms does not change a sum); the
+// result, cast to float32, is the shard's gradient, and SGD steps the float32 shard. So every parameter must end bit
+// for bit where the reference ends, for bfloat16 and float32 reductions alike, and in float32.
+TEST(FsdpStrategyTest, MixedPrecisionComputesInParamDtypeAndStepsFloat32Shards) {
+  if (!strategy_testing::IsRank()) return strategy_testing::RunThisTestAsRanks(2);
+  const int rank = strategy_testing::Rank();
+  constexpr double kLr = 0.5;
+  struct Case {
+    const char* name;
+    ShardingStrategy sharding;
+    bool offload;
+    FsdpDtype reduce;
+  };
+  for (const Case& c : {Case{"FULL_SHARD, bf16 reduce", ShardingStrategy::kFullShard, false, FsdpDtype::kBFloat16},
+                        Case{"SHARD_GRAD_OP, fp32 reduce", ShardingStrategy::kShardGradOp, false, FsdpDtype::kFloat32},
+                        Case{"FULL_SHARD, cpu_offload", ShardingStrategy::kFullShard, true, FsdpDtype::kBFloat16}}) {
+    SCOPED_TRACE(c.name);
+    // The reference: a bfloat16 copy computes each rank's gradient; they are reduced in the reduce type.
+    Net master;
+    Net low;
+    {
+      at::NoGradGuard no_grad;
+      low.to(at::kBFloat16);
+    }
+    const at::ScalarType reduce = c.reduce == FsdpDtype::kBFloat16 ? at::kBFloat16 : at::kFloat;
+    std::vector<std::vector<at::Tensor>> grads;
+    for (int r = 0; r < 2; ++r) {
+      for (auto& parameter : low.parameters()) parameter.mutable_grad().reset();
+      Loss(low, Batch(r).to(at::kBFloat16)).backward();
+      grads.emplace_back();
+      for (const auto& parameter : low.parameters()) grads.back().push_back(parameter.grad().to(reduce));
+    }
+    {
+      at::NoGradGuard no_grad;
+      auto parameters = master.parameters();
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        const at::Tensor mean = (grads[0][i] / 2 + grads[1][i] / 2).to(at::kFloat);
+        parameters[i].sub_(mean * kLr);
+      }
+    }
+
+    Net net;
+    net.register_buffer("scale", at::ones({2}));
+    DistributedProgram::Get().BeginEntryPoint("fit");
+    FSDPStrategy strategy(FSDPOptions{.timeout = absl::Seconds(60),
+                                      .sharding_strategy = c.sharding,
+                                      .auto_wrap_policy = {.module_types = {"Linear"}},
+                                      .cpu_offload = c.offload,
+                                      .mixed_precision = {.param_dtype = FsdpDtype::kBFloat16,
+                                                          .reduce_dtype = c.reduce,
+                                                          .buffer_dtype = FsdpDtype::kBFloat16}});
+    ASSERT_TRUE(strategy.Setup(strategy_testing::ThisRankPlan("fsdp"), net).ok());
+    EXPECT_EQ(net.named_buffers()["scale"].scalar_type(), at::kBFloat16);
+    const auto& flats = strategy.flat_parameters();
+    ASSERT_EQ(flats.size(), 3u);
+    for (const auto& flat : flats) {
+      ASSERT_NE(flat, nullptr);
+      EXPECT_TRUE(flat->mixed_precision()) << flat->name();
+      EXPECT_EQ(flat->shard().scalar_type(), at::kFloat) << flat->name();
+      EXPECT_EQ(flat->compute_dtype(), at::kBFloat16) << flat->name();
+      EXPECT_EQ(flat->reduce_dtype(), reduce) << flat->name();
+    }
+    // The batch's input comes to the model in param_dtype (its target as it was).
+    const kiln::Batch moved = strategy.BatchToDevice(kiln::Batch{.input = Batch(rank), .target = at::zeros({4, 1})});
+    EXPECT_EQ(moved.input.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(moved.target.scalar_type(), at::kFloat);
+
+    auto sgd = std::make_shared<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(kLr));
+    ASSERT_TRUE(strategy.ConnectOptimizers({sgd}).ok());
+    sgd->zero_grad();
+    strategy.Backward(Loss(net, moved.input), /*sync_gradients=*/true);
+    for (const auto& flat : flats) {
+      ASSERT_TRUE(flat->shard().grad().defined()) << flat->name();
+      EXPECT_EQ(flat->shard().grad().scalar_type(), at::kFloat) << flat->name();
+      EXPECT_EQ(flat->shard().grad().device(), flat->shard().device()) << flat->name();
+    }
+    strategy.OptimizerStep(*sgd);
+    ASSERT_TRUE(strategy.Finish().ok());
+    EXPECT_EQ(net.named_buffers()["scale"].scalar_type(), at::kFloat);  // Put back.
+
+    const auto expected = master.named_parameters();
+    for (const auto& item : net.named_parameters()) {
+      const at::Tensor& want = expected[item.key()];
+      EXPECT_EQ(item.value().scalar_type(), at::kFloat) << item.key();
+      EXPECT_TRUE(at::equal(item.value(), want))
+          << item.key() << " on rank " << rank << ":\n" << item.value() << "\nwanted\n" << want;
+    }
+    EXPECT_TRUE(strategy.Teardown().ok());
+  }
+}
+
+// The memory of a gathered unit, measured through FlatParameter: bfloat16 parameters take half of float32's. Under
+// SHARD_GRAD_OP a unit stays gathered from its forward to its backward: measured there.
+TEST(FsdpStrategyTest, MixedPrecisionHalvesTheGatheredUnit) {
+  if (!strategy_testing::IsRank()) return strategy_testing::RunThisTestAsRanks(2);
+  std::vector<int64_t> bytes;
+  for (std::optional<FsdpDtype> dtype : {std::optional<FsdpDtype>(), std::optional<FsdpDtype>(FsdpDtype::kBFloat16)}) {
+    Net net;
+    DistributedProgram::Get().BeginEntryPoint("fit");
+    FSDPStrategy strategy(FSDPOptions{.timeout = absl::Seconds(60),
+                                      .sharding_strategy = ShardingStrategy::kShardGradOp,
+                                      .auto_wrap_policy = {.module_types = {"Linear"}},
+                                      .mixed_precision = {.param_dtype = dtype}});
+    ASSERT_TRUE(strategy.Setup(strategy_testing::ThisRankPlan("fsdp"), net).ok());
+    const FlatParameter& unit = *strategy.flat_parameters()[0];
+    EXPECT_EQ(unit.gathered_bytes(), 0);  // Resharded after Setup.
+    auto sgd = std::make_shared<torch::optim::SGD>(net.parameters(), torch::optim::SGDOptions(0.1));
+    ASSERT_TRUE(strategy.ConnectOptimizers({sgd}).ok());
+    const at::Tensor loss = Loss(net, strategy.BatchToDevice(kiln::Batch{.input = Batch(0)}).input);
+    bytes.push_back(unit.gathered_bytes());
+    EXPECT_EQ(unit.members()[0].parameter.scalar_type(), dtype ? at::kBFloat16 : at::kFloat);
+    strategy.Backward(loss, /*sync_gradients=*/true);
+    EXPECT_EQ(unit.gathered_bytes(), 0);  // Freed after its backward.
+    ASSERT_TRUE(strategy.Finish().ok());
+    EXPECT_TRUE(strategy.Teardown().ok());
+  }
+  // The first unit, Linear(5, 3): 18 parameters, padded to 18 (a multiple of 2): 72 bytes in float32.
+  EXPECT_EQ(bytes[0], 18 * 4);
+  EXPECT_EQ(bytes[1], bytes[0] / 2);
+}
+
+TEST(FsdpStrategyTest, RefusesMixedPrecisionWithNoShardBeforeJoining) {
+  Net net;
+  FSDPStrategy strategy(FSDPOptions{.sharding_strategy = ShardingStrategy::kNoShard,
+                                    .mixed_precision = {.param_dtype = FsdpDtype::kBFloat16}});
+  const absl::Status status = strategy.Setup(strategy_testing::ThisRankPlan("fsdp"), net);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "mixed precision (param_dtype bfloat16)")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "NO_SHARD shards nothing; use FULL_SHARD or SHARD_GRAD_OP"))
+      << status;
   EXPECT_TRUE(strategy.Teardown().ok());
 }
 
