@@ -363,7 +363,7 @@ absl::Status Trainer::Prepare(Stage stage) {
       std::any_of(callbacks_.begin(), callbacks_.end(),
                   [](const auto& callback) { return dynamic_cast<ModelCheckpoint*>(callback.get()) != nullptr; })) {
     // Refused before training rather than at the first save, an epoch later.
-    return absl::UnimplementedError(absl::StrCat(
+    return absl::FailedPreconditionError(absl::StrCat(
         "model_parallel cannot save checkpoints yet (its parameters are slices on each rank); ",
         OptionFix("set TrainerOptions::enable_checkpointing = false and add no ModelCheckpoint",
                   "pass --enable_checkpointing=false"),

@@ -214,7 +214,7 @@ std::function<void(at::Tensor&)> ModelParallelStrategy::GradientOverflowAgreemen
 absl::Status ModelParallelStrategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>&,
                                                   const OptimizerStateCodec&, bool restoring,
                                                   absl::FunctionRef<absl::Status()>) {
-  return absl::UnimplementedError(absl::StrCat(
+  return absl::FailedPreconditionError(absl::StrCat(
       "model_parallel cannot ", restoring ? "restore" : "save", " checkpoints yet (its parameters are slices on each "
       "rank, which a checkpoint would have to gather); ",
       OptionFix("set TrainerOptions::enable_checkpointing = false and leave ckpt_path empty",
