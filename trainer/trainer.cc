@@ -17,7 +17,6 @@
 #include "trainer/callbacks/model_summary_callback.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint/checkpoint_io.h"
-#include "trainer/core/option_fix.h"
 #include "trainer/layer_sync.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/log_dir.h"
@@ -32,7 +31,7 @@
 #include "trainer/progress.h"
 #include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/distributed_program.h"
-#include "trainer/strategies/model_parallel_strategy.h"
+#include "trainer/strategies/model_parallel_options.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/strategies/strategy_factories.h"
 #include "trainer/trainer_options.h"
@@ -359,16 +358,6 @@ absl::Status Trainer::Prepare(Stage stage) {
   if (!precision.ok()) return precision.status();
 
   if (absl::Status added = AddCallbacks(stage); !added.ok()) return added;
-  if (stage == Stage::kFit && dynamic_cast<ModelParallelStrategy*>(strategy->get()) != nullptr &&
-      std::any_of(callbacks_.begin(), callbacks_.end(),
-                  [](const auto& callback) { return dynamic_cast<ModelCheckpoint*>(callback.get()) != nullptr; })) {
-    // Refused before training rather than at the first save, an epoch later.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model_parallel cannot save checkpoints yet (its parameters are slices on each rank); ",
-        OptionFix("set TrainerOptions::enable_checkpointing = false and add no ModelCheckpoint",
-                  "pass --enable_checkpointing=false"),
-        ", or train with ddp or fsdp to checkpoint"));
-  }
   for (const std::string& warning : plan->warnings) LOG(WARNING) << warning;
   plan_ = std::move(plan).value();
   strategy_ = *std::move(strategy);

@@ -3,9 +3,10 @@
 // OUT.rank<R>.txt.
 //
 //   tp_gpt OUT [accelerator=cpu] [devices=1] [strategy=single_device] [data_parallel_size=auto]
-//              [tensor_parallel_size=auto] [global_batch=8] [epochs=2] [checkpointing=0]
+//              [tensor_parallel_size=auto] [global_batch=8] [epochs=2] [checkpointing=0] [root=.] [ckpt=PATH]
 //
-// The per-process batch is global_batch / data-parallel size, so every run takes the same global batches.
+// checkpointing=1 saves a checkpoint at each epoch's end under root/checkpoints (ModelCheckpoint's default place);
+// ckpt= resumes from one (only the steps run here are written). The per-process batch is global_batch / data-parallel size, so every run takes the same global batches.
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
   }
   std::map<std::string, std::string> args = {
       {"accelerator", "cpu"}, {"devices", "1"},     {"strategy", "single_device"}, {"data_parallel_size", "auto"},
-      {"tensor_parallel_size", "auto"}, {"global_batch", "8"}, {"epochs", "2"}, {"checkpointing", "0"}};
+      {"tensor_parallel_size", "auto"}, {"global_batch", "8"}, {"epochs", "2"}, {"checkpointing", "0"},
+      {"root", "."}, {"ckpt", ""}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -62,12 +64,13 @@ int main(int argc, char** argv) {
                                .enable_checkpointing = args["checkpointing"] == "1",
                                .enable_progress_bar = false,
                                .enable_model_summary = false};
+  options.default_root_dir = args["root"];
   options.data_parallel_size = args["data_parallel_size"];
   options.tensor_parallel_size = args["tensor_parallel_size"];
   RecordedGpt model;
   kiln_examples::TpGptData data(kiln_examples::TpGptConfig{}, /*sequences=*/64, batch);
   kiln::Trainer trainer(options);
-  if (absl::Status status = trainer.fit(model, data); !status.ok()) {
+  if (absl::Status status = trainer.fit(model, data, args["ckpt"]); !status.ok()) {
     std::cerr << "tp_gpt: " << status << "\n";
     return 1;
   }

@@ -1,6 +1,8 @@
 #include "trainer/strategies/model_parallel_strategy.h"
 
 #include <exception>
+#include <functional>
+#include <optional>
 #include <unordered_set>
 #include <utility>
 
@@ -103,6 +105,7 @@ absl::Status ModelParallelStrategy::Setup(const Plan& plan, torch::nn::Module& m
     std::vector<at::Tensor> slices;
     sharded_.clear();
     replicated_.clear();
+    shards_ = shards;
     for (const at::Tensor& parameter : model.parameters()) {
       const bool is_slice = sliced.count(parameter.unsafeGetTensorImpl()) > 0;
       (is_slice ? slices : whole).push_back(parameter.detach());
@@ -122,6 +125,7 @@ absl::Status ModelParallelStrategy::Setup(const Plan& plan, torch::nn::Module& m
 }
 
 void ModelParallelStrategy::ReleaseState() {
+  shards_.clear();
   sharded_.clear();
   replicated_.clear();
   mesh_.reset();
@@ -211,15 +215,146 @@ std::function<void(at::Tensor&)> ModelParallelStrategy::GradientOverflowAgreemen
   };
 }
 
-absl::Status ModelParallelStrategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>&,
-                                                  const OptimizerStateCodec&, bool restoring,
-                                                  absl::FunctionRef<absl::Status()>) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "model_parallel cannot ", restoring ? "restore" : "save", " checkpoints yet (its parameters are slices on each "
-      "rank, which a checkpoint would have to gather); ",
-      OptionFix("set TrainerOptions::enable_checkpointing = false and leave ckpt_path empty",
-                "pass --enable_checkpointing=false and no --ckpt_path"),
-      ", or train with ddp or fsdp to checkpoint"));
+namespace {
+
+using c10::IValue;
+using GenericDict = c10::impl::GenericDict;
+
+GenericDict AnyDict() { return GenericDict(c10::AnyType::get(), c10::AnyType::get()); }
+
+// `dict` (an optimizer's state in PyTorch's state_dict layout: "state" by parameter index, "param_groups") with the
+// per-element state of each parameter `convert` takes (one value per element of the parameter as it is now: SGD's
+// momentum, Adam's moments; not "step") replaced by what it returns. `parameters` in the optimizer's order.
+IValue MapState(const IValue& dict, const std::vector<at::Tensor>& parameters,
+                const std::function<std::optional<at::Tensor>(size_t index, const at::Tensor&)>& convert) {
+  TORCH_CHECK_VALUE(dict.isGenericDict() && dict.toGenericDict().contains("state") &&
+                        dict.toGenericDict().contains("param_groups"),
+                    "model_parallel: this optimizer's state is not in PyTorch's state_dict layout (Kiln saves SGD, "
+                    "Adam, AdamW, RMSprop and Adagrad that way); checkpoints under model_parallel need one of those");
+  const GenericDict top = dict.toGenericDict();
+  GenericDict state = AnyDict();
+  for (const auto& entry : top.at("state").toGenericDict()) {
+    const int64_t index = entry.key().toInt();
+    GenericDict values = AnyDict();
+    for (const auto& item : entry.value().toGenericDict()) {
+      std::optional<at::Tensor> converted;
+      if (index >= 0 && index < static_cast<int64_t>(parameters.size()) && item.key().toStringRef() != "step" &&
+          item.value().isTensor() && item.value().toTensor().sizes() == parameters[index].sizes()) {
+        converted = convert(index, item.value().toTensor());
+      }
+      values.insert(item.key(), converted.has_value() ? IValue(*converted) : item.value());
+    }
+    state.insert(entry.key(), IValue(values));
+  }
+  GenericDict result = AnyDict();
+  result.insert(IValue("state"), IValue(state));
+  result.insert(IValue("param_groups"), top.at("param_groups"));
+  return IValue(result);
+}
+
+}  // namespace
+
+at::Tensor ModelParallelStrategy::Whole(const TensorParallelShard& shard, const at::Tensor& slice) {
+  std::vector<at::Tensor> input = {slice.detach().to(root_device()).contiguous()};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int r = 0; r < shard.group->getSize(); ++r) output[0].push_back(at::empty_like(input[0]));
+  shard.group->allgather(output, input)->wait();
+  return at::cat(output[0], shard.dim);
+}
+
+at::Tensor ModelParallelStrategy::Slice(const TensorParallelShard& shard, const at::Tensor& whole) {
+  const int64_t part = whole.size(shard.dim) / shard.group->getSize();
+  return whole.detach().narrow(shard.dim, shard.group->getRank() * part, part).clone();
+}
+
+absl::Status ModelParallelStrategy::WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
+                                                  const OptimizerStateCodec& codec, bool restoring,
+                                                  absl::FunctionRef<absl::Status()> body) {
+  if (shards_.empty()) return body();  // Every parameter is whole on every rank: the state is whole as it is.
+  std::unordered_map<const void*, size_t> shard_of;
+  for (size_t i = 0; i < shards_.size(); ++i) shard_of[shards_[i].parameter.unsafeGetTensorImpl()] = i;
+  const auto parameters_of = [](const torch::optim::Optimizer& optimizer) {
+    std::vector<at::Tensor> parameters;
+    for (const auto& group : optimizer.param_groups()) {
+      for (const at::Tensor& parameter : group.params()) parameters.push_back(parameter);
+    }
+    return parameters;
+  };
+  struct Converted {
+    torch::optim::Optimizer* optimizer;
+    ska::flat_hash_map<void*, std::unique_ptr<torch::optim::OptimizerParamState>> sliced_state;
+  };
+  std::vector<Converted> converted;
+  std::vector<at::Tensor> slices;  // Each slice's own data, to put back.
+  const auto put_back = [&] {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < slices.size(); ++i) shards_[i].parameter.set_data(slices[i]);
+    for (Converted& item : converted) item.optimizer->state() = std::move(item.sliced_state);
+  };
+  absl::Status status = absl::OkStatus();
+  try {
+    Collective("gathering the model's slices and their optimizer state for a checkpoint", [&] {
+      // The optimizers' state first (while the parameters are still slices, whose shapes find it), in the same order
+      // on every rank: optimizer, parameter, key.
+      std::vector<IValue> whole_states;
+      for (const auto& optimizer : optimizers) {
+        const std::vector<at::Tensor> parameters = parameters_of(*optimizer);
+        absl::StatusOr<IValue> sliced = codec.state_dict(*optimizer);
+        TORCH_CHECK(sliced.ok(), "model_parallel: reading an optimizer's state: ", sliced.status().message());
+        whole_states.push_back(
+            MapState(*sliced, parameters, [&](size_t index, const at::Tensor& value) -> std::optional<at::Tensor> {
+              const auto found = shard_of.find(parameters[index].unsafeGetTensorImpl());
+              if (found == shard_of.end()) return std::nullopt;
+              return Whole(shards_[found->second], value);
+            }));
+      }
+      at::NoGradGuard no_grad;
+      for (const TensorParallelShard& shard : shards_) {
+        slices.push_back(shard.parameter.data());
+        at::Tensor whole = Whole(shard, shard.parameter);
+        shard.parameter.set_data(whole);
+      }
+      for (size_t o = 0; o < optimizers.size(); ++o) {
+        converted.push_back({optimizers[o].get(), std::move(optimizers[o]->state())});
+        optimizers[o]->state().clear();
+        const absl::Status loaded = codec.load_state_dict(*optimizers[o], whole_states[o]);
+        TORCH_CHECK(loaded.ok(), "model_parallel: making an optimizer's state whole: ", loaded.message());
+      }
+    });
+  } catch (const std::exception& e) {
+    status = absl::InternalError(compat::ExceptionMessage(e));
+  }
+  if (status.ok()) status = body();
+  if (!restoring || !status.ok()) {
+    put_back();
+    return status;
+  }
+  // What was restored (the same whole state on every rank) becomes this rank's slices; no collective.
+  try {
+    at::NoGradGuard no_grad;
+    std::vector<IValue> sliced_states;
+    for (const Converted& item : converted) {
+      const std::vector<at::Tensor> parameters = parameters_of(*item.optimizer);
+      absl::StatusOr<IValue> whole = codec.state_dict(*item.optimizer);
+      TORCH_CHECK(whole.ok(), "model_parallel: reading a restored optimizer's state: ", whole.status().message());
+      sliced_states.push_back(
+          MapState(*whole, parameters, [&](size_t index, const at::Tensor& value) -> std::optional<at::Tensor> {
+            const auto found = shard_of.find(parameters[index].unsafeGetTensorImpl());
+            if (found == shard_of.end()) return std::nullopt;
+            return Slice(shards_[found->second], value);
+          }));
+    }
+    for (const TensorParallelShard& shard : shards_) shard.parameter.set_data(Slice(shard, shard.parameter));
+    for (size_t o = 0; o < converted.size(); ++o) {
+      converted[o].optimizer->state().clear();
+      const absl::Status loaded = codec.load_state_dict(*converted[o].optimizer, sliced_states[o]);
+      TORCH_CHECK(loaded.ok(), "model_parallel: slicing a restored optimizer's state: ", loaded.message());
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("model_parallel: keeping this rank's slices of a restored checkpoint: ",
+                                            compat::ExceptionMessage(e)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kiln

@@ -15,7 +15,10 @@
 // every rank (whose gradients are the same within a tensor-parallel group, so this is also its data-parallel mean,
 // and it keeps the copies equal). Gradient clipping by norm counts every slice once.
 //
-// Checkpoints: not yet; saving or restoring one is refused with a message saying so.
+// Checkpoints are full ones: for a save (and a restore) every slice and its optimizer state are gathered into the
+// whole tensor (an all-gather over its tensor-parallel group), so the file is the single-device model's, which one
+// device loads and any mesh resumes from; after a restore each rank keeps its slices again. Sharded checkpoints
+// (Lightning's save_distributed_checkpoint) are not written yet.
 #ifndef KILN_TRAINER_STRATEGIES_MODEL_PARALLEL_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_MODEL_PARALLEL_STRATEGY_H_
 
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "trainer/core/device_mesh.h"
+#include "trainer/core/tensor_parallel.h"
 #include "trainer/strategies/model_parallel_options.h"
 #include "trainer/strategies/parallel_strategy.h"
 
@@ -64,7 +68,13 @@ class ModelParallelStrategy final : public ParallelStrategy {
   void AverageGradients(const std::vector<at::Tensor>& parameters, const c10::intrusive_ptr<c10d::ProcessGroup>& group,
                         int size);
 
+  // The whole tensor of `shard`'s slices (every rank of its group's `slice`, joined along its dimension), and this
+  // rank's slice of a whole one. Whole is a collective of the shard's group.
+  at::Tensor Whole(const TensorParallelShard& shard, const at::Tensor& slice);
+  static at::Tensor Slice(const TensorParallelShard& shard, const at::Tensor& whole);
+
   ModelParallelOptions options_;
+  std::vector<TensorParallelShard> shards_;  // The model's slices, with their dimension and group.
   bool environment_ready_ = false;
   std::shared_ptr<const DeviceMesh> mesh_;
   std::vector<at::Tensor> sharded_;     // Parameters that are slices (of the model's tensor-parallel layers).
