@@ -257,7 +257,8 @@ class LightningModule : public torch::nn::Module {
   // have met and the strategy's environment (its device mesh) is set up, and before the strategy places the model on
   // its device, converts its layers (sync_batchnorm, precision) or hands its parameters to configure_optimizers; so
   // it must be idempotent (build the layers only when they are not built yet). The default does nothing. Under ddp and
-  // fsdp, which meet the other processes while placing the model, it runs before they meet.
+  // fsdp, which meet the other processes while placing the model, it runs before they meet. Unlike Lightning, which
+  // calls it after the setup hooks, Kiln calls it before them (Kiln's strategies place the model before setup runs).
   virtual void configure_model() {}
   virtual void teardown(Stage stage) { (void)stage; }
   virtual void on_fit_start() {}
