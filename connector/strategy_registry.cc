@@ -28,6 +28,10 @@ StrategyRegistry::StrategyRegistry() {
                         "state, gathering each unit's parameters while it computes.",
                         true},
            StrategySpec{kFsdpCpuOffloadStrategy, "fsdp with the shards kept in host memory (cpu_offload).", true},
+           StrategySpec{kModelParallelStrategy,
+                        "Tensor parallelism on a data_parallel x tensor_parallel device mesh: the layers' weights "
+                        "split within each tensor-parallel group, gradients averaged across the data-parallel one.",
+                        true},
        }) {
     if (absl::Status status = Register(std::move(spec)); !status.ok()) {
       std::cerr << "kiln: cannot register a built-in strategy: " << status.message() << std::endl;

@@ -9,6 +9,7 @@
 //   fsdp                               fully sharded data parallel: parameters, gradients and optimizer state split
 //                                      across the ranks (Lightning's)
 //   fsdp_cpu_offload                   fsdp with the shards in host memory (Lightning's name)
+//   model_parallel                     tensor parallelism on a data x tensor device mesh (Lightning's ModelParallelStrategy)
 // Each entry carries a factory that makes the strategy: the connector never calls it (it cannot see the trainer's
 // Strategy class); the trainer makes every strategy, built-in or not, through it. The built-in names' factories are
 // the trainer's (trainer/strategies/strategy_factories.h sets them); a strategy of one's own registers with its
@@ -42,6 +43,7 @@ inline constexpr char kDdpFindUnusedTrueStrategy[] = "ddp_find_unused_parameters
 inline constexpr char kDdpFindUnusedFalseStrategy[] = "ddp_find_unused_parameters_false";
 inline constexpr char kFsdpStrategy[] = "fsdp";
 inline constexpr char kFsdpCpuOffloadStrategy[] = "fsdp_cpu_offload";
+inline constexpr char kModelParallelStrategy[] = "model_parallel";
 
 // What the trainer hands a strategy factory: the Trainer's options that strategies read. (The deprecated fields warn
 // where a program names them, not where GCC places the implicit constructors' use of them: here.)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include "ATen/Context.h"
@@ -29,6 +31,7 @@
 #include "trainer/progress.h"
 #include "trainer/strategies/fsdp_options.h"
 #include "trainer/strategies/distributed_program.h"
+#include "trainer/strategies/model_parallel_options.h"
 #include "trainer/strategies/strategy.h"
 #include "trainer/strategies/strategy_factories.h"
 #include "trainer/trainer_options.h"
@@ -238,6 +241,23 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
         plan.strategy_instance != nullptr ? " (an instance): set them in its own options (FSDPOptions)"
                                           : ": use strategy fsdp, or leave them unset"));
   }
+  // model_parallel's sizes likewise.
+  const bool model_parallel_by_name = plan.strategy_instance == nullptr && plan.strategy == kModelParallelStrategy;
+  ModelParallelOptions model_parallel;
+  for (const auto& [name, text, field] :
+       {std::make_tuple("data_parallel_size", &options_.data_parallel_size, &model_parallel.data_parallel_size),
+        std::make_tuple("tensor_parallel_size", &options_.tensor_parallel_size,
+                        &model_parallel.tensor_parallel_size)}) {
+    absl::StatusOr<std::optional<int>> size = ParseParallelSize(name, *text);
+    if (!size.ok()) return size.status();
+    if (size->has_value() && !model_parallel_by_name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, "=", *text, " is model_parallel's option, but the strategy is '", plan.strategy, "'",
+          plan.strategy_instance != nullptr ? " (an instance): set it in its own options (ModelParallelOptions)"
+                                            : ": use strategy model_parallel, or leave it \"auto\""));
+    }
+    *field = *size;
+  }
   std::shared_ptr<Strategy> strategy = std::dynamic_pointer_cast<Strategy>(plan.strategy_instance);
   if (plan.strategy_instance != nullptr && strategy == nullptr) {
     return absl::InvalidArgumentError(
@@ -262,6 +282,7 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
       typed.process_group_backend.reset();  // TrainerOptions::process_group_backend's, through the plan.
       arguments.options = std::move(typed);
     }
+    if (model_parallel_by_name) arguments.options = model_parallel;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     // The deprecated text a factory of one's own may still read (remove with StrategyArguments' fields).
@@ -378,6 +399,12 @@ absl::Status Trainer::SetupStrategy(Stage stage, LightningModule& model) {
     if (absl::Status launched = program.Launch(*plan_); !launched.ok()) return launched;
   }
   program.BeginEntryPoint(StageName(stage));
+  // Lightning's order: the strategy's environment (model_parallel: the processes meet and make the device mesh), then
+  // configure_model, before anything converts, places or broadcasts the model.
+  if (absl::Status status = strategy_->SetupEnvironment(*plan_); !status.ok()) return status;
+  if (absl::Status status = CallUser("configure_model", [&] { model.configure_model(); }); !status.ok()) {
+    return status;
+  }
   // sync_batchnorm converts before the strategy places and broadcasts the module, as Lightning's DDPStrategy does,
   // and for fit alone.
   layer_sync_ = std::make_unique<LayerSync>(model);
@@ -423,6 +450,9 @@ class TrainerRunView final : public RunView {
   void ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) const override {
     if (trainer_.strategy() == nullptr) return RunView::ClipGradientsNorm(parameters, max_norm);
     trainer_.strategy()->ClipGradientsNorm(parameters, max_norm);
+  }
+  std::shared_ptr<const DeviceMesh> device_mesh() const override {
+    return trainer_.strategy() != nullptr ? trainer_.strategy()->device_mesh() : nullptr;
   }
 
  private:

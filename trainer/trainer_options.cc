@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "trainer/profilers/profiler.h"
 #include "trainer/strategies/fsdp_options.h"
+#include "trainer/strategies/model_parallel_options.h"
 #include "trainer/trainer.h"
 
 namespace kiln {
@@ -138,6 +139,27 @@ OptionCheck SetTrainerOption_sync_batchnorm(TrainerOptions& options, const bool&
   return std::nullopt;
 }
 OptionCheck CheckTrainerOption_sync_batchnorm(const TrainerOptions&) { return std::nullopt; }
+
+// model_parallel's sizes: "auto" or a positive count (ParseParallelSize's words).
+OptionCheck CheckParallelSize(const char* name, const std::string& value) {
+  absl::StatusOr<std::optional<int>> parsed = ParseParallelSize(name, value);
+  if (parsed.ok()) return std::nullopt;
+  return Refuse(value, "pass \"auto\" or a positive number of devices");
+}
+OptionCheck SetTrainerOption_data_parallel_size(TrainerOptions& options, const std::string& value) {
+  options.data_parallel_size = value;
+  return CheckParallelSize("data_parallel_size", value);
+}
+OptionCheck CheckTrainerOption_data_parallel_size(const TrainerOptions& options) {
+  return CheckParallelSize("data_parallel_size", options.data_parallel_size);
+}
+OptionCheck SetTrainerOption_tensor_parallel_size(TrainerOptions& options, const std::string& value) {
+  options.tensor_parallel_size = value;
+  return CheckParallelSize("tensor_parallel_size", value);
+}
+OptionCheck CheckTrainerOption_tensor_parallel_size(const TrainerOptions& options) {
+  return CheckParallelSize("tensor_parallel_size", options.tensor_parallel_size);
+}
 
 // The strategy's own options: each row of trainer/strategies/fsdp_options.inc sets and checks its field of
 // TrainerOptions::fsdp, by the field's type (SetFsdpField, CheckFsdpField).

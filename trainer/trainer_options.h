@@ -76,6 +76,12 @@ struct TrainerOptions {
   // come from process_group_timeout, process_group_backend and the strategy's name. For an FSDPStrategy instance,
   // set its own FSDPOptions.
   FSDPOptions fsdp;
+  // model_parallel by name: Lightning's ModelParallelStrategy(data_parallel_size, tensor_parallel_size), the device
+  // mesh's shape, each "auto" or a positive count ("auto": the number of nodes, and the devices per node); their
+  // product must be the world size. Refused with any other strategy when not "auto". For a ModelParallelStrategy
+  // instance, set its own ModelParallelOptions.
+  std::string data_parallel_size = "auto";
+  std::string tensor_parallel_size = "auto";
   std::string precision = "32-true";
   int num_nodes = 1;
   // Lightning's sync_batchnorm: under a strategy of several processes (ddp, fsdp), fit converts every

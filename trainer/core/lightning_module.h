@@ -61,6 +61,7 @@ struct OptimizerConfig {
 
 class Trainer;
 class LightningModule;
+class DeviceMesh;  // trainer/core/device_mesh.h (//trainer/core:tensor_parallel).
 
 // What a module sees of the run that trains it (Lightning's self.current_epoch, self.global_step, self.device,
 // self.trainer): the Trainer gives one to the module for the length of each fit, validate, test and predict.
@@ -80,6 +81,8 @@ class RunView {
   // Clips `parameters`' gradients to a total 2-norm of `max_norm` as the run's strategy takes the norm (over every
   // rank's shard when it shards them). The default: ClipGradNorm over these gradients.
   virtual void ClipGradientsNorm(const std::vector<at::Tensor>& parameters, double max_norm) const;
+  // The run's device mesh (LightningModule::device_mesh); the default: none.
+  virtual std::shared_ptr<const DeviceMesh> device_mesh() const { return nullptr; }
 };
 
 // What the training loop does for a module that optimizes by hand (automatic_optimization() false): the trainer
@@ -208,6 +211,10 @@ class LightningModule : public torch::nn::Module {
   // Outside the Trainer's entry points: 0.
   int global_rank() const { return view_ != nullptr ? view_->global_rank() : 0; }
   int local_rank() const { return view_ != nullptr ? view_->local_rank() : 0; }
+  // Lightning's self.device_mesh: the data x tensor parallel mesh of a run under model_parallel
+  // (trainer/core/device_mesh.h; its groups for the layers of trainer/core/tensor_parallel.h), set before
+  // configure_model. Null under every other strategy and outside the Trainer's entry points.
+  std::shared_ptr<const DeviceMesh> device_mesh() const { return view_ != nullptr ? view_->device_mesh() : nullptr; }
 
   // The loss for one training batch; the trainer runs backward on it and steps the optimizers. Under manual
   // optimization the step does that itself (manual_backward, optimizers()) and may return an undefined tensor.
@@ -245,6 +252,14 @@ class LightningModule : public torch::nn::Module {
   // Hooks, as Lightning's LightningModule has them. The loops call each right after the callbacks' hook of the same
   // name (callback.h gives the whole order, which is Lightning's: tests/lightning/hook_order_test compares the two).
   virtual void setup(Stage stage) { (void)stage; }
+  // Lightning's configure_model: where a model builds the layers that depend on the run (its tensor-parallel layers,
+  // from device_mesh()). Called at the start of each entry point (fit, validate, test, predict), once the processes
+  // have met and the strategy's environment (its device mesh) is set up, and before the strategy places the model on
+  // its device, converts its layers (sync_batchnorm, precision) or hands its parameters to configure_optimizers; so
+  // it must be idempotent (build the layers only when they are not built yet). The default does nothing. Under ddp and
+  // fsdp, which meet the other processes while placing the model, it runs before they meet. Unlike Lightning, which
+  // calls it after the setup hooks, Kiln calls it before them (Kiln's strategies place the model before setup runs).
+  virtual void configure_model() {}
   virtual void teardown(Stage stage) { (void)stage; }
   virtual void on_fit_start() {}
   virtual void on_fit_end() {}

@@ -90,7 +90,7 @@ absl::Status CheckNoEmptyShard(Strategy& strategy, int64_t batches, absl::string
 absl::Status ShardLoaders(const Strategy& strategy, const std::vector<DataLoader*>& loaders) {
   for (DataLoader* loader : loaders) {
     if (loader == nullptr) continue;
-    if (absl::Status status = loader->set_shard(strategy.global_rank(), strategy.world_size()); !status.ok()) {
+    if (absl::Status status = loader->set_shard(strategy.data_parallel_rank(), strategy.data_parallel_size()); !status.ok()) {
       return status;
     }
   }

@@ -25,7 +25,8 @@ MetricMap GlobalMetrics(Strategy& strategy, const MetricCollector& metrics, Metr
 // nothing to gather or reduce while the others wait.
 absl::Status CheckNoEmptyShard(Strategy& strategy, int64_t batches, absl::string_view what);
 
-// Gives each loader (null ones are skipped) this rank's shard (DataLoader::set_shard).
+// Gives each loader (null ones are skipped) this rank's shard (DataLoader::set_shard) of the strategy's data-parallel
+// split (Strategy::data_parallel_rank and _size: the processes, but under model_parallel the data-parallel groups).
 absl::Status ShardLoaders(const Strategy& strategy, const std::vector<DataLoader*>& loaders);
 
 }  // namespace kiln

@@ -85,4 +85,6 @@ std::vector<std::string> AllGatherText(Strategy& strategy, const std::string& te
   return all;
 }
 
+absl::Status Strategy::SetupEnvironment(const Plan&) { return absl::OkStatus(); }
+
 }  // namespace kiln

@@ -35,6 +35,8 @@ class ProcessGroup;
 
 namespace kiln {
 
+class DeviceMesh;  // trainer/core/device_mesh.h
+
 // How the methods fail: Setup and Teardown return errors as values (and must not throw). The step's methods
 // (Backward, OptimizerStep, ReduceMean, ReduceAny, AllGather, Barrier) run inside the trainer's loop, which catches
 // exceptions: they throw (c10::Error or std::runtime_error) with a message naming this rank and what failed, as
@@ -105,6 +107,20 @@ class Strategy : public StrategyDescriptor {
   // accelerator's own collective backend for its device's tensors. Null where the run has one process (the
   // default); a distributed strategy that returns null refuses sync_batchnorm before training. Never throws.
   virtual c10::intrusive_ptr<c10d::ProcessGroup> LayerSyncProcessGroup() const;
+
+  // Lightning's setup_environment: a strategy that must meet the other processes before the model is configured (its
+  // device mesh, which LightningModule::configure_model reads) does it here. The trainer calls it on every rank before
+  // configure_model and Setup (Setup does it itself when it has not run); Teardown follows it, also after a failure.
+  // The default does nothing (ddp and fsdp meet in Setup). Errors as Setup's.
+  virtual absl::Status SetupEnvironment(const Plan& plan);
+  // The run's device mesh (model_parallel's, after SetupEnvironment); null for every strategy without one (the
+  // default). Never throws.
+  virtual std::shared_ptr<const DeviceMesh> device_mesh() const { return nullptr; }
+  // Lightning's distributed_sampler_kwargs: into how many parts the data is split, and this rank's part (data loaders'
+  // set_shard). The default: one part per process (world_size(), global_rank()); under model_parallel, ranks of one
+  // tensor-parallel group read the same part. Never throw.
+  virtual int data_parallel_size() const { return world_size(); }
+  virtual int data_parallel_rank() const { return global_rank(); }
 
   // Whether a checkpoint is saved sharded: every rank writes its part of it, in torch.distributed.checkpoint's layout
   // (trainer/checkpoint/sharded/sharded_checkpoint.h), rather than rank 0 the whole file. The default: false (fsdp with

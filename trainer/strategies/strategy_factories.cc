@@ -8,6 +8,7 @@
 #include "glog/logging.h"
 #include "trainer/strategies/ddp_strategy.h"
 #include "trainer/strategies/fsdp_strategy.h"
+#include "trainer/strategies/model_parallel_strategy.h"
 #include "trainer/strategies/strategy.h"
 
 namespace kiln {
@@ -31,6 +32,14 @@ StrategyFactory Fsdp(bool cpu_offload) {
   };
 }
 
+std::shared_ptr<StrategyDescriptor> ModelParallel(const StrategyArguments& arguments) {
+  // The sizes parsed where they came in (TrainerOptions' data_parallel_size and tensor_parallel_size); "auto" else.
+  const ModelParallelOptions* given = std::any_cast<ModelParallelOptions>(&arguments.options);
+  ModelParallelOptions options = given != nullptr ? *given : ModelParallelOptions{};
+  options.timeout = arguments.process_group_timeout;
+  return std::make_shared<ModelParallelStrategy>(std::move(options));
+}
+
 }  // namespace
 
 absl::Status SetBuiltinStrategyFactories(StrategyRegistry& registry) {
@@ -44,6 +53,7 @@ absl::Status SetBuiltinStrategyFactories(StrategyRegistry& registry) {
       {kDdpFindUnusedTrueStrategy, Ddp(true)},
       {kFsdpStrategy, Fsdp(false)},
       {kFsdpCpuOffloadStrategy, Fsdp(true)},
+      {kModelParallelStrategy, ModelParallel},
   };
   for (const auto& [name, factory] : factories) {
     if (absl::Status status = registry.SetFactory(name, factory); !status.ok()) return status;

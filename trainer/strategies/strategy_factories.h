@@ -1,5 +1,6 @@
 // The factories of Kiln's built-in strategy names (connector/strategy_registry.h): single_device, ddp,
-// ddp_find_unused_parameters_true, ddp_find_unused_parameters_false, fsdp and fsdp_cpu_offload. The connector knows the names; the trainer
+// ddp_find_unused_parameters_true, ddp_find_unused_parameters_false, fsdp, fsdp_cpu_offload and
+// model_parallel. The connector knows the names; the trainer
 // makes every strategy through the registry, so a strategy of one's own, registered with its factory, is made the same
 // way.
 //
