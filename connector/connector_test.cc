@@ -644,7 +644,7 @@ TEST_F(ConnectorTest, RejectsBadInputWithClearErrors) {
        kInvalid,
        "You selected an invalid strategy name: `strategy='fsdp_v9'`. It must be \"auto\", a registered strategy "
        "name (ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, ddp_spawn, fsdp, "
-       "fsdp_cpu_offload, single_device, solo) or a strategy instance"},
+       "fsdp_cpu_offload, model_parallel, single_device, solo) or a strategy instance"},
       {{.accelerator = "npu", .devices = 2, .strategy = "single_device"},
        {},
        kInvalid,

@@ -15,13 +15,14 @@ TEST(StrategyRegistryTest, EveryRegistryKnowsTheBuiltInStrategies) {
   StrategyRegistry registry;
   EXPECT_EQ(registry.NameList(),
             "ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, fsdp, fsdp_cpu_offload, "
-            "single_device");
+            "model_parallel, single_device");
   EXPECT_TRUE(registry.Find("DDP")->distributed);
   EXPECT_TRUE(registry.Find("ddp_find_unused_parameters_true")->distributed);
   // The connector knows the names; their factories are the trainer's, set later (strategy_factories.h).
   EXPECT_FALSE(registry.Find("ddp")->factory);
   EXPECT_FALSE(registry.Find("Single_Device")->distributed);
   EXPECT_TRUE(registry.Find("FSDP")->distributed);
+  EXPECT_TRUE(registry.Find("model_parallel")->distributed);
   EXPECT_EQ(registry.Find("deepspeed").status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -31,7 +32,7 @@ TEST(StrategyRegistryTest, RegistersNewNames) {
   EXPECT_EQ(registry.Find("ddp_spawn")->name, "ddp_spawn");
   EXPECT_EQ(registry.NameList(),
             "ddp, ddp_find_unused_parameters_false, ddp_find_unused_parameters_true, ddp_spawn, fsdp, fsdp_cpu_offload, "
-            "single_device");
+            "model_parallel, single_device");
   // The default registry is another one.
   EXPECT_FALSE(StrategyRegistry::Default().Find("ddp_spawn").ok());
 }

@@ -5,6 +5,8 @@
 // process, interleaved, one thread. Counters: raw_us_per_step, installed_us_per_step, installed_over_raw.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -47,9 +49,10 @@ double Pass(torch::nn::Sequential& mlp, const at::Tensor& x) {
 
 // The two cases as functions of their own, so that callgrind counts each one's instructions inclusively
 // (valgrind --tool=callgrind --toggle-collect='*RawPass*' --toggle-collect='*InstalledPass*', then
-// callgrind_annotate --inclusive=yes): docs/performance.md has the figures.
-__attribute__((noinline)) double RawPass(torch::nn::Sequential& mlp, const at::Tensor& x) { return Pass(mlp, x); }
-__attribute__((noinline)) double InstalledPass(torch::nn::Sequential& mlp, const at::Tensor& x) {
+// callgrind_annotate --inclusive=yes; KILN_BENCH_ITERATIONS=20 for fewer rounds): docs/performance.md has the figures.
+// noipa: without it the compiler folds the two identical functions into one.
+__attribute__((noipa)) double RawPass(torch::nn::Sequential& mlp, const at::Tensor& x) { return Pass(mlp, x); }
+__attribute__((noipa)) double InstalledPass(torch::nn::Sequential& mlp, const at::Tensor& x) {
   return Pass(mlp, x);
 }
 
@@ -79,7 +82,11 @@ void BM_GatherOnUse(benchmark::State& state) {
   state.counters["installed_us_per_step"] = median(installed);
   state.counters["installed_over_raw"] = median(installed) / median(raw);
 }
-BENCHMARK(BM_GatherOnUse)->Iterations(300)->Unit(benchmark::kMicrosecond);
+int64_t Iterations() {
+  const char* iterations = std::getenv("KILN_BENCH_ITERATIONS");
+  return iterations != nullptr && std::atoi(iterations) > 0 ? std::atoi(iterations) : 300;
+}
+BENCHMARK(BM_GatherOnUse)->Iterations(Iterations())->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 # rank draws the whole weights from one seed and keeps its slices). Then the errors: a mesh whose product is not the
 # world size (from the program, from fit and from a LightningCLI config), and model_parallel's options under another
 # strategy. Full checkpoints: one saved at 2 x 2 resumes on one device and one saved on one device resumes at 2 x 2.
+# Last, the same GPT under fsdp with each block a unit (#61 item 1: members the model calls itself), against ddp.
 #
 # The bound. The runs compute the same sums in different orders, and nothing else: a row-parallel layer adds tp
 # partial dot products of length n / tp where one device computes one of length n; the column-parallel layers'
@@ -110,6 +111,16 @@ timeout 120 "$fit" --config=good.yaml >config_good.out 2>config_good.err || fail
 grep -q "model_parallel: rank 0 at (0, 0) of a 2 x 2" config_good.err || fail "the config made no 2 x 2 mesh"
 config bad.yaml 3
 refused config_mesh 2 "data_parallel_size=2 times tensor_parallel_size=3 is 6" "$fit" --config=bad.yaml
+
+echo "== the same GPT under fsdp, sharded by its blocks (members the model calls itself), against ddp"
+# No wrapper anywhere: each TpGptBlock is a unit whose parameters are gathered when an operator reads them. ddp and
+# fsdp at 2 ranks sum the same two halves of each gradient (in either order alike): the bound above holds with room.
+train ddp_2 strategy=ddp devices=2
+train fsdp_blocks_2 strategy=fsdp devices=2 auto_wrap_policy=TpGptBlock
+within ddp_2 fsdp_blocks_2 16
+ranks_agree fsdp_blocks_2 2
+grep -q "fsdp: FULL_SHARD, 2 unit(s) and the root" fsdp_blocks_2.err ||
+  fail "fsdp did not make the 2 blocks units: $(grep -o 'fsdp: FULL_SHARD.*parameters' fsdp_blocks_2.err | head -1)"
 
 if ((failures > 0)); then
   echo "$failures failure(s)"
