@@ -64,10 +64,12 @@ void Fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::ji
 
 // Registers the fallback once per process; what it said, every time after.
 const absl::Status& RegisterFallback() {
+  // Kept for the process's life (and reachable from here, so that a leak checker does not count it): a fallback
+  // cannot go while another thread may be dispatching through it.
+  static c10::RegistrationHandleRAII* handle = nullptr;
   static const absl::Status* const registered = [] {
     try {
-      // Kept for the process's life: a fallback cannot go while another thread may be dispatching through it.
-      new c10::RegistrationHandleRAII(c10::Dispatcher::singleton().registerFallback(
+      handle = new c10::RegistrationHandleRAII(c10::Dispatcher::singleton().registerFallback(
           c10::DispatchKey::DeferredInit, c10::KernelFunction::makeFromBoxedFunction<&Fallback>(),
           "kiln: FSDP gathers a unit's parameters when an operator reads them (trainer/strategies/gather_on_use.h)"));
       return new absl::Status();
