@@ -4,17 +4,8 @@
 # global step 5, which fit resumes from; a NaN loss at the same step stops fit without one; a run that succeeds
 # removes a stale one; the same from a config file (trainer.callbacks), and --print_config writes the callback.
 set -uo pipefail
-fit=$PWD/trainer/cli/fit
 script=$PWD/tests/cli/failing_model.py
-python=/usr/bin/python3
-work=${TEST_TMPDIR:-$(mktemp -d)}
-cd "$work" || exit 1
-failures=0
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
-if ! $python -c "import torch" 2>/dev/null; then
-  echo "FAIL: python3-torch is not installed; the test exports its model with it (tools/setup.sh installs it)"
-  exit 1
-fi
+source "$PWD/tests/cli/python_torch.sh"
 $python - <<'PY' || exit 1
 import random
 random.seed(5)

@@ -9,20 +9,10 @@
 # a Kiln checkpoint, and that Python's torch.load reads it with weights_only=True (without it that part says it did
 # not run, and why: Lightning needs a PyTorch newer than Debian's, a 5 GB download that CI does not make).
 set -uo pipefail
-fit=$PWD/trainer/cli/fit
 compare=$PWD/tests/ddp/compare_checkpoints
 helper=$PWD/tests/cli/python_checkpoint.py
 lightning_ckpt=$PWD/tests/cli/testdata/lightning-2.2.5.ckpt
-python=/usr/bin/python3
-work=${TEST_TMPDIR:-$(mktemp -d)}
-cd "$work" || exit 1
-failures=0
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
-
-if ! $python -c "import torch" 2>/dev/null; then
-  echo "FAIL: python3-torch is not installed (tools/setup.sh installs it)"
-  exit 1
-fi
+source "$PWD/tests/cli/python_torch.sh"
 common=(--hidden_sizes=16,16 --batch_size=32 --enable_progress_bar=false --seed=3)
 last() { find "$1" -name last.ckpt | sort | tail -1; }
 

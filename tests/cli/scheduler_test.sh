@@ -7,13 +7,7 @@
 #      parameters bit-for-bit equal to the uninterrupted run's (params_sha256);
 #   3. bad scheduler flags are refused before anything is written, naming the value and what to pass.
 set -uo pipefail
-fit=$PWD/trainer/cli/fit
-python=/usr/bin/python3
-work=${TEST_TMPDIR:-$(mktemp -d)}
-failures=0
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
-field() { sed -n -E "s/.*\"$2\": \"?([^\",}]*)\"?.*/\1/p" "$1"; }
-$python -c "import torch" 2>/dev/null || { echo "FAIL: python3-torch is not installed (tools/setup.sh installs it)"; exit 1; }
+source "$PWD/tests/cli/python_torch.sh"
 
 # 256 rows in batches of 32: 8 optimizer steps an epoch, 48 in the run.
 common=(--num_train=256 --num_val=64 --batch_size=32 --max_epochs=6 --optimizer=sgd --learning_rate=0.1

@@ -3,20 +3,9 @@
 # with no Python involved; then checked from Python: Kiln trained the module's own parameters (same digest before
 # training, same predictions after), and resuming through --ckpt_path=last is exact.
 set -uo pipefail
-fit=$PWD/trainer/cli/fit
 script=$PWD/tests/cli/torchscript_model.py
 inflating=$PWD/trainer/models/testdata/inflating_model.pt
-python=/usr/bin/python3
-work=${TEST_TMPDIR:-$(mktemp -d)}
-cd "$work" || exit 1
-failures=0
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
-field() { sed -n -E "s/.*\"$2\": \"?([^\",}]*)\"?.*/\1/p" "$1"; }
-
-if ! $python -c "import torch" 2>/dev/null; then
-  echo "FAIL: python3-torch is not installed; the test exports its model with it (tools/setup.sh installs it)"
-  exit 1
-fi
+source "$PWD/tests/cli/python_torch.sh"
 
 # Data: four classes in 6 features, and rows to predict on, written by the test.
 $python - <<'PY' || exit 1

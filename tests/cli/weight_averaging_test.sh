@@ -11,17 +11,7 @@
 # The flags' bad values are trainer/cli/fit_test.sh's; the averaging against Lightning's is
 # //tests/lightning:weight_averaging_test's.
 set -uo pipefail
-fit=$PWD/trainer/cli/fit
-python=/usr/bin/python3
-work=${TEST_TMPDIR:-$(mktemp -d)}
-cd "$work" || exit 1
-failures=0
-fail() { echo "FAIL: $1"; failures=$((failures + 1)); }
-
-if ! $python -c "import torch" 2>/dev/null; then
-  echo "FAIL: python3-torch is not installed (tools/setup.sh installs it)"
-  exit 1
-fi
+source "$PWD/tests/cli/python_torch.sh"
 # 4 epochs of 8 steps; every epoch's checkpoint kept.
 common=(--max_epochs=4 --num_train=256 --num_val=64 --hidden_sizes=16 --batch_size=32 --optimizer=sgd
   --learning_rate=0.1 --enable_progress_bar=false --report=false --logger=csv --save_top_k=-1 --seed=7)
