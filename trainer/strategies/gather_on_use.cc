@@ -96,10 +96,8 @@ absl::StatusOr<std::unique_ptr<GatherOnUseScope>> GatherOnUseScope::Install(Gath
   state.units.clear();
   const bool was_included = c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::DeferredInit);
   c10::impl::tls_set_dispatch_key_included(c10::DispatchKey::DeferredInit, true);
-  return std::unique_ptr<GatherOnUseScope>(new GatherOnUseScope(owner, was_included));
+  return std::unique_ptr<GatherOnUseScope>(new GatherOnUseScope(was_included));
 }
-
-GatherOnUseScope::GatherOnUseScope(GatherOnUse* /*owner*/, bool was_included) : was_included_(was_included) {}
 
 GatherOnUseScope::~GatherOnUseScope() {
   c10::impl::tls_set_dispatch_key_included(c10::DispatchKey::DeferredInit, was_included_);

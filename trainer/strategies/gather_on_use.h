@@ -61,7 +61,7 @@ class GatherOnUseScope {
   };
 
  private:
-  GatherOnUseScope(GatherOnUse* owner, bool was_included);
+  explicit GatherOnUseScope(bool was_included) : was_included_(was_included) {}
 
   bool was_included_;
 };
