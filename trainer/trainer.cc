@@ -258,6 +258,13 @@ absl::StatusOr<std::shared_ptr<Strategy>> Trainer::MakeStrategy(const Plan& plan
     }
     *field = *size;
   }
+  if (!options_.save_distributed_checkpoint && !model_parallel_by_name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "save_distributed_checkpoint=false is model_parallel's option, but the strategy is '", plan.strategy, "'",
+        plan.strategy_instance != nullptr ? " (an instance): set it in its own options (ModelParallelOptions)"
+                                          : ": use strategy model_parallel, or leave it true"));
+  }
+  model_parallel.save_distributed_checkpoint = options_.save_distributed_checkpoint;
   std::shared_ptr<Strategy> strategy = std::dynamic_pointer_cast<Strategy>(plan.strategy_instance);
   if (plan.strategy_instance != nullptr && strategy == nullptr) {
     return absl::InvalidArgumentError(

@@ -2,6 +2,7 @@
 // and when; what they hold is trainer/checkpoint/lightning/checkpoint_connector.h's.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -33,9 +34,36 @@ Strategy::OptimizerStateCodec CheckpointCodec() {
           }};
 }
 
-// A sharded checkpoint (sharded_checkpoint.h) of `state`, made whole on every rank: each writes its part.
+// Where each slice of `slices` (the strategy's ShardedSaveSlices) lies in its whole parameter, for the writer.
+std::unordered_map<std::string, ShardedPart> PartsOf(
+    const torch::nn::Module& model, const std::unordered_map<std::string, Strategy::ParameterSlice>& slices) {
+  std::unordered_map<std::string, ShardedPart> parts;
+  for (const auto& parameter : model.named_parameters()) {
+    const auto found = slices.find(parameter.key());
+    if (found == slices.end()) continue;
+    const Strategy::ParameterSlice& slice = found->second;
+    ShardedPart part{.whole_sizes = parameter.value().sizes().vec(),
+                     .sizes = parameter.value().sizes().vec(),
+                     .offsets = std::vector<int64_t>(parameter.value().dim(), 0),
+                     .replica = slice.replica,
+                     .replicas = slice.replicas};
+    if (slice.dim >= 0 && slice.dim < parameter.value().dim()) {
+      part.whole_sizes[slice.dim] *= slice.count;
+      part.offsets[slice.dim] = slice.index * part.sizes[slice.dim];
+    }
+    parts.emplace(parameter.key(), std::move(part));
+  }
+  return parts;
+}
+
+// A sharded checkpoint (sharded_checkpoint.h) of `state` as each rank holds it (whole, or with the parts `slices`
+// names), saved asynchronously: the snapshot (the copies of this rank's tensors) is taken here, on the loop's thread;
+// the pieces are written, the ranks exchange their records through the store and rank 0 publishes the folder on
+// `writer`'s thread while training goes on. A snapshot that fails on this rank is returned here, and still takes part
+// in the write (which then fails on every rank, publishing nothing).
 absl::Status SaveSharded(const std::string& path, const TrainingState& state, const LoopProgress& progress,
-                         Strategy& strategy) {
+                         Strategy& strategy, const std::unordered_map<std::string, Strategy::ParameterSlice>& slices,
+                         CheckpointWriter& writer) {
   std::unordered_map<const c10::TensorImpl*, std::string> names;
   for (const auto& parameter : state.model.named_parameters()) {
     names.emplace(parameter.value().unsafeGetTensorImpl(), parameter.key());
@@ -50,8 +78,18 @@ absl::Status SaveSharded(const std::string& path, const TrainingState& state, co
       }
     }
   }
-  ranks.all_gather = [&strategy](const std::string& mine) { return AllGatherText(strategy, mine); };
-  return WriteShardedCheckpoint(path, SnapshotTrainingState(path, state, progress), ranks);
+  ranks.parts = PartsOf(state.model, slices);
+  // The writer's thread exchanges through the store: the process group is the loop's.
+  ranks.all_gather = [&strategy](const std::string& mine) {
+    return strategy.ExchangeThroughStore("writing a sharded checkpoint", mine);
+  };
+  absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress);
+  const absl::Status taken = snapshot.status();
+  absl::Status submitted = writer.SubmitCollective(
+      path, std::move(snapshot), [path, ranks = std::move(ranks)](absl::StatusOr<c10::impl::GenericDict> contents) {
+        return WriteShardedCheckpoint(path, std::move(contents), ranks);
+      });
+  return taken.ok() ? submitted : taken;
 }
 
 }  // namespace
@@ -69,16 +107,28 @@ absl::Status Trainer::save_checkpoint(const std::string& path, bool weights_only
   const LoopProgress progress = fit_loop_->state_dict();
   std::vector<int64_t> scheduler_steps = fit_loop_->epoch_loop().scheduler_progress().total;
   const TrainingState state{*model_, optimizers_, scheduler_steps, callbacks_, *precision_, data_, weights_only};
+  if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
+  // A sharded checkpoint of the state as the ranks hold it, where the strategy says what each holds (model_parallel's
+  // slices): nothing is gathered.
+  if (strategy_->SavesShardedCheckpoints()) {
+    if (std::optional<std::unordered_map<std::string, Strategy::ParameterSlice>> slices =
+            strategy_->ShardedSaveSlices(*model_)) {
+      absl::Status status = SaveSharded(path, state, progress, *strategy_, *slices, *checkpoint_writer_);
+      strategy_->Barrier();
+      return status;
+    }
+  }
   // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
   absl::Status status = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, [&] {
-    if (strategy_->SavesShardedCheckpoints()) return SaveSharded(path, state, progress, *strategy_);
+    if (strategy_->SavesShardedCheckpoints()) {
+      return SaveSharded(path, state, progress, *strategy_, /*slices=*/{}, *checkpoint_writer_);
+    }
     // Every rank calls the checkpoint hooks, as Lightning does; rank zero alone writes the file.
     if (!is_global_zero()) return CallSaveCheckpointHooks(path, state);
     // Only the snapshot (copies of the tensors and values) is taken here, at the step; the dictionary, pickling, the
     // zip and its CRCs are made on the writer's thread, so the loop does not wait for them.
     absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress);
     if (!snapshot.ok()) return snapshot.status();
-    if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
     return checkpoint_writer_->SubmitSnapshot(path, *std::move(snapshot));
   });
   strategy_->Barrier();

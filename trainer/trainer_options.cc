@@ -160,6 +160,11 @@ OptionCheck SetTrainerOption_tensor_parallel_size(TrainerOptions& options, const
 OptionCheck CheckTrainerOption_tensor_parallel_size(const TrainerOptions& options) {
   return CheckParallelSize("tensor_parallel_size", options.tensor_parallel_size);
 }
+OptionCheck SetTrainerOption_save_distributed_checkpoint(TrainerOptions& options, const bool& value) {
+  options.save_distributed_checkpoint = value;
+  return std::nullopt;
+}
+OptionCheck CheckTrainerOption_save_distributed_checkpoint(const TrainerOptions&) { return std::nullopt; }
 
 // The strategy's own options: each row of trainer/strategies/fsdp_options.inc sets and checks its field of
 // TrainerOptions::fsdp, by the field's type (SetFsdpField, CheckFsdpField).

@@ -82,6 +82,9 @@ struct TrainerOptions {
   // instance, set its own ModelParallelOptions.
   std::string data_parallel_size = "auto";
   std::string tensor_parallel_size = "auto";
+  // model_parallel by name: Lightning's save_distributed_checkpoint (ModelParallelOptions'). Refused with any other
+  // strategy when false.
+  bool save_distributed_checkpoint = true;
   std::string precision = "32-true";
   int num_nodes = 1;
   // Lightning's sync_batchnorm: under a strategy of several processes (ddp, fsdp), fit converts every

@@ -5,6 +5,7 @@
 //   tp_gpt OUT [accelerator=cpu] [devices=1] [strategy=single_device] [data_parallel_size=auto]
 //              [tensor_parallel_size=auto] [global_batch=8] [epochs=2] [checkpointing=0] [root=.] [ckpt=PATH]
 //              [auto_wrap_policy=TYPES]   (strategy=fsdp: the module types that become units, e.g. TpGptBlock)
+//              [save_distributed_checkpoint=1]   (strategy=model_parallel: 1 sharded checkpoints, 0 full ones)
 //
 // checkpointing=1 saves a checkpoint at each epoch's end under root/checkpoints (ModelCheckpoint's default place);
 // ckpt= resumes from one (only the steps run here are written). The per-process batch is global_batch / data-parallel size, so every run takes the same global batches.
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> args = {
       {"accelerator", "cpu"}, {"devices", "1"},     {"strategy", "single_device"}, {"data_parallel_size", "auto"},
       {"tensor_parallel_size", "auto"}, {"global_batch", "8"}, {"epochs", "2"}, {"checkpointing", "0"},
-      {"root", "."}, {"ckpt", ""}, {"auto_wrap_policy", ""}};
+      {"root", "."}, {"ckpt", ""}, {"auto_wrap_policy", ""}, {"save_distributed_checkpoint", "1"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   options.default_root_dir = args["root"];
   options.data_parallel_size = args["data_parallel_size"];
   options.tensor_parallel_size = args["tensor_parallel_size"];
+  options.save_distributed_checkpoint = args["save_distributed_checkpoint"] == "1";
   options.fsdp.auto_wrap_policy.module_types = kiln::SplitModuleTypes(args["auto_wrap_policy"]);
   RecordedGpt model;
   kiln_examples::TpGptData data(kiln_examples::TpGptConfig{}, /*sequences=*/64, batch);

@@ -20,12 +20,13 @@ from lightning.pytorch.cli import LightningCLI
 
 # fit's keys that Lightning has no counterpart for: fit's own trainer settings and its run outputs. (fsdp's eight
 # are Lightning's FSDPStrategy arguments, which a LightningCLI config gives under trainer.strategy.init_args; the
-# next three are the fields of its mixed_precision, a MixedPrecision object; the last two ModelParallelStrategy's
+# next three are the fields of its mixed_precision, a MixedPrecision object; the last three ModelParallelStrategy's
 # init_args.)
 KILN_ONLY = {
     "trainer": {"process_group_timeout", "process_group_backend", "on_nonfinite_loss", "sharding_strategy",
                 "auto_wrap_policy", "auto_wrap_min_num_params", "activation_checkpointing_policy", "state_dict_type",
-                "param_dtype", "reduce_dtype", "buffer_dtype", "data_parallel_size", "tensor_parallel_size"},
+                "param_dtype", "reduce_dtype", "buffer_dtype", "data_parallel_size", "tensor_parallel_size",
+                "save_distributed_checkpoint"},
     # fit's tuning keys: Lightning 1.x's Trainer arguments, which Lightning 2 moved to its Tuner (not a CLI key).
     "": {"mode", "predict_data", "predictions", "report", "summary_json", "verbose", "auto_lr_find",
          "auto_scale_batch_size", "lr_find_min_lr", "lr_find_max_lr", "lr_find_num_training", "lr_find_mode"},

@@ -287,6 +287,9 @@ struct CheckpointWriter::Task {
   std::function<absl::StatusOr<c10::impl::GenericDict>()> build;
   // Set: pickle the checkpoint straight (CheckpointSnapshot::pickle), in place of `build`.
   std::function<absl::Status(PickleWriter&)> pickle;
+  // Set: a collective write (SubmitCollective), given build()'s dictionary, or the error `failed` holds.
+  std::function<absl::Status(absl::StatusOr<c10::impl::GenericDict>)> collective;
+  absl::Status failed;
   size_t size = 0;  // What the task counts against max_pending_bytes_.
 };
 
@@ -315,6 +318,23 @@ absl::Status BuildAndWrite(const std::string& path, std::function<absl::StatusOr
     return CannotSerialise(path, e.what_without_backtrace());
   } catch (const std::exception& e) {
     return CannotSerialise(path, e.what());
+  }
+}
+
+// A collective write (CheckpointWriter::SubmitCollective): `write` given what `build` makes, or `failed` when it is
+// an error (then `build` is not called). What either throws becomes an error naming `path`; `write`'s own error is
+// kept as it is.
+absl::Status RunCollective(const std::string& path, const absl::Status& failed,
+                           std::function<absl::StatusOr<c10::impl::GenericDict>()> build,
+                           const std::function<absl::Status(absl::StatusOr<c10::impl::GenericDict>)>& write) {
+  try {
+    absl::StatusOr<c10::impl::GenericDict> contents = failed.ok() ? build() : failed;
+    build = nullptr;  // What it held goes with the dictionary, once written.
+    return write(std::move(contents));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("cannot write the checkpoint ", path, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cannot write the checkpoint ", path, ": ", e.what()));
   }
 }
 
@@ -379,10 +399,33 @@ absl::Status CheckpointWriter::SubmitSnapshot(std::string path, CheckpointSnapsh
   return Enqueue(std::move(task));
 }
 
+absl::Status CheckpointWriter::SubmitCollective(
+    std::string path, absl::StatusOr<CheckpointSnapshot> snapshot,
+    std::function<absl::Status(absl::StatusOr<c10::impl::GenericDict>)> write) {
+  auto task = std::make_unique<Task>();
+  task->path = std::move(path);
+  task->collective = std::move(write);
+  if (!snapshot.ok()) {
+    task->failed = snapshot.status();
+  } else if (snapshot->build == nullptr) {
+    task->failed = absl::InvalidArgumentError(absl::StrCat("checkpoint ", task->path, ": its snapshot has no build"));
+  } else {
+    task->size = snapshot->tensor_bytes;
+    task->build = std::move(snapshot->build);
+  }
+  return Enqueue(std::move(task));
+}
+
 absl::Status CheckpointWriter::Enqueue(std::unique_ptr<Task> task) {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(
       lock, [&] { return !error_.ok() || pending_bytes_ == 0 || pending_bytes_ + task->size <= max_pending_bytes_; });
+  if (!error_.ok() && task->collective != nullptr) {  // Queued all the same: the other ranks' writers count on it.
+    pending_bytes_ += task->size;
+    queue_.push_back(std::move(task));
+    changed_.notify_all();
+    return error_;
+  }
   if (!error_.ok()) return error_;
   pending_bytes_ += task->size;
   queue_.push_back(std::move(task));
@@ -418,10 +461,15 @@ void CheckpointWriter::Run() {
     std::unique_ptr<Task> task = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    const bool skip = !error_.ok();
+    const absl::Status earlier = error_;
+    const bool skip = !earlier.ok();
     lock.unlock();
     absl::Status status;
-    if (!skip && task->remove) {
+    if (task->collective != nullptr) {
+      status = RunCollective(task->path, skip ? earlier : task->failed, std::move(task->build), task->collective);
+      task->build = nullptr;
+      task->collective = nullptr;
+    } else if (!skip && task->remove) {
       std::error_code ignored;
       if (IsShardedCheckpoint(task->path)) {
         fs::remove_all(task->path, ignored);

@@ -91,7 +91,11 @@ struct CheckpointSnapshot {
 // bytes as Submit(path, SerializeCheckpoint(path, contents)); a build or serialisation error is kept and returned like
 // a write error.
 //
-// Thread-safety: Submit/SubmitSnapshot/SubmitRemove/Flush may be called from any thread.
+// SubmitCollective queues a write that the writers of every rank make together (a sharded checkpoint, whose ranks
+// exchange what each wrote before rank 0 publishes it): it runs in order with the rest, and also after an earlier
+// error (given that error), so that this rank still takes part and no other rank's writer waits for it in vain.
+//
+// Thread-safety: Submit/SubmitSnapshot/SubmitCollective/SubmitRemove/Flush may be called from any thread.
 class CheckpointWriter {
  public:
   // 1 GiB: room for a checkpoint being written and the next one for most models, without waiting.
@@ -114,6 +118,12 @@ class CheckpointWriter {
   // above counts snapshot.tensor_bytes. A null `build` is refused (InvalidArgument). Ownership as above: what `build`
   // reads must be the writer's own.
   absl::Status SubmitSnapshot(std::string path, CheckpointSnapshot snapshot);
+  // Queues `write`, called on the writer thread with the dictionary `snapshot` builds, or with the error `snapshot`
+  // holds (this rank's snapshot failed), its build returns, or an earlier write's (then that error is also returned
+  // here): it is queued whatever failed before, so that it takes part. What `write` returns is kept as a write's
+  // error; what it or the build throws, as InternalError naming `path`. The bound counts snapshot->tensor_bytes.
+  absl::Status SubmitCollective(std::string path, absl::StatusOr<CheckpointSnapshot> snapshot,
+                                std::function<absl::Status(absl::StatusOr<c10::impl::GenericDict>)> write);
   absl::Status SubmitRemove(std::string path);
   // Waits until everything queued is on disk and the files it replaced are removed; returns the first error.
   absl::Status Flush();

@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ATen/ATen.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "torch/serialize.h"
@@ -256,6 +258,41 @@ TEST(CheckpointWriterTest, AFailedWriteIsReportedAndStopsLaterRemovals) {
   EXPECT_THAT(flushed.message(), HasSubstr("blocker/new.ckpt"));
   EXPECT_TRUE(fs::exists(dir + "/old.ckpt")) << "the older checkpoint must survive a failed newer write";
   EXPECT_FALSE(writer.Submit(dir + "/later.ckpt", *bytes).ok()) << "the error must stick";
+}
+
+// A collective write (a sharded checkpoint's, which every rank's writer makes together) runs in order with the rest,
+// given what the snapshot builds; after an earlier error it still runs, given that error, so that this rank takes
+// part; a snapshot that failed is handed over as its error without building.
+TEST(CheckpointWriterTest, ACollectiveWriteRunsInOrderAndStillTakesPartAfterAnError) {
+  const std::string dir = TempDir();
+  Overwrite(dir + "/blocker", "x");
+  absl::StatusOr<std::string> bytes = SerializeCheckpoint("x", WithTensor(at::ones({1})));
+  ASSERT_TRUE(bytes.ok());
+  CheckpointWriter writer;
+  std::vector<std::string> seen;  // Only the writer's thread appends, in order; read after Flush.
+  const auto collective = [&](const char* name) {
+    return [&seen, name](absl::StatusOr<c10::impl::GenericDict> contents) -> absl::Status {
+      seen.push_back(absl::StrCat(name, ": ", contents.ok() ? "built" : contents.status().message()));
+      return absl::OkStatus();
+    };
+  };
+  CheckpointSnapshot snapshot{.tensor_bytes = 4, .build = [] { return WithTensor(at::ones({1})); }};
+  ASSERT_TRUE(writer.Submit(dir + "/first.ckpt", *bytes).ok());
+  ASSERT_TRUE(writer.SubmitCollective(dir + "/one", snapshot, collective("one")).ok());
+  ASSERT_TRUE(writer.SubmitCollective(dir + "/failed", absl::InternalError("no snapshot"), collective("two")).ok());
+  ASSERT_TRUE(writer.Flush().ok());
+  ASSERT_TRUE(writer.Submit(dir + "/blocker/new.ckpt", *bytes).ok());
+  ASSERT_FALSE(writer.Flush().ok());
+  // Queued after the error, and run with it; the error is returned to the caller as well.
+  absl::Status after = writer.SubmitCollective(dir + "/three", snapshot, collective("three"));
+  EXPECT_THAT(after.message(), HasSubstr("blocker/new.ckpt"));
+  writer.Flush().IgnoreError();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], "one: built");
+  EXPECT_EQ(seen[1], "two: no snapshot");
+  EXPECT_THAT(seen[2], HasSubstr("three: "));
+  EXPECT_THAT(seen[2], HasSubstr("blocker/new.ckpt"));
+  EXPECT_TRUE(fs::exists(dir + "/first.ckpt"));
 }
 
 }  // namespace

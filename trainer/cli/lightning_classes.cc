@@ -250,12 +250,11 @@ std::vector<LightningClass> MakeClasses() {
         {"sharding_strategy", FsdpOptionForInitArg("sharding_strategy"), "FULL_SHARD"},
         {"state_dict_type", FsdpOptionForInitArg("state_dict_type"), "full"},
         {"device_mesh", FsdpOptionForInitArg("device_mesh"), "null"}}},
-      // Lightning's ModelParallelStrategy: its two sizes are the trainer's rows of the same names. Kiln writes full
-      // checkpoints under it (the whole weights, gathered), not distributed ones: save_distributed_checkpoint false.
+      // Lightning's ModelParallelStrategy: its init arguments are the trainer's rows of the same names.
       {ClassKind::kStrategy, "ModelParallelStrategy", "lightning.pytorch.strategies", "strategy", "model_parallel",
        {{"data_parallel_size", "data_parallel_size", "auto"},
         {"tensor_parallel_size", "tensor_parallel_size", "auto"},
-        {"save_distributed_checkpoint", nullptr, "true", "false"},
+        {"save_distributed_checkpoint", "save_distributed_checkpoint", "true"},
         {"process_group_backend", "process_group_backend", "null"},
         {"timeout", nullptr, "0:30:00"}}},
       // Profilers (lightning.pytorch.profilers), as a LightningCLI config names one under trainer.profiler. Kiln's

@@ -19,6 +19,10 @@ struct ModelParallelOptions {
   // the number of nodes and the devices per node. Their product must be the run's world size.
   std::optional<int> data_parallel_size;
   std::optional<int> tensor_parallel_size;
+  // Lightning's save_distributed_checkpoint: true (its default) saves a sharded checkpoint, a folder each rank writes
+  // its slices into without gathering them (trainer/checkpoint/sharded/sharded_checkpoint.h), which any mesh and one
+  // device resume from; false a full checkpoint, the whole tensors gathered to every rank and rank 0 writing the file.
+  bool save_distributed_checkpoint = true;
 };
 
 // "auto" (nullopt) or a positive count; InvalidArgument naming `name`, the text and what is accepted otherwise.

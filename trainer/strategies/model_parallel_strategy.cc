@@ -132,6 +132,24 @@ void ModelParallelStrategy::ReleaseState() {
   environment_ready_ = false;
 }
 
+std::optional<std::unordered_map<std::string, Strategy::ParameterSlice>> ModelParallelStrategy::ShardedSaveSlices(
+    const torch::nn::Module& model) const {
+  std::unordered_map<const void*, const TensorParallelShard*> shard_of;
+  for (const TensorParallelShard& shard : shards_) shard_of[shard.parameter.unsafeGetTensorImpl()] = &shard;
+  std::unordered_map<std::string, ParameterSlice> slices;
+  for (const auto& parameter : model.named_parameters()) {
+    const auto found = shard_of.find(parameter.value().unsafeGetTensorImpl());
+    if (found == shard_of.end() || found->second->group == nullptr) continue;
+    const TensorParallelShard& shard = *found->second;
+    slices[parameter.key()] = ParameterSlice{.dim = shard.dim,
+                                             .index = shard.group->getRank(),
+                                             .count = shard.group->getSize(),
+                                             .replica = data_parallel_rank(),
+                                             .replicas = data_parallel_size()};
+  }
+  return slices;
+}
+
 int ModelParallelStrategy::data_parallel_size() const {
   return mesh_ != nullptr ? mesh_->data_parallel_size() : world_size();
 }

@@ -15,15 +15,20 @@
 // every rank (whose gradients are the same within a tensor-parallel group, so this is also its data-parallel mean,
 // and it keeps the copies equal). Gradient clipping by norm counts every slice once.
 //
-// Checkpoints are full ones: for a save (and a restore) every slice and its optimizer state are gathered into the
-// whole tensor (an all-gather over its tensor-parallel group), so the file is the single-device model's, which one
-// device loads and any mesh resumes from; after a restore each rank keeps its slices again. Sharded checkpoints
-// (Lightning's save_distributed_checkpoint) are not written yet.
+// Checkpoints: sharded by default (Lightning's save_distributed_checkpoint=True): each rank writes its slices and
+// their optimizer state where they lie in the whole tensors (ShardedSaveSlices), the ranks of a data-parallel group
+// splitting what they hold alike, with nothing gathered; the folder is read whole, so any mesh, and one device,
+// resume from it. With save_distributed_checkpoint false, a full checkpoint: every slice and its optimizer state are
+// gathered into the whole tensor (an all-gather over its tensor-parallel group) and rank 0 writes the single-device
+// model's file. A restore (of either) loads the whole state on every rank, and each keeps its slices
+// (WithFullState).
 #ifndef KILN_TRAINER_STRATEGIES_MODEL_PARALLEL_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_MODEL_PARALLEL_STRATEGY_H_
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "trainer/core/device_mesh.h"
@@ -51,6 +56,11 @@ class ModelParallelStrategy final : public ParallelStrategy {
   absl::Status WithFullState(const std::vector<std::shared_ptr<torch::optim::Optimizer>>& optimizers,
                              const OptimizerStateCodec& codec, bool restoring,
                              absl::FunctionRef<absl::Status()> body) override;
+  bool SavesShardedCheckpoints() const override { return options_.save_distributed_checkpoint; }
+  // The tensor-parallel layers' slices: the tensor-parallel rank's of the group's size along the layer's dimension,
+  // held alike by the data-parallel group's ranks.
+  std::optional<std::unordered_map<std::string, ParameterSlice>> ShardedSaveSlices(
+      const torch::nn::Module& model) const override;
   std::shared_ptr<const DeviceMesh> device_mesh() const override { return mesh_; }
   int data_parallel_size() const override;
   int data_parallel_rank() const override;

@@ -215,10 +215,41 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> ParallelStrategy::MakeSub
   return MakeGroup(static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()), "kiln/" + name);
 }
 
+std::vector<std::string> ParallelStrategy::ExchangeThroughStore(const std::string& what, const std::string& mine) {
+  const c10::intrusive_ptr<c10d::Store> store = store_;  // Set and reset on the loop's thread, outside any write.
+  if (store == nullptr) {
+    throw std::runtime_error(
+        absl::StrCat("rank ", global_rank_, ": ", what, ": the processes have not met (or have parted)"));
+  }
+  // Each exchange its own keys, numbered alike on every rank (all make the same exchanges in the same order). A
+  // rank's key of two exchanges back is read by everyone already (each has entered the last one), so it goes.
+  const int64_t round = exchange_rounds_++;
+  const auto key = [](int64_t number, int rank) { return absl::StrCat("kiln/exchange/", number, "/", rank); };
+  try {
+    if (round >= 2) (void)store->deleteKey(key(round - 2, global_rank_));
+    store->set(key(round, global_rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+    std::vector<std::string> keys;
+    for (int rank = 0; rank < world_size_; ++rank) keys.push_back(key(round, rank));
+    store->wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout_)));
+    std::vector<std::string> all;
+    for (const std::string& name : keys) {
+      const std::vector<uint8_t> bytes = store->get(name);
+      all.emplace_back(bytes.begin(), bytes.end());
+    }
+    return all;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(absl::StrCat("rank ", global_rank_, " of ", world_size_, ": ", what,
+                                          " (through the run's store) failed: ", compat::ExceptionMessage(e),
+                                          "; a rank that died or never took part leaves the others waiting up to "
+                                          "the timeout (", absl::FormatDuration(timeout_), ")"));
+  }
+}
+
 absl::Status ParallelStrategy::Teardown() {
   ReleaseState();
   process_group_.reset();
   store_.reset();
+  exchange_rounds_ = 0;
   if (!device_set_up_) return absl::OkStatus();
   device_set_up_ = false;
   return accelerator_->TeardownDevice(logical_device_);

@@ -12,6 +12,8 @@
 #ifndef KILN_TRAINER_STRATEGIES_PARALLEL_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_PARALLEL_STRATEGY_H_
 
+#include <atomic>
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <string>
@@ -49,6 +51,7 @@ class ParallelStrategy : public Strategy {
   int global_rank() const override { return global_rank_; }
   int world_size() const override { return world_size_; }
   void Barrier() override;
+  std::vector<std::string> ExchangeThroughStore(const std::string& what, const std::string& mine) override;
   // The run's group (process_group()); null before Setup and after Teardown.
   c10::intrusive_ptr<c10d::ProcessGroup> LayerSyncProcessGroup() const override;
 
@@ -106,6 +109,7 @@ class ParallelStrategy : public Strategy {
   std::string address_;  // Where the ranks meet (for messages).
   int port_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
+  std::atomic<int64_t> exchange_rounds_{0};  // ExchangeThroughStore's, numbering its keys.
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
   CollectiveOptions collective_;  // The backends' options, but for the rank, the size and the store.
   std::string backend_;           // The device backend's name.

@@ -9,13 +9,16 @@
 // Collectives: every method that talks to other processes (Setup, Backward with sync, ReduceMean, ReduceAny,
 // AllGather, Barrier, Teardown) must be called by every process in the same order.
 //
-// Thread-safety: a strategy belongs to the loop thread.
+// Thread-safety: a strategy belongs to the loop thread, but for ExchangeThroughStore, which a checkpoint writer's
+// thread calls.
 #ifndef KILN_TRAINER_STRATEGIES_STRATEGY_H_
 #define KILN_TRAINER_STRATEGIES_STRATEGY_H_
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ATen/core/ivalue.h"
@@ -126,6 +129,33 @@ class Strategy : public StrategyDescriptor {
   // (trainer/checkpoint/sharded/sharded_checkpoint.h), rather than rank 0 the whole file. The default: false (fsdp with
   // state_dict_type "sharded": true).
   virtual bool SavesShardedCheckpoints() const { return false; }
+
+  // A parameter this rank holds a slice of: the `index`-th of `count` equal slices along `dim` of the whole
+  // parameter, held alike by `replicas` ranks (this one the `replica`-th), as a tensor-parallel layer's weight.
+  struct ParameterSlice {
+    int64_t dim = 0;
+    int index = 0;
+    int count = 1;
+    int replica = 0;
+    int replicas = 1;
+  };
+  // For a sharded checkpoint written from the state as the ranks hold it, without gathering: the parameters of
+  // `model` this rank holds a slice of, by name (every other parameter and buffer is whole on every rank); each rank
+  // then writes its slices (and their optimizer state) where they lie in the whole tensors, and the trainer does not
+  // call WithFullState for the save. nullopt (the default): a sharded save makes the state whole first
+  // (WithFullState), as fsdp's does.
+  virtual std::optional<std::unordered_map<std::string, ParameterSlice>> ShardedSaveSlices(
+      const torch::nn::Module& model) const {
+    (void)model;
+    return std::nullopt;
+  }
+
+  // Every rank's `mine`, in rank order, exchanged through the run's store rather than the process group: safe on a
+  // thread beside the loop's while the loop's collectives run (an asynchronous checkpoint's writer: a second thread
+  // calling the process group would interleave its collectives with the loop's differently on each rank). Every rank
+  // calls it as often, in the same order; `what` names the exchange in errors. Throws std::runtime_error naming this
+  // rank and `what` when the others do not answer within the strategy's timeout. The default (one process): {mine}.
+  virtual std::vector<std::string> ExchangeThroughStore(const std::string& what, const std::string& mine);
 
   // How the trainer reads and writes an optimizer's state as a dictionary in PyTorch's state_dict layout ("state"
   // by parameter index, "param_groups"), so that a strategy that shards the optimizer state can convert it.

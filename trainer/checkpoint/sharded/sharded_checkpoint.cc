@@ -46,6 +46,8 @@ struct FlatItem {
   std::string key;
   std::vector<IValue> path;
   IValue value;
+  std::string parameter;  // The parameter whose tensor (or whose optimizer state) this is; empty: none.
+  std::vector<int64_t> whole_sizes;  // A tensor's whole size (WriteShardedCheckpoint sets it).
 };
 
 // One record of a rank's file: an item's piece (offsets and sizes within the tensor) or its value.
@@ -72,7 +74,8 @@ absl::StatusOr<std::vector<FlatItem>> Flatten(GenericDict& contents,
   }
   for (const auto& entry : contents.at(state_key).toGenericDict()) {
     const std::string name = entry.key().toStringRef();
-    items.push_back({absl::StrCat("model.", name), {IValue(std::string("model")), IValue(name)}, entry.value()});
+    items.push_back(
+        {absl::StrCat("model.", name), {IValue(std::string("model")), IValue(name)}, entry.value(), name, {}});
   }
   (void)contents.erase(state_key);
   const IValue optimizers_key{std::string("optimizer_states")};
@@ -101,7 +104,9 @@ absl::StatusOr<std::vector<FlatItem>> Flatten(GenericDict& contents,
             const std::string key = value.key().toStringRef();
             items.push_back({absl::StrCat(top, ".state.", name, ".", key),
                              {IValue(top), IValue(std::string("state")), IValue(name), IValue(key)},
-                             value.value()});
+                             value.value(),
+                             name,
+                             {}});
           }
         }
       } else if (part_name == "param_groups" && part.value().isList()) {
@@ -134,15 +139,43 @@ absl::StatusOr<std::vector<FlatItem>> Flatten(GenericDict& contents,
 
 bool Splits(const at::Tensor& tensor) { return tensor.dim() > 0 && tensor.numel() > 0; }
 
-// This rank's piece of `tensor` (undefined: none): its rows [r c, (r + 1) c).
-at::Tensor PieceOf(const at::Tensor& tensor, int rank, int world_size, std::vector<int64_t>& offsets) {
-  offsets.assign(tensor.dim(), 0);
-  if (!Splits(tensor)) return rank == 0 ? tensor : at::Tensor();
+// Where `tensor` (item `item`'s, on this rank) lies in its whole tensor: the part `ranks` names for its parameter when
+// the tensor has the part's sizes, else the whole tensor, which every rank holds. InvalidArgument for a part that
+// does not lie within its whole tensor.
+absl::StatusOr<ShardedPart> PartOf(const FlatItem& item, const at::Tensor& tensor, const ShardedCheckpointRanks& ranks) {
+  const auto found = item.parameter.empty() ? ranks.parts.end() : ranks.parts.find(item.parameter);
+  if (found == ranks.parts.end() || tensor.sizes().vec() != found->second.sizes) {
+    return ShardedPart{.whole_sizes = tensor.sizes().vec(),
+                       .sizes = tensor.sizes().vec(),
+                       .offsets = std::vector<int64_t>(tensor.dim(), 0),
+                       .replica = ranks.rank,
+                       .replicas = ranks.world_size};
+  }
+  const ShardedPart& part = found->second;
+  bool fits = part.whole_sizes.size() == part.sizes.size() && part.offsets.size() == part.sizes.size() &&
+              part.replicas >= 1 && part.replica >= 0 && part.replica < part.replicas;
+  for (size_t d = 0; fits && d < part.sizes.size(); ++d) {
+    fits = part.offsets[d] >= 0 && part.sizes[d] >= 0 && part.offsets[d] + part.sizes[d] <= part.whole_sizes[d];
+  }
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        item.key, ": the part [", absl::StrJoin(part.sizes, ", "), "] at [", absl::StrJoin(part.offsets, ", "),
+        "] (replica ", part.replica, " of ", part.replicas, ") does not lie within the whole tensor [",
+        absl::StrJoin(part.whole_sizes, ", "), "]"));
+  }
+  return part;
+}
+
+// This rank's piece of `tensor`, which lies in its whole tensor as `part` says (undefined: none): rows
+// [i c, (i + 1) c) of it, c = ceil(rows / replicas), i = its replica; `offsets` where the piece lies in the whole.
+at::Tensor PieceOf(const at::Tensor& tensor, const ShardedPart& part, std::vector<int64_t>& offsets) {
+  offsets = part.offsets;
+  if (!Splits(tensor)) return part.replica == 0 ? tensor : at::Tensor();
   const int64_t rows = tensor.size(0);
-  const int64_t chunk = (rows + world_size - 1) / world_size;
-  const int64_t begin = chunk * rank;
+  const int64_t chunk = (rows + part.replicas - 1) / part.replicas;
+  const int64_t begin = chunk * part.replica;
   if (begin >= rows) return at::Tensor();
-  offsets[0] = begin;
+  offsets[0] += begin;
   return tensor.narrow(0, begin, std::min(chunk, rows - begin));
 }
 
@@ -251,7 +284,7 @@ absl::StatusOr<std::string> MetadataBytes(const std::vector<FlatItem>& items, co
       out.DcpObject("BytesStorageMetadata");
       continue;
     }
-    const at::Tensor& tensor = items[i].value.toTensor();
+    const at::Tensor& tensor = items[i].value.toTensor();  // This rank's part: its type is the whole tensor's.
     absl::StatusOr<std::string> dtype = DtypeName(tensor.scalar_type());
     if (!dtype.ok()) return dtype.status();
     out.DcpObject("TensorStorageMetadata");
@@ -275,7 +308,7 @@ absl::StatusOr<std::string> MetadataBytes(const std::vector<FlatItem>& items, co
     out.Tuple();
     out.Build();
     out.String("size");
-    out.Size(tensor.sizes().vec());
+    out.Size(items[i].whole_sizes);
     out.String("chunks");
     out.EmptyList();
     out.Mark();
@@ -359,6 +392,54 @@ absl::StatusOr<std::string> MetadataBytes(const std::vector<FlatItem>& items, co
   return out.Finish();
 }
 
+// Whether `records` (every rank's) cover each tensor of `items` exactly once (see WriteShardedCheckpoint's caller).
+absl::Status CheckCoverage(const std::vector<FlatItem>& items, const std::vector<Record>& records) {
+  std::vector<std::vector<const Record*>> by_item(items.size());
+  for (const Record& record : records) by_item[record.item].push_back(&record);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].value.isTensor()) continue;
+    const std::vector<int64_t>& whole = items[i].whole_sizes;
+    int64_t whole_elements = 1;
+    for (int64_t size : whole) whole_elements *= size;
+    int64_t elements = 0;
+    const auto where = [](const Record& record) {
+      return absl::StrCat("[", Join(record.sizes), "] at [", Join(record.offsets), "] (rank ", record.rank, ")");
+    };
+    for (size_t a = 0; a < by_item[i].size(); ++a) {
+      const Record& piece = *by_item[i][a];
+      bool within = piece.offsets.size() == whole.size() && piece.sizes.size() == whole.size();
+      int64_t count = 1;
+      for (size_t d = 0; within && d < whole.size(); ++d) {
+        within = piece.offsets[d] >= 0 && piece.sizes[d] >= 0 && piece.offsets[d] + piece.sizes[d] <= whole[d];
+        count *= piece.sizes[d];
+      }
+      if (!within) {
+        return absl::InvalidArgumentError(absl::StrCat("the piece ", where(piece), " of ", items[i].key,
+                                                       " lies outside it [", Join(whole), "]"));
+      }
+      elements += count;
+      for (size_t b = 0; b < a && count > 0; ++b) {
+        const Record& other = *by_item[i][b];
+        bool overlaps = true;
+        for (size_t d = 0; overlaps && d < whole.size(); ++d) {
+          overlaps = piece.offsets[d] < other.offsets[d] + other.sizes[d] &&
+                     other.offsets[d] < piece.offsets[d] + piece.sizes[d];
+        }
+        if (overlaps) {
+          return absl::InvalidArgumentError(absl::StrCat("the ranks disagree on the parts of ", items[i].key,
+                                                         ": the pieces ", where(piece), " and ", where(other),
+                                                         " overlap"));
+        }
+      }
+    }
+    if (elements != whole_elements) {
+      return absl::InvalidArgumentError(absl::StrCat("the ranks' pieces of ", items[i].key, " hold ", elements,
+                                                     " of its ", whole_elements, " elements"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Kiln's index of the records (meta.pt's kiln.sharded).
 IValue IndexValue(const std::vector<FlatItem>& items, const std::vector<Record>& records, int world_size) {
   GenericList list = NewList();
@@ -373,7 +454,7 @@ IValue IndexValue(const std::vector<FlatItem>& items, const std::vector<Record>&
     entry.insert(IValue(std::string("offset")), IValue(record.offset));
     entry.insert(IValue(std::string("length")), IValue(record.length));
     if (item.value.isTensor()) {
-      entry.insert(IValue(std::string("size")), IValue(item.value.toTensor().sizes().vec()));
+      entry.insert(IValue(std::string("size")), IValue(item.whole_sizes));
       entry.insert(IValue(std::string("offsets")), IValue(record.offsets));
     }
     list.push_back(IValue(entry));
@@ -712,7 +793,13 @@ absl::Status WriteShardedCheckpoint(const std::string& path, absl::StatusOr<Gene
       Record record{.item = i, .rank = ranks.rank, .offset = offset};
       IValue written;
       if (value.isTensor()) {
-        at::Tensor piece = PieceOf(value.toTensor(), ranks.rank, ranks.world_size, record.offsets);
+        absl::StatusOr<ShardedPart> part = PartOf((*items)[i], value.toTensor(), ranks);
+        if (!part.ok()) {
+          mine = absl::StrCat("error\t", part.status().message());
+          break;
+        }
+        (*items)[i].whole_sizes = part->whole_sizes;
+        at::Tensor piece = PieceOf(value.toTensor(), *part, record.offsets);
         if (!piece.defined()) continue;
         record.sizes = piece.sizes().vec();
         written = IValue(piece.contiguous().clone());  // A storage of its own: torch.save writes a whole storage.
@@ -777,6 +864,14 @@ absl::Status WriteShardedCheckpoint(const std::string& path, absl::StatusOr<Gene
     return failed(errors);
   }
   if (ranks.rank != 0) return absl::OkStatus();
+  // Rank 0: the ranks' pieces cover each whole tensor exactly once, as rank 0 sizes it: within it, none overlapping
+  // another, and as many elements as it has. Parts that disagree between the ranks would leave holes and elements
+  // written twice, which the reader refuses: refused here, before anything is published.
+  if (absl::Status covered = CheckCoverage(*items, merged); !covered.ok()) {
+    std::error_code ignored;
+    fs::remove_all(folder, ignored);
+    return failed(covered.message());
+  }
   // Rank 0: the two indices, then the folder under its name.
   absl::StatusOr<std::string> metadata = MetadataBytes(*items, merged);
   if (!metadata.ok()) return failed(metadata.status().message());

@@ -10,10 +10,13 @@
 // for each optimizer's state (PyTorch's layout, keyed by the parameter's name as FSDP's optim_state_dict keys it);
 // "optimizer_<i>.param_groups.<g>.<key>" for its groups' settings (their "params" as names).
 //
-// Pieces: rank r writes rows [r c, (r + 1) c) of every tensor, c = ceil(rows / N) (torch.chunk's split); a tensor
-// with no rows to split (a scalar, an empty one) and every value that is not a tensor are rank 0's. The pieces depend
-// only on the tensors' shapes and N, not on how a strategy sharded the state in training, so any number of ranks, and
-// DCP, read them.
+// Pieces: a tensor whole on every rank is split by rows, rank r writing rows [r c, (r + 1) c), c = ceil(rows / N)
+// (torch.chunk's split); a tensor with no rows to split (a scalar, an empty one) and every value that is not a tensor
+// are rank 0's. A tensor a rank holds only a part of (a tensor-parallel slice: ShardedCheckpointRanks::parts) is
+// written from that part, where it lies in the whole tensor, without gathering it; the ranks that hold the same part
+// split its rows likewise. The index records each piece's offsets in every dimension of the whole tensor (DCP's
+// chunks), so the reader assembles the whole tensors whatever pieces wrote them: a checkpoint saved by any number of
+// ranks, in any layout, is read by any other, and by DCP.
 //
 // Atomic, as a checkpoint file is: the ranks write into `<name>.tmp-<rank 0's pid>/`, rank 0 writes the two index
 // files once every rank's records are on disk, and renames the folder to the name (exchanging it atomically with
@@ -30,6 +33,7 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ATen/core/Dict.h"
@@ -41,13 +45,30 @@ namespace kiln {
 inline constexpr char kShardedMetaFile[] = "meta.pt";
 inline constexpr char kDcpMetadataFile[] = ".metadata";
 
+// Where a rank's part of a tensor lies in the whole tensor: its sizes and offsets, and which of the `replicas` ranks
+// that hold the same part this one is (they split the part's rows between them, so that each element is written
+// once).
+struct ShardedPart {
+  std::vector<int64_t> whole_sizes;
+  std::vector<int64_t> sizes;    // The part's (the tensor this rank holds).
+  std::vector<int64_t> offsets;  // Where it starts in the whole tensor, in each dimension.
+  int replica = 0;
+  int replicas = 1;
+};
+
 struct ShardedCheckpointRanks {
   int rank = 0;
   int world_size = 1;
+  // The parameters whose tensors this rank holds a part of, by name: the model's entry and each optimizer state
+  // tensor of the part's sizes (momentum, moments) are written as that part of the whole tensor. Every tensor not
+  // named here is whole on every rank.
+  std::unordered_map<std::string, ShardedPart> parts;
   // Each optimizer's parameters' names, in its state's numbering (group after group); an index past the end is
   // named by its number.
   std::vector<std::vector<std::string>> optimizer_parameter_names;
-  // Every rank's `mine`, in rank order: a collective that every rank calls as often, in the same order.
+  // Every rank's `mine`, in rank order: a collective that every rank calls as often, in the same order. For a write
+  // on a thread beside the training loop's (an asynchronous save), one that is safe there: through the run's store
+  // (Strategy::ExchangeThroughStore), not the process group the loop's collectives use.
   std::function<std::vector<std::string>(const std::string& mine)> all_gather;
 };
 
@@ -55,6 +76,8 @@ struct ShardedCheckpointRanks {
 // checkpoint `path`, every rank its pieces. A collective. Errors name `path`, and the rank whose write failed; every
 // rank returns the error of any rank's write, and rank 0 alone that of the final rename.
 // `contents` may be an error (the snapshot failed on this rank): every rank still takes part, and all return it.
+// A part (ranks.parts) that does not lie within its whole tensor is an error of this rank's; pieces of the ranks that
+// do not cover a whole tensor exactly once (parts that disagree) are refused by rank 0, and nothing is published.
 absl::Status WriteShardedCheckpoint(const std::string& path, absl::StatusOr<c10::impl::GenericDict> contents,
                                     const ShardedCheckpointRanks& ranks);
 

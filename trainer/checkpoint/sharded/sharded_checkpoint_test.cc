@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "ATen/ATen.h"
@@ -94,9 +95,11 @@ GenericDict Contents(float scale) {
   return contents;
 }
 
-// Writes `contents` as the sharded checkpoint `path` from `ranks` threads; each rank's status.
-std::vector<absl::Status> WriteFromRanks(const std::string& path, int ranks,
-                                         const std::function<absl::StatusOr<GenericDict>(int)>& contents) {
+// Writes `contents` as the sharded checkpoint `path` from `ranks` threads, each holding the parts `parts` gives it
+// (none: every tensor whole); each rank's status.
+std::vector<absl::Status> WriteFromRanks(
+    const std::string& path, int ranks, const std::function<absl::StatusOr<GenericDict>(int)>& contents,
+    const std::function<std::unordered_map<std::string, ShardedPart>(int)>& parts = nullptr) {
   Gather gather(ranks);
   std::vector<absl::Status> statuses(ranks);
   std::vector<std::thread> threads;
@@ -104,6 +107,8 @@ std::vector<absl::Status> WriteFromRanks(const std::string& path, int ranks,
     threads.emplace_back([&, rank] {
       ShardedCheckpointRanks context{.rank = rank,
                                      .world_size = ranks,
+                                     .parts = parts != nullptr ? parts(rank)
+                                                               : std::unordered_map<std::string, ShardedPart>{},
                                      .optimizer_parameter_names = {{"net.0.weight", "net.0.bias"}},
                                      .all_gather = [&](const std::string& mine) { return gather(rank, mine); }};
       statuses[rank] = WriteShardedCheckpoint(path, contents(rank), context);
@@ -385,6 +390,103 @@ TEST(DistributedCheckpointTest, ARankThatFailsFailsEveryRankAndNothingIsPublishe
   for (const absl::Status& status : statuses) {
     ASSERT_FALSE(status.ok());
     EXPECT_THAT(status.message(), HasSubstr("rank 1: rank one's snapshot failed"));
+  }
+  EXPECT_TRUE(Listing(dir).empty()) << Listing(dir)[0];
+}
+
+// A 2 x 2 mesh (data parallel x tensor parallel) as model_parallel holds it: rank r at (r / 2, r % 2). "net.0.weight"
+// (a column-parallel layer's, 4 x 6) is split by rows between the two tensor-parallel ranks, "net.0.bias" (a
+// row-parallel layer's weight, 4 x 6 here) by columns; each slice is held alike by the two ranks of a data-parallel
+// group; the first has momentum of the slice's shape; "count" is whole everywhere.
+at::Tensor ColumnWhole() { return at::arange(24, at::kFloat).reshape({4, 6}); }
+at::Tensor RowWhole() { return at::arange(24, at::kFloat).reshape({4, 6}) * -1.0f; }
+
+GenericDict MeshContents(int rank) {
+  const int tp = rank % 2;
+  GenericDict state_dict = NewDict();
+  state_dict.insert(IValue(std::string("net.0.weight")), IValue(ColumnWhole().narrow(0, tp * 2, 2).clone()));
+  state_dict.insert(IValue(std::string("net.0.bias")), IValue(RowWhole().narrow(1, tp * 3, 3).clone()));
+  state_dict.insert(IValue(std::string("count")), IValue(at::arange(5, at::kLong)));
+  GenericDict momentum = NewDict();
+  momentum.insert(IValue(std::string("momentum_buffer")), IValue(ColumnWhole().narrow(0, tp * 2, 2) * 0.5f));
+  momentum.insert(IValue(std::string("step")), IValue(at::scalar_tensor(4.0)));
+  GenericDict state = NewDict();
+  state.insert(IValue(int64_t{0}), IValue(momentum));
+  GenericDict group = NewDict();
+  GenericList params = NewList();
+  params.push_back(IValue(int64_t{0}));
+  params.push_back(IValue(int64_t{1}));
+  group.insert(IValue(std::string("params")), IValue(params));
+  GenericList groups = NewList();
+  groups.push_back(IValue(group));
+  GenericDict optimizer = NewDict();
+  optimizer.insert(IValue(std::string("state")), IValue(state));
+  optimizer.insert(IValue(std::string("param_groups")), IValue(groups));
+  GenericList optimizers = NewList();
+  optimizers.push_back(IValue(optimizer));
+  GenericDict contents = NewDict();
+  contents.insert(IValue(std::string("state_dict")), IValue(state_dict));
+  contents.insert(IValue(std::string("optimizer_states")), IValue(optimizers));
+  return contents;
+}
+
+std::unordered_map<std::string, ShardedPart> MeshParts(int rank) {
+  const int tp = rank % 2;
+  const int dp = rank / 2;
+  return {{"net.0.weight", ShardedPart{.whole_sizes = {4, 6}, .sizes = {2, 6}, .offsets = {tp * 2, 0},
+                                       .replica = dp, .replicas = 2}},
+          {"net.0.bias", ShardedPart{.whole_sizes = {4, 6}, .sizes = {4, 3}, .offsets = {0, tp * 3},
+                                     .replica = dp, .replicas = 2}}};
+}
+
+TEST(DistributedCheckpointTest, SlicesAreWrittenWhereTheyLieInTheWholeTensorsAndReadBackWhole) {
+  const std::string dir = testing::TempDir();
+  const std::string path = dir + "/mesh.ckpt";
+  for (const absl::Status& status : WriteFromRanks(path, 4, MeshContents, MeshParts)) ASSERT_TRUE(status.ok()) << status;
+  // One rank reads the whole tensors the four slices' pieces make: every element written once (the reader refuses
+  // pieces that overlap or leave a hole).
+  absl::StatusOr<Checkpoint> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const GenericDict state_dict = read->contents.at(IValue(std::string("state_dict"))).toGenericDict();
+  EXPECT_TRUE(state_dict.at(IValue(std::string("net.0.weight"))).toTensor().equal(ColumnWhole()));
+  EXPECT_TRUE(state_dict.at(IValue(std::string("net.0.bias"))).toTensor().equal(RowWhole()));
+  EXPECT_TRUE(state_dict.at(IValue(std::string("count"))).toTensor().equal(at::arange(5, at::kLong)));
+  const GenericDict momentum = read->contents.at(IValue(std::string("optimizer_states")))
+                                   .toListRef()[0]
+                                   .toGenericDict()
+                                   .at(IValue(std::string("state")))
+                                   .toGenericDict()
+                                   .at(IValue(int64_t{0}))
+                                   .toGenericDict();
+  EXPECT_TRUE(momentum.at(IValue(std::string("momentum_buffer"))).toTensor().equal(ColumnWhole() * 0.5f));
+  EXPECT_EQ(momentum.at(IValue(std::string("step"))).toTensor().item<double>(), 4.0);
+  // Each rank wrote a file: the two ranks of a data-parallel group split the rows of the slice they share.
+  EXPECT_EQ(Listing(path), (std::vector<std::string>{".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp",
+                                                     "__3_0.distcp", "meta.pt"}));
+}
+
+TEST(DistributedCheckpointTest, PartsThatDisagreeAreRefusedAndNothingIsPublished) {
+  const std::string dir = testing::TempDir();
+  // Rank 3 claims the first tensor-parallel slice, as rank 2 does: rows 0-1 are written twice, rows 2-3 never.
+  const auto wrong = [](int rank) {
+    std::unordered_map<std::string, ShardedPart> parts = MeshParts(rank);
+    if (rank == 3) parts["net.0.weight"].offsets = {0, 0};
+    return parts;
+  };
+  std::vector<absl::Status> statuses = WriteFromRanks(dir + "/wrong.ckpt", 4, MeshContents, wrong);
+  ASSERT_FALSE(statuses[0].ok());
+  EXPECT_THAT(statuses[0].message(), HasSubstr("model.net.0.weight"));
+  EXPECT_TRUE(Listing(dir).empty()) << Listing(dir)[0];
+  // A part that does not lie within its whole tensor is refused by the rank that holds it, and so by every rank.
+  const auto outside = [](int rank) {
+    std::unordered_map<std::string, ShardedPart> parts = MeshParts(rank);
+    if (rank == 1) parts["net.0.bias"].offsets = {0, 4};
+    return parts;
+  };
+  statuses = WriteFromRanks(dir + "/outside.ckpt", 4, MeshContents, outside);
+  for (const absl::Status& status : statuses) {
+    ASSERT_FALSE(status.ok());
+    EXPECT_THAT(status.message(), HasSubstr("does not lie within the whole tensor [4, 6]"));
   }
   EXPECT_TRUE(Listing(dir).empty()) << Listing(dir)[0];
 }
