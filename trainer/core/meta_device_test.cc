@@ -23,14 +23,13 @@ namespace {
 TEST(MetaDeviceScopeTest, FactoriesWithoutADeviceMakeMetaTensors) {
   MetaDeviceScope meta;
   EXPECT_TRUE(MetaDeviceScope::active());
-  for (const at::Tensor &made : {at::empty({2, 3}), at::zeros({4}), at::ones({4}), at::full({2}, 7.0), at::randn({5}),
+  for (const at::Tensor& made : {at::empty({2, 3}), at::zeros({4}), at::ones({4}), at::full({2}, 7.0), at::randn({5}),
                                  at::rand({5}), at::arange(6), at::randint(10, {3})}) {
     EXPECT_TRUE(made.is_meta()) << made.sizes();
   }
   // A device given explicitly is kept (as under Python's torch.device context).
   EXPECT_TRUE(at::zeros({2}, at::device(at::kCPU)).device().is_cpu());
-  // An operator on a meta tensor gives a meta tensor; one on host tensors
-  // computes on the host.
+  // An operator on a meta tensor gives a meta tensor; one on host tensors computes on the host.
   EXPECT_TRUE((at::ones({2}) + 1).is_meta());
   const at::Tensor host = at::ones({2}, at::device(at::kCPU));
   EXPECT_EQ((host + 1).sum().item<float>(), 4.0f);
@@ -52,8 +51,8 @@ TEST(MetaDeviceScopeTest, OnlyItsThreadAndOnlyWhileOpen) {
   EXPECT_TRUE(at::zeros({2}).device().is_cpu());
 }
 
-// A module whose constructor draws its own parameter (no reset()), and takes a
-// slice of a larger draw, as a tensor-parallel layer does (tensor_parallel.h).
+// A module whose constructor draws its own parameter (no reset()), and takes a slice of a larger draw, as a
+// tensor-parallel layer does (tensor_parallel.h).
 struct HandMadeImpl : torch::nn::Module {
   HandMadeImpl() {
     scale = register_parameter("scale", at::randn({3, 5}) * 0.5);
@@ -80,10 +79,10 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
-std::vector<std::pair<std::string, at::Tensor>> State(const torch::nn::Module &module) {
+std::vector<std::pair<std::string, at::Tensor>> State(const torch::nn::Module& module) {
   std::vector<std::pair<std::string, at::Tensor>> state;
-  for (const auto &item : module.named_parameters()) state.emplace_back(item.key(), item.value());
-  for (const auto &item : module.named_buffers()) state.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_parameters()) state.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_buffers()) state.emplace_back(item.key(), item.value());
   return state;
 }
 
@@ -97,9 +96,9 @@ TEST(MetaDeviceScopeTest, MaterialisedValuesEqualANormalConstructionsBitForBit) 
     return Net();
   }();
   ASSERT_TRUE(HasMetaTensors(*net));
-  for (const auto &[name, tensor] : State(*net)) EXPECT_TRUE(tensor.is_meta()) << name;
-  std::vector<const c10::TensorImpl *> identities;
-  for (const auto &[name, tensor] : State(*net)) identities.push_back(tensor.unsafeGetTensorImpl());
+  for (const auto& [name, tensor] : State(*net)) EXPECT_TRUE(tensor.is_meta()) << name;
+  std::vector<const c10::TensorImpl*> identities;
+  for (const auto& [name, tensor] : State(*net)) identities.push_back(tensor.unsafeGetTensorImpl());
 
   ASSERT_TRUE(MaterializeMetaTensors(*net).ok());
   EXPECT_FALSE(HasMetaTensors(*net));
@@ -117,25 +116,45 @@ TEST(MetaDeviceScopeTest, MaterialisedValuesEqualANormalConstructionsBitForBit) 
   }
 }
 
-// The caller gets each tensor as soon as its value is final, while the later
-// ones are still on the meta device: FSDP shards each unit then, so the whole
-// model is never on the host.
+// The caller gets each tensor as soon as its value is final, while the later ones are still on the meta device: FSDP
+// shards each unit then, so the whole model is never on the host.
 TEST(MetaDeviceScopeTest, ReadyGivesEachTensorWhileTheLaterOnesAreStillMeta) {
   torch::nn::Sequential net = [] {
     MetaDeviceScope meta;
     return torch::nn::Sequential(torch::nn::Linear(4, 4), torch::nn::Linear(4, 4), torch::nn::Linear(4, 4));
   }();
   std::vector<int> meta_left;
-  std::vector<const c10::TensorImpl *> seen;
-  ASSERT_TRUE(MaterializeMetaTensors(*net, [&](const at::Tensor &tensor) {
+  std::vector<const c10::TensorImpl*> seen;
+  ASSERT_TRUE(MaterializeMetaTensors(*net, [&](const at::Tensor& tensor) {
                 EXPECT_TRUE(tensor.device().is_cpu());
                 seen.push_back(tensor.unsafeGetTensorImpl());
                 int left = 0;
-                for (const at::Tensor &parameter : net->parameters()) left += parameter.is_meta() ? 1 : 0;
+                for (const at::Tensor& parameter : net->parameters()) left += parameter.is_meta() ? 1 : 0;
                 meta_left.push_back(left);
               }).ok());
   EXPECT_EQ(seen.size(), 6u);                                  // Each once.
   EXPECT_EQ(meta_left, (std::vector<int>{5, 4, 3, 2, 1, 0}));  // In construction order, one at a time.
+}
+
+// What a later scope does to the model (the Trainer casts it for a "-true" precision in one) is replayed after the
+// construction that made what it reads.
+TEST(MetaDeviceScopeTest, ALaterScopesConversionFollowsTheConstruction) {
+  torch::manual_seed(3);
+  torch::nn::Linear normal(5, 4);
+  torch::manual_seed(3);
+  torch::nn::Linear net = [] {
+    MetaDeviceScope meta;
+    return torch::nn::Linear(5, 4);
+  }();
+  {
+    MetaDeviceScope meta;
+    at::NoGradGuard no_grad;
+    for (at::Tensor& parameter : net->parameters()) parameter.set_data(parameter.to(at::kDouble));
+  }
+  const absl::Status status = MaterializeMetaTensors(*net);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(at::equal(net->weight, normal->weight.to(at::kDouble)));
+  EXPECT_TRUE(at::equal(net->bias, normal->bias.to(at::kDouble)));
 }
 
 TEST(MetaDeviceScopeTest, AMetaTensorNoScopeRecordedIsRefusedByName) {
