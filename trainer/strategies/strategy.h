@@ -127,6 +127,12 @@ class Strategy : public StrategyDescriptor {
   // state_dict_type "sharded": true).
   virtual bool SavesShardedCheckpoints() const { return false; }
 
+  // Whether Setup itself gives a model built on the meta device (kiln::MetaDeviceScope, trainer/core/meta_device.h)
+  // its values, a part at a time (fsdp: each unit sharded as soon as it is made, so the whole model never exists in one
+  // process). The default: false, and the trainer materialises the whole model in host memory before Setup (a
+  // tensor-parallel layer keeps only its slice even so). Never throws.
+  virtual bool MaterializesMetaTensors() const { return false; }
+
   // How the trainer reads and writes an optimizer's state as a dictionary in PyTorch's state_dict layout ("state"
   // by parameter index, "param_groups"), so that a strategy that shards the optimizer state can convert it.
   struct OptimizerStateCodec {
