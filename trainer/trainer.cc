@@ -428,6 +428,10 @@ absl::Status Trainer::SetupStrategy(Stage stage, LightningModule& model) {
   return absl::OkStatus();
 }
 
+std::unique_ptr<MetaDeviceScope> Trainer::init_module(bool empty_init) const {
+  return empty_init ? std::make_unique<MetaDeviceScope>() : nullptr;
+}
+
 absl::Status Trainer::FinishStrategy(absl::Status status) {
   // The other processes go on to the program's next entry point; after a failure here, they cannot.
   if (status.ok() || strategy_ == nullptr || !strategy_->IsDistributed()) return status;

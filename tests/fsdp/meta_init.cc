@@ -5,6 +5,7 @@
 //
 //   meta_init OUT [meta=1|0] [accelerator=cpu|virtual_npu] [strategy=fsdp|ddp|single_device] [devices=N]
 //                 [width=W depth=D] [batches=B] [params=1|0 (write the final parameters)]
+//                 [where=configure_model|init_module (built in main, under Trainer::init_module(meta))]
 //
 // The model: Linear(6, W), then D - 1 times Tanh and Linear(W, W), a LayerNorm(W) and a head Linear(W, 3), drawn
 // from seed 7 at the start of configure_model; under fsdp every Linear is a unit (the LayerNorm is the root's).
@@ -65,11 +66,16 @@ class Net final : public kiln::LightningModule {
   Net(bool meta, int64_t width, int64_t depth) : meta_(meta), width_(width), depth_(depth) {}
 
   void configure_model() override {
+    if (!built_) Build();
+  }
+  // From configure_model, or from main under Trainer::init_module (where=init_module).
+  void Build() {
+    built_ = true;
     std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS (Linux 4.0 and later).
     baseline_ = ProcStatus("VmRSS");
     torch::manual_seed(7);
     std::optional<kiln::MetaDeviceScope> scope;
-    if (meta_) scope.emplace();
+    if (meta_ && !kiln::MetaDeviceScope::active()) scope.emplace();
     torch::nn::Sequential blocks;
     blocks->push_back(torch::nn::Linear(6, width_));
     for (int64_t i = 1; i < depth_; ++i) {
@@ -101,6 +107,7 @@ class Net final : public kiln::LightningModule {
 
  private:
   bool meta_;
+  bool built_ = false;
   int64_t width_, depth_;
   int64_t baseline_ = -1;
   torch::nn::Sequential blocks_{nullptr};
@@ -116,7 +123,7 @@ int main(int argc, char** argv) {
   }
   std::map<std::string, std::string> args = {{"meta", "1"},    {"accelerator", "cpu"}, {"strategy", "fsdp"},
                                              {"devices", "2"}, {"width", "13"},        {"depth", "3"},
-                                             {"batches", "4"}, {"params", "1"}};
+                                             {"batches", "4"}, {"params", "1"}, {"where", "configure_model"}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
@@ -143,6 +150,10 @@ int main(int argc, char** argv) {
   Net model(args["meta"] == "1", std::stoll(args["width"]), std::stoll(args["depth"]));
   Data data;
   kiln::Trainer trainer(options);
+  if (args["where"] == "init_module") {
+    std::unique_ptr<kiln::MetaDeviceScope> scope = trainer.init_module(args["meta"] == "1");
+    model.Build();
+  }
   if (absl::Status status = trainer.fit(model, data); !status.ok()) {
     std::cerr << "meta_init: " << status << "\n";
     return 1;

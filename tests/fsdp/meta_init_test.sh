@@ -28,13 +28,14 @@ train() {  # NAME ARGS...: trains, leaving NAME.rank<R>.txt
 }
 strip() { grep -v '_bytes ' "$1"; }  # The losses and parameters, without the memory figures.
 same() {  # A B RANKS: B's files are A's bit for bit (every rank's), and every rank ends with the same model
+  local before=$failures
   for ((r = 0; r < $3; ++r)); do
     [[ -s $1.rank$r.txt && -s $2.rank$r.txt ]] || { fail "$1 or $2 wrote no file for rank $r"; continue; }
     cmp -s <(strip "$1.rank$r.txt") <(strip "$2.rank$r.txt") || fail "$2 (meta) is not bit for bit $1 on rank $r"
     cmp -s <(grep -v -e '^loss ' -e '_bytes ' "$2.rank0.txt") <(grep -v -e '^loss ' -e '_bytes ' "$2.rank$r.txt") ||
       fail "$2: rank $r's model differs from rank 0's"
   done
-  echo "  $2 against $1: bit for bit ($(grep -c '^loss ' "$2.rank0.txt") losses and the model, $3 rank(s))"
+  ((failures == before)) && echo "  $2 against $1: bit for bit ($(grep -c '^loss ' "$2.rank0.txt") losses and the model, $3 rank(s))"
 }
 field() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
 
@@ -50,6 +51,14 @@ for n in 2 4; do
   train fsdp${n}_meta devices=$n meta=1
   same fsdp$n fsdp${n}_meta $n
 done
+
+echo "== built outside configure_model, under Trainer::init_module(empty_init)"
+train single_init strategy=single_device devices=1 meta=0 where=init_module
+train single_init_meta strategy=single_device devices=1 meta=1 where=init_module
+same single_init single_init_meta 1
+train fsdp2_init devices=2 meta=0 where=init_module
+train fsdp2_init_meta devices=2 meta=1 where=init_module
+same fsdp2_init fsdp2_init_meta 2
 
 echo "== fsdp on 4 virtual NPUs, and a model larger than one of them"
 export VIRTUAL_NPU_DEVICES=4
