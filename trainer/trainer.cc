@@ -17,6 +17,7 @@
 #include "trainer/callbacks/model_summary_callback.h"
 #include "trainer/callbacks/timer.h"
 #include "trainer/checkpoint/checkpoint_io.h"
+#include "trainer/core/meta_device.h"
 #include "trainer/layer_sync.h"
 #include "trainer/loggers/csv_logger.h"
 #include "trainer/loggers/log_dir.h"
@@ -414,13 +415,28 @@ absl::Status Trainer::SetupStrategy(Stage stage, LightningModule& model) {
   }
   // sync_batchnorm converts before the strategy places and broadcasts the module, as Lightning's DDPStrategy does,
   // and for fit alone.
-  layer_sync_ = std::make_unique<LayerSync>(model);
-  if (stage == Stage::kFit && options_.sync_batchnorm) layer_sync_->ConvertBatchNorms(*plan_, *strategy_);
-  if (absl::Status status = precision_->ConvertModule(model); !status.ok()) return status;
+  // A model configure_model built on the meta device (kiln::MetaDeviceScope) has no values yet: what the conversions
+  // do to it is recorded too, and replayed after its construction when it is given its values (meta_device.h), by
+  // the strategy one part at a time (fsdp), or here, whole.
+  const bool meta = HasMetaTensors(model);
+  {
+    std::optional<MetaDeviceScope> record;
+    if (meta) record.emplace();
+    layer_sync_ = std::make_unique<LayerSync>(model);
+    if (stage == Stage::kFit && options_.sync_batchnorm) layer_sync_->ConvertBatchNorms(*plan_, *strategy_);
+    if (absl::Status status = precision_->ConvertModule(model); !status.ok()) return status;
+  }
+  if (meta && !strategy_->MaterializesMetaTensors()) {
+    if (absl::Status status = MaterializeMetaTensors(model); !status.ok()) return status;
+  }
   if (absl::Status status = strategy_->Setup(*plan_, model); !status.ok()) return status;
   if (absl::Status status = layer_sync_->Attach(*strategy_); !status.ok()) return status;
   if (layer_sync_->check_callback() != nullptr) callbacks_.push_back(layer_sync_->check_callback());
   return absl::OkStatus();
+}
+
+std::unique_ptr<MetaDeviceScope> Trainer::init_module(bool empty_init) const {
+  return empty_init ? std::make_unique<MetaDeviceScope>() : nullptr;
 }
 
 absl::Status Trainer::FinishStrategy(absl::Status status) {

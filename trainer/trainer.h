@@ -41,6 +41,7 @@
 #include "trainer/core/data_loader.h"
 #include "trainer/core/lightning_module.h"
 #include "trainer/core/logger.h"
+#include "trainer/core/meta_device.h"
 #include "trainer/core/metrics.h"
 #include "trainer/trainer_options.h"  // IWYU pragma: export (TrainerOptions, BatchLimit: defined here until 0.2.0)
 
@@ -74,6 +75,15 @@ class Trainer {
   // example when the loader shards each example once, as TensorDataLoader's evaluation loaders do).
   absl::StatusOr<std::vector<at::Tensor>> predict(LightningModule& model, DataModule& data,
                                                   const std::string& ckpt_path = "");
+
+  // Lightning's init_module(empty_init=True), for a model built outside configure_model: while the scope returned
+  // lives, the modules built on this thread get no memory and no values (the meta device; trainer/core/meta_device.h),
+  // and the entry point that sets the model up gives them theirs (fsdp one unit at a time, each sharded before the
+  // next is made; every other strategy the whole model, on the host, before its setup). The values are the ones a
+  // normal construction would have drawn at the same place in the CPU generator's sequence, which is where it
+  // stands when the entry point starts: seed before building, and draw nothing between. `empty_init` false: null,
+  // and modules are built as always. Destroy the scope on the thread that made it, before the entry point.
+  std::unique_ptr<MetaDeviceScope> init_module(bool empty_init) const;
 
   // Writes a checkpoint of the running fit (see the contents above), atomically. The state is captured now; the
   // file is written by a background writer, in order, so training does not wait for the disk; fit waits for it

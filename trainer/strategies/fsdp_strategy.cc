@@ -18,13 +18,17 @@
 #include "torch/csrc/autograd/function_hook.h"
 #include "torch/csrc/autograd/variable.h"
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
+#include "torch/csrc/distributed/c10d/comm.hpp"
 #include "torch/optim/optimizer.h"
 #include "trainer/core/batch.h"
 #include "trainer/core/lightning_module.h"
+#include "trainer/core/meta_device.h"
 #include "trainer/strategies/gather_on_use.h"
 
 namespace kiln {
 namespace {
+
+constexpr size_t kBroadcastBucketBytes = 250 * 1024 * 1024;  // PyTorch DDP's _sync_module_states bucket.
 
 // Autograd's post-hook on a parameter's gradient accumulator: runs once its gradient is accumulated.
 class GradientReadyHook final : public torch::autograd::FunctionPostHook {
@@ -154,24 +158,6 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
     shard_rank = global_rank() % local;
     shard_world = local;
   }
-  try {
-    at::NoGradGuard no_grad;
-    const std::optional<c10::ScalarType> buffer_dtype = ScalarTypeOf(mixed_precision_.buffer_dtype);
-    cast_buffers_.clear();
-    for (at::Tensor& buffer : model.buffers()) {
-      at::Tensor data = buffer.data().to(root_device());
-      // Floating buffers only (a step counter stays an integer), as PyTorch's buffer_dtype.
-      if (buffer_dtype.has_value() && data.is_floating_point() && data.scalar_type() != *buffer_dtype) {
-        cast_buffers_.emplace_back(buffer, data.scalar_type());
-        data = data.to(*buffer_dtype);
-      }
-      buffer.set_data(data);
-    }
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("fsdp: moving the model's buffers to ", root_device().str(), " failed: ",
-                                            compat::ExceptionMessage(e)));
-  }
-
   FsdpWrapPolicy policy = options_.auto_wrap_policy;
   policy.checkpoint_types = options_.activation_checkpointing_policy;
   wrapping_ = WrapForFsdp(model, policy, this);
@@ -195,25 +181,87 @@ absl::Status FSDPStrategy::Setup(const Plan& plan, torch::nn::Module& model) {
   const bool shard = options_.sharding_strategy != ShardingStrategy::kNoShard;
   const FlatParameter::Mixed mixed{.param_dtype = ScalarTypeOf(mixed_precision_.param_dtype),
                                    .reduce_dtype = ScalarTypeOf(mixed_precision_.reduce_dtype)};
+  // Each unit's members, the root's (what no unit holds) last: decided before any is made.
+  std::vector<std::vector<FlatParameter::Member>> members;
+  for (const FsdpWrapping::Unit& unit : wrapping_.units) members.push_back(members_of(*unit.module));
+  members.push_back(members_of(model));
+  flats_.clear();
+  flats_.resize(members.size());
+  const auto make = [&](size_t unit) {
+    if (members[unit].empty()) return;
+    const bool root = unit + 1 == members.size();
+    flats_[unit] = std::make_unique<FlatParameter>(root ? "(root)" : wrapping_.units[unit].name,
+                                                   std::move(members[unit]), shard_rank, shard_world, shard,
+                                                   root_device(), options_.cpu_offload, replicate_group_.get(), mixed);
+    members[unit].clear();
+    // A unit's whole parameters exist only while it computes (the root's always).
+    if (!root) flats_[unit]->Reshard();
+  };
   try {
-    for (const FsdpWrapping::Unit& unit : wrapping_.units) {
-      std::vector<FlatParameter::Member> members = members_of(*unit.module);
-      flats_.push_back(members.empty() ? nullptr
-                                       : std::make_unique<FlatParameter>(unit.name, std::move(members), shard_rank,
-                                                                         shard_world, shard, root_device(),
-                                                                         options_.cpu_offload, replicate_group_.get(),
-                                                                         mixed));
-      // A unit's whole parameters exist only while it computes.
-      if (flats_.back() != nullptr) flats_.back()->Reshard();
+    if (HasMetaTensors(model)) {
+      // Built on the meta device (configure_model under a kiln::MetaDeviceScope): the model's construction runs again
+      // on the host (meta_device.h), and each unit is flattened and sharded as soon as its last parameter is made, so
+      // that this process holds the units made so far as shards, the root, and the unit being made: never the whole
+      // model. Same seed, same values as the model built normally.
+      // Every rank makes the same values from the same seed, but the ranks start from rank 0's, as from a model built
+      // normally (ParallelStrategy broadcast what was not on the meta device): each unit's parameters are broadcast
+      // as it is made, the buffers once all are made.
+      const auto broadcast = [&](std::vector<at::Tensor> tensors) {
+        if (world_size() <= 1 || tensors.empty()) return;
+        Collective("broadcasting rank 0's parameters made from the meta device", [&] {
+          c10d::broadcast_coalesced(process_group(), tensors, kBroadcastBucketBytes, /*rank=*/0);
+        });
+      };
+      std::vector<at::Tensor> meta_buffers;
+      for (const at::Tensor& buffer : model.buffers()) {
+        if (buffer.is_meta()) meta_buffers.push_back(buffer);
+      }
+      std::unordered_map<const c10::TensorImpl*, size_t> unit_of;
+      std::vector<size_t> left(members.size(), 0);
+      for (size_t unit = 0; unit < members.size(); ++unit) {
+        for (const FlatParameter::Member& member : members[unit]) {
+          if (!member.parameter.is_meta()) continue;
+          unit_of.emplace(member.parameter.unsafeGetTensorImpl(), unit);
+          ++left[unit];
+        }
+      }
+      absl::Status made = MaterializeMetaTensors(model, [&](const at::Tensor& tensor) {
+        const auto found = unit_of.find(tensor.unsafeGetTensorImpl());
+        if (found == unit_of.end() || --left[found->second] > 0) return;
+        std::vector<at::Tensor> values;
+        for (const FlatParameter::Member& member : members[found->second]) values.push_back(member.parameter.detach());
+        broadcast(std::move(values));
+        make(found->second);
+      });
+      if (!made.ok()) return absl::Status(made.code(), absl::StrCat("fsdp: ", made.message()));
+      std::vector<at::Tensor> values;
+      for (const at::Tensor& buffer : meta_buffers) values.push_back(buffer.detach());
+      broadcast(std::move(values));
     }
-    std::vector<FlatParameter::Member> rest = members_of(model);
-    flats_.push_back(rest.empty() ? nullptr
-                                  : std::make_unique<FlatParameter>("(root)", std::move(rest), shard_rank, shard_world,
-                                                                    shard, root_device(), options_.cpu_offload,
-                                                                    replicate_group_.get(), mixed));
+    for (size_t unit = 0; unit < members.size(); ++unit) {
+      if (flats_[unit] == nullptr) make(unit);
+    }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(compat::ExceptionMessage(e));
   }
+  try {
+    at::NoGradGuard no_grad;
+    const std::optional<c10::ScalarType> buffer_dtype = ScalarTypeOf(mixed_precision_.buffer_dtype);
+    cast_buffers_.clear();
+    for (at::Tensor& buffer : model.buffers()) {
+      at::Tensor data = buffer.data().to(root_device());
+      // Floating buffers only (a step counter stays an integer), as PyTorch's buffer_dtype.
+      if (buffer_dtype.has_value() && data.is_floating_point() && data.scalar_type() != *buffer_dtype) {
+        cast_buffers_.emplace_back(buffer, data.scalar_type());
+        data = data.to(*buffer_dtype);
+      }
+      buffer.set_data(data);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("fsdp: moving the model's buffers to ", root_device().str(), " failed: ",
+                                            compat::ExceptionMessage(e)));
+  }
+
   input_dtype_.reset();
   for (const auto& flat : flats_) {
     if (flat != nullptr && flat->mixed_precision()) input_dtype_ = flat->compute_dtype();

@@ -76,6 +76,8 @@ class FSDPStrategy final : public ParallelStrategy, private FsdpUnitHooks {
                              absl::FunctionRef<absl::Status()> body) override;
 
   bool SavesShardedCheckpoints() const override { return options_.state_dict_type == StateDictType::kSharded; }
+  // A model built on the meta device is made one unit at a time in Setup, each sharded before the next is made.
+  bool MaterializesMetaTensors() const override { return true; }
 
   const FSDPOptions& options() const { return options_; }
   // The mixed precision this run uses (valid after Setup): options().mixed_precision, or, when that is empty, what

@@ -147,10 +147,15 @@ absl::Status ParallelStrategy::JoinProcessGroup(const Plan& plan, torch::nn::Mod
   if (absl::Status status = CheckCollectives(backend); !status.ok()) return status;
 
   try {
-    // Every rank starts from rank 0's parameters and buffers (on the device, or where the subclass keeps them).
+    // Every rank starts from rank 0's parameters and buffers (on the device, or where the subclass keeps them). Those
+    // still on the meta device have no values yet: the strategy that gives them theirs (fsdp) broadcasts them then.
     std::vector<at::Tensor> states;
-    for (const at::Tensor& parameter : model.parameters()) states.push_back(parameter.detach());
-    for (const at::Tensor& buffer : model.buffers()) states.push_back(buffer.detach());
+    for (const at::Tensor& parameter : model.parameters()) {
+      if (!parameter.is_meta()) states.push_back(parameter.detach());
+    }
+    for (const at::Tensor& buffer : model.buffers()) {
+      if (!buffer.is_meta()) states.push_back(buffer.detach());
+    }
     if (!states.empty()) c10d::broadcast_coalesced(process_group_, states, kBroadcastBucketBytes, 0);
   } catch (const std::exception& e) {
     return NotMet(absl::StrCat("broadcasting rank 0's parameters over ", backend, " failed: ",

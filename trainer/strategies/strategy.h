@@ -157,6 +157,12 @@ class Strategy : public StrategyDescriptor {
   // rank and `what` when the others do not answer within the strategy's timeout. The default (one process): {mine}.
   virtual std::vector<std::string> ExchangeThroughStore(const std::string& what, const std::string& mine);
 
+  // Whether Setup itself gives a model built on the meta device (kiln::MetaDeviceScope, trainer/core/meta_device.h)
+  // its values, a part at a time (fsdp: each unit sharded as soon as it is made, so the whole model never exists in one
+  // process). The default: false, and the trainer materialises the whole model in host memory before Setup (a
+  // tensor-parallel layer keeps only its slice even so). Never throws.
+  virtual bool MaterializesMetaTensors() const { return false; }
+
   // How the trainer reads and writes an optimizer's state as a dictionary in PyTorch's state_dict layout ("state"
   // by parameter index, "param_groups"), so that a strategy that shards the optimizer state can convert it.
   struct OptimizerStateCodec {
