@@ -8,7 +8,7 @@ set -uo pipefail
 script=$PWD/tools/measure_parallel_modes.sh  # A data file of this test, in its runfiles.
 tp_gpt=$PWD/examples/real_models/tp_gpt
 out=${TEST_TMPDIR:-$(mktemp -d)}/table.md
-timeout 900 "$script" --tp_gpt="$tp_gpt" epochs=2 >"$out" 2>&1
+timeout 280 "$script" --tp_gpt="$tp_gpt" epochs=2 >"$out" 2>&1
 status=$?
 cat "$out"
 [[ $status == 0 ]] || { echo "FAIL: the script exited $status"; exit 1; }
