@@ -13,6 +13,7 @@
 // ("peak_bytes", the virtual NPU does, the CPU does not) and the wall-clock seconds of every training step
 // ("step_seconds", from on_train_batch_start to on_train_batch_end: forward, backward, the gradients' collectives and
 // the optimizer's step, the devices being synchronous as the virtual NPU's and the CPU's are).
+//
 // checkpointing=1 saves a checkpoint at each epoch's end under root/checkpoints (ModelCheckpoint's default place);
 // ckpt= resumes from one (only the steps run here are written). The per-process batch is global_batch / data-parallel size, so every run takes the same global batches.
 #include <chrono>
@@ -77,7 +78,10 @@ int main(int argc, char** argv) {
       {"accelerator", "cpu"}, {"devices", "1"},     {"strategy", "single_device"}, {"data_parallel_size", "auto"},
       {"tensor_parallel_size", "auto"}, {"global_batch", "8"}, {"epochs", "2"}, {"checkpointing", "0"},
       {"root", "."}, {"ckpt", ""}, {"auto_wrap_policy", ""}, {"save_distributed_checkpoint", "1"},
-      {"precision", "32-true"}, {"dim", "32"}, {"heads", "4"}, {"layers", "2"}, {"vocab", "32"}, {"report", ""}};
+      {"precision", "32-true"}, {"dim", std::to_string(kiln_examples::TpGptConfig{}.dim)},
+      {"heads", std::to_string(kiln_examples::TpGptConfig{}.heads)},
+      {"layers", std::to_string(kiln_examples::TpGptConfig{}.layers)},
+      {"vocab", std::to_string(kiln_examples::TpGptConfig{}.vocab)}, {"report", ""}};
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t equals = arg.find('=');
