@@ -80,6 +80,7 @@ PUBLIC_HEADERS = [
     ("//trainer/core:core", "trainer/core/metric_scheduler.h", ""),
     ("//trainer/core:core", "trainer/core/metrics.h", ""),
     ("//trainer/core:sync_batch_norm", "trainer/core/sync_batch_norm.h", ""),
+    ("//trainer/core:meta_device", "trainer/core/meta_device.h", ""),
     ("//trainer/core:tensor_parallel", "trainer/core/device_mesh.h", ""),
     ("//trainer/core:tensor_parallel", "trainer/core/tensor_parallel.h", ""),
     ("//trainer/data:csv_stream", "trainer/data/csv_stream.h", ""),
