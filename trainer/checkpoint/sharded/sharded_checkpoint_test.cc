@@ -63,6 +63,23 @@ class Gather {
   int generation_ = 0;
 };
 
+// A checkpoint's optimizer_states: one optimizer with `state` (by parameter index) and one group of `settings` over
+// parameters 0 and 1.
+GenericList OptimizerStates(const GenericDict& state, GenericDict settings) {
+  GenericList params = NewList();
+  params.push_back(IValue(int64_t{0}));
+  params.push_back(IValue(int64_t{1}));
+  settings.insert(IValue(std::string("params")), IValue(params));
+  GenericList groups = NewList();
+  groups.push_back(IValue(settings));
+  GenericDict optimizer = NewDict();
+  optimizer.insert(IValue(std::string("state")), IValue(state));
+  optimizer.insert(IValue(std::string("param_groups")), IValue(groups));
+  GenericList optimizers = NewList();
+  optimizers.push_back(IValue(optimizer));
+  return optimizers;
+}
+
 // A checkpoint's dictionary: tensors of every kind of shape, an optimizer's state and groups, other values.
 GenericDict Contents(float scale) {
   GenericDict state_dict = NewDict();
@@ -77,17 +94,7 @@ GenericDict Contents(float scale) {
   state.insert(IValue(int64_t{1}), IValue(momentum));  // Only the second parameter has state.
   GenericDict group = NewDict();
   group.insert(IValue(std::string("lr")), IValue(0.5));
-  GenericList params = NewList();
-  params.push_back(IValue(int64_t{0}));
-  params.push_back(IValue(int64_t{1}));
-  group.insert(IValue(std::string("params")), IValue(params));
-  GenericList groups = NewList();
-  groups.push_back(IValue(group));
-  GenericDict optimizer = NewDict();
-  optimizer.insert(IValue(std::string("state")), IValue(state));
-  optimizer.insert(IValue(std::string("param_groups")), IValue(groups));
-  GenericList optimizers = NewList();
-  optimizers.push_back(IValue(optimizer));
+  const GenericList optimizers = OptimizerStates(state, group);
   GenericDict contents = NewDict();
   contents.insert(IValue(std::string("epoch")), IValue(int64_t{3}));
   contents.insert(IValue(std::string("state_dict")), IValue(state_dict));
@@ -412,21 +419,9 @@ GenericDict MeshContents(int rank) {
   momentum.insert(IValue(std::string("step")), IValue(at::scalar_tensor(4.0)));
   GenericDict state = NewDict();
   state.insert(IValue(int64_t{0}), IValue(momentum));
-  GenericDict group = NewDict();
-  GenericList params = NewList();
-  params.push_back(IValue(int64_t{0}));
-  params.push_back(IValue(int64_t{1}));
-  group.insert(IValue(std::string("params")), IValue(params));
-  GenericList groups = NewList();
-  groups.push_back(IValue(group));
-  GenericDict optimizer = NewDict();
-  optimizer.insert(IValue(std::string("state")), IValue(state));
-  optimizer.insert(IValue(std::string("param_groups")), IValue(groups));
-  GenericList optimizers = NewList();
-  optimizers.push_back(IValue(optimizer));
   GenericDict contents = NewDict();
   contents.insert(IValue(std::string("state_dict")), IValue(state_dict));
-  contents.insert(IValue(std::string("optimizer_states")), IValue(optimizers));
+  contents.insert(IValue(std::string("optimizer_states")), IValue(OptimizerStates(state, NewDict())));
   return contents;
 }
 
