@@ -108,18 +108,8 @@ absl::Status Trainer::save_checkpoint(const std::string& path, bool weights_only
   std::vector<int64_t> scheduler_steps = fit_loop_->epoch_loop().scheduler_progress().total;
   const TrainingState state{*model_, optimizers_, scheduler_steps, callbacks_, *precision_, data_, weights_only};
   if (checkpoint_writer_ == nullptr) checkpoint_writer_ = std::make_unique<CheckpointWriter>();
-  // A sharded checkpoint of the state as the ranks hold it, where the strategy says what each holds (model_parallel's
-  // slices): nothing is gathered.
-  if (strategy_->SavesShardedCheckpoints()) {
-    if (std::optional<std::unordered_map<std::string, Strategy::ParameterSlice>> slices =
-            strategy_->ShardedSaveSlices(*model_)) {
-      absl::Status status = SaveSharded(path, state, progress, *strategy_, *slices, *checkpoint_writer_);
-      strategy_->Barrier();
-      return status;
-    }
-  }
-  // A strategy that shards the model and optimizer state makes them whole for the snapshot (every rank takes part).
-  absl::Status status = strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, [&] {
+  // The state made whole on this rank (by a strategy that shards it, WithFullState below; every rank takes part).
+  const auto save_whole = [&] {
     if (strategy_->SavesShardedCheckpoints()) {
       return SaveSharded(path, state, progress, *strategy_, /*slices=*/{}, *checkpoint_writer_);
     }
@@ -130,7 +120,15 @@ absl::Status Trainer::save_checkpoint(const std::string& path, bool weights_only
     absl::StatusOr<CheckpointSnapshot> snapshot = TakeCheckpointSnapshot(path, state, progress);
     if (!snapshot.ok()) return snapshot.status();
     return checkpoint_writer_->SubmitSnapshot(path, *std::move(snapshot));
-  });
+  };
+  // A sharded checkpoint of the state as the ranks hold it, where the strategy says what each holds (model_parallel's
+  // slices): nothing is gathered.
+  const std::optional<std::unordered_map<std::string, Strategy::ParameterSlice>> slices =
+      strategy_->SavesShardedCheckpoints() ? strategy_->ShardedSaveSlices(*model_) : std::nullopt;
+  const absl::Status status =
+      slices.has_value()
+          ? SaveSharded(path, state, progress, *strategy_, *slices, *checkpoint_writer_)
+          : strategy_->WithFullState(optimizers_.optimizers, CheckpointCodec(), /*restoring=*/false, save_whole);
   strategy_->Barrier();
   return status;
 }

@@ -420,17 +420,13 @@ absl::Status CheckpointWriter::Enqueue(std::unique_ptr<Task> task) {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(
       lock, [&] { return !error_.ok() || pending_bytes_ == 0 || pending_bytes_ + task->size <= max_pending_bytes_; });
-  if (!error_.ok() && task->collective != nullptr) {  // Queued all the same: the other ranks' writers count on it.
-    pending_bytes_ += task->size;
-    queue_.push_back(std::move(task));
-    changed_.notify_all();
-    return error_;
-  }
-  if (!error_.ok()) return error_;
+  // After an error, a collective write is queued all the same (the other ranks' writers count on it), and the error
+  // returned; anything else is not queued.
+  if (!error_.ok() && task->collective == nullptr) return error_;
   pending_bytes_ += task->size;
   queue_.push_back(std::move(task));
   changed_.notify_all();
-  return absl::OkStatus();
+  return error_;
 }
 
 absl::Status CheckpointWriter::SubmitRemove(std::string path) {
