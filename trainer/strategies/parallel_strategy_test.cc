@@ -6,11 +6,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "ATen/ATen.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "torch/csrc/distributed/c10d/ProcessGroup.hpp"
@@ -85,6 +87,22 @@ TEST(ParallelStrategyTest, ReducesGathersAndAgreesAcrossTheRanks) {
   EXPECT_TRUE(strategy.ReduceAny(rank == 1));
   EXPECT_FALSE(strategy.ReduceAny(false));
   strategy.Barrier();
+
+  // Through the store, from a thread beside this one's collectives (a checkpoint writer's): every rank's text in rank
+  // order, round after round (three: the third removes this rank's key of the first).
+  std::vector<std::vector<std::string>> exchanged;
+  std::thread writer([&] {
+    for (int round = 0; round < 3; ++round) {
+      exchanged.push_back(strategy.ExchangeThroughStore("a test", absl::StrCat("rank ", rank, ", round ", round)));
+    }
+  });
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(strategy.ReduceAny(rank == 1));
+  writer.join();
+  ASSERT_EQ(exchanged.size(), 3u);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(exchanged[round], (std::vector<std::string>{absl::StrCat("rank 0, round ", round),
+                                                          absl::StrCat("rank 1, round ", round)}));
+  }
 
   // A subgroup of rank 1 alone: an all-reduce in it sees rank 1's value only.
   if (rank == 1) {
