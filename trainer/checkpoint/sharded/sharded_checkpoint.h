@@ -59,10 +59,6 @@ struct ShardedPart {
 struct ShardedCheckpointRanks {
   int rank = 0;
   int world_size = 1;
-  // The parameters whose tensors this rank holds a part of, by name: the model's entry and each optimizer state
-  // tensor of the part's sizes (momentum, moments) are written as that part of the whole tensor. Every tensor not
-  // named here is whole on every rank.
-  std::unordered_map<std::string, ShardedPart> parts;
   // Each optimizer's parameters' names, in its state's numbering (group after group); an index past the end is
   // named by its number.
   std::vector<std::vector<std::string>> optimizer_parameter_names;
@@ -70,6 +66,10 @@ struct ShardedCheckpointRanks {
   // on a thread beside the training loop's (an asynchronous save), one that is safe there: through the run's store
   // (Strategy::ExchangeThroughStore), not the process group the loop's collectives use.
   std::function<std::vector<std::string>(const std::string& mine)> all_gather;
+  // The parameters whose tensors this rank holds a part of, by name: the model's entry and each optimizer state
+  // tensor of the part's sizes (momentum, moments) are written as that part of the whole tensor. Every tensor not
+  // named here is whole on every rank. (Last, so that an initialiser of the fields above keeps its meaning.)
+  std::unordered_map<std::string, ShardedPart> parts;
 };
 
 // Writes `contents` (a checkpoint's dictionary, the same on every rank: checkpoint_connector.h's) as the sharded

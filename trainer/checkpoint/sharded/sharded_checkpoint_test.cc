@@ -114,10 +114,10 @@ std::vector<absl::Status> WriteFromRanks(
     threads.emplace_back([&, rank] {
       ShardedCheckpointRanks context{.rank = rank,
                                      .world_size = ranks,
-                                     .parts = parts != nullptr ? parts(rank)
-                                                               : std::unordered_map<std::string, ShardedPart>{},
                                      .optimizer_parameter_names = {{"net.0.weight", "net.0.bias"}},
-                                     .all_gather = [&](const std::string& mine) { return gather(rank, mine); }};
+                                     .all_gather = [&](const std::string& mine) { return gather(rank, mine); },
+                                     .parts = parts != nullptr ? parts(rank)
+                                                               : std::unordered_map<std::string, ShardedPart>{}};
       statuses[rank] = WriteShardedCheckpoint(path, contents(rank), context);
     });
   }
